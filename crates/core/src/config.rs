@@ -1,0 +1,84 @@
+//! Protocol configuration shared by the state machines of one DC.
+
+use crate::{ClockKind, DcId};
+use serde::{Deserialize, Serialize};
+
+/// Deliberate protocol bugs, for showing that the TCC checker catches what it claims to. Never set in production;
+/// the server refuses them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Bug {
+    /// Partitions serve reads at once, without waiting for their clock or for earlier prepared transactions
+    /// (Cure Alg. 2 line 6 removed).
+    SkipReadWait,
+    /// The coordinator commits at the smallest prepare time instead of the largest (Cure Alg. 1 line 33).
+    CommitAtMinPrepareTime,
+    /// Partitions ignore prepared transactions when computing pvc (Cure Alg. 2 UpdateClock), so one partition
+    /// exposes a transaction's effects while another still holds it prepared.
+    IgnorePreparedInPvc,
+}
+
+/// The configuration of one DC's state machines.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Config {
+    /// Number of DCs (the length of every vector clock).
+    pub dcs: u16,
+    /// This DC.
+    pub dc: DcId,
+    /// Partitions per DC.
+    pub partitions: u32,
+    /// Which clock partitions and coordinators run.
+    pub clock: ClockKind,
+    /// How often a partition reports its pvc to the stabilizer and the stabilizer publishes the stable snapshot.
+    pub stable_interval_us: u64,
+    /// How long a partition lets a read or prepare wait for its snapshot before answering with a timeout.
+    pub wait_timeout_us: u64,
+    /// How long an interactive transaction may stay idle (no client request) before it is aborted.
+    pub tx_idle_timeout_us: u64,
+    /// How long the coordinator waits for partitions to answer a read or a prepare before aborting.
+    pub op_timeout_us: u64,
+    /// How often the coordinator resends a commit or abort decision that a partition has not acknowledged, and how
+    /// often a partition asks about a prepared transaction whose decision it has not heard.
+    pub retry_interval_us: u64,
+    /// The largest step a client clock or snapshot may ask a hybrid clock to jump ahead of physical time; further
+    /// ahead is refused as an invalid clock.
+    pub max_clock_ahead_us: u64,
+    /// Write-write certification of concurrent local updates to one object (AntidoteDB's `txn_cert`): a
+    /// transaction that updates an object another transaction updated after its snapshot aborts. Off by default:
+    /// CRDTs merge concurrent updates.
+    pub certify_writes: bool,
+    /// Most transactions one coordinator keeps open at once.
+    pub max_open_transactions: usize,
+    /// Most requests (reads and prepares) one partition keeps waiting at once.
+    pub max_waiting_requests: usize,
+    /// A deliberate bug, for checker validation only.
+    pub bug: Option<Bug>,
+}
+
+impl Config {
+    /// Defaults for a DC of the given shape.
+    pub fn new(dcs: u16, dc: DcId, partitions: u32) -> Self {
+        assert!(dcs > 0 && dc.0 < dcs, "dc {} outside 0..{dcs}", dc.0);
+        assert!(partitions > 0, "a DC needs at least one partition");
+        Self {
+            dcs,
+            dc,
+            partitions,
+            clock: ClockKind::Hybrid,
+            stable_interval_us: 1_000,
+            wait_timeout_us: 5_000_000,
+            tx_idle_timeout_us: 30_000_000,
+            op_timeout_us: 10_000_000,
+            retry_interval_us: 100_000,
+            max_clock_ahead_us: 1_000_000,
+            certify_writes: false,
+            max_open_transactions: 100_000,
+            max_waiting_requests: 100_000,
+            bug: None,
+        }
+    }
+
+    /// The number of DCs as a vector length.
+    pub fn vector_len(&self) -> usize {
+        usize::from(self.dcs)
+    }
+}

@@ -1,0 +1,882 @@
+//! The transaction coordinator (Cure Alg. 1): interactive and static transactions, snapshot assignment, effect
+//! generation against the transaction's snapshot, and two-phase commit over the touched partitions.
+//!
+//! Inputs: [`Coordinator::handle_client`], [`Coordinator::handle_message`], [`Coordinator::handle_timeout`].
+//! Outputs: [`Coordinator::poll_output`] and [`Coordinator::poll_timeout`].
+//!
+//! A client reply for a committed update transaction leaves only after every touched partition has made the
+//! commit durable, so an acknowledged commit survives any crash.
+
+use crate::config::Bug;
+use crate::message::RemoteError;
+use crate::{
+    Address, ClientId, Clock, Config, CoordinatorId, DetHashMap, Envelope, Message, ObjectId, PartitionId, RequestId,
+    Timestamp, TxId, VectorClock,
+};
+use causet_crdt::{requires_state, Crdt, CrdtError, Effect, EffectCtx, Op, Stamp, Value};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// A client's request to the coordinator.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum ClientRequest {
+    /// Start an interactive transaction after the client's causal clock, if any.
+    Start {
+        /// The client's causal clock: the largest commit or snapshot vector it has seen.
+        clock: Option<VectorClock>,
+    },
+    /// Read objects in an interactive transaction.
+    Read {
+        /// The transaction.
+        tx: TxId,
+        /// The objects.
+        objects: Vec<ObjectId>,
+    },
+    /// Update objects in an interactive transaction.
+    Update {
+        /// The transaction.
+        tx: TxId,
+        /// The objects and operations, applied in order.
+        updates: Vec<(ObjectId, Op)>,
+    },
+    /// Commit an interactive transaction.
+    Commit {
+        /// The transaction.
+        tx: TxId,
+    },
+    /// Abort an interactive transaction.
+    Abort {
+        /// The transaction.
+        tx: TxId,
+    },
+    /// Read objects in a transaction of its own.
+    StaticRead {
+        /// The client's causal clock.
+        clock: Option<VectorClock>,
+        /// The objects.
+        objects: Vec<ObjectId>,
+    },
+    /// Update objects in a transaction of its own.
+    StaticUpdate {
+        /// The client's causal clock.
+        clock: Option<VectorClock>,
+        /// The objects and operations, applied in order.
+        updates: Vec<(ObjectId, Op)>,
+    },
+}
+
+/// A successful answer.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum ClientResponse {
+    /// The interactive transaction started.
+    Started {
+        /// Its id (the client's transaction descriptor).
+        tx: TxId,
+        /// Its snapshot vector.
+        snapshot: VectorClock,
+    },
+    /// The values read, in request order.
+    Values(Vec<Value>),
+    /// The updates were buffered.
+    Updated,
+    /// The transaction committed; the client's new causal clock.
+    Committed {
+        /// The commit vector (the snapshot vector for a read-only transaction).
+        commit: VectorClock,
+    },
+    /// The transaction was aborted at the client's request.
+    Aborted,
+    /// A static read's values and the clock to carry on with.
+    StaticValues {
+        /// The values, in request order.
+        values: Vec<Value>,
+        /// The snapshot vector read.
+        commit: VectorClock,
+    },
+}
+
+/// Why a request failed. [`TxError::code`] maps it onto AntidoteDB's error codes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, thiserror::Error)]
+pub enum TxError {
+    /// No such transaction (never started here, or forgotten long ago).
+    #[error("unknown transaction {0}")]
+    UnknownTransaction(TxId),
+    /// The transaction has already committed.
+    #[error("transaction {0} has already committed")]
+    AlreadyCommitted(TxId),
+    /// The transaction has already aborted.
+    #[error("transaction {tx} has already aborted: {reason}")]
+    AlreadyAborted {
+        /// The transaction.
+        tx: TxId,
+        /// Why it aborted.
+        reason: String,
+    },
+    /// Another request of the transaction is still being served.
+    #[error("transaction {0} is busy with another request")]
+    Busy(TxId),
+    /// The coordinator keeps too many open transactions.
+    #[error("too many open transactions ({0}); retry later")]
+    TooManyTransactions(usize),
+    /// The client's clock is malformed or impossible.
+    #[error("invalid clock: {0}")]
+    InvalidClock(String),
+    /// The request timed out; the transaction is aborted.
+    #[error("timed out: {0}")]
+    Timeout(String),
+    /// The transaction aborted (for example, certification failed, or a partition refused the prepare).
+    #[error("transaction aborted: {0}")]
+    Aborted(String),
+    /// An operation did not fit its object, or a bounded counter lacks rights; the transaction is unchanged.
+    #[error("{0}")]
+    Crdt(CrdtError),
+}
+
+impl TxError {
+    /// AntidoteDB's error code: 0 unknown, 1 timeout, 2 no_permissions, 3 aborted.
+    pub fn code(&self) -> u32 {
+        match self {
+            TxError::Timeout(_) => 1,
+            TxError::Crdt(CrdtError::NoPermissions { .. }) => 2,
+            TxError::Aborted(_) | TxError::AlreadyAborted { .. } => 3,
+            _ => 0,
+        }
+    }
+}
+
+/// A reply to a client request.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClientReply {
+    /// The client.
+    pub client: ClientId,
+    /// The request answered.
+    pub request: RequestId,
+    /// The answer.
+    pub result: Result<ClientResponse, TxError>,
+}
+
+/// What a coordinator asks its driver to do.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CoordinatorOutput {
+    /// Deliver a message to another state machine.
+    Send(Envelope),
+    /// Answer a client.
+    Reply(ClientReply),
+}
+
+/// What the transaction does once the objects it waits for arrive.
+#[derive(Clone, Debug)]
+enum Continuation {
+    Read(Vec<ObjectId>),
+    Update(Vec<(ObjectId, Op)>),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Interactive,
+    /// A static transaction: commit as soon as the read or update is done.
+    Static,
+}
+
+#[derive(Clone, Debug)]
+enum Phase {
+    /// Waiting for the client.
+    Idle { deadline_us: u64 },
+    /// Fetching object states from partitions.
+    Fetching { request: RequestId, then: Continuation, outstanding: BTreeSet<u64>, deadline_us: u64 },
+    /// Two-phase commit, first phase.
+    Preparing {
+        request: RequestId,
+        waiting: BTreeSet<PartitionId>,
+        max_prepare: Timestamp,
+        min_prepare: Timestamp,
+        deadline_us: u64,
+    },
+    /// Decided to commit; waiting for every partition to make it durable.
+    Committing { request: RequestId, commit: VectorClock, unacked: BTreeSet<PartitionId>, retry_us: u64 },
+    /// Decided to abort; waiting for prepared partitions to forget it.
+    Aborting { unacked: BTreeSet<PartitionId>, retry_us: u64 },
+}
+
+#[derive(Clone, Debug)]
+struct Tx {
+    client: ClientId,
+    kind: Kind,
+    snapshot: VectorClock,
+    ctx: EffectCtx,
+    phase: Phase,
+    /// Object states at the snapshot with the transaction's own effects applied, for the objects read so far.
+    cache: BTreeMap<ObjectId, Crdt>,
+    /// The transaction's effects, in program order.
+    writes: Vec<(ObjectId, Effect)>,
+}
+
+#[derive(Clone, Debug)]
+enum Finished {
+    Committed,
+    Aborted(String),
+}
+
+#[derive(Clone, Debug)]
+struct PendingStart {
+    client: ClientId,
+    request: RequestId,
+    clock: VectorClock,
+    then: Option<StaticOp>,
+    deadline_us: u64,
+}
+
+#[derive(Clone, Debug)]
+enum StaticOp {
+    Read(Vec<ObjectId>),
+    Update(Vec<(ObjectId, Op)>),
+}
+
+/// How many finished transactions the coordinator remembers, to answer late requests precisely.
+const FINISHED_MEMORY: usize = 10_000;
+
+/// A transaction coordinator of one DC.
+#[derive(Debug)]
+pub struct Coordinator {
+    id: CoordinatorId,
+    config: Config,
+    clock: Clock,
+    /// The DC's stable snapshot as last heard from the stabilizer.
+    stable: VectorClock,
+    next_seq: u64,
+    next_fetch: u64,
+    txs: BTreeMap<TxId, Tx>,
+    /// Which fetch request belongs to which transaction.
+    fetches: DetHashMap<u64, (TxId, Vec<ObjectId>)>,
+    finished: DetHashMap<TxId, Finished>,
+    finished_order: VecDeque<TxId>,
+    starts: Vec<PendingStart>,
+    outputs: VecDeque<CoordinatorOutput>,
+    next_report_us: u64,
+}
+
+impl Coordinator {
+    /// A coordinator with no transactions. `now_us` is the local physical clock.
+    pub fn new(id: CoordinatorId, config: Config, now_us: u64) -> Self {
+        let dcs = config.vector_len();
+        Self {
+            id,
+            clock: Clock::new(config.clock),
+            stable: VectorClock::zero(dcs),
+            next_seq: 0,
+            next_fetch: 0,
+            txs: BTreeMap::new(),
+            fetches: DetHashMap::default(),
+            finished: DetHashMap::default(),
+            finished_order: VecDeque::new(),
+            starts: Vec::new(),
+            outputs: VecDeque::new(),
+            next_report_us: now_us,
+            config,
+        }
+    }
+
+    /// This coordinator's id.
+    pub fn id(&self) -> CoordinatorId {
+        self.id
+    }
+
+    /// Transactions open (interactive ones waiting for the client included).
+    pub fn open_transactions(&self) -> usize {
+        self.txs.len()
+    }
+
+    /// The stable snapshot as last heard.
+    pub fn stable_snapshot(&self) -> &VectorClock {
+        &self.stable
+    }
+
+    /// Hands over the next output, if any. Drain after every input.
+    pub fn poll_output(&mut self) -> Option<CoordinatorOutput> {
+        self.outputs.pop_front()
+    }
+
+    /// The local time at which [`Coordinator::handle_timeout`] must next be called.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        let mut next = self.next_report_us;
+        for tx in self.txs.values() {
+            next = next.min(match &tx.phase {
+                Phase::Idle { deadline_us }
+                | Phase::Fetching { deadline_us, .. }
+                | Phase::Preparing { deadline_us, .. } => *deadline_us,
+                Phase::Committing { retry_us, .. } | Phase::Aborting { retry_us, .. } => *retry_us,
+            });
+        }
+        for s in &self.starts {
+            next = next.min(s.deadline_us);
+        }
+        Some(next)
+    }
+
+    /// A client request.
+    pub fn handle_client(&mut self, now_us: u64, client: ClientId, request: RequestId, body: ClientRequest) {
+        match body {
+            ClientRequest::Start { clock } => self.on_start(now_us, client, request, clock, None),
+            ClientRequest::StaticRead { clock, objects } => {
+                self.on_start(now_us, client, request, clock, Some(StaticOp::Read(objects)))
+            }
+            ClientRequest::StaticUpdate { clock, updates } => {
+                self.on_start(now_us, client, request, clock, Some(StaticOp::Update(updates)))
+            }
+            ClientRequest::Read { tx, objects } => {
+                if self.idle_tx(client, request, tx) {
+                    self.run(now_us, tx, request, Continuation::Read(objects));
+                }
+            }
+            ClientRequest::Update { tx, updates } => {
+                if self.idle_tx(client, request, tx) {
+                    self.run(now_us, tx, request, Continuation::Update(updates));
+                }
+            }
+            ClientRequest::Commit { tx } => {
+                if self.idle_tx(client, request, tx) {
+                    self.commit(now_us, tx, request);
+                }
+            }
+            ClientRequest::Abort { tx } => {
+                if self.idle_tx(client, request, tx) {
+                    self.txs.remove(&tx);
+                    self.finish(tx, Finished::Aborted("aborted by the client".into()));
+                    self.reply(client, request, Ok(ClientResponse::Aborted));
+                }
+            }
+        }
+    }
+
+    /// A message from a partition or the stabilizer.
+    pub fn handle_message(&mut self, now_us: u64, from: Address, msg: Message) {
+        let Address::Partition(partition) = from else {
+            if let Message::Stable { stable, .. } = msg {
+                self.on_stable(now_us, stable);
+            }
+            return;
+        };
+        match msg {
+            Message::ReadReply { tx, request, result } => self.on_read_reply(now_us, tx, request, result),
+            Message::Prepared { tx, prepare_time } => self.on_prepared(now_us, tx, partition, prepare_time),
+            Message::PrepareRefused { tx, reason } => self.on_prepare_refused(now_us, tx, partition, reason),
+            Message::CommitAck { tx } => self.on_commit_ack(tx, partition),
+            Message::AbortAck { tx } => self.on_abort_ack(tx, partition),
+            Message::QueryOutcome { tx } => self.on_query(tx, partition),
+            _ => {}
+        }
+    }
+
+    /// Timers: give up on slow requests, abort idle transactions, resend decisions, report the oldest snapshot.
+    pub fn handle_timeout(&mut self, now_us: u64) {
+        if now_us >= self.next_report_us {
+            self.next_report_us = now_us + self.config.stable_interval_us.max(1);
+            let mut oldest = self.stable.clone();
+            for tx in self.txs.values() {
+                oldest.merge_min(&tx.snapshot);
+            }
+            self.send(Address::Stabilizer, Message::OldestSnapshot { snapshot: oldest });
+        }
+        let starts = std::mem::take(&mut self.starts);
+        for s in starts {
+            if now_us >= s.deadline_us {
+                let err = TxError::Timeout("the DC's stable snapshot did not reach the client's clock".into());
+                self.reply(s.client, s.request, Err(err));
+            } else {
+                self.starts.push(s);
+            }
+        }
+        let due: Vec<TxId> = self
+            .txs
+            .iter()
+            .filter(|(_, tx)| match &tx.phase {
+                Phase::Idle { deadline_us }
+                | Phase::Fetching { deadline_us, .. }
+                | Phase::Preparing { deadline_us, .. } => now_us >= *deadline_us,
+                Phase::Committing { retry_us, .. } | Phase::Aborting { retry_us, .. } => now_us >= *retry_us,
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in due {
+            self.on_due(now_us, id);
+        }
+    }
+
+    fn on_due(&mut self, now_us: u64, id: TxId) {
+        let tx = self.txs.get_mut(&id).expect("due transactions are open");
+        let retry = now_us + self.config.retry_interval_us.max(1);
+        match &mut tx.phase {
+            Phase::Idle { .. } => {
+                self.txs.remove(&id);
+                self.finish(id, Finished::Aborted("idle for longer than the transaction timeout".into()));
+            }
+            Phase::Fetching { request, .. } => {
+                let (client, request) = (tx.client, *request);
+                self.txs.remove(&id);
+                let reason = "partitions did not answer the read in time";
+                self.finish(id, Finished::Aborted(reason.into()));
+                self.reply(client, request, Err(TxError::Timeout(reason.into())));
+            }
+            Phase::Preparing { request, .. } => {
+                let (client, request) = (tx.client, *request);
+                let reason = "partitions did not answer the prepare in time";
+                self.abort_prepared(now_us, id);
+                self.reply(client, request, Err(TxError::Timeout(reason.into())));
+            }
+            Phase::Committing { commit, unacked, retry_us, .. } => {
+                *retry_us = retry;
+                let (commit, unacked) = (commit.clone(), unacked.clone());
+                for p in unacked {
+                    self.send(Address::Partition(p), Message::Commit { tx: id, commit: commit.clone() });
+                }
+            }
+            Phase::Aborting { unacked, retry_us } => {
+                *retry_us = retry;
+                for p in unacked.clone() {
+                    self.send(Address::Partition(p), Message::Abort { tx: id });
+                }
+            }
+        }
+    }
+
+    fn on_start(
+        &mut self,
+        now_us: u64,
+        client: ClientId,
+        request: RequestId,
+        clock: Option<VectorClock>,
+        then: Option<StaticOp>,
+    ) {
+        let clock = clock.unwrap_or_else(|| VectorClock::zero(self.config.vector_len()));
+        if let Err(e) = self.validate_clock(now_us, &clock) {
+            self.reply(client, request, Err(e));
+            return;
+        }
+        if self.txs.len() + self.starts.len() >= self.config.max_open_transactions {
+            self.reply(client, request, Err(TxError::TooManyTransactions(self.txs.len())));
+            return;
+        }
+        let start = PendingStart { client, request, clock, then, deadline_us: now_us + self.config.op_timeout_us };
+        if self.remote_entries_stable(&start.clock) {
+            self.begin(now_us, start);
+        } else {
+            // Cure Alg. 1 line 11: wait until the stable snapshot covers the client's clock for remote DCs.
+            self.starts.push(start);
+        }
+    }
+
+    fn validate_clock(&self, now_us: u64, clock: &VectorClock) -> Result<(), TxError> {
+        if !clock.has_dcs(self.config.vector_len()) {
+            return Err(TxError::InvalidClock(format!(
+                "{} entries, but the cluster has {} DCs",
+                clock.len(),
+                self.config.dcs
+            )));
+        }
+        let local = clock.get(self.config.dc);
+        if local.micros() > now_us.saturating_add(self.config.max_clock_ahead_us) && local > self.clock.last() {
+            return Err(TxError::InvalidClock(format!(
+                "entry {local} of this DC is ahead of its clock by more than {} µs",
+                self.config.max_clock_ahead_us
+            )));
+        }
+        Ok(())
+    }
+
+    fn remote_entries_stable(&self, clock: &VectorClock) -> bool {
+        let local = usize::from(self.config.dc.0);
+        let pairs = clock.entries().iter().zip(self.stable.entries()).enumerate();
+        pairs.filter(|(i, _)| *i != local).all(|(_, (c, s))| c <= s)
+    }
+
+    /// Cure Alg. 1 GetSnapshotTime: remote entries from the stable snapshot, the local entry from the clock (at
+    /// least the client's and the stable snapshot's, so reads never go back in time).
+    fn begin(&mut self, now_us: u64, start: PendingStart) {
+        let local = self.config.dc;
+        let mut snapshot = self.stable.clone();
+        self.clock.observe(start.clock.get(local));
+        let own = self.clock.current(now_us).max(start.clock.get(local)).max(self.stable.get(local));
+        snapshot.set(local, own);
+        let id = TxId { dc: local, coordinator: self.id, seq: self.next_seq };
+        self.next_seq += 1;
+        let kind = if start.then.is_some() { Kind::Static } else { Kind::Interactive };
+        let tx = Tx {
+            client: start.client,
+            kind,
+            snapshot: snapshot.clone(),
+            ctx: EffectCtx::new(id.tag(), local.0),
+            phase: Phase::Idle { deadline_us: now_us + self.config.tx_idle_timeout_us },
+            cache: BTreeMap::new(),
+            writes: Vec::new(),
+        };
+        self.txs.insert(id, tx);
+        match start.then {
+            None => self.reply(start.client, start.request, Ok(ClientResponse::Started { tx: id, snapshot })),
+            Some(StaticOp::Read(objects)) => self.run(now_us, id, start.request, Continuation::Read(objects)),
+            Some(StaticOp::Update(updates)) => self.run(now_us, id, start.request, Continuation::Update(updates)),
+        }
+    }
+
+    fn on_stable(&mut self, now_us: u64, stable: VectorClock) {
+        if !stable.has_dcs(self.config.vector_len()) {
+            return;
+        }
+        self.stable.merge_max(&stable);
+        self.clock.observe(stable.get(self.config.dc));
+        let starts = std::mem::take(&mut self.starts);
+        for s in starts {
+            if self.remote_entries_stable(&s.clock) {
+                self.begin(now_us, s);
+            } else {
+                self.starts.push(s);
+            }
+        }
+    }
+
+    /// Checks that the request is for an open interactive transaction of this client that waits for the client.
+    fn idle_tx(&mut self, client: ClientId, request: RequestId, id: TxId) -> bool {
+        let err = match self.txs.get(&id) {
+            Some(tx) if tx.kind == Kind::Interactive && matches!(tx.phase, Phase::Idle { .. }) => return true,
+            Some(_) => TxError::Busy(id),
+            None => match self.finished.get(&id) {
+                Some(Finished::Committed) => TxError::AlreadyCommitted(id),
+                Some(Finished::Aborted(reason)) => TxError::AlreadyAborted { tx: id, reason: reason.clone() },
+                None => TxError::UnknownTransaction(id),
+            },
+        };
+        self.reply(client, request, Err(err));
+        false
+    }
+
+    /// Runs a read or an update: fetches the objects it needs that the transaction has not read yet, then
+    /// continues in [`Coordinator::resume`].
+    fn run(&mut self, now_us: u64, id: TxId, request: RequestId, then: Continuation) {
+        let tx = self.txs.get_mut(&id).expect("run is called on open transactions");
+        let mut needed: BTreeMap<PartitionId, Vec<ObjectId>> = BTreeMap::new();
+        let mut add = |o: &ObjectId| {
+            if !tx.cache.contains_key(o) {
+                let objects = needed.entry(o.partition(self.config.partitions)).or_default();
+                if !objects.contains(o) {
+                    objects.push(o.clone());
+                }
+            }
+        };
+        match &then {
+            Continuation::Read(objects) => objects.iter().for_each(&mut add),
+            Continuation::Update(updates) => {
+                for (o, op) in updates {
+                    if requires_state(o.ty, op) {
+                        add(o);
+                    }
+                }
+            }
+        }
+        if needed.is_empty() {
+            self.resume(now_us, id, request, then);
+            return;
+        }
+        let snapshot = tx.snapshot.clone();
+        let mut outstanding = BTreeSet::new();
+        let mut sends = Vec::new();
+        for (partition, objects) in needed {
+            let fetch = self.next_fetch;
+            self.next_fetch += 1;
+            outstanding.insert(fetch);
+            self.fetches.insert(fetch, (id, objects.clone()));
+            let msg = Message::Read { tx: id, request: fetch, snapshot: snapshot.clone(), objects };
+            sends.push((Address::Partition(partition), msg));
+        }
+        tx.phase = Phase::Fetching { request, then, outstanding, deadline_us: now_us + self.config.op_timeout_us };
+        for (to, msg) in sends {
+            self.send(to, msg);
+        }
+    }
+
+    fn on_read_reply(&mut self, now_us: u64, id: TxId, fetch: u64, result: Result<Vec<Crdt>, RemoteError>) {
+        let Some((owner, objects)) = self.fetches.remove(&fetch) else {
+            return; // A late reply for a transaction that gave up.
+        };
+        if owner != id {
+            return;
+        }
+        let Some(tx) = self.txs.get_mut(&id) else {
+            return;
+        };
+        let Phase::Fetching { request, outstanding, .. } = &mut tx.phase else {
+            return;
+        };
+        outstanding.remove(&fetch);
+        let (client, request, done) = (tx.client, *request, outstanding.is_empty());
+        let states = match result {
+            Ok(states) if states.len() == objects.len() => states,
+            Ok(_) => {
+                let e = RemoteError::InvalidSnapshot("a partition answered a different number of objects".into());
+                self.fail_fetch(id, client, request, e);
+                return;
+            }
+            Err(e) => {
+                self.fail_fetch(id, client, request, e);
+                return;
+            }
+        };
+        let tx = self.txs.get_mut(&id).expect("still open");
+        for (object, mut state) in objects.into_iter().zip(states) {
+            // Overlay the transaction's own effects: it reads its own writes.
+            for (o, effect) in &tx.writes {
+                if *o == object {
+                    state.apply(effect, Stamp::PENDING).expect("own effects match the object's type");
+                }
+            }
+            tx.cache.insert(object, state);
+        }
+        if done {
+            let Phase::Fetching { then, .. } = std::mem::replace(&mut tx.phase, Phase::Idle { deadline_us: 0 }) else {
+                unreachable!("checked above")
+            };
+            self.resume(now_us, id, request, then);
+        }
+    }
+
+    /// A partition could not serve a read: the transaction aborts.
+    fn fail_fetch(&mut self, id: TxId, client: ClientId, request: RequestId, reason: RemoteError) {
+        self.fetches.retain(|_, (owner, _)| *owner != id);
+        self.txs.remove(&id);
+        let text = format!("read failed: {reason}");
+        self.finish(id, Finished::Aborted(text.clone()));
+        let err = match reason {
+            RemoteError::Timeout => TxError::Timeout(text),
+            _ => TxError::Aborted(text),
+        };
+        self.reply(client, request, Err(err));
+    }
+
+    /// Continues a read or an update once every object it needs is in the transaction's cache.
+    fn resume(&mut self, now_us: u64, id: TxId, request: RequestId, then: Continuation) {
+        let tx = self.txs.get_mut(&id).expect("resume is called on open transactions");
+        tx.phase = Phase::Idle { deadline_us: now_us + self.config.tx_idle_timeout_us };
+        let result = match then {
+            Continuation::Read(objects) => {
+                let values: Vec<Value> = objects.iter().map(|o| tx.cache[o].value()).collect();
+                if tx.kind == Kind::Static {
+                    let commit = tx.snapshot.clone();
+                    let client = tx.client;
+                    self.txs.remove(&id);
+                    self.finish(id, Finished::Committed);
+                    let response = ClientResponse::StaticValues { values, commit };
+                    self.reply(client, request, Ok(response));
+                    return;
+                }
+                Ok(ClientResponse::Values(values))
+            }
+            Continuation::Update(updates) => Self::generate(tx, &updates).map(|()| ClientResponse::Updated),
+        };
+        let client = tx.client;
+        match (tx.kind, result) {
+            (Kind::Interactive, result) => self.reply(client, request, result),
+            (Kind::Static, Ok(_)) => self.commit(now_us, id, request),
+            (Kind::Static, Err(e)) => {
+                self.txs.remove(&id);
+                self.finish(id, Finished::Aborted(e.to_string()));
+                self.reply(client, request, Err(e));
+            }
+        }
+    }
+
+    /// Turns operations into effects against the transaction's snapshot and own effects. All or nothing: on an
+    /// error the transaction is unchanged.
+    fn generate(tx: &mut Tx, updates: &[(ObjectId, Op)]) -> Result<(), TxError> {
+        let mut ctx = tx.ctx.clone();
+        let mut touched: BTreeMap<ObjectId, Crdt> = BTreeMap::new();
+        let mut effects = Vec::with_capacity(updates.len());
+        for (object, op) in updates {
+            let effect = match touched.get_mut(object) {
+                Some(state) => {
+                    let effect = state.generate(op, &mut ctx).map_err(TxError::Crdt)?;
+                    state.apply(&effect, Stamp::PENDING).map_err(TxError::Crdt)?;
+                    effect
+                }
+                None => {
+                    let mut state = match tx.cache.get(object) {
+                        Some(state) => state.clone(),
+                        // Not read: the op does not need the state (requires_state is false).
+                        None => Crdt::new(object.ty),
+                    };
+                    let effect = state.generate(op, &mut ctx).map_err(TxError::Crdt)?;
+                    state.apply(&effect, Stamp::PENDING).map_err(TxError::Crdt)?;
+                    touched.insert(object.clone(), state);
+                    effect
+                }
+            };
+            effects.push((object.clone(), effect));
+        }
+        tx.ctx = ctx;
+        for (object, state) in touched {
+            if tx.cache.contains_key(&object) {
+                tx.cache.insert(object, state);
+            }
+        }
+        tx.writes.extend(effects);
+        Ok(())
+    }
+
+    /// Commit: a read-only transaction commits at its snapshot with no 2PC; otherwise prepare everywhere.
+    fn commit(&mut self, now_us: u64, id: TxId, request: RequestId) {
+        let tx = self.txs.get_mut(&id).expect("commit is called on open transactions");
+        if tx.writes.is_empty() {
+            let (client, commit) = (tx.client, tx.snapshot.clone());
+            self.txs.remove(&id);
+            self.finish(id, Finished::Committed);
+            self.reply(client, request, Ok(ClientResponse::Committed { commit }));
+            return;
+        }
+        let mut by_partition: BTreeMap<PartitionId, Vec<(ObjectId, Effect)>> = BTreeMap::new();
+        for (object, effect) in &tx.writes {
+            let p = object.partition(self.config.partitions);
+            by_partition.entry(p).or_default().push((object.clone(), effect.clone()));
+        }
+        let waiting = by_partition.keys().copied().collect();
+        tx.phase = Phase::Preparing {
+            request,
+            waiting,
+            max_prepare: Timestamp::ZERO,
+            min_prepare: Timestamp(u64::MAX),
+            deadline_us: now_us + self.config.op_timeout_us,
+        };
+        let snapshot = tx.snapshot.clone();
+        for (p, writes) in by_partition {
+            self.send(Address::Partition(p), Message::Prepare { tx: id, snapshot: snapshot.clone(), writes });
+        }
+    }
+
+    fn on_prepared(&mut self, now_us: u64, id: TxId, partition: PartitionId, prepare_time: Timestamp) {
+        let Some(tx) = self.txs.get_mut(&id) else {
+            return;
+        };
+        let Phase::Preparing { request, waiting, max_prepare, min_prepare, .. } = &mut tx.phase else {
+            return;
+        };
+        if !waiting.remove(&partition) {
+            return;
+        }
+        *max_prepare = (*max_prepare).max(prepare_time);
+        *min_prepare = (*min_prepare).min(prepare_time);
+        if !waiting.is_empty() {
+            return;
+        }
+        // Cure Alg. 1 line 33: the commit time is the largest prepare time.
+        let commit_time = match self.config.bug {
+            Some(Bug::CommitAtMinPrepareTime) => *min_prepare,
+            _ => *max_prepare,
+        };
+        let request = *request;
+        let mut commit = tx.snapshot.clone();
+        commit.set(self.config.dc, commit_time);
+        assert!(tx.snapshot.le(&commit), "cure: the commit vector dominates the snapshot");
+        let participants: BTreeSet<PartitionId> =
+            tx.writes.iter().map(|(o, _)| o.partition(self.config.partitions)).collect();
+        tx.phase = Phase::Committing {
+            request,
+            commit: commit.clone(),
+            unacked: participants.clone(),
+            retry_us: now_us + self.config.retry_interval_us.max(1),
+        };
+        self.clock.observe(commit_time);
+        for p in participants {
+            self.send(Address::Partition(p), Message::Commit { tx: id, commit: commit.clone() });
+        }
+    }
+
+    fn on_prepare_refused(&mut self, now_us: u64, id: TxId, partition: PartitionId, reason: RemoteError) {
+        let Some(tx) = self.txs.get(&id) else { return };
+        let Phase::Preparing { request, waiting, .. } = &tx.phase else {
+            return;
+        };
+        if !waiting.contains(&partition) {
+            return;
+        }
+        let (client, request) = (tx.client, *request);
+        let err = match reason {
+            RemoteError::Crdt(e) => TxError::Crdt(e),
+            RemoteError::Timeout => TxError::Timeout(reason.to_string()),
+            other => TxError::Aborted(other.to_string()),
+        };
+        self.abort_prepared(now_us, id);
+        self.reply(client, request, Err(err));
+    }
+
+    /// Aborts a transaction in its prepare phase: every participant is told, until each acknowledges.
+    fn abort_prepared(&mut self, now_us: u64, id: TxId) {
+        let tx = self.txs.get_mut(&id).expect("abort_prepared is called on open transactions");
+        let participants: BTreeSet<PartitionId> =
+            tx.writes.iter().map(|(o, _)| o.partition(self.config.partitions)).collect();
+        tx.phase =
+            Phase::Aborting { unacked: participants.clone(), retry_us: now_us + self.config.retry_interval_us.max(1) };
+        self.finish(id, Finished::Aborted("the prepare phase failed".into()));
+        for p in participants {
+            self.send(Address::Partition(p), Message::Abort { tx: id });
+        }
+    }
+
+    fn on_commit_ack(&mut self, id: TxId, partition: PartitionId) {
+        let Some(tx) = self.txs.get_mut(&id) else {
+            return;
+        };
+        let Phase::Committing { request, commit, unacked, .. } = &mut tx.phase else {
+            return;
+        };
+        unacked.remove(&partition);
+        if unacked.is_empty() {
+            let (client, request, commit) = (tx.client, *request, commit.clone());
+            self.txs.remove(&id);
+            self.finish(id, Finished::Committed);
+            self.reply(client, request, Ok(ClientResponse::Committed { commit }));
+        }
+    }
+
+    fn on_abort_ack(&mut self, id: TxId, partition: PartitionId) {
+        let Some(tx) = self.txs.get_mut(&id) else {
+            return;
+        };
+        let Phase::Aborting { unacked, .. } = &mut tx.phase else {
+            return;
+        };
+        unacked.remove(&partition);
+        if unacked.is_empty() {
+            self.txs.remove(&id);
+        }
+    }
+
+    /// A partition holds the transaction prepared and has not heard the decision.
+    fn on_query(&mut self, id: TxId, partition: PartitionId) {
+        match self.txs.get(&id).map(|tx| &tx.phase) {
+            Some(Phase::Committing { commit, .. }) => {
+                let commit = commit.clone();
+                self.send(Address::Partition(partition), Message::Commit { tx: id, commit });
+            }
+            // Still deciding: the answer follows.
+            Some(Phase::Preparing { .. }) => {}
+            // Aborting, or unknown: a transaction this coordinator does not hold open never committed (it forgets a
+            // committed one only after every participant acknowledged the commit).
+            _ => self.send(Address::Partition(partition), Message::Abort { tx: id }),
+        }
+    }
+
+    fn finish(&mut self, id: TxId, outcome: Finished) {
+        if self.finished.insert(id, outcome).is_none() {
+            self.finished_order.push_back(id);
+            if self.finished_order.len() > FINISHED_MEMORY {
+                let old = self.finished_order.pop_front().expect("non-empty");
+                self.finished.remove(&old);
+            }
+        }
+    }
+
+    fn reply(&mut self, client: ClientId, request: RequestId, result: Result<ClientResponse, TxError>) {
+        self.outputs.push_back(CoordinatorOutput::Reply(ClientReply { client, request, result }));
+    }
+
+    fn send(&mut self, to: Address, msg: Message) {
+        let from = Address::Coordinator(self.id);
+        self.outputs.push_back(CoordinatorOutput::Send(Envelope { from, to, msg }));
+    }
+}

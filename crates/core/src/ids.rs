@@ -1,0 +1,79 @@
+//! Identifiers, as newtypes.
+
+use causet_crdt::{CrdtType, TxTag};
+use serde::{Deserialize, Serialize};
+
+/// A data centre's index, `0..dcs`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct DcId(pub u16);
+
+/// A partition's index inside a DC, `0..partitions`. Every DC has the same partitions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct PartitionId(pub u32);
+
+/// A coordinator's identity inside a DC. The driver must never reuse one across restarts, since transaction ids
+/// (and so CRDT tags) are built from it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct CoordinatorId(pub u32);
+
+/// A client connection or session, as the driver numbers them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ClientId(pub u64);
+
+/// A request of one client, echoed in the reply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct RequestId(pub u64);
+
+/// A transaction: its DC, its coordinator and the coordinator's sequence number. Unique across the system.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct TxId {
+    /// The DC it runs in.
+    pub dc: DcId,
+    /// The coordinator that runs it.
+    pub coordinator: CoordinatorId,
+    /// The coordinator's sequence number.
+    pub seq: u64,
+}
+
+impl TxId {
+    /// The CRDT tag identity of the transaction.
+    pub fn tag(self) -> TxTag {
+        TxTag((u128::from(self.dc.0) << 112) | (u128::from(self.coordinator.0) << 64) | u128::from(self.seq))
+    }
+}
+
+impl std::fmt::Display for TxId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "tx{}.{}.{}", self.dc.0, self.coordinator.0, self.seq)
+    }
+}
+
+/// An object: key, bucket and type. Objects are never created or deleted; a missing one reads as its type's
+/// initial value.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ObjectId {
+    /// The key.
+    pub key: Vec<u8>,
+    /// The bucket.
+    pub bucket: Vec<u8>,
+    /// The CRDT type.
+    pub ty: CrdtType,
+}
+
+impl ObjectId {
+    /// An object id.
+    pub fn new(key: impl Into<Vec<u8>>, bucket: impl Into<Vec<u8>>, ty: CrdtType) -> Self {
+        Self { key: key.into(), bucket: bucket.into(), ty }
+    }
+
+    /// The partition that owns the object among `partitions`: a stable hash of bucket and key (the type does not
+    /// take part, as in AntidoteDB).
+    pub fn partition(&self, partitions: u32) -> PartitionId {
+        assert!(partitions > 0, "a DC has at least one partition");
+        let mut h = xxhash_rust::xxh3::Xxh3::new();
+        h.update(&(self.bucket.len() as u64).to_le_bytes());
+        h.update(&self.bucket);
+        h.update(&self.key);
+        PartitionId((h.digest() % u64::from(partitions)) as u32)
+    }
+}

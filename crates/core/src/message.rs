@@ -1,0 +1,174 @@
+//! Messages exchanged by the state machines of a DC. The driver carries [`Envelope`]s from one state machine's
+//! outputs to another's inputs; state machines never hold references to each other.
+
+use crate::{CoordinatorId, ObjectId, PartitionId, Timestamp, TxId, VectorClock};
+use causet_crdt::{Crdt, CrdtError, Effect};
+use serde::{Deserialize, Serialize};
+
+/// A state machine inside a DC.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Address {
+    /// A partition.
+    Partition(PartitionId),
+    /// A transaction coordinator.
+    Coordinator(CoordinatorId),
+    /// The DC's stabilizer.
+    Stabilizer,
+}
+
+/// A message with its sender and receiver.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Envelope {
+    /// The sender.
+    pub from: Address,
+    /// The receiver.
+    pub to: Address,
+    /// The message.
+    pub msg: Message,
+}
+
+/// Why a partition refused a request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum RemoteError {
+    /// The snapshot did not become available in time.
+    #[error("timed out waiting for the snapshot to become available")]
+    Timeout,
+    /// The snapshot is older than what the partition still keeps.
+    #[error("snapshot too old: versions below it were garbage collected")]
+    SnapshotTooOld,
+    /// The snapshot is malformed or too far ahead of the partition's clock.
+    #[error("invalid snapshot: {0}")]
+    InvalidSnapshot(String),
+    /// The partition has too many waiting requests.
+    #[error("partition overloaded: too many waiting requests")]
+    Busy,
+    /// A CRDT refused the transaction's effect (for example a bounded counter without rights).
+    #[error("{0}")]
+    Crdt(CrdtError),
+    /// Write-write certification failed on an object.
+    #[error("write-write conflict on an object updated concurrently")]
+    Conflict,
+}
+
+/// A message between a DC's state machines.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Message {
+    /// Coordinator → partition: read objects at a snapshot (Cure Alg. 2 READKEY).
+    Read {
+        /// The reading transaction.
+        tx: TxId,
+        /// The coordinator's request number, echoed.
+        request: u64,
+        /// The snapshot vector.
+        snapshot: VectorClock,
+        /// The objects, all owned by the partition.
+        objects: Vec<ObjectId>,
+    },
+    /// Partition → coordinator: the objects' states at the snapshot, in request order.
+    ReadReply {
+        /// The reading transaction.
+        tx: TxId,
+        /// The request number.
+        request: u64,
+        /// The states, or why not.
+        result: Result<Vec<Crdt>, RemoteError>,
+    },
+    /// Coordinator → partition: prepare the transaction's effects on this partition.
+    Prepare {
+        /// The transaction.
+        tx: TxId,
+        /// Its snapshot vector.
+        snapshot: VectorClock,
+        /// Its effects on objects of this partition, in program order.
+        writes: Vec<(ObjectId, Effect)>,
+    },
+    /// Partition → coordinator: prepared, durably, at this time.
+    Prepared {
+        /// The transaction.
+        tx: TxId,
+        /// The partition's proposed commit time.
+        prepare_time: Timestamp,
+    },
+    /// Partition → coordinator: the transaction cannot commit here.
+    PrepareRefused {
+        /// The transaction.
+        tx: TxId,
+        /// Why.
+        reason: RemoteError,
+    },
+    /// Coordinator → partition: commit at this commit vector.
+    Commit {
+        /// The transaction.
+        tx: TxId,
+        /// Its commit vector.
+        commit: VectorClock,
+    },
+    /// Partition → coordinator: the commit is durable and visible.
+    CommitAck {
+        /// The transaction.
+        tx: TxId,
+    },
+    /// Coordinator → partition: forget the prepared transaction.
+    Abort {
+        /// The transaction.
+        tx: TxId,
+    },
+    /// Partition → coordinator: aborted.
+    AbortAck {
+        /// The transaction.
+        tx: TxId,
+    },
+    /// Partition → coordinator: a transaction has been prepared here for long; what was decided?
+    QueryOutcome {
+        /// The transaction.
+        tx: TxId,
+    },
+    /// Partition → stabilizer: my pvc.
+    PvcReport {
+        /// The partition's pvc.
+        pvc: VectorClock,
+    },
+    /// Coordinator → stabilizer: no transaction of mine will read below this snapshot, now or later.
+    OldestSnapshot {
+        /// The lower bound.
+        snapshot: VectorClock,
+    },
+    /// Stabilizer → coordinators and partitions: the DC's stable snapshot and the garbage-collection frontier.
+    Stable {
+        /// The stable snapshot: minimum of all partitions' pvc.
+        stable: VectorClock,
+        /// No running or future transaction of the DC reads below this snapshot.
+        gc: VectorClock,
+    },
+}
+
+impl Message {
+    /// The message's name, for logs and metrics.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Message::Read { .. } => "read",
+            Message::ReadReply { .. } => "read_reply",
+            Message::Prepare { .. } => "prepare",
+            Message::Prepared { .. } => "prepared",
+            Message::PrepareRefused { .. } => "prepare_refused",
+            Message::Commit { .. } => "commit",
+            Message::CommitAck { .. } => "commit_ack",
+            Message::Abort { .. } => "abort",
+            Message::AbortAck { .. } => "abort_ack",
+            Message::QueryOutcome { .. } => "query_outcome",
+            Message::PvcReport { .. } => "pvc_report",
+            Message::OldestSnapshot { .. } => "oldest_snapshot",
+            Message::Stable { .. } => "stable",
+        }
+    }
+
+    /// The coordinator a transaction-related message is about, if any.
+    pub fn coordinator_of(tx: TxId) -> Address {
+        Address::Coordinator(tx.coordinator)
+    }
+}
+
+/// Shorthand for the address of a coordinator.
+pub fn coordinator(id: CoordinatorId) -> Address {
+    Address::Coordinator(id)
+}

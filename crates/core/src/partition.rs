@@ -1,0 +1,553 @@
+//! The partition state machine (Cure Alg. 2): multi-version objects, snapshot reads, prepare, commit, abort, and
+//! the partition's pvc.
+//!
+//! Inputs: [`Partition::handle_message`], [`Partition::handle_persisted`], [`Partition::handle_timeout`].
+//! Outputs: [`Partition::poll_output`] (messages, and records to persist) and [`Partition::poll_timeout`].
+//!
+//! Durability is part of the contract: a `Prepared` answer and a `CommitAck` are released only after the driver
+//! reports their log record durable, and a commit becomes visible to reads only then, so nothing a client saw can
+//! be lost by a crash.
+
+use crate::config::Bug;
+use crate::message::RemoteError;
+use crate::record::{LogRecord, Lsn};
+use crate::store::{Store, StoreStats};
+use crate::{
+    Address, Clock, ClockKind, Config, Envelope, Message, ObjectId, PartitionId, Timestamp, TxId, VectorClock,
+};
+use causet_crdt::{CrdtType, Effect, Stamp};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// What a partition asks its driver to do.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PartitionOutput {
+    /// Deliver a message.
+    Send(Envelope),
+    /// Append a record to this partition's log; call [`Partition::handle_persisted`] once it is durable.
+    Persist {
+        /// The record's position: records are numbered 1, 2, 3, … and become durable in that order.
+        lsn: Lsn,
+        /// The record.
+        record: LogRecord,
+    },
+}
+
+#[derive(Clone, Debug)]
+struct PreparedTx {
+    snapshot: VectorClock,
+    prepare_time: Timestamp,
+    writes: Vec<(ObjectId, Effect)>,
+    /// The commit vector, once the coordinator decided and the commit record is on its way to disk.
+    committing: Option<VectorClock>,
+    /// When to ask the coordinator about the outcome, should it not come.
+    query_at_us: u64,
+}
+
+#[derive(Clone, Debug)]
+enum Request {
+    Read { from: Address, tx: TxId, request: u64, snapshot: VectorClock, objects: Vec<ObjectId> },
+    Prepare { from: Address, tx: TxId, snapshot: VectorClock, writes: Vec<(ObjectId, Effect)> },
+}
+
+#[derive(Clone, Debug)]
+struct Waiting {
+    request: Request,
+    /// When the request gives up.
+    deadline_us: u64,
+}
+
+/// What happens once a log position is durable.
+#[derive(Clone, Debug)]
+enum AfterDurable {
+    Send(Envelope),
+    ApplyCommit(TxId),
+}
+
+/// A partition of one DC.
+#[derive(Debug)]
+pub struct Partition {
+    id: PartitionId,
+    config: Config,
+    clock: Clock,
+    /// The latest snapshot this partition can serve (Cure Table II).
+    pvc: VectorClock,
+    store: Store,
+    prepared: BTreeMap<TxId, PreparedTx>,
+    /// Prepare times of `prepared`, to find the smallest quickly.
+    prepare_times: BTreeSet<(Timestamp, TxId)>,
+    waiting: Vec<Waiting>,
+    last_lsn: Lsn,
+    durable_lsn: Lsn,
+    after_durable: VecDeque<(Lsn, AfterDurable)>,
+    outputs: VecDeque<PartitionOutput>,
+    next_report_us: u64,
+}
+
+impl Partition {
+    /// A new, empty partition. `now_us` is the local physical clock.
+    pub fn new(id: PartitionId, config: Config, now_us: u64) -> Self {
+        assert!(id.0 < config.partitions, "partition {} outside 0..{}", id.0, config.partitions);
+        let dcs = config.vector_len();
+        Self {
+            id,
+            clock: Clock::new(config.clock),
+            pvc: VectorClock::zero(dcs),
+            store: Store::new(dcs),
+            prepared: BTreeMap::new(),
+            prepare_times: BTreeSet::new(),
+            waiting: Vec::new(),
+            last_lsn: Lsn(0),
+            durable_lsn: Lsn(0),
+            after_durable: VecDeque::new(),
+            outputs: VecDeque::new(),
+            next_report_us: now_us,
+            config,
+        }
+    }
+
+    /// Rebuilds a partition from its durable log, in log order. Prepared transactions without a decision stay
+    /// prepared (holding pvc back) until their coordinator answers [`Message::QueryOutcome`].
+    pub fn recover(
+        id: PartitionId,
+        config: Config,
+        now_us: u64,
+        records: impl IntoIterator<Item = (Lsn, LogRecord)>,
+    ) -> Self {
+        let mut p = Partition::new(id, config, now_us);
+        let mut floor = Timestamp::ZERO;
+        let local = p.config.dc;
+        for (lsn, record) in records {
+            assert!(lsn > p.last_lsn, "log records replay in order");
+            p.last_lsn = lsn;
+            match record {
+                LogRecord::Prepared { tx, snapshot, prepare_time, writes } => {
+                    floor = floor.max(prepare_time);
+                    p.insert_prepared(tx, snapshot, prepare_time, writes, now_us);
+                }
+                LogRecord::Committed { tx, commit } => {
+                    floor = floor.max(commit.get(local));
+                    if let Some(prepared) = p.prepared.get_mut(&tx) {
+                        prepared.committing = Some(commit);
+                        p.apply_commit(tx);
+                    }
+                }
+                LogRecord::Aborted { tx } => {
+                    p.remove_prepared(tx);
+                }
+            }
+        }
+        p.durable_lsn = p.last_lsn;
+        // Before the crash this partition may have exposed (in pvc reports and reads) timestamps up to its clock,
+        // which a hybrid clock may have pushed up to `max_clock_ahead_us` past physical time. Never issue a prepare
+        // time at or below those: start above both the log and that bound.
+        if p.config.clock == ClockKind::Hybrid {
+            floor = floor.max(Timestamp::from_micros(now_us.saturating_add(p.config.max_clock_ahead_us)));
+        }
+        p.clock.raise_floor(floor);
+        p.refresh_pvc(now_us);
+        p
+    }
+
+    /// This partition's id.
+    pub fn id(&self) -> PartitionId {
+        self.id
+    }
+
+    /// The pvc as last computed.
+    pub fn pvc(&self) -> &VectorClock {
+        &self.pvc
+    }
+
+    /// Transactions prepared and not yet decided (or whose commit is not yet durable).
+    pub fn prepared_count(&self) -> usize {
+        self.prepared.len()
+    }
+
+    /// Requests waiting for their snapshot.
+    pub fn waiting_count(&self) -> usize {
+        self.waiting.len()
+    }
+
+    /// Counters of the object store.
+    pub fn store_stats(&self) -> &StoreStats {
+        self.store.stats()
+    }
+
+    /// Objects ever written, and effects kept unfolded.
+    pub fn store_size(&self) -> (usize, usize) {
+        (self.store.len(), self.store.versions())
+    }
+
+    /// The last log position handed out, and the last reported durable.
+    pub fn lsns(&self) -> (Lsn, Lsn) {
+        (self.last_lsn, self.durable_lsn)
+    }
+
+    /// Hands over the next output, if any. Drain after every input.
+    pub fn poll_output(&mut self) -> Option<PartitionOutput> {
+        self.outputs.pop_front()
+    }
+
+    /// The local time at which [`Partition::handle_timeout`] must next be called.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        let mut next = self.next_report_us;
+        for w in &self.waiting {
+            next = next.min(w.deadline_us);
+            if let Some(at) = self.clock_wait_us(&w.request) {
+                next = next.min(at);
+            }
+        }
+        for p in self.prepared.values() {
+            if p.committing.is_none() {
+                next = next.min(p.query_at_us);
+            }
+        }
+        Some(next)
+    }
+
+    /// Timers: pvc reports, requests waiting for the clock or giving up, outcome queries.
+    pub fn handle_timeout(&mut self, now_us: u64) {
+        self.refresh_pvc(now_us);
+        if now_us >= self.next_report_us {
+            self.send(Address::Stabilizer, Message::PvcReport { pvc: self.pvc.clone() });
+            self.next_report_us = now_us + self.config.stable_interval_us.max(1);
+        }
+        let mut queries = Vec::new();
+        for (tx, p) in self.prepared.iter_mut() {
+            if p.committing.is_none() && now_us >= p.query_at_us {
+                p.query_at_us = now_us + self.config.retry_interval_us.max(1);
+                queries.push(*tx);
+            }
+        }
+        for tx in queries {
+            self.send(Address::Coordinator(tx.coordinator), Message::QueryOutcome { tx });
+        }
+        self.serve_waiting(now_us);
+    }
+
+    /// The driver reports every record up to `lsn` durable.
+    pub fn handle_persisted(&mut self, now_us: u64, lsn: Lsn) {
+        assert!(lsn <= self.last_lsn, "durable position {lsn:?} was never handed out");
+        if lsn <= self.durable_lsn {
+            return;
+        }
+        self.durable_lsn = lsn;
+        let mut applied = false;
+        while self.after_durable.front().is_some_and(|(at, _)| *at <= lsn) {
+            let (_, action) = self.after_durable.pop_front().expect("front exists");
+            match action {
+                AfterDurable::Send(envelope) => self.outputs.push_back(PartitionOutput::Send(envelope)),
+                AfterDurable::ApplyCommit(tx) => {
+                    self.apply_commit(tx);
+                    self.send(Address::Coordinator(tx.coordinator), Message::CommitAck { tx });
+                    applied = true;
+                }
+            }
+        }
+        if applied {
+            self.serve_waiting(now_us);
+        }
+    }
+
+    /// A message from another state machine of the DC.
+    pub fn handle_message(&mut self, now_us: u64, from: Address, msg: Message) {
+        match msg {
+            Message::Read { tx, request, snapshot, objects } => {
+                self.on_request(now_us, Request::Read { from, tx, request, snapshot, objects })
+            }
+            Message::Prepare { tx, snapshot, writes } => {
+                self.on_request(now_us, Request::Prepare { from, tx, snapshot, writes })
+            }
+            Message::Commit { tx, commit } => self.on_commit(from, tx, commit),
+            Message::Abort { tx } => self.on_abort(now_us, from, tx),
+            Message::Stable { gc, .. } => self.on_stable(gc),
+            // Messages for other state machines: a misrouted message is dropped, never a crash.
+            _ => {}
+        }
+    }
+
+    fn on_request(&mut self, now_us: u64, request: Request) {
+        let snapshot = match &request {
+            Request::Read { snapshot, .. } | Request::Prepare { snapshot, .. } => snapshot,
+        };
+        if let Err(e) = self.validate_snapshot(now_us, snapshot) {
+            self.refuse(&request, e);
+            return;
+        }
+        if let Some(request) = self.try_serve(now_us, request) {
+            if self.waiting.len() >= self.config.max_waiting_requests {
+                self.refuse(&request, RemoteError::Busy);
+                return;
+            }
+            let deadline_us = now_us.saturating_add(self.config.wait_timeout_us);
+            self.waiting.push(Waiting { request, deadline_us });
+        }
+    }
+
+    fn validate_snapshot(&self, now_us: u64, snapshot: &VectorClock) -> Result<(), RemoteError> {
+        if !snapshot.has_dcs(self.config.vector_len()) {
+            return Err(RemoteError::InvalidSnapshot(format!(
+                "{} entries for {} DCs",
+                snapshot.len(),
+                self.config.dcs
+            )));
+        }
+        let local = snapshot.get(self.config.dc);
+        let limit = now_us.saturating_add(self.config.max_clock_ahead_us);
+        if local.micros() > limit && local > self.clock.last() {
+            return Err(RemoteError::InvalidSnapshot(format!(
+                "local entry {local} is more than {} µs ahead of this partition's clock",
+                self.config.max_clock_ahead_us
+            )));
+        }
+        Ok(())
+    }
+
+    /// Serves the request if its snapshot is available, else hands it back to wait.
+    fn try_serve(&mut self, now_us: u64, request: Request) -> Option<Request> {
+        let local = self.config.dc;
+        let skip_wait = self.config.bug == Some(Bug::SkipReadWait) && matches!(request, Request::Read { .. });
+        let snapshot = match &request {
+            Request::Read { snapshot, .. } | Request::Prepare { snapshot, .. } => snapshot,
+        };
+        if !skip_wait {
+            // With a hybrid clock the partition moves its clock up to the snapshot instead of waiting for physical
+            // time to get there; only the wait for earlier prepared transactions remains.
+            self.clock.observe(snapshot.get(local));
+            self.refresh_pvc(now_us);
+            let available = match &request {
+                // Cure Alg. 2 line 6: the whole snapshot must be available here.
+                Request::Read { .. } => snapshot.le(&self.pvc),
+                // A prepare time must exceed the snapshot's local entry, so the commit lands above the snapshot.
+                Request::Prepare { .. } => self.clock.current(now_us) >= snapshot.get(local),
+            };
+            if !available {
+                return Some(request);
+            }
+        }
+        match request {
+            Request::Read { from, tx, request, snapshot, objects } => {
+                let result = objects.iter().map(|id| self.store.read(id, &snapshot)).collect();
+                self.send(from, Message::ReadReply { tx, request, result });
+            }
+            Request::Prepare { from, tx, snapshot, writes } => self.prepare(now_us, from, tx, snapshot, writes),
+        }
+        None
+    }
+
+    fn serve_waiting(&mut self, now_us: u64) {
+        if self.waiting.is_empty() {
+            return;
+        }
+        let waiting = std::mem::take(&mut self.waiting);
+        for w in waiting {
+            if let Some(request) = self.try_serve(now_us, w.request) {
+                if now_us >= w.deadline_us {
+                    self.refuse(&request, RemoteError::Timeout);
+                } else {
+                    self.waiting.push(Waiting { request, deadline_us: w.deadline_us });
+                }
+            }
+        }
+    }
+
+    /// When a request waiting on the physical clock can next be served (physical clocks only).
+    fn clock_wait_us(&self, request: &Request) -> Option<u64> {
+        if self.config.clock != ClockKind::Physical {
+            return None;
+        }
+        let snapshot = match request {
+            Request::Read { snapshot, .. } | Request::Prepare { snapshot, .. } => snapshot,
+        };
+        let local = snapshot.get(self.config.dc);
+        (local >= self.clock.last()).then(|| local.micros() + 1)
+    }
+
+    fn refuse(&mut self, request: &Request, reason: RemoteError) {
+        match request {
+            Request::Read { from, tx, request, .. } => {
+                let msg = Message::ReadReply { tx: *tx, request: *request, result: Err(reason) };
+                self.send(*from, msg);
+            }
+            Request::Prepare { from, tx, .. } => self.send(*from, Message::PrepareRefused { tx: *tx, reason }),
+        }
+    }
+
+    fn prepare(
+        &mut self,
+        now_us: u64,
+        from: Address,
+        tx: TxId,
+        snapshot: VectorClock,
+        writes: Vec<(ObjectId, Effect)>,
+    ) {
+        if let Some(p) = self.prepared.get(&tx) {
+            // A resent prepare: answer again once the first record is durable (it may already be).
+            let msg = Message::Prepared { tx, prepare_time: p.prepare_time };
+            self.send_after_durable(self.last_lsn, from, msg);
+            return;
+        }
+        if let Err(reason) = self.certify(tx, &snapshot, &writes) {
+            self.send(from, Message::PrepareRefused { tx, reason });
+            return;
+        }
+        let prepare_time = self.clock.tick(now_us);
+        let local = self.config.dc;
+        assert!(prepare_time > snapshot.get(local), "cure: a prepare time exceeds the snapshot's local entry");
+        if self.config.bug.is_none() {
+            assert!(prepare_time > self.pvc.get(local), "cure: a prepare time exceeds every pvc already exposed");
+        }
+        let record = LogRecord::Prepared { tx, snapshot: snapshot.clone(), prepare_time, writes: writes.clone() };
+        self.insert_prepared(tx, snapshot, prepare_time, writes, now_us);
+        let lsn = self.persist(record);
+        self.send_after_durable(lsn, from, Message::Prepared { tx, prepare_time });
+    }
+
+    /// Checks that the transaction's effects may commit on top of what is already committed or prepared here:
+    /// write-write certification when configured, and the bounded counter's rights in any case.
+    fn certify(&self, tx: TxId, snapshot: &VectorClock, writes: &[(ObjectId, Effect)]) -> Result<(), RemoteError> {
+        let local = self.config.dc;
+        if self.config.certify_writes {
+            for (id, _) in writes {
+                let prepared_conflict =
+                    self.prepared.iter().any(|(other, p)| *other != tx && p.writes.iter().any(|(o, _)| o == id));
+                if prepared_conflict || self.store.written_by_dc_after(id, local, snapshot.get(local)) {
+                    return Err(RemoteError::Conflict);
+                }
+            }
+        }
+        // Two transactions of this DC may both have spent the same bounded-counter rights in their snapshots:
+        // validate against everything committed and prepared here, in order.
+        let mut checked: Vec<&ObjectId> = Vec::new();
+        for (id, _) in writes {
+            if id.ty != CrdtType::CounterB || checked.contains(&id) {
+                continue;
+            }
+            checked.push(id);
+            let mut state = self.store.latest(id);
+            let pending = self.prepared.values().flat_map(|p| p.writes.iter());
+            for (_, effect) in pending.filter(|(o, _)| o == id) {
+                state.apply(effect, Stamp::PENDING).map_err(RemoteError::Crdt)?;
+            }
+            for (_, effect) in writes.iter().filter(|(o, _)| o == id) {
+                state.validate_effect(effect).map_err(RemoteError::Crdt)?;
+                state.apply(effect, Stamp::PENDING).map_err(RemoteError::Crdt)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn insert_prepared(
+        &mut self,
+        tx: TxId,
+        snapshot: VectorClock,
+        prepare_time: Timestamp,
+        writes: Vec<(ObjectId, Effect)>,
+        now_us: u64,
+    ) {
+        let query_at_us = now_us.saturating_add(self.config.op_timeout_us.max(self.config.retry_interval_us));
+        self.prepared.insert(tx, PreparedTx { snapshot, prepare_time, writes, committing: None, query_at_us });
+        self.prepare_times.insert((prepare_time, tx));
+    }
+
+    fn remove_prepared(&mut self, tx: TxId) -> Option<PreparedTx> {
+        let p = self.prepared.remove(&tx)?;
+        self.prepare_times.remove(&(p.prepare_time, tx));
+        Some(p)
+    }
+
+    fn on_commit(&mut self, from: Address, tx: TxId, commit: VectorClock) {
+        let local = self.config.dc;
+        let Some(p) = self.prepared.get_mut(&tx) else {
+            // Not prepared here: the commit was applied before (a resent decision). Acknowledge again.
+            self.send(from, Message::CommitAck { tx });
+            return;
+        };
+        if p.committing.is_some() {
+            return; // Already on its way to disk; the acknowledgement follows.
+        }
+        if !commit.has_dcs(self.config.vector_len()) {
+            return; // A malformed decision is dropped; the coordinator resends.
+        }
+        if self.config.bug.is_none() {
+            assert!(commit.get(local) >= p.prepare_time, "cure: the commit time is the largest prepare time");
+            assert!(p.snapshot.le(&commit), "cure: a commit vector dominates the snapshot");
+        }
+        p.committing = Some(commit.clone());
+        let lsn = self.persist(LogRecord::Committed { tx, commit });
+        self.after_durable.push_back((lsn, AfterDurable::ApplyCommit(tx)));
+    }
+
+    /// Makes a committed transaction's effects visible. Called once its commit record is durable.
+    fn apply_commit(&mut self, tx: TxId) {
+        let p = self.remove_prepared(tx).expect("a committing transaction is prepared");
+        let commit = p.committing.expect("apply_commit follows a commit decision");
+        if self.config.bug.is_none() {
+            assert!(
+                !commit.le(self.store.frontier()),
+                "cure: a commit lands above the garbage-collection frontier, where every future snapshot sees it"
+            );
+        }
+        let stamp = Stamp { time: commit.sum(), tx: tx.tag() };
+        for (id, effect) in p.writes {
+            self.store.insert(&id, &commit, stamp, effect);
+        }
+        self.clock.observe(commit.get(self.config.dc));
+    }
+
+    fn on_abort(&mut self, now_us: u64, from: Address, tx: TxId) {
+        if self.prepared.get(&tx).is_some_and(|p| p.committing.is_some()) {
+            return; // A decided commit cannot be aborted; a stray abort is ignored.
+        }
+        if self.remove_prepared(tx).is_some() {
+            // The abort record need not be durable: a prepared record without a decision is resolved by asking.
+            self.persist(LogRecord::Aborted { tx });
+            self.serve_waiting(now_us);
+        }
+        // A prepare still waiting for the clock is dropped too.
+        self.waiting.retain(|w| !matches!(&w.request, Request::Prepare { tx: t, .. } if *t == tx));
+        self.send(from, Message::AbortAck { tx });
+    }
+
+    fn on_stable(&mut self, gc: VectorClock) {
+        if gc.has_dcs(self.config.vector_len()) {
+            self.store.collect(&gc);
+        }
+    }
+
+    /// Cure Alg. 2 UpdateClock: pvc[j] follows the clock but stays below the smallest prepare time.
+    fn refresh_pvc(&mut self, now_us: u64) {
+        let local = self.config.dc;
+        let mut candidate = self.clock.current(now_us);
+        if self.config.bug != Some(Bug::IgnorePreparedInPvc) {
+            if let Some((min_prepared, _)) = self.prepare_times.first() {
+                candidate = candidate.min(min_prepared.prev());
+            }
+        }
+        let old = self.pvc.get(local);
+        if self.config.bug.is_none() {
+            assert!(candidate >= old, "cure: pvc never moves backwards ({candidate} < {old})");
+        }
+        self.pvc.set(local, candidate.max(old));
+    }
+
+    fn persist(&mut self, record: LogRecord) -> Lsn {
+        self.last_lsn = Lsn(self.last_lsn.0 + 1);
+        self.outputs.push_back(PartitionOutput::Persist { lsn: self.last_lsn, record });
+        self.last_lsn
+    }
+
+    fn send(&mut self, to: Address, msg: Message) {
+        let from = Address::Partition(self.id);
+        self.outputs.push_back(PartitionOutput::Send(Envelope { from, to, msg }));
+    }
+
+    fn send_after_durable(&mut self, lsn: Lsn, to: Address, msg: Message) {
+        let envelope = Envelope { from: Address::Partition(self.id), to, msg };
+        if lsn <= self.durable_lsn {
+            self.outputs.push_back(PartitionOutput::Send(envelope));
+        } else {
+            self.after_durable.push_back((lsn, AfterDurable::Send(envelope)));
+        }
+    }
+}

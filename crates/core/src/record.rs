@@ -1,0 +1,37 @@
+//! Records a partition persists, and from which it recovers.
+
+use crate::{ObjectId, Timestamp, TxId, VectorClock};
+use causet_crdt::Effect;
+use serde::{Deserialize, Serialize};
+
+/// A log sequence number: the position of a record in a partition's log, from 1.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Lsn(pub u64);
+
+/// One record of a partition's log.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum LogRecord {
+    /// The transaction is prepared here with these effects; acknowledged only once durable.
+    Prepared {
+        /// The transaction.
+        tx: TxId,
+        /// Its snapshot vector.
+        snapshot: VectorClock,
+        /// The partition's prepare time.
+        prepare_time: Timestamp,
+        /// Its effects on this partition.
+        writes: Vec<(ObjectId, Effect)>,
+    },
+    /// The transaction committed at this vector; visible and acknowledged only once durable.
+    Committed {
+        /// The transaction.
+        tx: TxId,
+        /// Its commit vector.
+        commit: VectorClock,
+    },
+    /// The transaction aborted.
+    Aborted {
+        /// The transaction.
+        tx: TxId,
+    },
+}

@@ -1,0 +1,114 @@
+//! The stabilizer of one DC: the stable snapshot, the entry-wise minimum of every partition's pvc (Cure §IV-C,
+//! Alg. 4 CalculateStableSnapshot), and the garbage-collection frontier, the minimum of that and of every
+//! coordinator's oldest running snapshot.
+//!
+//! It publishes a [`Message::Stable`] to every coordinator and partition whenever the stable snapshot moves, so
+//! stabilisation is event-driven: visibility waits for the slowest partition's report, not for a gossip timer.
+
+use crate::{Address, Config, CoordinatorId, Envelope, Message, PartitionId, VectorClock};
+use std::collections::{BTreeMap, VecDeque};
+
+/// The stabilizer of one DC.
+#[derive(Debug)]
+pub struct Stabilizer {
+    config: Config,
+    coordinators: Vec<CoordinatorId>,
+    pvcs: Vec<Option<VectorClock>>,
+    oldest: BTreeMap<CoordinatorId, VectorClock>,
+    stable: VectorClock,
+    gc: VectorClock,
+    outputs: VecDeque<Envelope>,
+}
+
+impl Stabilizer {
+    /// A stabilizer for the DC's partitions and the given coordinators (all of which must report before garbage
+    /// collection starts).
+    pub fn new(config: Config, coordinators: Vec<CoordinatorId>) -> Self {
+        let dcs = config.vector_len();
+        Self {
+            pvcs: vec![None; config.partitions as usize],
+            coordinators,
+            oldest: BTreeMap::new(),
+            stable: VectorClock::zero(dcs),
+            gc: VectorClock::zero(dcs),
+            outputs: VecDeque::new(),
+            config,
+        }
+    }
+
+    /// The stable snapshot.
+    pub fn stable_snapshot(&self) -> &VectorClock {
+        &self.stable
+    }
+
+    /// The garbage-collection frontier.
+    pub fn gc_frontier(&self) -> &VectorClock {
+        &self.gc
+    }
+
+    /// Hands over the next message to deliver.
+    pub fn poll_output(&mut self) -> Option<Envelope> {
+        self.outputs.pop_front()
+    }
+
+    /// A report from a partition or a coordinator.
+    pub fn handle_message(&mut self, from: Address, msg: Message) {
+        let dcs = self.config.vector_len();
+        match (from, msg) {
+            (Address::Partition(PartitionId(p)), Message::PvcReport { pvc }) if pvc.has_dcs(dcs) => {
+                let Some(slot) = self.pvcs.get_mut(p as usize) else {
+                    return;
+                };
+                match slot {
+                    Some(old) => old.merge_max(&pvc),
+                    None => *slot = Some(pvc),
+                }
+                self.recompute();
+            }
+            (Address::Coordinator(c), Message::OldestSnapshot { snapshot })
+                if snapshot.has_dcs(dcs) && self.coordinators.contains(&c) =>
+            {
+                self.oldest.entry(c).and_modify(|o| o.merge_max(&snapshot)).or_insert(snapshot);
+                self.recompute();
+            }
+            _ => {}
+        }
+    }
+
+    fn recompute(&mut self) {
+        let mut stable: Option<VectorClock> = None;
+        for pvc in &self.pvcs {
+            let Some(pvc) = pvc else { return };
+            match &mut stable {
+                Some(s) => s.merge_min(pvc),
+                None => stable = Some(pvc.clone()),
+            }
+        }
+        let stable = stable.expect("a DC has at least one partition");
+        let mut gc = stable.clone();
+        let all_reported = self.coordinators.iter().all(|c| self.oldest.contains_key(c));
+        if all_reported {
+            for o in self.oldest.values() {
+                gc.merge_min(o);
+            }
+        } else {
+            gc = self.gc.clone();
+        }
+        gc.merge_max(&self.gc);
+        assert!(self.stable.le(&stable), "cure: the stable snapshot never moves backwards");
+        if stable == self.stable && gc == self.gc {
+            return;
+        }
+        self.stable = stable;
+        self.gc = gc;
+        let msg = Message::Stable { stable: self.stable.clone(), gc: self.gc.clone() };
+        let targets = self
+            .coordinators
+            .iter()
+            .map(|c| Address::Coordinator(*c))
+            .chain((0..self.config.partitions).map(|p| Address::Partition(PartitionId(p))));
+        for to in targets {
+            self.outputs.push_back(Envelope { from: Address::Stabilizer, to, msg: msg.clone() });
+        }
+    }
+}

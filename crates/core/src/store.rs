@@ -1,0 +1,192 @@
+//! Multi-version objects of one partition.
+//!
+//! Each object is a base state plus the committed effects since, sorted by their [`Stamp`] (an order that extends
+//! causality), plus one cached materialised version. A read at snapshot `vs` starts from the cached version when
+//! it lies below `vs` and applies only the effects visible at `vs` but not in the cache; garbage collection folds
+//! the effects every future snapshot contains into the base. A read's cost is the number of effects since the
+//! nearest materialised version, never the object's whole history.
+
+use crate::message::RemoteError;
+use crate::{DcId, DetHashMap, ObjectId, Timestamp, VectorClock};
+use causet_crdt::{Crdt, Effect, Stamp};
+use std::collections::BTreeSet;
+
+/// A committed effect on one object.
+#[derive(Clone, Debug)]
+struct Version {
+    commit: VectorClock,
+    stamp: Stamp,
+    effect: Effect,
+}
+
+#[derive(Clone, Debug)]
+struct VersionedObject {
+    /// Every effect with a commit vector at or below the store's frontier, folded.
+    base: Crdt,
+    /// The effects not folded into `base`, ascending by stamp.
+    versions: Vec<Version>,
+    /// A materialised version: the state at the snapshot.
+    cached: Option<(VectorClock, Crdt)>,
+}
+
+impl VersionedObject {
+    fn new(ty: causet_crdt::CrdtType) -> Self {
+        Self { base: Crdt::new(ty), versions: Vec::new(), cached: None }
+    }
+}
+
+/// Counters of the work reads do, for metrics and for tests of the read-cost bound.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    /// Reads served.
+    pub reads: u64,
+    /// Effects applied to serve reads.
+    pub effects_applied: u64,
+    /// Reads that started from the cached version.
+    pub cache_hits: u64,
+    /// Effects folded into base states by garbage collection.
+    pub effects_folded: u64,
+}
+
+/// The objects of one partition.
+#[derive(Clone, Debug)]
+pub(crate) struct Store {
+    objects: DetHashMap<ObjectId, VersionedObject>,
+    /// Objects with effects not folded into their base.
+    unfolded: BTreeSet<ObjectId>,
+    /// Every snapshot read from now on is at or above this vector.
+    frontier: VectorClock,
+    stats: StoreStats,
+}
+
+fn apply(state: &mut Crdt, effect: &Effect, stamp: Stamp) {
+    // The store is keyed by ObjectId, whose type every effect on it shares: a mismatch is a bug.
+    state.apply(effect, stamp).expect("an effect stored under an object has the object's type");
+}
+
+impl Store {
+    pub(crate) fn new(dcs: usize) -> Self {
+        Self {
+            objects: DetHashMap::default(),
+            unfolded: BTreeSet::new(),
+            frontier: VectorClock::zero(dcs),
+            stats: StoreStats::default(),
+        }
+    }
+
+    pub(crate) fn stats(&self) -> &StoreStats {
+        &self.stats
+    }
+
+    /// The number of objects that were ever written.
+    pub(crate) fn len(&self) -> usize {
+        self.objects.len()
+    }
+
+    /// The number of effects kept unfolded, over all objects.
+    pub(crate) fn versions(&self) -> usize {
+        self.unfolded.iter().map(|id| self.objects[id].versions.len()).sum()
+    }
+
+    /// The object's state at the snapshot.
+    pub(crate) fn read(&mut self, id: &ObjectId, snapshot: &VectorClock) -> Result<Crdt, RemoteError> {
+        if !self.frontier.le(snapshot) {
+            return Err(RemoteError::SnapshotTooOld);
+        }
+        self.stats.reads += 1;
+        let Some(object) = self.objects.get_mut(id) else {
+            return Ok(Crdt::new(id.ty));
+        };
+        let (mut state, start) = match &object.cached {
+            Some((at, state)) if at.le(snapshot) => {
+                self.stats.cache_hits += 1;
+                (state.clone(), Some(at))
+            }
+            _ => (object.base.clone(), None),
+        };
+        let mut applied = 0u64;
+        for v in &object.versions {
+            let in_snapshot = v.commit.le(snapshot);
+            let already = start.is_some_and(|at| v.commit.le(at));
+            if in_snapshot && !already {
+                apply(&mut state, &v.effect, v.stamp);
+                applied += 1;
+            }
+        }
+        self.stats.effects_applied += applied;
+        let newer = object.cached.as_ref().is_none_or(|(at, _)| at.le(snapshot));
+        if newer && applied > 0 || object.cached.is_none() {
+            object.cached = Some((snapshot.clone(), state.clone()));
+        }
+        Ok(state)
+    }
+
+    /// The object's state with every committed effect, whatever its snapshot: what a new effect will land on.
+    pub(crate) fn latest(&self, id: &ObjectId) -> Crdt {
+        let Some(object) = self.objects.get(id) else {
+            return Crdt::new(id.ty);
+        };
+        let mut state = object.base.clone();
+        for v in &object.versions {
+            apply(&mut state, &v.effect, v.stamp);
+        }
+        state
+    }
+
+    /// Whether a transaction of DC `dc` committed an effect on the object after `time` (certification).
+    pub(crate) fn written_by_dc_after(&self, id: &ObjectId, dc: DcId, time: Timestamp) -> bool {
+        self.objects.get(id).is_some_and(|o| o.versions.iter().any(|v| v.commit.get(dc) > time))
+    }
+
+    /// The garbage-collection frontier: every snapshot read from now on is at or above it.
+    pub(crate) fn frontier(&self) -> &VectorClock {
+        &self.frontier
+    }
+
+    /// Adds a committed effect.
+    pub(crate) fn insert(&mut self, id: &ObjectId, commit: &VectorClock, stamp: Stamp, effect: Effect) {
+        let object = self.objects.entry(id.clone()).or_insert_with(|| VersionedObject::new(id.ty));
+        let at = object.versions.partition_point(|v| v.stamp <= stamp);
+        object.versions.insert(at, Version { commit: commit.clone(), stamp, effect });
+        // A cached version stays valid: the protocol only inserts effects whose commit vector is not below any
+        // snapshot already served (their commit time exceeds the pvc at the time of every earlier read).
+        if let Some((cached_at, _)) = &object.cached {
+            if commit.le(cached_at) {
+                object.cached = None;
+            }
+        }
+        self.unfolded.insert(id.clone());
+    }
+
+    /// Folds into the base state every effect that every future snapshot contains.
+    pub(crate) fn collect(&mut self, frontier: &VectorClock) {
+        if !self.frontier.le(frontier) {
+            return;
+        }
+        self.frontier = frontier.clone();
+        let mut done = Vec::new();
+        for id in &self.unfolded {
+            let object = self.objects.get_mut(id).expect("unfolded objects exist");
+            let mut kept = Vec::with_capacity(object.versions.len());
+            for v in object.versions.drain(..) {
+                if v.commit.le(frontier) {
+                    apply(&mut object.base, &v.effect, v.stamp);
+                    self.stats.effects_folded += 1;
+                } else {
+                    kept.push(v);
+                }
+            }
+            object.versions = kept;
+            if object.cached.as_ref().is_some_and(|(at, _)| !frontier.le(at)) {
+                // A cached version below the frontier can never be read again.
+                object.cached = None;
+            }
+            if object.versions.is_empty() {
+                done.push(id.clone());
+            }
+        }
+        for id in done {
+            self.unfolded.remove(&id);
+        }
+    }
+}

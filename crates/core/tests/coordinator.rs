@@ -1,0 +1,289 @@
+//! Unit tests of the coordinator, with partitions and a stabilizer wired by an instant, in-order network and an
+//! instant disk (the simulator covers delays, reordering and crashes).
+
+use causet_core::coordinator::{ClientRequest, ClientResponse, Coordinator, CoordinatorOutput, TxError};
+use causet_core::partition::{Partition, PartitionOutput};
+use causet_core::stabilizer::Stabilizer;
+use causet_core::{Address, ClientId, Config, CoordinatorId, DcId, Envelope, Message, ObjectId, PartitionId};
+use causet_core::{RequestId, Timestamp, TxId, VectorClock};
+use causet_crdt::{CrdtError, CrdtType, Op, Value};
+use std::collections::VecDeque;
+
+/// One DC: a coordinator, partitions and a stabilizer, on one clock.
+struct Dc {
+    now: u64,
+    coordinator: Coordinator,
+    partitions: Vec<Partition>,
+    stabilizer: Stabilizer,
+    replies: VecDeque<(RequestId, Result<ClientResponse, TxError>)>,
+    sent: Vec<Envelope>,
+    /// Partitions whose messages are dropped (to simulate a dead partition).
+    dead: Vec<u32>,
+    next_request: u64,
+}
+
+impl Dc {
+    fn new(partitions: u32) -> Self {
+        let config = Config::new(1, DcId(0), partitions);
+        let now = 1_000_000;
+        Dc {
+            now,
+            coordinator: Coordinator::new(CoordinatorId(0), config.clone(), now),
+            partitions: (0..partitions).map(|p| Partition::new(PartitionId(p), config.clone(), now)).collect(),
+            stabilizer: Stabilizer::new(config, vec![CoordinatorId(0)]),
+            replies: VecDeque::new(),
+            sent: Vec::new(),
+            dead: Vec::new(),
+            next_request: 0,
+        }
+    }
+
+    /// Runs until no output is left.
+    fn settle(&mut self) {
+        let mut queue: VecDeque<Envelope> = VecDeque::new();
+        loop {
+            while let Some(out) = self.coordinator.poll_output() {
+                match out {
+                    CoordinatorOutput::Send(e) => queue.push_back(e),
+                    CoordinatorOutput::Reply(r) => self.replies.push_back((r.request, r.result)),
+                }
+            }
+            for p in &mut self.partitions {
+                let mut durable = None;
+                while let Some(out) = p.poll_output() {
+                    match out {
+                        PartitionOutput::Send(e) => queue.push_back(e),
+                        PartitionOutput::Persist { lsn, .. } => durable = Some(lsn),
+                    }
+                }
+                if let Some(lsn) = durable {
+                    p.handle_persisted(self.now, lsn);
+                    while let Some(out) = p.poll_output() {
+                        if let PartitionOutput::Send(e) = out {
+                            queue.push_back(e);
+                        }
+                    }
+                }
+            }
+            while let Some(e) = self.stabilizer.poll_output() {
+                queue.push_back(e);
+            }
+            let Some(e) = queue.pop_front() else { break };
+            self.sent.push(e.clone());
+            match e.to {
+                Address::Coordinator(_) => self.coordinator.handle_message(self.now, e.from, e.msg),
+                Address::Partition(PartitionId(p)) if !self.dead.contains(&p) => {
+                    self.partitions[p as usize].handle_message(self.now, e.from, e.msg)
+                }
+                Address::Partition(_) => {}
+                Address::Stabilizer => self.stabilizer.handle_message(e.from, e.msg),
+            }
+        }
+    }
+
+    fn advance(&mut self, micros: u64) {
+        self.now += micros;
+        self.coordinator.handle_timeout(self.now);
+        for p in &mut self.partitions {
+            p.handle_timeout(self.now);
+        }
+        self.settle();
+    }
+
+    fn call(&mut self, body: ClientRequest) -> Result<ClientResponse, TxError> {
+        let request = RequestId(self.next_request);
+        self.next_request += 1;
+        self.coordinator.handle_client(self.now, ClientId(1), request, body);
+        self.settle();
+        let (answered, result) = self.replies.pop_front().expect("a reply");
+        assert_eq!(answered, request);
+        result
+    }
+
+    fn start(&mut self, clock: Option<VectorClock>) -> TxId {
+        match self.call(ClientRequest::Start { clock }) {
+            Ok(ClientResponse::Started { tx, .. }) => tx,
+            other => panic!("start failed: {other:?}"),
+        }
+    }
+
+    fn prepares_sent(&self) -> usize {
+        self.sent.iter().filter(|e| matches!(e.msg, Message::Prepare { .. })).count()
+    }
+}
+
+fn set(key: &str) -> ObjectId {
+    ObjectId::new(key, "b", CrdtType::SetAw)
+}
+
+fn add(e: &str) -> Op {
+    Op::Add(vec![e.as_bytes().to_vec()])
+}
+
+fn committed(result: Result<ClientResponse, TxError>) -> VectorClock {
+    match result {
+        Ok(ClientResponse::Committed { commit }) => commit,
+        other => panic!("not committed: {other:?}"),
+    }
+}
+
+#[test]
+fn a_client_clock_from_a_commit_reads_that_commit_in_the_next_transaction() {
+    let mut dc = Dc::new(4);
+    let clock = committed(dc.call(ClientRequest::StaticUpdate { clock: None, updates: vec![(set("x"), add("a"))] }));
+    match dc.call(ClientRequest::StaticRead { clock: Some(clock.clone()), objects: vec![set("x")] }) {
+        Ok(ClientResponse::StaticValues { values, commit }) => {
+            assert_eq!(values, vec![Value::Set(vec![b"a".to_vec()])]);
+            assert!(clock.le(&commit), "the read's snapshot covers the client's clock");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_transaction_reads_its_own_writes_before_committing() {
+    let mut dc = Dc::new(2);
+    let tx = dc.start(None);
+    assert_eq!(
+        dc.call(ClientRequest::Update { tx, updates: vec![(set("x"), add("a")), (set("y"), add("b"))] }),
+        Ok(ClientResponse::Updated)
+    );
+    let values = dc.call(ClientRequest::Read { tx, objects: vec![set("x"), set("y"), set("z")] });
+    assert_eq!(
+        values,
+        Ok(ClientResponse::Values(vec![
+            Value::Set(vec![b"a".to_vec()]),
+            Value::Set(vec![b"b".to_vec()]),
+            Value::Set(vec![])
+        ]))
+    );
+    committed(dc.call(ClientRequest::Commit { tx }));
+}
+
+#[test]
+fn cure_read_only_transactions_commit_without_two_phase_commit() {
+    let mut dc = Dc::new(3);
+    let tx = dc.start(None);
+    dc.call(ClientRequest::Read { tx, objects: vec![set("x"), set("y")] }).expect("read");
+    let snapshot = committed(dc.call(ClientRequest::Commit { tx }));
+    assert_eq!(dc.prepares_sent(), 0);
+    assert!(snapshot.get(DcId(0)) > Timestamp::ZERO);
+}
+
+#[test]
+fn cure_alg1_the_commit_time_is_the_largest_prepare_time() {
+    let mut dc = Dc::new(2);
+    // Push partition 1's clock far ahead of partition 0's by reading there at a future snapshot.
+    let ahead = VectorClock::from_entries(vec![Timestamp::from_micros(dc.now + 500_000)]);
+    let far = (0..64).map(|i| set(&format!("k{i}"))).find(|o| o.partition(2) == PartitionId(1)).expect("a key");
+    let near = (0..64).map(|i| set(&format!("k{i}"))).find(|o| o.partition(2) == PartitionId(0)).expect("a key");
+    dc.partitions[1].handle_message(
+        dc.now,
+        Address::Coordinator(CoordinatorId(9)),
+        Message::Read {
+            tx: TxId { dc: DcId(0), coordinator: CoordinatorId(9), seq: 0 },
+            request: 0,
+            snapshot: ahead,
+            objects: vec![],
+        },
+    );
+    dc.settle();
+    let commit = committed(
+        dc.call(ClientRequest::StaticUpdate { clock: None, updates: vec![(near, add("a")), (far, add("b"))] }),
+    );
+    let prepared: Vec<Timestamp> = dc
+        .sent
+        .iter()
+        .filter_map(|e| match e.msg {
+            Message::Prepared { prepare_time, .. } => Some(prepare_time),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(prepared.len(), 2);
+    assert_eq!(commit.get(DcId(0)), *prepared.iter().max().expect("two"));
+    assert!(commit.get(DcId(0)) > Timestamp::from_micros(dc.now + 500_000));
+}
+
+#[test]
+fn a_failed_update_leaves_the_transaction_unchanged() {
+    let mut dc = Dc::new(2);
+    let tx = dc.start(None);
+    dc.call(ClientRequest::Update { tx, updates: vec![(set("x"), add("a"))] }).expect("update");
+    let bad = dc
+        .call(ClientRequest::Update { tx, updates: vec![(set("x"), add("b")), (set("y"), Op::Assign(b"v".to_vec()))] });
+    assert!(matches!(bad, Err(TxError::Crdt(CrdtError::UnsupportedOp { .. }))), "{bad:?}");
+    let values = dc.call(ClientRequest::Read { tx, objects: vec![set("x")] });
+    assert_eq!(values, Ok(ClientResponse::Values(vec![Value::Set(vec![b"a".to_vec()])])));
+    committed(dc.call(ClientRequest::Commit { tx }));
+}
+
+#[test]
+fn finished_unknown_and_busy_transactions_get_precise_errors() {
+    let mut dc = Dc::new(1);
+    let tx = dc.start(None);
+    committed(dc.call(ClientRequest::Commit { tx }));
+    assert_eq!(dc.call(ClientRequest::Read { tx, objects: vec![] }), Err(TxError::AlreadyCommitted(tx)));
+    let unknown = TxId { seq: 12345, ..tx };
+    assert_eq!(dc.call(ClientRequest::Commit { tx: unknown }), Err(TxError::UnknownTransaction(unknown)));
+    let tx = dc.start(None);
+    assert_eq!(dc.call(ClientRequest::Abort { tx }), Ok(ClientResponse::Aborted));
+    assert!(matches!(dc.call(ClientRequest::Commit { tx }), Err(TxError::AlreadyAborted { .. })));
+}
+
+#[test]
+fn abandoned_transactions_abort_after_the_idle_timeout() {
+    let mut dc = Dc::new(1);
+    let tx = dc.start(None);
+    assert_eq!(dc.coordinator.open_transactions(), 1);
+    dc.advance(Config::new(1, DcId(0), 1).tx_idle_timeout_us + 1);
+    assert_eq!(dc.coordinator.open_transactions(), 0);
+    let err = dc.call(ClientRequest::Commit { tx }).expect_err("aborted");
+    assert!(matches!(&err, TxError::AlreadyAborted { reason, .. } if reason.contains("idle")), "{err:?}");
+    assert_eq!(err.code(), 3);
+}
+
+#[test]
+fn a_prepare_a_partition_never_answers_times_out_and_aborts_everywhere() {
+    let mut dc = Dc::new(2);
+    // Counter increments need no read first, so the transaction goes straight to the prepare phase.
+    let counter = |i: u32| ObjectId::new(format!("c{i}"), "b", CrdtType::CounterPn);
+    let a = (0..64).map(counter).find(|o| o.partition(2) == PartitionId(0)).expect("a key");
+    let b = (0..64).map(counter).find(|o| o.partition(2) == PartitionId(1)).expect("a key");
+    dc.dead.push(1);
+    let request = RequestId(77);
+    let updates = vec![(a.clone(), Op::Increment(1)), (b, Op::Increment(1))];
+    dc.coordinator.handle_client(dc.now, ClientId(1), request, ClientRequest::StaticUpdate { clock: None, updates });
+    dc.settle();
+    assert!(dc.replies.is_empty());
+    assert_eq!(dc.partitions[0].prepared_count(), 1);
+    dc.advance(Config::new(1, DcId(0), 2).op_timeout_us + 1);
+    let (_, result) = dc.replies.pop_front().expect("a timeout reply");
+    assert!(matches!(result, Err(TxError::Timeout(_))), "{result:?}");
+    assert_eq!(dc.partitions[0].prepared_count(), 0, "the live participant was told to abort");
+    let read = dc.call(ClientRequest::StaticRead { clock: None, objects: vec![a] });
+    assert!(matches!(read, Ok(ClientResponse::StaticValues { ref values, .. }) if values[0] == Value::Counter(0)));
+}
+
+#[test]
+fn a_malformed_or_runaway_client_clock_is_refused() {
+    let mut dc = Dc::new(1);
+    let wrong = dc.call(ClientRequest::Start { clock: Some(VectorClock::zero(3)) });
+    assert!(matches!(wrong, Err(TxError::InvalidClock(_))), "{wrong:?}");
+    let far = VectorClock::from_entries(vec![Timestamp::from_micros(dc.now + 86_400_000_000)]);
+    assert!(matches!(dc.call(ClientRequest::Start { clock: Some(far) }), Err(TxError::InvalidClock(_))));
+}
+
+#[test]
+fn bounded_counter_without_rights_refuses_with_no_permissions() {
+    let mut dc = Dc::new(1);
+    let bc = ObjectId::new("bc", "b", CrdtType::CounterB);
+    let err = dc.call(ClientRequest::StaticUpdate { clock: None, updates: vec![(bc.clone(), Op::Increment(-1))] });
+    let err = err.expect_err("no rights yet");
+    assert_eq!(err.code(), 2, "{err:?}");
+    committed(dc.call(ClientRequest::StaticUpdate { clock: None, updates: vec![(bc.clone(), Op::Increment(3))] }));
+    committed(dc.call(ClientRequest::StaticUpdate { clock: None, updates: vec![(bc.clone(), Op::Increment(-2))] }));
+    match dc.call(ClientRequest::StaticRead { clock: None, objects: vec![bc] }) {
+        Ok(ClientResponse::StaticValues { values, .. }) => assert_eq!(values, vec![Value::Counter(1)]),
+        other => panic!("{other:?}"),
+    }
+}

@@ -1,0 +1,294 @@
+//! Unit tests of the partition state machine, driven message by message.
+
+use causet_core::message::RemoteError;
+use causet_core::partition::{Partition, PartitionOutput};
+use causet_core::record::{LogRecord, Lsn};
+use causet_core::{Address, ClockKind, Config, CoordinatorId, DcId, Message, ObjectId, PartitionId, Timestamp, TxId};
+use causet_core::{Envelope, VectorClock};
+use causet_crdt::{Crdt, CrdtType, Effect, EffectCtx, Op, Value};
+
+const COORD: Address = Address::Coordinator(CoordinatorId(0));
+
+fn config(clock: ClockKind) -> Config {
+    let mut c = Config::new(1, DcId(0), 1);
+    c.clock = clock;
+    c
+}
+
+fn tx(seq: u64) -> TxId {
+    TxId { dc: DcId(0), coordinator: CoordinatorId(0), seq }
+}
+
+fn vc(micros: u64) -> VectorClock {
+    VectorClock::from_entries(vec![Timestamp::from_micros(micros)])
+}
+
+fn set(key: &str) -> ObjectId {
+    ObjectId::new(key, "b", CrdtType::SetAw)
+}
+
+fn add(t: TxId, elem: &str) -> Effect {
+    let mut ctx = EffectCtx::new(t.tag(), 0);
+    Crdt::new(CrdtType::SetAw).generate(&Op::Add(vec![elem.as_bytes().to_vec()]), &mut ctx).expect("add fits a set")
+}
+
+/// Drains outputs: messages sent, and records persisted.
+fn drain(p: &mut Partition) -> (Vec<Envelope>, Vec<(Lsn, LogRecord)>) {
+    let (mut sent, mut persisted) = (Vec::new(), Vec::new());
+    while let Some(out) = p.poll_output() {
+        match out {
+            PartitionOutput::Send(e) => sent.push(e),
+            PartitionOutput::Persist { lsn, record } => persisted.push((lsn, record)),
+        }
+    }
+    (sent, persisted)
+}
+
+fn read(p: &mut Partition, now: u64, snapshot: VectorClock, objects: Vec<ObjectId>) {
+    p.handle_message(now, COORD, Message::Read { tx: tx(99), request: 1, snapshot, objects });
+}
+
+fn read_reply(sent: &[Envelope]) -> Option<Result<Vec<Crdt>, RemoteError>> {
+    sent.iter().find_map(|e| match &e.msg {
+        Message::ReadReply { result, .. } => Some(result.clone()),
+        _ => None,
+    })
+}
+
+/// Prepares and makes durable; returns the prepare time.
+fn prepare(p: &mut Partition, now: u64, t: TxId, snapshot: VectorClock, writes: Vec<(ObjectId, Effect)>) -> Timestamp {
+    p.handle_message(now, COORD, Message::Prepare { tx: t, snapshot, writes });
+    let (sent, persisted) = drain(p);
+    assert!(sent.iter().all(|e| !matches!(e.msg, Message::Prepared { .. })), "prepared before durable");
+    let lsn = persisted.last().expect("a prepare record").0;
+    p.handle_persisted(now, lsn);
+    let (sent, _) = drain(p);
+    sent.iter()
+        .find_map(|e| match e.msg {
+            Message::Prepared { prepare_time, .. } => Some(prepare_time),
+            _ => None,
+        })
+        .expect("prepared once durable")
+}
+
+fn commit(p: &mut Partition, now: u64, t: TxId, commit: VectorClock) -> Vec<Envelope> {
+    p.handle_message(now, COORD, Message::Commit { tx: t, commit });
+    let (sent, persisted) = drain(p);
+    assert!(sent.iter().all(|e| !matches!(e.msg, Message::CommitAck { .. })), "acknowledged before durable");
+    p.handle_persisted(now, persisted.last().expect("a commit record").0);
+    drain(p).0
+}
+
+#[test]
+fn cure_alg2_a_read_waits_for_an_earlier_prepared_transaction_then_sees_it() {
+    let mut p = Partition::new(PartitionId(0), config(ClockKind::Hybrid), 1_000);
+    let pt = prepare(&mut p, 1_000, tx(1), vc(900), vec![(set("x"), add(tx(1), "a"))]);
+    // A snapshot at the prepare time may contain the transaction: the read must wait.
+    read(&mut p, 1_100, VectorClock::from_entries(vec![pt]), vec![set("x")]);
+    assert_eq!(read_reply(&drain(&mut p).0), None, "served while an earlier prepare could still commit below");
+    assert_eq!(p.waiting_count(), 1);
+    let sent = commit(&mut p, 1_200, tx(1), VectorClock::from_entries(vec![pt]));
+    let states = read_reply(&sent).expect("served once committed").expect("ok");
+    assert_eq!(states[0].value(), Value::Set(vec![b"a".to_vec()]));
+}
+
+#[test]
+fn cure_alg2_pvc_stays_below_the_smallest_prepare_time() {
+    let mut p = Partition::new(PartitionId(0), config(ClockKind::Hybrid), 1_000);
+    let pt = prepare(&mut p, 1_000, tx(1), vc(900), vec![(set("x"), add(tx(1), "a"))]);
+    p.handle_timeout(50_000);
+    assert!(p.pvc().get(DcId(0)) < pt, "pvc {} passed a prepared transaction at {pt}", p.pvc());
+    let ct = Timestamp::from_micros(50_001);
+    commit(&mut p, 50_001, tx(1), VectorClock::from_entries(vec![ct.max(pt)]));
+    p.handle_timeout(60_000);
+    assert!(p.pvc().get(DcId(0)) >= Timestamp::from_micros(60_000));
+}
+
+#[test]
+fn physical_clock_read_ahead_of_the_clock_waits_until_the_clock_passes_it() {
+    let mut p = Partition::new(PartitionId(0), config(ClockKind::Physical), 1_000);
+    read(&mut p, 1_000, vc(5_000), vec![set("x")]);
+    assert_eq!(read_reply(&drain(&mut p).0), None);
+    p.handle_timeout(1_000); // the pvc report due at start
+    assert_eq!(read_reply(&drain(&mut p).0), None);
+    let wake = p.poll_timeout().expect("a deadline");
+    assert!(wake > 1_000 && wake <= 5_001, "wakes at {wake}, when the clock passes the snapshot");
+    p.handle_timeout(5_001);
+    assert!(read_reply(&drain(&mut p).0).expect("served").is_ok());
+}
+
+#[test]
+fn hybrid_clock_read_ahead_of_the_clock_is_served_at_once_by_advancing_the_clock() {
+    let mut p = Partition::new(PartitionId(0), config(ClockKind::Hybrid), 1_000);
+    read(&mut p, 1_000, vc(5_000), vec![set("x")]);
+    assert!(read_reply(&drain(&mut p).0).expect("served at once").is_ok());
+    // Every later prepare lands above the snapshot it served.
+    let pt = prepare(&mut p, 1_001, tx(1), vc(10), vec![(set("x"), add(tx(1), "a"))]);
+    assert!(pt > Timestamp::from_micros(5_000));
+}
+
+#[test]
+fn a_snapshot_far_ahead_of_the_clock_is_refused_as_invalid() {
+    let mut p = Partition::new(PartitionId(0), config(ClockKind::Hybrid), 1_000);
+    read(&mut p, 1_000, vc(1_000 + 3_600_000_000), vec![set("x")]);
+    assert!(matches!(read_reply(&drain(&mut p).0), Some(Err(RemoteError::InvalidSnapshot(_)))));
+    read(&mut p, 1_000, VectorClock::zero(2), vec![set("x")]);
+    assert!(matches!(read_reply(&drain(&mut p).0), Some(Err(RemoteError::InvalidSnapshot(_)))));
+}
+
+#[test]
+fn a_commit_becomes_visible_only_once_its_record_is_durable() {
+    let mut p = Partition::new(PartitionId(0), config(ClockKind::Hybrid), 1_000);
+    let pt = prepare(&mut p, 1_000, tx(1), vc(900), vec![(set("x"), add(tx(1), "a"))]);
+    p.handle_message(1_100, COORD, Message::Commit { tx: tx(1), commit: VectorClock::from_entries(vec![pt]) });
+    let (_, persisted) = drain(&mut p);
+    read(&mut p, 1_100, VectorClock::from_entries(vec![pt]), vec![set("x")]);
+    assert_eq!(read_reply(&drain(&mut p).0), None, "a commit not yet durable must not be read");
+    p.handle_persisted(1_200, persisted[0].0);
+    let sent = drain(&mut p).0;
+    assert!(sent.iter().any(|e| matches!(e.msg, Message::CommitAck { .. })));
+    assert_eq!(read_reply(&sent).expect("served").expect("ok")[0].value(), Value::Set(vec![b"a".to_vec()]));
+}
+
+#[test]
+fn resent_decisions_are_acknowledged_again_and_change_nothing() {
+    let mut p = Partition::new(PartitionId(0), config(ClockKind::Hybrid), 1_000);
+    let pt = prepare(&mut p, 1_000, tx(1), vc(900), vec![(set("x"), add(tx(1), "a"))]);
+    commit(&mut p, 1_100, tx(1), VectorClock::from_entries(vec![pt]));
+    p.handle_message(1_200, COORD, Message::Commit { tx: tx(1), commit: VectorClock::from_entries(vec![pt]) });
+    let (sent, persisted) = drain(&mut p);
+    assert!(persisted.is_empty());
+    assert!(matches!(sent[0].msg, Message::CommitAck { .. }));
+    p.handle_message(1_300, COORD, Message::Abort { tx: tx(7) });
+    assert!(matches!(drain(&mut p).0[0].msg, Message::AbortAck { .. }));
+}
+
+#[test]
+fn recovery_restores_committed_effects_and_keeps_undecided_prepares_blocking() {
+    let mut p = Partition::new(PartitionId(0), config(ClockKind::Hybrid), 1_000);
+    let mut log = Vec::new();
+    p.handle_message(
+        1_000,
+        COORD,
+        Message::Prepare { tx: tx(1), snapshot: vc(900), writes: vec![(set("x"), add(tx(1), "a"))] },
+    );
+    log.extend(drain(&mut p).1);
+    let pt1 = match &log[0].1 {
+        LogRecord::Prepared { prepare_time, .. } => *prepare_time,
+        other => panic!("{other:?}"),
+    };
+    p.handle_persisted(1_000, log[0].0);
+    drain(&mut p);
+    p.handle_message(1_100, COORD, Message::Commit { tx: tx(1), commit: VectorClock::from_entries(vec![pt1]) });
+    log.extend(drain(&mut p).1);
+    p.handle_message(
+        1_200,
+        COORD,
+        Message::Prepare { tx: tx(2), snapshot: vc(1_150), writes: vec![(set("x"), add(tx(2), "b"))] },
+    );
+    log.extend(drain(&mut p).1);
+    // Crash here: all three records were synced; tx 2 has no decision.
+    let mut r = Partition::recover(PartitionId(0), config(ClockKind::Hybrid), 2_000, log);
+    assert_eq!(r.prepared_count(), 1);
+    read(&mut r, 2_000, VectorClock::from_entries(vec![pt1]), vec![set("x")]);
+    let states = read_reply(&drain(&mut r).0).expect("tx 1 is below the undecided prepare").expect("ok");
+    assert_eq!(states[0].value(), Value::Set(vec![b"a".to_vec()]));
+    // The undecided transaction blocks later snapshots until its coordinator answers; the partition asks.
+    read(&mut r, 2_000, vc(2_000), vec![set("x")]);
+    assert_eq!(read_reply(&drain(&mut r).0), None);
+    let mut ask = 2_000;
+    let mut asked = false;
+    while !asked && ask < 60_000_000 {
+        ask = r.poll_timeout().expect("a deadline");
+        r.handle_timeout(ask);
+        asked = drain(&mut r).0.iter().any(|e| e.msg == Message::QueryOutcome { tx: tx(2) } && e.to == COORD);
+    }
+    assert!(asked, "the partition never asked the coordinator about the undecided transaction");
+    r.handle_message(ask, COORD, Message::Abort { tx: tx(2) });
+    drain(&mut r);
+    assert_eq!(r.prepared_count(), 0);
+    read(&mut r, ask, vc(2_000), vec![set("x")]);
+    assert!(read_reply(&drain(&mut r).0).expect("served after the abort").is_ok());
+}
+
+#[test]
+fn recovered_hybrid_clock_never_reissues_a_timestamp_it_may_have_exposed() {
+    let mut p = Partition::new(PartitionId(0), config(ClockKind::Hybrid), 1_000);
+    // The clock was pushed ahead by a snapshot, and pvc exposed it.
+    read(&mut p, 1_000, vc(900_000), vec![set("x")]);
+    drain(&mut p);
+    let exposed = p.pvc().get(DcId(0));
+    let mut r = Partition::recover(PartitionId(0), config(ClockKind::Hybrid), 1_500, Vec::new());
+    let pt = prepare(&mut r, 1_500, tx(3), vc(1_000), vec![(set("x"), add(tx(3), "c"))]);
+    assert!(pt > exposed, "prepare time {pt} at or below {exposed}, exposed before the crash");
+}
+
+#[test]
+fn antidote_68_read_cost_stays_bounded_as_writes_to_a_key_grow() {
+    let mut p = Partition::new(PartitionId(0), config(ClockKind::Hybrid), 1_000);
+    let key = ObjectId::new("c", "b", CrdtType::CounterPn);
+    let mut now = 1_000;
+    let mut applied_per_read = Vec::new();
+    for i in 0..2_000u64 {
+        now += 10;
+        let t = tx(i);
+        let mut ctx = EffectCtx::new(t.tag(), 0);
+        let effect = Crdt::new(key.ty).generate(&Op::Increment(1), &mut ctx).expect("fits");
+        let pt = prepare(&mut p, now, t, vc(now - 5), vec![(key.clone(), effect)]);
+        commit(&mut p, now, t, VectorClock::from_entries(vec![pt]));
+        // The stabilizer lets the partition fold what no transaction can read below.
+        p.handle_message(now, Address::Stabilizer, Message::Stable { stable: vc(now - 20), gc: vc(now - 20) });
+        if i % 100 == 99 {
+            let before = p.store_stats().effects_applied;
+            read(&mut p, now, VectorClock::from_entries(vec![pt]), vec![key.clone()]);
+            let reply = read_reply(&drain(&mut p).0).expect("served").expect("ok");
+            assert_eq!(reply[0].value(), Value::Counter(i as i64 + 1));
+            applied_per_read.push(p.store_stats().effects_applied - before);
+        }
+    }
+    let worst = *applied_per_read.iter().max().expect("reads happened");
+    assert!(worst <= 5, "a read applied {worst} effects after 2,000 writes: {applied_per_read:?}");
+    assert!(p.store_size().1 <= 5, "unfolded versions kept: {}", p.store_size().1);
+}
+
+#[test]
+fn bounded_counter_double_spending_by_concurrent_transactions_is_refused_at_prepare() {
+    let mut p = Partition::new(PartitionId(0), config(ClockKind::Hybrid), 1_000);
+    let key = ObjectId::new("bc", "b", CrdtType::CounterB);
+    let mut ctx = EffectCtx::new(tx(1).tag(), 0);
+    let inc = Crdt::new(key.ty).generate(&Op::Increment(5), &mut ctx).expect("increment");
+    let pt = prepare(&mut p, 1_000, tx(1), vc(900), vec![(key.clone(), inc.clone())]);
+    commit(&mut p, 1_000, tx(1), VectorClock::from_entries(vec![pt]));
+    // Two transactions both saw 5 rights and each decrements 4.
+    let mut state = Crdt::new(key.ty);
+    state.apply(&inc, causet_crdt::Stamp { time: 1, tx: tx(1).tag() }).expect("apply");
+    let dec = |t: TxId| state.generate(&Op::Increment(-4), &mut EffectCtx::new(t.tag(), 0)).expect("rights");
+    let snapshot = VectorClock::from_entries(vec![pt]);
+    prepare(&mut p, 1_100, tx(2), snapshot.clone(), vec![(key.clone(), dec(tx(2)))]);
+    p.handle_message(1_200, COORD, Message::Prepare { tx: tx(3), snapshot, writes: vec![(key.clone(), dec(tx(3)))] });
+    let sent = drain(&mut p).0;
+    assert!(
+        sent.iter().any(|e| matches!(&e.msg, Message::PrepareRefused { reason: RemoteError::Crdt(_), .. })),
+        "the second decrement must be refused: {sent:?}"
+    );
+}
+
+#[test]
+fn certification_refuses_a_concurrent_update_to_the_same_object_when_enabled() {
+    let mut c = config(ClockKind::Hybrid);
+    c.certify_writes = true;
+    let mut p = Partition::new(PartitionId(0), c, 1_000);
+    let pt = prepare(&mut p, 1_000, tx(1), vc(900), vec![(set("x"), add(tx(1), "a"))]);
+    commit(&mut p, 1_000, tx(1), VectorClock::from_entries(vec![pt]));
+    // tx 2's snapshot (900) does not include tx 1's commit.
+    p.handle_message(
+        1_100,
+        COORD,
+        Message::Prepare { tx: tx(2), snapshot: vc(900), writes: vec![(set("x"), add(tx(2), "b"))] },
+    );
+    let sent = drain(&mut p).0;
+    assert!(sent.iter().any(|e| matches!(&e.msg, Message::PrepareRefused { reason: RemoteError::Conflict, .. })));
+    // A snapshot that includes tx 1 certifies.
+    let pt3 = prepare(&mut p, 1_200, tx(3), VectorClock::from_entries(vec![pt]), vec![(set("x"), add(tx(3), "c"))]);
+    assert!(pt3 > pt);
+}

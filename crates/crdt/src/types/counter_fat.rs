@@ -1,0 +1,65 @@
+//! `counter_fat`: a counter whose reset removes only the increments it has seen.
+
+use super::{fresh_tag, unsupported};
+use crate::{CrdtError, CrdtType, EffectCtx, Op, Tag, Value};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// `counter_fat` state: every increment not yet removed by a reset that saw it, by its tag. The value is their
+/// sum (wrapping).
+///
+/// The state holds one entry per increment since the last reset that saw it, as AntidoteDB's does. Folding
+/// observed increments into a new entry would bound it, but a concurrent reset that saw the folded increments
+/// would then no longer remove them, breaking "a reset removes what it has seen".
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FatCounter {
+    increments: BTreeMap<Tag, i64>,
+}
+
+/// `counter_fat` effect: an increment under a fresh tag, or a reset removing the increments it observed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FatCounterEffect {
+    increment: Option<(Tag, i64)>,
+    observed: BTreeSet<Tag>,
+}
+
+impl FatCounter {
+    /// The counter's value.
+    pub fn total(&self) -> i64 {
+        self.increments.values().fold(0i64, |sum, delta| sum.wrapping_add(*delta))
+    }
+
+    /// How many increments the state holds.
+    pub fn increment_count(&self) -> usize {
+        self.increments.len()
+    }
+
+    pub(crate) fn value(&self) -> Value {
+        Value::Counter(self.total())
+    }
+
+    pub(crate) fn is_bottom(&self) -> bool {
+        self.total() == 0
+    }
+
+    pub(crate) fn generate(&self, op: &Op, ctx: &mut EffectCtx) -> Result<FatCounterEffect, CrdtError> {
+        match op {
+            // An increment by zero would add an entry that changes nothing.
+            Op::Increment(0) => Ok(FatCounterEffect { increment: None, observed: BTreeSet::new() }),
+            Op::Increment(delta) => {
+                Ok(FatCounterEffect { increment: Some((fresh_tag(ctx)?, *delta)), observed: BTreeSet::new() })
+            }
+            Op::Reset => Ok(FatCounterEffect { increment: None, observed: self.increments.keys().copied().collect() }),
+            other => Err(unsupported(CrdtType::CounterFat, other)),
+        }
+    }
+
+    pub(crate) fn apply(&mut self, effect: &FatCounterEffect) {
+        for tag in &effect.observed {
+            self.increments.remove(tag);
+        }
+        if let Some((tag, delta)) = effect.increment {
+            self.increments.insert(tag, delta);
+        }
+    }
+}
