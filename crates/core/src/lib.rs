@@ -18,7 +18,7 @@ pub mod message;
 pub mod partition;
 pub mod record;
 pub mod stabilizer;
-mod store;
+pub mod store;
 pub mod time;
 
 pub use config::{Bug, Config};

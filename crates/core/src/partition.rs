@@ -11,12 +11,51 @@
 use crate::config::Bug;
 use crate::message::RemoteError;
 use crate::record::{LogRecord, Lsn};
-use crate::store::{Store, StoreStats};
+use crate::store::{ObjectImage, Store, StoreStats};
 use crate::{
     Address, Clock, ClockKind, Config, Envelope, Message, ObjectId, PartitionId, Timestamp, TxId, VectorClock,
 };
 use causet_crdt::{CrdtType, Effect, Stamp};
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// How many recent commit decisions a partition remembers (and checkpoints), so that after a crash the node can
+/// finish a transaction that committed on some partitions but whose commit record another partition lost.
+const RECENT_COMMITS: usize = 10_000;
+
+/// A transaction prepared at a partition, as a checkpoint keeps it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PreparedImage {
+    /// The transaction.
+    pub tx: TxId,
+    /// Its snapshot.
+    pub snapshot: VectorClock,
+    /// The partition's prepare time.
+    pub prepare_time: Timestamp,
+    /// Its effects here.
+    pub writes: Vec<(ObjectId, Effect)>,
+    /// The commit vector, when the commit was decided and its record written before the checkpoint.
+    pub commit: Option<VectorClock>,
+}
+
+/// What a partition holds after every log record up to `lsn`: restoring it and replaying the records after `lsn`
+/// rebuilds the partition, so the log up to `lsn` can be truncated.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// The last log record the checkpoint covers.
+    pub lsn: Lsn,
+    /// The clock's high-water mark.
+    pub clock: Timestamp,
+    /// The garbage-collection frontier.
+    pub frontier: VectorClock,
+    /// Object images. From [`Partition::take_checkpoint`], only the objects changed since the previous checkpoint
+    /// (a storage engine keeps the latest image of each object); for [`Partition::restore`], every object.
+    pub objects: Vec<(ObjectId, ObjectImage)>,
+    /// Every transaction prepared and not yet visible.
+    pub prepared: Vec<PreparedImage>,
+    /// Recent commit decisions, newest last.
+    pub recent_commits: Vec<(TxId, VectorClock)>,
+}
 
 /// What a partition asks its driver to do.
 #[derive(Clone, Debug, PartialEq)]
@@ -81,6 +120,7 @@ pub struct Partition {
     after_durable: VecDeque<(Lsn, AfterDurable)>,
     outputs: VecDeque<PartitionOutput>,
     next_report_us: u64,
+    recent_commits: VecDeque<(TxId, VectorClock)>,
 }
 
 impl Partition {
@@ -101,23 +141,57 @@ impl Partition {
             after_durable: VecDeque::new(),
             outputs: VecDeque::new(),
             next_report_us: now_us,
+            recent_commits: VecDeque::new(),
             config,
         }
     }
 
     /// Rebuilds a partition from its durable log, in log order. Prepared transactions without a decision stay
-    /// prepared (holding pvc back) until their coordinator answers [`Message::QueryOutcome`].
+    /// prepared (holding pvc back) until their coordinator answers [`Message::QueryOutcome`] or the node resolves
+    /// them ([`Partition::undecided`]).
     pub fn recover(
         id: PartitionId,
         config: Config,
         now_us: u64,
         records: impl IntoIterator<Item = (Lsn, LogRecord)>,
     ) -> Self {
+        Self::restore(id, config, now_us, None, records)
+    }
+
+    /// Rebuilds a partition from a complete checkpoint (every object) and the log records after it.
+    pub fn restore(
+        id: PartitionId,
+        config: Config,
+        now_us: u64,
+        checkpoint: Option<Checkpoint>,
+        tail: impl IntoIterator<Item = (Lsn, LogRecord)>,
+    ) -> Self {
         let mut p = Partition::new(id, config, now_us);
         let mut floor = Timestamp::ZERO;
         let local = p.config.dc;
-        for (lsn, record) in records {
-            assert!(lsn > p.last_lsn, "log records replay in order");
+        if let Some(c) = checkpoint {
+            p.last_lsn = c.lsn;
+            floor = c.clock;
+            p.store.restore_frontier(c.frontier);
+            for (object, image) in c.objects {
+                p.store.load(object, image);
+            }
+            for (tx, commit) in c.recent_commits {
+                p.remember_commit(tx, commit);
+            }
+            for image in c.prepared {
+                floor = floor.max(image.prepare_time);
+                p.insert_prepared(image.tx, image.snapshot, image.prepare_time, image.writes, now_us);
+                if let Some(commit) = image.commit {
+                    p.prepared.get_mut(&image.tx).expect("just inserted").committing = Some(commit);
+                    p.apply_commit(image.tx);
+                }
+            }
+        }
+        for (lsn, record) in tail {
+            if lsn <= p.last_lsn {
+                continue; // Covered by the checkpoint (truncation may lag behind it).
+            }
             p.last_lsn = lsn;
             match record {
                 LogRecord::Prepared { tx, snapshot, prepare_time, writes } => {
@@ -146,6 +220,47 @@ impl Partition {
         p.clock.raise_floor(floor);
         p.refresh_pvc(now_us);
         p
+    }
+
+    /// A checkpoint of everything up to the last record handed out. Its object images cover only the objects
+    /// changed since the previous call. The driver must make it durable after every record up to its `lsn`.
+    pub fn take_checkpoint(&mut self) -> Checkpoint {
+        Checkpoint {
+            lsn: self.last_lsn,
+            clock: self.clock.last(),
+            frontier: self.store.frontier().clone(),
+            objects: self.store.take_dirty_images(),
+            prepared: self
+                .prepared
+                .iter()
+                .map(|(tx, p)| PreparedImage {
+                    tx: *tx,
+                    snapshot: p.snapshot.clone(),
+                    prepare_time: p.prepare_time,
+                    writes: p.writes.clone(),
+                    commit: p.committing.clone(),
+                })
+                .collect(),
+            recent_commits: self.recent_commits.iter().cloned().collect(),
+        }
+    }
+
+    /// Transactions prepared here whose decision is unknown (after recovery, the node resolves them: commit with
+    /// the vector another partition recorded, or abort).
+    pub fn undecided(&self) -> Vec<TxId> {
+        self.prepared.iter().filter(|(_, p)| p.committing.is_none()).map(|(tx, _)| *tx).collect()
+    }
+
+    /// The commit vector of a transaction committed here recently.
+    pub fn recent_commit(&self, tx: TxId) -> Option<&VectorClock> {
+        self.recent_commits.iter().rev().find(|(t, _)| *t == tx).map(|(_, c)| c)
+    }
+
+    fn remember_commit(&mut self, tx: TxId, commit: VectorClock) {
+        if self.recent_commits.len() >= RECENT_COMMITS {
+            self.recent_commits.pop_front();
+        }
+        self.recent_commits.push_back((tx, commit));
     }
 
     /// This partition's id.
@@ -493,6 +608,7 @@ impl Partition {
             self.store.insert(&id, &commit, stamp, effect);
         }
         self.clock.observe(commit.get(self.config.dc));
+        self.remember_commit(tx, commit);
     }
 
     fn on_abort(&mut self, now_us: u64, from: Address, tx: TxId) {

@@ -9,14 +9,27 @@
 use crate::message::RemoteError;
 use crate::{DcId, DetHashMap, ObjectId, Timestamp, VectorClock};
 use causet_crdt::{Crdt, Effect, Stamp};
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 
 /// A committed effect on one object.
-#[derive(Clone, Debug)]
-struct Version {
-    commit: VectorClock,
-    stamp: Stamp,
-    effect: Effect,
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Version {
+    /// The commit vector of the transaction that made it.
+    pub commit: VectorClock,
+    /// Its last-writer-wins stamp.
+    pub stamp: Stamp,
+    /// The effect.
+    pub effect: Effect,
+}
+
+/// An object as a checkpoint keeps it: the base state and the effects not folded into it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ObjectImage {
+    /// The base state: every effect every future snapshot contains.
+    pub base: Crdt,
+    /// The other committed effects, ascending by stamp.
+    pub versions: Vec<Version>,
 }
 
 #[derive(Clone, Debug)]
@@ -56,6 +69,8 @@ pub(crate) struct Store {
     unfolded: BTreeSet<ObjectId>,
     /// Every snapshot read from now on is at or above this vector.
     frontier: VectorClock,
+    /// Objects changed since the last checkpoint image was taken.
+    dirty: BTreeSet<ObjectId>,
     stats: StoreStats,
 }
 
@@ -70,8 +85,36 @@ impl Store {
             objects: DetHashMap::default(),
             unfolded: BTreeSet::new(),
             frontier: VectorClock::zero(dcs),
+            dirty: BTreeSet::new(),
             stats: StoreStats::default(),
         }
+    }
+
+    /// Images of the objects changed since the last call, and forgets that they changed.
+    pub(crate) fn take_dirty_images(&mut self) -> Vec<(ObjectId, ObjectImage)> {
+        let dirty = std::mem::take(&mut self.dirty);
+        dirty
+            .into_iter()
+            .map(|id| {
+                let o = &self.objects[&id];
+                let image = ObjectImage { base: o.base.clone(), versions: o.versions.clone() };
+                (id, image)
+            })
+            .collect()
+    }
+
+    /// Loads an object image (recovery from a checkpoint).
+    pub(crate) fn load(&mut self, id: ObjectId, image: ObjectImage) {
+        if !image.versions.is_empty() {
+            self.unfolded.insert(id.clone());
+        }
+        let object = VersionedObject { base: image.base, versions: image.versions, cached: None };
+        self.objects.insert(id, object);
+    }
+
+    /// Sets the garbage-collection frontier without folding (recovery from a checkpoint).
+    pub(crate) fn restore_frontier(&mut self, frontier: VectorClock) {
+        self.frontier = frontier;
     }
 
     pub(crate) fn stats(&self) -> &StoreStats {
@@ -156,6 +199,7 @@ impl Store {
             }
         }
         self.unfolded.insert(id.clone());
+        self.dirty.insert(id.clone());
     }
 
     /// Folds into the base state every effect that every future snapshot contains.
@@ -176,6 +220,8 @@ impl Store {
                     kept.push(v);
                 }
             }
+            // Folding changes how the object is represented, not what it holds: an older checkpoint image stays
+            // valid, so the object need not be written again.
             object.versions = kept;
             if object.cached.as_ref().is_some_and(|(at, _)| !frontier.le(at)) {
                 // A cached version below the frontier can never be read again.

@@ -56,8 +56,8 @@ impl SeedResult {
         let c = &self.config;
         let mut out = format!(
             "seed {}: {} partitions, {} coordinators, {} sessions, {:?} clock, skew ≤ {} µs, drift ≤ {} ppm, \
-             delay {}..{} µs, crashes {}; {} committed, {} aborted, {} crashes, {} messages, {:.1} s virtual, \
-             {:.2} s wall; {} reads checked; ",
+             delay {}..{} µs, crashes {}; {} committed, {} aborted, {} crashes, {} checkpoints, {} messages, \
+             {:.1} s virtual, {:.2} s wall; {} reads checked; ",
             self.seed,
             c.partitions,
             c.coordinators,
@@ -71,6 +71,7 @@ impl SeedResult {
             self.stats.committed,
             self.stats.aborted,
             self.stats.crashes,
+            self.stats.checkpoints,
             self.stats.messages,
             self.stats.virtual_us as f64 / 1e6,
             self.wall_s,

@@ -10,7 +10,7 @@
 use crate::history::{HistOp, History, ObjectKind, ObjectName, Observed, Outcome, TxRecord};
 use crate::workload::{Plan, Planned, Step, Workload, WorkloadConfig};
 use causet_core::coordinator::{ClientRequest, ClientResponse, Coordinator, CoordinatorOutput};
-use causet_core::partition::{Partition, PartitionOutput};
+use causet_core::partition::{Checkpoint, Partition, PartitionOutput};
 use causet_core::record::{LogRecord, Lsn};
 use causet_core::stabilizer::Stabilizer;
 use causet_core::{
@@ -151,6 +151,8 @@ pub struct SimStats {
     pub messages: u64,
     /// Partition crashes.
     pub crashes: u64,
+    /// Checkpoints taken.
+    pub checkpoints: u64,
     /// Events processed.
     pub events: u64,
     /// Virtual time simulated, µs.
@@ -191,6 +193,7 @@ enum Event {
     Crash(u32),
     Restart(u32),
     Think(u64),
+    Checkpoint(u32),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -223,6 +226,29 @@ struct Disk {
     records: Vec<(Lsn, LogRecord)>,
     durable: Lsn,
     syncing: bool,
+    /// The merged, durable checkpoint: every object's latest image.
+    checkpoint: Option<Checkpoint>,
+    /// Checkpoints taken but not yet covered by an fsync.
+    pending: Vec<Checkpoint>,
+    /// Checkpoints the fsync in flight covers.
+    in_sync: Vec<Checkpoint>,
+}
+
+impl Disk {
+    /// A checkpoint became durable: merge it and truncate the log it covers.
+    fn install(&mut self, c: Checkpoint) {
+        let merged = match self.checkpoint.take() {
+            None => c,
+            Some(mut old) => {
+                let mut objects: BTreeMap<ObjectId, _> = old.objects.drain(..).collect();
+                objects.extend(c.objects);
+                Checkpoint { objects: objects.into_iter().collect(), ..c }
+            }
+        };
+        let lsn = merged.lsn;
+        self.records.retain(|(l, _)| *l > lsn);
+        self.checkpoint = Some(merged);
+    }
 }
 
 #[derive(Debug)]
@@ -338,6 +364,10 @@ impl World {
         for s in 0..world.sessions.len() as u64 {
             let think = world.rng.random_range(0..=world.config.think_us_max);
             world.schedule(think, Event::Think(s));
+        }
+        for p in 0..world.config.partitions {
+            let at = world.rng.random_range(10_000..300_000);
+            world.schedule(at, Event::Checkpoint(p));
         }
         if world.config.faults.crash_every_us > 0 {
             let at = world.rng.random_range(0..world.config.faults.crash_every_us * 2);
@@ -519,8 +549,11 @@ impl World {
                     return; // The partition crashed meanwhile: this sync never completed.
                 }
                 let disk = &mut self.disks[partition as usize];
-                disk.durable = lsn;
+                disk.durable = disk.durable.max(lsn);
                 disk.syncing = false;
+                for c in std::mem::take(&mut disk.in_sync) {
+                    disk.install(c);
+                }
                 let node = Address::Partition(PartitionId(partition));
                 let now = self.local(node);
                 if let Some(p) = self.partitions[partition as usize].as_mut() {
@@ -530,6 +563,16 @@ impl World {
                 self.drain(node);
             }
             Event::Crash(p) => self.crash(p),
+            Event::Checkpoint(p) => {
+                if let Some(partition) = self.partitions[p as usize].as_mut() {
+                    let checkpoint = partition.take_checkpoint();
+                    self.stats.checkpoints += 1;
+                    self.disks[p as usize].pending.push(checkpoint);
+                    self.start_sync(p);
+                }
+                let next = self.rng.random_range(10_000..300_000);
+                self.schedule(next, Event::Checkpoint(p));
+            }
             Event::Restart(p) => self.restart(p),
             Event::Think(s) => {
                 if self.workload_on && self.sessions[s as usize].active.is_none() {
@@ -551,6 +594,8 @@ impl World {
             let durable = disk.durable;
             disk.records.retain(|(lsn, _)| *lsn <= durable);
             disk.syncing = false;
+            disk.pending.clear();
+            disk.in_sync.clear();
             let down = self.rng.random_range(1..=self.config.faults.downtime_us_max.max(1));
             self.schedule(down, Event::Restart(p));
         }
@@ -566,8 +611,9 @@ impl World {
         }
         let node = Address::Partition(PartitionId(p));
         let now = self.local(node);
-        let records = self.disks[p as usize].records.clone();
-        let partition = Partition::recover(PartitionId(p), self.dc.clone(), now, records);
+        let disk = &self.disks[p as usize];
+        let (checkpoint, records) = (disk.checkpoint.clone(), disk.records.clone());
+        let partition = Partition::restore(PartitionId(p), self.dc.clone(), now, checkpoint, records);
         self.partitions[p as usize] = Some(partition);
         self.timers.remove(&node);
         self.drain(node);

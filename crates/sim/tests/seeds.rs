@@ -23,11 +23,12 @@ fn seeds() -> Vec<u64> {
 #[test]
 fn fixed_seeds_under_faults_give_tcc_histories_and_lose_no_acknowledged_write() {
     let mut failures = Vec::new();
-    let (mut committed, mut crashes, mut reads) = (0, 0, 0);
+    let (mut committed, mut crashes, mut reads, mut checkpoints) = (0, 0, 0, 0);
     for seed in seeds() {
         let result = run_seed(seed, None);
         committed += result.stats.committed;
         crashes += result.stats.crashes;
+        checkpoints += result.stats.checkpoints;
         reads += result.report.reads_checked;
         if !result.passed() {
             failures.push(result.summary());
@@ -36,6 +37,7 @@ fn fixed_seeds_under_faults_give_tcc_histories_and_lose_no_acknowledged_write() 
     eprintln!("{committed} transactions committed and checked, {reads} reads, {crashes} partition crashes");
     assert!(committed > 1_000, "the seeds ran too few transactions to mean anything ({committed})");
     assert!(crashes > 10, "the seeds crashed too few partitions to test recovery ({crashes})");
+    assert!(checkpoints > 10, "the seeds took too few checkpoints to test restoring them ({checkpoints})");
     assert!(failures.is_empty(), "{} seeds failed:\n{}", failures.len(), failures.join("\n\n"));
 }
 
