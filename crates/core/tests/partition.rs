@@ -298,7 +298,7 @@ fn restoring_a_checkpoint_plus_the_log_tail_rebuilds_the_same_partition() {
     use causet_core::partition::Checkpoint;
     let mut p = Partition::new(PartitionId(0), config(ClockKind::Hybrid), 1_000);
     let mut log = Vec::new();
-    let mut step = |p: &mut Partition, log: &mut Vec<(Lsn, LogRecord)>, now: u64, t: TxId, elem: &str| {
+    let step = |p: &mut Partition, log: &mut Vec<(Lsn, LogRecord)>, now: u64, t: TxId, elem: &str| {
         p.handle_message(
             now,
             COORD,
