@@ -187,6 +187,8 @@ enum Phase {
     /// Two-phase commit, first phase.
     Preparing {
         request: RequestId,
+        /// One participant, asked to prepare and commit at once.
+        alone: bool,
         waiting: BTreeSet<PartitionId>,
         max_prepare: Timestamp,
         min_prepare: Timestamp,
@@ -348,6 +350,23 @@ impl Coordinator {
         }
     }
 
+    /// The client went away: its interactive transactions waiting for it are aborted at once rather than at the
+    /// idle timeout (AntidoteDB #348: abandoned transactions leaked coordinators). Transactions in their commit
+    /// phase finish on their own.
+    pub fn handle_disconnect(&mut self, client: ClientId) {
+        let abandoned: Vec<TxId> = self
+            .txs
+            .iter()
+            .filter(|(_, tx)| tx.client == client && matches!(tx.phase, Phase::Idle { .. }))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in abandoned {
+            self.txs.remove(&id);
+            self.finish(id, Finished::Aborted("the client disconnected".into()));
+        }
+        self.starts.retain(|s| s.client != client);
+    }
+
     /// A message from a partition or the stabilizer.
     pub fn handle_message(&mut self, now_us: u64, from: Address, msg: Message) {
         let Address::Partition(partition) = from else {
@@ -361,6 +380,7 @@ impl Coordinator {
             Message::Prepared { tx, prepare_time } => self.on_prepared(now_us, tx, partition, prepare_time),
             Message::PrepareRefused { tx, reason } => self.on_prepare_refused(now_us, tx, partition, reason),
             Message::CommitAck { tx } => self.on_commit_ack(tx, partition),
+            Message::Committed { tx, commit } => self.on_committed_alone(tx, partition, commit),
             Message::AbortAck { tx } => self.on_abort_ack(tx, partition),
             Message::QueryOutcome { tx } => self.on_query(tx, partition),
             _ => {}
@@ -415,6 +435,14 @@ impl Coordinator {
                 self.txs.remove(&id);
                 let reason = "partitions did not answer the read in time";
                 self.finish(id, Finished::Aborted(reason.into()));
+                self.reply(client, request, Err(TxError::Timeout(reason.into())));
+            }
+            Phase::Preparing { request, alone: true, .. } => {
+                // The partition decides a single-partition commit: it may have committed. The outcome is unknown
+                // and no abort is sent.
+                let (client, request) = (tx.client, *request);
+                self.txs.remove(&id);
+                let reason = "the partition did not answer the commit in time: the outcome is unknown";
                 self.reply(client, request, Err(TxError::Timeout(reason.into())));
             }
             Phase::Preparing { request, .. } => {
@@ -535,8 +563,12 @@ impl Coordinator {
 
     /// Checks that the request is for an open interactive transaction of this client that waits for the client.
     fn idle_tx(&mut self, client: ClientId, request: RequestId, id: TxId) -> bool {
-        let err = match self.txs.get(&id) {
-            Some(tx) if tx.kind == Kind::Interactive && matches!(tx.phase, Phase::Idle { .. }) => return true,
+        let err = match self.txs.get_mut(&id) {
+            Some(tx) if tx.kind == Kind::Interactive && matches!(tx.phase, Phase::Idle { .. }) => {
+                // A descriptor may travel between connections: answer whoever asked last.
+                tx.client = client;
+                return true;
+            }
             Some(_) => TxError::Busy(id),
             None => match self.finished.get(&id) {
                 Some(Finished::Committed) => TxError::AlreadyCommitted(id),
@@ -735,8 +767,12 @@ impl Coordinator {
             by_partition.entry(p).or_default().push((object.clone(), effect.clone()));
         }
         let waiting = by_partition.keys().copied().collect();
+        // A transaction that touches one partition needs no second phase: that partition's prepare time is the
+        // largest. The deliberate bugs keep the full protocol so that they stay observable.
+        let alone = by_partition.len() == 1 && self.config.bug.is_none();
         tx.phase = Phase::Preparing {
             request,
+            alone,
             waiting,
             max_prepare: Timestamp::ZERO,
             min_prepare: Timestamp(u64::MAX),
@@ -744,7 +780,11 @@ impl Coordinator {
         };
         let snapshot = tx.snapshot.clone();
         for (p, writes) in by_partition {
-            self.send(Address::Partition(p), Message::Prepare { tx: id, snapshot: snapshot.clone(), writes });
+            let msg = match alone {
+                true => Message::PrepareAndCommit { tx: id, snapshot: snapshot.clone(), writes },
+                false => Message::Prepare { tx: id, snapshot: snapshot.clone(), writes },
+            };
+            self.send(Address::Partition(p), msg);
         }
     }
 
@@ -815,6 +855,20 @@ impl Coordinator {
         for p in participants {
             self.send(Address::Partition(p), Message::Abort { tx: id });
         }
+    }
+
+    fn on_committed_alone(&mut self, id: TxId, partition: PartitionId, commit: VectorClock) {
+        let Some(tx) = self.txs.get(&id) else { return };
+        let Phase::Preparing { request, alone: true, waiting, .. } = &tx.phase else { return };
+        if !waiting.contains(&partition) {
+            return;
+        }
+        assert!(tx.snapshot.le(&commit), "cure: the commit vector dominates the snapshot");
+        let (client, request) = (tx.client, *request);
+        self.clock.observe(commit.get(self.config.dc));
+        self.txs.remove(&id);
+        self.finish(id, Finished::Committed);
+        self.reply(client, request, Ok(ClientResponse::Committed { commit }));
     }
 
     fn on_commit_ack(&mut self, id: TxId, partition: PartitionId) {

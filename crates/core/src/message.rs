@@ -82,6 +82,23 @@ pub enum Message {
         /// Its effects on objects of this partition, in program order.
         writes: Vec<(ObjectId, Effect)>,
     },
+    /// Coordinator → partition: the transaction touches only this partition: prepare and commit at once at the
+    /// prepare time (a two-phase commit with one participant, in one log record).
+    PrepareAndCommit {
+        /// The transaction.
+        tx: TxId,
+        /// Its snapshot vector.
+        snapshot: VectorClock,
+        /// Its effects, in program order.
+        writes: Vec<(ObjectId, Effect)>,
+    },
+    /// Partition → coordinator: a [`Message::PrepareAndCommit`] is durable and visible at this commit vector.
+    Committed {
+        /// The transaction.
+        tx: TxId,
+        /// Its commit vector.
+        commit: VectorClock,
+    },
     /// Partition → coordinator: prepared, durably, at this time.
     Prepared {
         /// The transaction.
@@ -149,6 +166,8 @@ impl Message {
             Message::Read { .. } => "read",
             Message::ReadReply { .. } => "read_reply",
             Message::Prepare { .. } => "prepare",
+            Message::PrepareAndCommit { .. } => "prepare_and_commit",
+            Message::Committed { .. } => "committed",
             Message::Prepared { .. } => "prepared",
             Message::PrepareRefused { .. } => "prepare_refused",
             Message::Commit { .. } => "commit",

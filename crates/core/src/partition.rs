@@ -85,7 +85,7 @@ struct PreparedTx {
 #[derive(Clone, Debug)]
 enum Request {
     Read { from: Address, tx: TxId, request: u64, snapshot: VectorClock, objects: Vec<ObjectId> },
-    Prepare { from: Address, tx: TxId, snapshot: VectorClock, writes: Vec<(ObjectId, Effect)> },
+    Prepare { from: Address, tx: TxId, snapshot: VectorClock, writes: Vec<(ObjectId, Effect)>, alone: bool },
 }
 
 #[derive(Clone, Debug)]
@@ -99,7 +99,8 @@ struct Waiting {
 #[derive(Clone, Debug)]
 enum AfterDurable {
     Send(Envelope),
-    ApplyCommit(TxId),
+    /// Make the commit visible, then tell the coordinator.
+    ApplyCommit(TxId, Message),
 }
 
 /// A partition of one DC.
@@ -204,6 +205,13 @@ impl Partition {
                         prepared.committing = Some(commit);
                         p.apply_commit(tx);
                     }
+                }
+                LogRecord::CommittedAlone { tx, snapshot, commit, writes } => {
+                    let prepare_time = commit.get(local);
+                    floor = floor.max(prepare_time);
+                    p.insert_prepared(tx, snapshot, prepare_time, writes, now_us);
+                    p.prepared.get_mut(&tx).expect("just inserted").committing = Some(commit);
+                    p.apply_commit(tx);
                 }
                 LogRecord::Aborted { tx } => {
                     p.remove_prepared(tx);
@@ -352,9 +360,9 @@ impl Partition {
             let (_, action) = self.after_durable.pop_front().expect("front exists");
             match action {
                 AfterDurable::Send(envelope) => self.outputs.push_back(PartitionOutput::Send(envelope)),
-                AfterDurable::ApplyCommit(tx) => {
+                AfterDurable::ApplyCommit(tx, reply) => {
                     self.apply_commit(tx);
-                    self.send(Address::Coordinator(tx.coordinator), Message::CommitAck { tx });
+                    self.send(Address::Coordinator(tx.coordinator), reply);
                     applied = true;
                 }
             }
@@ -371,7 +379,10 @@ impl Partition {
                 self.on_request(now_us, Request::Read { from, tx, request, snapshot, objects })
             }
             Message::Prepare { tx, snapshot, writes } => {
-                self.on_request(now_us, Request::Prepare { from, tx, snapshot, writes })
+                self.on_request(now_us, Request::Prepare { from, tx, snapshot, writes, alone: false })
+            }
+            Message::PrepareAndCommit { tx, snapshot, writes } => {
+                self.on_request(now_us, Request::Prepare { from, tx, snapshot, writes, alone: true })
             }
             Message::Commit { tx, commit } => self.on_commit(from, tx, commit),
             Message::Abort { tx } => self.on_abort(now_us, from, tx),
@@ -445,7 +456,9 @@ impl Partition {
                 let result = objects.iter().map(|id| self.store.read(id, &snapshot)).collect();
                 self.send(from, Message::ReadReply { tx, request, result });
             }
-            Request::Prepare { from, tx, snapshot, writes } => self.prepare(now_us, from, tx, snapshot, writes),
+            Request::Prepare { from, tx, snapshot, writes, alone } => {
+                self.prepare(now_us, from, tx, snapshot, writes, alone)
+            }
         }
         None
     }
@@ -495,7 +508,11 @@ impl Partition {
         tx: TxId,
         snapshot: VectorClock,
         writes: Vec<(ObjectId, Effect)>,
+        alone: bool,
     ) {
+        if alone && self.prepared.contains_key(&tx) {
+            return; // Already committing; the answer follows.
+        }
         if let Some(p) = self.prepared.get(&tx) {
             // A resent prepare: answer again once the first record is durable (it may already be).
             let msg = Message::Prepared { tx, prepare_time: p.prepare_time };
@@ -511,6 +528,23 @@ impl Partition {
         assert!(prepare_time > snapshot.get(local), "cure: a prepare time exceeds the snapshot's local entry");
         if self.config.bug.is_none() {
             assert!(prepare_time > self.pvc.get(local), "cure: a prepare time exceeds every pvc already exposed");
+        }
+        if alone {
+            // One participant: its prepare time is the largest, so the transaction commits at it (Cure Alg. 1
+            // line 33) in the same record; it stays prepared, holding pvc back, until the record is durable.
+            let mut commit = snapshot.clone();
+            commit.set(local, prepare_time);
+            let record = LogRecord::CommittedAlone {
+                tx,
+                snapshot: snapshot.clone(),
+                commit: commit.clone(),
+                writes: writes.clone(),
+            };
+            self.insert_prepared(tx, snapshot, prepare_time, writes, now_us);
+            self.prepared.get_mut(&tx).expect("just inserted").committing = Some(commit.clone());
+            let lsn = self.persist(record);
+            self.after_durable.push_back((lsn, AfterDurable::ApplyCommit(tx, Message::Committed { tx, commit })));
+            return;
         }
         let record = LogRecord::Prepared { tx, snapshot: snapshot.clone(), prepare_time, writes: writes.clone() };
         self.insert_prepared(tx, snapshot, prepare_time, writes, now_us);
@@ -590,7 +624,7 @@ impl Partition {
         }
         p.committing = Some(commit.clone());
         let lsn = self.persist(LogRecord::Committed { tx, commit });
-        self.after_durable.push_back((lsn, AfterDurable::ApplyCommit(tx)));
+        self.after_durable.push_back((lsn, AfterDurable::ApplyCommit(tx, Message::CommitAck { tx })));
     }
 
     /// Makes a committed transaction's effects visible. Called once its commit record is durable.

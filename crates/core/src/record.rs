@@ -29,6 +29,17 @@ pub enum LogRecord {
         /// Its commit vector.
         commit: VectorClock,
     },
+    /// A single-partition transaction prepared and committed in one record; visible once durable.
+    CommittedAlone {
+        /// The transaction.
+        tx: TxId,
+        /// Its snapshot vector.
+        snapshot: VectorClock,
+        /// Its commit vector (the local entry is the prepare time).
+        commit: VectorClock,
+        /// Its effects.
+        writes: Vec<(ObjectId, Effect)>,
+    },
     /// The transaction aborted.
     Aborted {
         /// The transaction.

@@ -135,6 +135,7 @@ impl std::fmt::Display for VectorClock {
 
 /// Which clock a node runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum ClockKind {
     /// Cure's physical clock: a partition asked for a snapshot ahead of its clock waits until its clock gets there.
     Physical,

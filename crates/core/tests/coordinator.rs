@@ -287,3 +287,32 @@ fn bounded_counter_without_rights_refuses_with_no_permissions() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn antidote_348_a_disconnected_clients_open_transactions_are_aborted_at_once() {
+    let mut dc = Dc::new(1);
+    let tx = dc.start(None);
+    dc.coordinator.handle_disconnect(ClientId(1));
+    assert_eq!(dc.coordinator.open_transactions(), 0);
+    let err = dc.call(ClientRequest::Commit { tx }).expect_err("aborted");
+    assert!(matches!(&err, TxError::AlreadyAborted { reason, .. } if reason.contains("disconnected")), "{err:?}");
+}
+
+#[test]
+fn a_single_partition_transaction_commits_in_one_round_and_one_record() {
+    let mut dc = Dc::new(1);
+    let commit = committed(dc.call(ClientRequest::StaticUpdate {
+        clock: None,
+        updates: vec![(ObjectId::new("c", "b", CrdtType::CounterPn), Op::Increment(2))],
+    }));
+    assert_eq!(dc.prepares_sent(), 0, "no two-phase commit for one participant");
+    let alone = dc.sent.iter().filter(|e| matches!(e.msg, Message::PrepareAndCommit { .. })).count();
+    assert_eq!(alone, 1);
+    match dc.call(ClientRequest::StaticRead {
+        clock: Some(commit),
+        objects: vec![ObjectId::new("c", "b", CrdtType::CounterPn)],
+    }) {
+        Ok(ClientResponse::StaticValues { values, .. }) => assert_eq!(values, vec![Value::Counter(2)]),
+        other => panic!("{other:?}"),
+    }
+}

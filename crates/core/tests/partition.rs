@@ -338,3 +338,28 @@ fn restoring_a_checkpoint_plus_the_log_tail_rebuilds_the_same_partition() {
     assert_eq!(states[0].value(), Value::Set(vec![b"a".to_vec(), b"b".to_vec()]));
     assert_eq!(states[1].value(), Value::Set(vec![]));
 }
+
+#[test]
+fn a_prepare_and_commit_is_one_durable_record_that_recovery_replays() {
+    let mut p = Partition::new(PartitionId(0), config(ClockKind::Hybrid), 1_000);
+    p.handle_message(
+        1_000,
+        COORD,
+        Message::PrepareAndCommit { tx: tx(1), snapshot: vc(900), writes: vec![(set("x"), add(tx(1), "a"))] },
+    );
+    let (sent, records) = drain(&mut p);
+    assert!(sent.iter().all(|e| !matches!(e.msg, Message::Committed { .. })), "answered before durable");
+    assert_eq!(records.len(), 1);
+    let commit = match &records[0].1 {
+        LogRecord::CommittedAlone { commit, .. } => commit.clone(),
+        other => panic!("{other:?}"),
+    };
+    read(&mut p, 1_000, commit.clone(), vec![set("x")]);
+    assert_eq!(read_reply(&drain(&mut p).0), None, "visible before durable");
+    p.handle_persisted(1_000, records[0].0);
+    let sent = drain(&mut p).0;
+    assert!(sent.iter().any(|e| e.msg == Message::Committed { tx: tx(1), commit: commit.clone() }));
+    let mut r = Partition::recover(PartitionId(0), config(ClockKind::Hybrid), 2_000, records);
+    read(&mut r, 2_000, commit, vec![set("x")]);
+    assert_eq!(read_reply(&drain(&mut r).0).expect("served").expect("ok")[0].value(), Value::Set(vec![b"a".to_vec()]));
+}

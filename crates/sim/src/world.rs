@@ -9,7 +9,7 @@
 
 use crate::history::{HistOp, History, ObjectKind, ObjectName, Observed, Outcome, TxRecord};
 use crate::workload::{Plan, Planned, Step, Workload, WorkloadConfig};
-use causet_core::coordinator::{ClientRequest, ClientResponse, Coordinator, CoordinatorOutput};
+use causet_core::coordinator::{ClientRequest, ClientResponse, Coordinator, CoordinatorOutput, TxError};
 use causet_core::partition::{Checkpoint, Partition, PartitionOutput};
 use causet_core::record::{LogRecord, Lsn};
 use causet_core::stabilizer::Stabilizer;
@@ -147,6 +147,8 @@ pub struct SimStats {
     pub committed: u64,
     /// Transactions aborted (by request, refusal or timeout).
     pub aborted: u64,
+    /// Commits whose outcome the client could not learn (a timeout while committing).
+    pub unknown: u64,
     /// Messages delivered.
     pub messages: u64,
     /// Partition crashes.
@@ -774,7 +776,14 @@ impl World {
         let Some(active) = session.active.as_mut() else {
             return;
         };
+        let committing = match &active.plan {
+            Plan::StaticUpdate(_) => true,
+            Plan::Interactive { steps, abort } => active.tx.is_some() && active.step >= steps.len() && !abort,
+            Plan::StaticRead(_) => false,
+        };
         let outcome = match reply.result {
+            // A commit that timed out may have happened: only the partitions know.
+            Err(TxError::Timeout(_)) if committing => Some(Outcome::Unknown),
             Err(_) => Some(Outcome::Aborted),
             Ok(ClientResponse::Started { tx, snapshot }) => {
                 active.tx = Some(tx);
@@ -817,7 +826,8 @@ impl World {
                 active.record.index = self.history.txs.len();
                 match outcome {
                     Outcome::Committed => self.stats.committed += 1,
-                    _ => self.stats.aborted += 1,
+                    Outcome::Aborted => self.stats.aborted += 1,
+                    Outcome::Unknown => self.stats.unknown += 1,
                 }
                 self.history.txs.push(active.record);
                 if self.workload_on {
