@@ -12,6 +12,10 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run a single-node, single-DC server: AntidoteDB's client protocol on 127.0.0.1:8087, `/metrics` and
+    /// `/status` on 127.0.0.1:8088, data in ./causet-data. Flags override the config file; the file overrides the
+    /// defaults. Every option is described in docs/configuration.md.
+    Start(Box<StartArgs>),
     /// Run the deterministic simulator: one seed (--seed), or many (--seeds) from a starting seed.
     ///
     /// Each seed derives its topology, clock skew and drift, message delays, partition crashes and workload, runs
@@ -37,8 +41,143 @@ enum Command {
     },
 }
 
+#[derive(clap::Args)]
+struct StartArgs {
+    /// A TOML configuration file (see docs/configuration.md).
+    #[arg(long, short)]
+    config: Option<std::path::PathBuf>,
+    /// Where the log and checkpoints live [default: ./causet-data].
+    #[arg(long)]
+    data_dir: Option<std::path::PathBuf>,
+    /// Address of the client protocol [default: 127.0.0.1:8087].
+    #[arg(long)]
+    client_bind: Option<std::net::SocketAddr>,
+    /// Address of the admin HTTP server [default: 127.0.0.1:8088].
+    #[arg(long)]
+    admin_bind: Option<std::net::SocketAddr>,
+    /// Partitions of the DC [default: 8].
+    #[arg(long)]
+    partitions: Option<u32>,
+    /// Threads running the protocol (0: one per core) [default: 0].
+    #[arg(long)]
+    shards: Option<usize>,
+    /// `always` (every acknowledged commit is fsynced; default) or `periodic` (fsync on a timer; benchmarks only).
+    #[arg(long)]
+    sync: Option<String>,
+    /// fsync interval with --sync periodic, ms [default: 10].
+    #[arg(long)]
+    sync_interval_ms: Option<u64>,
+    /// `hybrid` (default) or `physical`.
+    #[arg(long)]
+    clock: Option<String>,
+    /// Most client connections [default: 1024].
+    #[arg(long)]
+    max_connections: Option<usize>,
+    /// Largest client frame, bytes [default: 16777216].
+    #[arg(long)]
+    max_frame_bytes: Option<usize>,
+    /// An idle interactive transaction aborts after this long, ms [default: 30000].
+    #[arg(long)]
+    tx_idle_timeout_ms: Option<u64>,
+    /// Checkpoint interval, seconds [default: 60].
+    #[arg(long)]
+    checkpoint_interval_s: Option<u64>,
+    /// Write-write certification of concurrent updates to one object (AntidoteDB's txn_cert).
+    #[arg(long)]
+    certify_writes: bool,
+    /// Log filter, e.g. `info` or `causet_server=debug` [default: info, or RUST_LOG].
+    #[arg(long)]
+    log: Option<String>,
+}
+
+fn server_config(args: &StartArgs) -> anyhow::Result<causet_server::config::ServerConfig> {
+    use causet_server::config::{ServerConfig, SyncPolicy};
+    let mut c = match &args.config {
+        Some(path) => ServerConfig::from_file(path)?,
+        None => ServerConfig::default(),
+    };
+    if let Some(v) = &args.data_dir {
+        c.data_dir = v.clone();
+    }
+    if let Some(v) = args.client_bind {
+        c.client_bind = v;
+    }
+    if let Some(v) = args.admin_bind {
+        c.admin_bind = v;
+    }
+    if let Some(v) = args.partitions {
+        c.partitions = v;
+    }
+    if let Some(v) = args.shards {
+        c.shards = v;
+    }
+    if let Some(v) = &args.sync {
+        c.sync = match v.as_str() {
+            "always" => SyncPolicy::Always,
+            "periodic" => SyncPolicy::Periodic,
+            other => bail!("--sync takes always or periodic, not {other:?}"),
+        };
+    }
+    if let Some(v) = args.sync_interval_ms {
+        c.sync_interval_ms = v;
+    }
+    if let Some(v) = &args.clock {
+        c.clock = match v.as_str() {
+            "hybrid" => causet_core::ClockKind::Hybrid,
+            "physical" => causet_core::ClockKind::Physical,
+            other => bail!("--clock takes hybrid or physical, not {other:?}"),
+        };
+    }
+    if let Some(v) = args.max_connections {
+        c.max_connections = v;
+    }
+    if let Some(v) = args.max_frame_bytes {
+        c.max_frame_bytes = v;
+    }
+    if let Some(v) = args.tx_idle_timeout_ms {
+        c.tx_idle_timeout_ms = v;
+    }
+    if let Some(v) = args.checkpoint_interval_s {
+        c.checkpoint_interval_s = v;
+    }
+    if args.certify_writes {
+        c.certify_writes = true;
+    }
+    c.validate()?;
+    Ok(c)
+}
+
+fn start(args: StartArgs) -> anyhow::Result<()> {
+    let filter = args.log.clone().or_else(|| std::env::var("RUST_LOG").ok()).unwrap_or_else(|| "info".into());
+    tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::new(filter)).init();
+    let config = server_config(&args)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async move {
+        let node = causet_server::Node::start(config).await?;
+        println!("causet is serving AntidoteDB's protocol on {} (admin: http://{})", node.client_addr, node.admin_addr);
+        shutdown_signal().await;
+        node.shutdown().await
+    })
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("installing a SIGTERM handler");
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
+        Command::Start(args) => start(*args)?,
         Command::Sim { seed, seeds, from, bug, history } => {
             let bug = match bug.as_deref() {
                 None => None,

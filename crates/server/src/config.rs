@@ -1,0 +1,178 @@
+//! The server's configuration: a TOML file, overridden by command-line flags. Every option is documented here
+//! and in `docs/configuration.md`; the defaults serve a single node out of the box.
+
+use causet_core::ClockKind;
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// When the log is fsynced.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SyncPolicy {
+    /// Every acknowledged commit is on disk: a commit is acknowledged only after an fsync covers it (group commit
+    /// shares one fsync among concurrent commits). The default.
+    #[default]
+    Always,
+    /// fsync on a timer (`sync_interval_ms`). Faster, but a crash loses the commits of the last interval even
+    /// though they were acknowledged. For benchmarks only.
+    Periodic,
+}
+
+/// The whole configuration.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Where the log and checkpoints live.
+    pub data_dir: PathBuf,
+    /// The client protocol (AntidoteDB's protocol buffers) listens here.
+    pub client_bind: SocketAddr,
+    /// The admin HTTP server (`/metrics`, `/status`) listens here.
+    pub admin_bind: SocketAddr,
+    /// Most client connections at once; more are refused with an error message.
+    pub max_connections: usize,
+    /// Largest client frame accepted, in bytes; a larger one is refused without being read and the connection
+    /// closed.
+    pub max_frame_bytes: usize,
+    /// Partitions of the DC. Fixed at creation: a data directory remembers its count.
+    pub partitions: u32,
+    /// Threads that run the protocol state machines (0: one per core, at most one per partition).
+    pub shards: usize,
+    /// `hybrid` (default) or `physical`.
+    pub clock: ClockKind,
+    /// `always` (default) or `periodic`.
+    pub sync: SyncPolicy,
+    /// fsync interval with `sync = "periodic"`, ms.
+    pub sync_interval_ms: u64,
+    /// How often each partition writes a checkpoint (which bounds recovery time and lets the log be truncated), s.
+    pub checkpoint_interval_s: u64,
+    /// How often partitions report their pvc and the stable snapshot is recomputed, ms.
+    pub stable_interval_ms: u64,
+    /// An interactive transaction idle for this long is aborted, ms.
+    pub tx_idle_timeout_ms: u64,
+    /// A read or prepare not answered within this time aborts its transaction, ms.
+    pub op_timeout_ms: u64,
+    /// Write-write certification of concurrent updates to one object (AntidoteDB's `txn_cert`), off by default.
+    pub certify_writes: bool,
+    /// How long a graceful shutdown waits for transactions in their commit phase, ms.
+    pub shutdown_grace_ms: u64,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            data_dir: PathBuf::from("./causet-data"),
+            client_bind: "127.0.0.1:8087".parse().expect("a valid address"),
+            admin_bind: "127.0.0.1:8088".parse().expect("a valid address"),
+            max_connections: 1024,
+            max_frame_bytes: 16 * 1024 * 1024,
+            partitions: 8,
+            shards: 0,
+            clock: ClockKind::Hybrid,
+            sync: SyncPolicy::Always,
+            sync_interval_ms: 10,
+            checkpoint_interval_s: 60,
+            stable_interval_ms: 1,
+            tx_idle_timeout_ms: 30_000,
+            op_timeout_ms: 10_000,
+            certify_writes: false,
+            shutdown_grace_ms: 5_000,
+        }
+    }
+}
+
+/// A configuration that cannot run.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML for this configuration.
+    #[error("invalid configuration in {path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message.
+        message: String,
+    },
+    /// A value is out of range.
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+}
+
+impl ServerConfig {
+    /// Reads a TOML file.
+    pub fn from_file(path: &std::path::Path) -> Result<Self, ConfigError> {
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+        toml::from_str(&text).map_err(|e| ConfigError::Parse { path: path.to_owned(), message: e.to_string() })
+    }
+
+    /// Checks ranges.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |m: &str| Err(ConfigError::Invalid(m.to_string()));
+        if self.partitions == 0 || self.partitions > 4096 {
+            return bad("partitions must be between 1 and 4096");
+        }
+        if self.max_connections == 0 {
+            return bad("max_connections must be at least 1");
+        }
+        if self.max_frame_bytes < 1024 {
+            return bad("max_frame_bytes must be at least 1024");
+        }
+        if self.stable_interval_ms == 0 || self.tx_idle_timeout_ms == 0 || self.op_timeout_ms == 0 {
+            return bad("intervals and timeouts must be positive");
+        }
+        if self.sync == SyncPolicy::Periodic && self.sync_interval_ms == 0 {
+            return bad("sync_interval_ms must be positive with sync = \"periodic\"");
+        }
+        Ok(())
+    }
+
+    /// The number of shards to run.
+    pub fn shard_count(&self) -> usize {
+        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        let wanted = if self.shards == 0 { cores } else { self.shards };
+        wanted.clamp(1, self.partitions as usize)
+    }
+
+    /// The protocol configuration of this (single-DC) node.
+    pub fn protocol(&self) -> causet_core::Config {
+        let mut c = causet_core::Config::new(1, causet_core::DcId(0), self.partitions);
+        c.clock = self.clock;
+        c.certify_writes = self.certify_writes;
+        c.stable_interval_us = self.stable_interval_ms * 1_000;
+        c.tx_idle_timeout_us = self.tx_idle_timeout_ms * 1_000;
+        c.op_timeout_us = self.op_timeout_ms * 1_000;
+        c.max_open_transactions = self.max_connections.max(1) * 64;
+        c
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_serve_out_of_the_box() {
+        let c = ServerConfig::default();
+        c.validate().expect("defaults validate");
+        assert_eq!(c.client_bind.port(), 8087);
+        assert_eq!(c.sync, SyncPolicy::Always);
+    }
+
+    #[test]
+    fn a_toml_file_overrides_defaults_and_unknown_keys_are_refused() {
+        let c: ServerConfig =
+            toml::from_str("partitions = 4\nsync = \"periodic\"\nclock = \"physical\"").expect("parses");
+        assert_eq!((c.partitions, c.sync, c.clock), (4, SyncPolicy::Periodic, ClockKind::Physical));
+        assert!(toml::from_str::<ServerConfig>("partitons = 4").is_err());
+        let zero = ServerConfig { partitions: 0, ..ServerConfig::default() };
+        assert!(zero.validate().is_err());
+    }
+}

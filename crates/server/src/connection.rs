@@ -1,0 +1,195 @@
+//! Client connections: AntidoteDB's protocol on TCP.
+//!
+//! A connection reads frames, decodes each into a request, hands it to the shard whose coordinator owns the
+//! transaction (a new transaction goes to the connection's own shard), and writes the answer. Requests on one
+//! connection are served in order, one at a time, as AntidoteDB's protocol has no request ids. A frame that does not
+//! decode is answered with `ApbErrorResp` and the connection stays usable; a frame over the size limit, or with no
+//! code byte, breaks the framing and closes the connection after an error reply.
+
+use crate::shard::ShardInput;
+use crate::NodeState;
+use bytes::BytesMut;
+use causet_core::coordinator::{ClientRequest, ClientResponse, TxError};
+use causet_core::ClientId;
+use causet_wire::frame::{decode_frame, Frame};
+use causet_wire::request::{decode_request, Request};
+use causet_wire::response::{encode_reply, error_frame, not_supported, ReplyKind};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{oneshot, watch, Semaphore};
+use tracing::{debug, warn};
+
+/// AntidoteDB's "unknown" error code.
+const ERROR_UNKNOWN: u32 = 0;
+
+/// Accepts connections until `stop` turns true.
+pub async fn accept_loop(listener: TcpListener, state: Arc<NodeState>, stop: watch::Receiver<bool>) {
+    let limit = Arc::new(Semaphore::new(state.config.max_connections));
+    let mut stopping = stop.clone();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (socket, peer) = match accepted {
+                    Ok(a) => a,
+                    Err(e) => {
+                        // Out of file descriptors and the like: back off rather than spin.
+                        warn!(error = %e, "accept failed");
+                        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                        continue;
+                    }
+                };
+                let _ = socket.set_nodelay(true);
+                match limit.clone().try_acquire_owned() {
+                    Ok(permit) => {
+                        let state = state.clone();
+                        let stop = stop.clone();
+                        tokio::spawn(async move {
+                            serve(socket, state, stop).await;
+                            drop(permit);
+                        });
+                    }
+                    Err(_) => {
+                        state.metrics.connections_refused.inc();
+                        debug!(%peer, "refused: connection limit");
+                        let max = state.config.max_connections;
+                        tokio::spawn(refuse(socket, max));
+                    }
+                }
+            }
+            _ = stopped(&mut stopping) => break,
+        }
+    }
+}
+
+/// Resolves once the node is stopping.
+pub async fn stopped(stop: &mut watch::Receiver<bool>) {
+    // An error means the sender is gone: the node is stopping too.
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+async fn refuse(mut socket: TcpStream, max: usize) {
+    let msg = format!("too many connections: this node serves at most {max} at once; retry later");
+    let _ = socket.write_all(&error_frame(&msg, ERROR_UNKNOWN)).await;
+    let _ = socket.shutdown().await;
+}
+
+async fn serve(socket: TcpStream, state: Arc<NodeState>, mut stop: watch::Receiver<bool>) {
+    let client = ClientId(state.next_client.fetch_add(1, Ordering::Relaxed));
+    let home = client.0 as usize % state.routes.inboxes.len();
+    state.metrics.connections.inc();
+    let (mut reader, mut writer) = socket.into_split();
+    let mut buf = BytesMut::with_capacity(8 * 1024);
+    let max = state.config.max_frame_bytes;
+    'connection: loop {
+        loop {
+            match decode_frame(&mut buf, max) {
+                Ok(Some(frame)) => {
+                    let reply = answer(&state, client, home, frame).await;
+                    if writer.write_all(&reply).await.is_err() {
+                        break 'connection;
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    state.metrics.protocol_errors.inc();
+                    let _ =
+                        writer.write_all(&error_frame(&format!("{e}; closing the connection"), ERROR_UNKNOWN)).await;
+                    break 'connection;
+                }
+            }
+        }
+        tokio::select! {
+            read = reader.read_buf(&mut buf) => match read {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            },
+            _ = stopped(&mut stop) => break,
+        }
+    }
+    let _ = writer.shutdown().await;
+    // Abort what the client left open, on every shard (a descriptor may have travelled to another connection's
+    // shard; aborting there only affects this client's own idle transactions).
+    for inbox in &state.routes.inboxes {
+        let _ = inbox.send(ShardInput::Disconnect(client));
+    }
+    state.metrics.connections.dec();
+}
+
+/// Serves one frame and returns the reply frame.
+async fn answer(state: &NodeState, client: ClientId, home: usize, frame: Frame) -> bytes::Bytes {
+    let request = match decode_request(&frame) {
+        Ok(r) => r,
+        Err(e) => {
+            state.metrics.protocol_errors.inc();
+            return error_frame(&e.to_string(), ERROR_UNKNOWN);
+        }
+    };
+    let body = match request {
+        Request::Client(body) => body,
+        other => return not_supported(other.code()),
+    };
+    let kind = ReplyKind::of(&body);
+    let name = request_name(&body);
+    let shard = match transaction_of(&body) {
+        None => home,
+        Some(tx) => match state.routes.coordinator_shard(tx.coordinator) {
+            Some(shard) => shard,
+            None => {
+                let err = TxError::UnknownTransaction(tx);
+                return encode_reply(&kind, &Err(err));
+            }
+        },
+    };
+    let started = Instant::now();
+    let starts = matches!(
+        body,
+        ClientRequest::Start { .. } | ClientRequest::StaticRead { .. } | ClientRequest::StaticUpdate { .. }
+    );
+    let (reply, answer) = oneshot::channel();
+    let result = match state.routes.inboxes[shard].send(ShardInput::Client { client, body, reply }) {
+        Ok(()) => answer.await.unwrap_or_else(|_| Err(TxError::Aborted("the node is shutting down".into()))),
+        Err(_) => Err(TxError::Aborted("the node is shutting down".into())),
+    };
+    let m = &state.metrics;
+    let labels = vec![("kind", name)];
+    m.requests.get_or_create(&labels).inc();
+    m.latency.get_or_create(&labels).observe(started.elapsed().as_secs_f64());
+    if starts && !matches!(result, Err(TxError::InvalidClock(_) | TxError::TooManyTransactions(_))) {
+        m.started.inc();
+    }
+    match &result {
+        Ok(ClientResponse::Committed { .. } | ClientResponse::StaticValues { .. }) => {
+            m.committed.inc();
+        }
+        Ok(ClientResponse::Aborted) | Err(TxError::Aborted(_) | TxError::Timeout(_)) => {
+            m.aborted.inc();
+        }
+        _ => {}
+    }
+    encode_reply(&kind, &result)
+}
+
+fn transaction_of(body: &ClientRequest) -> Option<causet_core::TxId> {
+    match body {
+        ClientRequest::Read { tx, .. }
+        | ClientRequest::Update { tx, .. }
+        | ClientRequest::Commit { tx }
+        | ClientRequest::Abort { tx } => Some(*tx),
+        _ => None,
+    }
+}
+
+fn request_name(body: &ClientRequest) -> &'static str {
+    match body {
+        ClientRequest::Start { .. } => "start",
+        ClientRequest::Read { .. } => "read",
+        ClientRequest::Update { .. } => "update",
+        ClientRequest::Commit { .. } => "commit",
+        ClientRequest::Abort { .. } => "abort",
+        ClientRequest::StaticRead { .. } => "static_read",
+        ClientRequest::StaticUpdate { .. } => "static_update",
+    }
+}

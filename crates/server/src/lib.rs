@@ -1,0 +1,271 @@
+//! Causet's node runtime: the tokio driver of the sans-I/O protocol state machines.
+//!
+//! A node serves every partition of one DC. Its partitions and coordinators are spread over shards (tasks, see
+//! [`shard`]); the storage engine's writer thread makes log records durable with group commit and reports back;
+//! client connections speak AntidoteDB's protocol ([`connection`]); the admin HTTP server serves `/metrics` and
+//! `/status` ([`admin`]).
+
+#![warn(missing_docs)]
+
+pub mod admin;
+pub mod clock;
+pub mod config;
+pub mod connection;
+pub mod metrics;
+pub mod shard;
+pub mod storage;
+
+use crate::clock::WallClock;
+use crate::config::{ServerConfig, SyncPolicy};
+use crate::metrics::Metrics;
+use crate::shard::{recovery_decisions, Routes, Shard, ShardEnv, ShardInput, ShardStatus};
+use anyhow::Context;
+use causet_core::coordinator::Coordinator;
+use causet_core::partition::{Checkpoint, Partition};
+use causet_core::record::{LogRecord, Lsn};
+use causet_core::stabilizer::Stabilizer;
+use causet_core::{Address, PartitionId};
+use causet_storage::{FjallStore, LogStore, StorageOptions, SyncMode};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot, watch};
+use tracing::{info, warn};
+
+/// The storage engine seen as the shards' log.
+struct StoreSink(Arc<FjallStore>);
+
+impl storage::LogSink for StoreSink {
+    fn append(&self, partition: PartitionId, lsn: Lsn, record: LogRecord) {
+        // A failed store reports no more durability: commits stop being acknowledged, and the error is logged.
+        if let Err(e) = self.0.append(partition, lsn, record) {
+            tracing::error!(partition = partition.0, error = %e, "the log refused a record");
+        }
+    }
+
+    fn checkpoint(&self, partition: PartitionId, checkpoint: Checkpoint) {
+        if let Err(e) = self.0.checkpoint(partition, checkpoint) {
+            tracing::error!(partition = partition.0, error = %e, "the log refused a checkpoint");
+        }
+    }
+}
+
+/// What connections and the admin server share.
+pub struct NodeState {
+    /// The configuration.
+    pub config: ServerConfig,
+    /// Where shards live.
+    pub routes: Routes,
+    /// Metrics.
+    pub metrics: Metrics,
+    /// The clock.
+    pub clock: Arc<WallClock>,
+    /// The storage engine.
+    pub store: Arc<FjallStore>,
+    /// Connections are numbered from here.
+    pub next_client: std::sync::atomic::AtomicU64,
+}
+
+impl NodeState {
+    /// Every shard's status.
+    pub async fn status(&self) -> Vec<ShardStatus> {
+        let mut out = Vec::new();
+        for inbox in &self.routes.inboxes {
+            let (tx, rx) = oneshot::channel();
+            if inbox.send(ShardInput::Status(tx)).is_ok() {
+                if let Ok(s) = rx.await {
+                    out.push(s);
+                }
+            }
+        }
+        out
+    }
+}
+
+/// A running node.
+pub struct Node {
+    /// The client protocol's bound address.
+    pub client_addr: SocketAddr,
+    /// The admin HTTP server's bound address.
+    pub admin_addr: SocketAddr,
+    state: Arc<NodeState>,
+    stop: watch::Sender<bool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    shard_tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Node {
+    /// Opens the data directory, recovers every partition, and starts serving.
+    pub async fn start(config: ServerConfig) -> anyhow::Result<Node> {
+        config.validate()?;
+        std::fs::create_dir_all(&config.data_dir)
+            .with_context(|| format!("creating the data directory {}", config.data_dir.display()))?;
+        let sync = match config.sync {
+            SyncPolicy::Always => SyncMode::Always,
+            SyncPolicy::Periodic => SyncMode::Periodic { interval: Duration::from_millis(config.sync_interval_ms) },
+        };
+        let options = StorageOptions { sync, ..StorageOptions::default() };
+        let (store, mut durable) = FjallStore::open(&config.data_dir, options)
+            .with_context(|| format!("opening the store in {}", config.data_dir.display()))?;
+        let store = Arc::new(store);
+        let incarnation = store.next_incarnation().context("advancing the node's incarnation")?;
+        let incarnation = u32::try_from(incarnation % (1 << (32 - shard::SHARD_BITS))).expect("masked to fit");
+        let clock = Arc::new(WallClock::new());
+        let protocol = config.protocol();
+        let shards = config.shard_count();
+
+        let mut inboxes = Vec::new();
+        let mut receivers = Vec::new();
+        for _ in 0..shards {
+            let (tx, rx) = mpsc::unbounded_channel();
+            inboxes.push(tx);
+            receivers.push(rx);
+        }
+        let routes = Routes { inboxes, incarnation };
+
+        // Recovery: every partition from its checkpoint and log tail, then the undecided transactions.
+        let started = std::time::Instant::now();
+        let mut partitions = Vec::new();
+        for p in 0..config.partitions {
+            let id = PartitionId(p);
+            let (checkpoint, tail) = store.load(id).with_context(|| format!("loading partition {p}"))?;
+            let records = tail.len();
+            partitions.push(Partition::restore(id, protocol.clone(), clock.now_us(), checkpoint, tail));
+            if records > 0 {
+                info!(partition = p, records, "replayed the log tail");
+            }
+        }
+        let decisions = recovery_decisions(&partitions);
+        if !decisions.is_empty() {
+            info!(transactions = decisions.len(), "resolving transactions left prepared by the previous run");
+        }
+        info!(partitions = config.partitions, elapsed_ms = started.elapsed().as_millis() as u64, "recovered");
+
+        let sink: Arc<dyn storage::LogSink> = Arc::new(StoreSink(store.clone()));
+        let coordinators: Vec<_> = (0..shards).map(|s| routes.coordinator(s)).collect();
+        let mut per_shard: Vec<Vec<Partition>> = (0..shards).map(|_| Vec::new()).collect();
+        for p in partitions {
+            per_shard[routes.partition_shard(p.id())].push(p);
+        }
+        let checkpoint_interval = Duration::from_secs(config.checkpoint_interval_s.max(1));
+        let mut shard_tasks = Vec::new();
+        for (index, (parts, inbox)) in per_shard.into_iter().zip(receivers).enumerate() {
+            let coordinator = Coordinator::new(routes.coordinator(index), protocol.clone(), clock.now_us());
+            let stabilizer = (index == 0).then(|| Stabilizer::new(protocol.clone(), coordinators.clone()));
+            let env = ShardEnv { routes: routes.clone(), clock: clock.clone(), log: sink.clone(), checkpoint_interval };
+            let mut shard = Shard::new(index, env, coordinator, parts, stabilizer);
+            for d in decisions.iter().filter(|d| routes_owner(&routes, d.to) == Some(index)) {
+                shard.deliver(d.clone());
+            }
+            shard_tasks.push(tokio::spawn(shard.run(inbox)));
+        }
+
+        // Durability notifications go to the shards that own the partitions.
+        let durable_routes = routes.clone();
+        let mut tasks = Vec::new();
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let batch = match durable.recv().await {
+                    Ok(Some(batch)) => batch,
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::error!(error = %e, "the log writer failed: no commit can be acknowledged any more");
+                        break;
+                    }
+                };
+                let mut by_shard: Vec<Vec<(PartitionId, Lsn)>> = vec![Vec::new(); durable_routes.inboxes.len()];
+                for (p, lsn) in batch {
+                    by_shard[durable_routes.partition_shard(p)].push((p, lsn));
+                }
+                for (s, positions) in by_shard.into_iter().enumerate() {
+                    if !positions.is_empty() {
+                        let _ = durable_routes.inboxes[s].send(ShardInput::Durable(positions));
+                    }
+                }
+            }
+        }));
+
+        let state = Arc::new(NodeState {
+            config: config.clone(),
+            routes,
+            metrics: Metrics::new(),
+            clock,
+            store,
+            next_client: std::sync::atomic::AtomicU64::new(1),
+        });
+        let (stop, stopped) = watch::channel(false);
+
+        let listener = TcpListener::bind(config.client_bind)
+            .await
+            .with_context(|| format!("binding the client port {}", config.client_bind))?;
+        let client_addr = listener.local_addr()?;
+        tasks.push(tokio::spawn(connection::accept_loop(listener, state.clone(), stopped.clone())));
+
+        let admin = TcpListener::bind(config.admin_bind)
+            .await
+            .with_context(|| format!("binding the admin port {}", config.admin_bind))?;
+        let admin_addr = admin.local_addr()?;
+        tasks.push(tokio::spawn(admin::serve(admin, state.clone(), stopped)));
+        info!(%client_addr, %admin_addr, shards, partitions = config.partitions, "serving");
+        Ok(Node { client_addr, admin_addr, state, stop, tasks, shard_tasks })
+    }
+
+    /// Shared state (metrics, status).
+    pub fn state(&self) -> &Arc<NodeState> {
+        &self.state
+    }
+
+    /// Graceful shutdown: stop accepting, let connections finish their request, let transactions in their commit
+    /// phase finish (up to the grace period), checkpoint, flush and fsync the log.
+    pub async fn shutdown(self) -> anyhow::Result<()> {
+        info!("shutting down");
+        let _ = self.stop.send(true);
+        let grace = Duration::from_millis(self.state.config.shutdown_grace_ms);
+        let mut waits = Vec::new();
+        for inbox in &self.state.routes.inboxes {
+            let (tx, rx) = oneshot::channel();
+            if inbox.send(ShardInput::Shutdown(tx)).is_ok() {
+                waits.push(rx);
+            }
+        }
+        for w in waits {
+            if tokio::time::timeout(grace, w).await.is_err() {
+                warn!("a shard did not finish its transactions within the grace period");
+            }
+        }
+        for t in self.shard_tasks.into_iter().chain(self.tasks) {
+            t.abort();
+            let _ = t.await;
+        }
+        let mut store = self.state.store.clone();
+        drop(self.state);
+        // Connections still finishing hold the node's state for a moment.
+        let deadline = std::time::Instant::now() + grace;
+        loop {
+            match Arc::try_unwrap(store) {
+                Ok(owned) => {
+                    tokio::task::spawn_blocking(move || owned.close()).await?.context("closing the store")?;
+                    break;
+                }
+                Err(shared) if std::time::Instant::now() < deadline => {
+                    store = shared;
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                Err(_) => {
+                    warn!("connections still hold the store; its writer stops when they end");
+                    break;
+                }
+            }
+        }
+        info!("stopped");
+        Ok(())
+    }
+}
+
+fn routes_owner(routes: &Routes, to: Address) -> Option<usize> {
+    match to {
+        Address::Partition(p) => Some(routes.partition_shard(p)),
+        _ => None,
+    }
+}

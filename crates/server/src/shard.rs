@@ -1,0 +1,399 @@
+//! A shard: one tokio task that owns some partitions and one coordinator of the node, and drives their state
+//! machines. Messages between machines of one shard are delivered in a local queue; messages to other shards go
+//! through their inboxes. Durability notifications come from the storage writer.
+//!
+//! Inbox bounds: client requests arrive at most one per connection at a time (the protocol is request/response),
+//! so they are bounded by the connection limit; internal messages are bounded by the open-transaction limit of the
+//! coordinators times the partitions a transaction touches.
+
+use crate::clock::WallClock;
+use crate::storage::LogSink;
+use causet_core::coordinator::{ClientReply, ClientRequest, ClientResponse, Coordinator, CoordinatorOutput, TxError};
+use causet_core::partition::{Partition, PartitionOutput};
+use causet_core::record::Lsn;
+use causet_core::stabilizer::Stabilizer;
+use causet_core::{Address, ClientId, CoordinatorId, Envelope, Message, PartitionId, RequestId, VectorClock};
+use serde::Serialize;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+/// Coordinator ids are `incarnation << SHARD_BITS | shard`, unique across restarts of the node.
+pub const SHARD_BITS: u32 = 10;
+
+/// What a shard receives.
+#[derive(Debug)]
+pub enum ShardInput {
+    /// A client request, and where to send its answer.
+    Client {
+        /// The connection.
+        client: ClientId,
+        /// The request.
+        body: ClientRequest,
+        /// The answer goes here.
+        reply: oneshot::Sender<Result<ClientResponse, TxError>>,
+    },
+    /// A connection closed.
+    Disconnect(ClientId),
+    /// A message from a machine of another shard.
+    Message(Envelope),
+    /// Records up to these positions are durable.
+    Durable(Vec<(PartitionId, Lsn)>),
+    /// Report the shard's state.
+    Status(oneshot::Sender<ShardStatus>),
+    /// Stop when no transaction is in its commit phase, or when the grace period ends.
+    Shutdown(oneshot::Sender<()>),
+}
+
+/// A shard's state, for `/status`.
+#[derive(Clone, Debug, Serialize)]
+pub struct ShardStatus {
+    /// The shard's index.
+    pub shard: usize,
+    /// The coordinator's open transactions.
+    pub open_transactions: usize,
+    /// The stable snapshot as the coordinator knows it.
+    pub stable_snapshot: Vec<u64>,
+    /// The partitions.
+    pub partitions: Vec<PartitionStatus>,
+}
+
+/// A partition's state, for `/status`.
+#[derive(Clone, Debug, Serialize)]
+pub struct PartitionStatus {
+    /// The partition.
+    pub id: u32,
+    /// Its pvc, one timestamp per DC (HLC, microseconds shifted left by 12 bits).
+    pub pvc: Vec<u64>,
+    /// Prepared transactions.
+    pub prepared: usize,
+    /// Requests waiting for their snapshot.
+    pub waiting: usize,
+    /// Objects ever written.
+    pub objects: usize,
+    /// Effects kept unfolded.
+    pub versions: usize,
+}
+
+/// Where each machine lives.
+#[derive(Clone, Debug)]
+pub struct Routes {
+    /// Every shard's inbox.
+    pub inboxes: Vec<mpsc::UnboundedSender<ShardInput>>,
+    /// This incarnation of the node.
+    pub incarnation: u32,
+}
+
+impl Routes {
+    /// The shard that owns a partition.
+    pub fn partition_shard(&self, p: PartitionId) -> usize {
+        p.0 as usize % self.inboxes.len()
+    }
+
+    /// The coordinator id of a shard.
+    pub fn coordinator(&self, shard: usize) -> CoordinatorId {
+        CoordinatorId((self.incarnation << SHARD_BITS) | shard as u32)
+    }
+
+    /// The shard of a coordinator of this incarnation (`None` for a coordinator of an earlier incarnation).
+    pub fn coordinator_shard(&self, c: CoordinatorId) -> Option<usize> {
+        let shard = (c.0 & ((1 << SHARD_BITS) - 1)) as usize;
+        (c.0 >> SHARD_BITS == self.incarnation && shard < self.inboxes.len()).then_some(shard)
+    }
+
+    fn owner(&self, to: Address) -> Option<usize> {
+        match to {
+            Address::Partition(p) => Some(self.partition_shard(p)),
+            Address::Coordinator(c) => self.coordinator_shard(c),
+            Address::Stabilizer => Some(0),
+        }
+    }
+}
+
+/// What every shard of a node shares.
+#[derive(Clone)]
+pub struct ShardEnv {
+    /// Where machines live.
+    pub routes: Routes,
+    /// The node's clock.
+    pub clock: Arc<WallClock>,
+    /// The log.
+    pub log: Arc<dyn LogSink>,
+    /// How often partitions checkpoint.
+    pub checkpoint_interval: Duration,
+}
+
+/// One shard's machines and driver state.
+pub struct Shard {
+    index: usize,
+    routes: Routes,
+    clock: Arc<WallClock>,
+    log: Arc<dyn LogSink>,
+    coordinator: Coordinator,
+    partitions: HashMap<PartitionId, Partition>,
+    stabilizer: Option<Stabilizer>,
+    pending: HashMap<(ClientId, RequestId), oneshot::Sender<Result<ClientResponse, TxError>>>,
+    next_request: u64,
+    local: VecDeque<Envelope>,
+    checkpoint_interval: Duration,
+}
+
+impl Shard {
+    /// A shard with its machines. Shard 0 also runs the stabilizer.
+    pub fn new(
+        index: usize,
+        env: ShardEnv,
+        coordinator: Coordinator,
+        partitions: Vec<Partition>,
+        stabilizer: Option<Stabilizer>,
+    ) -> Self {
+        let ShardEnv { routes, clock, log, checkpoint_interval } = env;
+        Self {
+            index,
+            routes,
+            clock,
+            log,
+            coordinator,
+            partitions: partitions.into_iter().map(|p| (p.id(), p)).collect(),
+            stabilizer,
+            pending: HashMap::new(),
+            next_request: 0,
+            local: VecDeque::new(),
+            checkpoint_interval,
+        }
+    }
+
+    /// Delivers a message to a partition of this shard before the loop starts (recovery decisions).
+    pub fn deliver(&mut self, envelope: Envelope) {
+        self.local.push_back(envelope);
+        self.pump();
+    }
+
+    /// Runs until shutdown.
+    pub async fn run(mut self, mut inbox: mpsc::UnboundedReceiver<ShardInput>) {
+        let mut next_checkpoint = tokio::time::Instant::now() + self.checkpoint_interval;
+        let mut shutdown: Option<(oneshot::Sender<()>, tokio::time::Instant)> = None;
+        loop {
+            let deadline = self.next_deadline();
+            tokio::select! {
+                input = inbox.recv() => {
+                    let Some(input) = input else { break };
+                    if let Some(done) = self.handle(input) {
+                        shutdown = Some((done, tokio::time::Instant::now() + Duration::from_secs(5)));
+                    }
+                    // Take what else is queued before pumping: one pass routes a whole batch.
+                    for _ in 0..256 {
+                        match inbox.try_recv() {
+                            Ok(input) => {
+                                if let Some(done) = self.handle(input) {
+                                    shutdown = Some((done, tokio::time::Instant::now() + Duration::from_secs(5)));
+                                }
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                }
+                _ = tokio::time::sleep_until(deadline) => self.on_timeout(),
+                _ = tokio::time::sleep_until(next_checkpoint) => {
+                    next_checkpoint = tokio::time::Instant::now() + self.checkpoint_interval;
+                    self.checkpoint();
+                }
+            }
+            self.pump();
+            if let Some((_, until)) = &shutdown {
+                if self.pending.is_empty() || tokio::time::Instant::now() >= *until {
+                    self.checkpoint();
+                    let (done, _) = shutdown.take().expect("checked");
+                    let _ = done.send(());
+                    // Keep serving durability notifications and messages until the node drops the inboxes.
+                }
+            }
+        }
+    }
+
+    fn handle(&mut self, input: ShardInput) -> Option<oneshot::Sender<()>> {
+        let now = self.clock.now_us();
+        match input {
+            ShardInput::Client { client, body, reply } => {
+                let request = RequestId(self.next_request);
+                self.next_request += 1;
+                self.pending.insert((client, request), reply);
+                self.coordinator.handle_client(now, client, request, body);
+            }
+            ShardInput::Disconnect(client) => self.coordinator.handle_disconnect(client),
+            ShardInput::Message(envelope) => self.local.push_back(envelope),
+            ShardInput::Durable(positions) => {
+                for (p, lsn) in positions {
+                    if let Some(partition) = self.partitions.get_mut(&p) {
+                        partition.handle_persisted(now, lsn);
+                    }
+                }
+            }
+            ShardInput::Status(reply) => {
+                let _ = reply.send(self.status());
+            }
+            ShardInput::Shutdown(done) => return Some(done),
+        }
+        None
+    }
+
+    fn status(&self) -> ShardStatus {
+        let mut partitions: Vec<PartitionStatus> = self
+            .partitions
+            .values()
+            .map(|p| {
+                let (objects, versions) = p.store_size();
+                PartitionStatus {
+                    id: p.id().0,
+                    pvc: p.pvc().entries().iter().map(|t| t.0).collect(),
+                    prepared: p.prepared_count(),
+                    waiting: p.waiting_count(),
+                    objects,
+                    versions,
+                }
+            })
+            .collect();
+        partitions.sort_by_key(|p| p.id);
+        ShardStatus {
+            shard: self.index,
+            open_transactions: self.coordinator.open_transactions(),
+            stable_snapshot: self.coordinator.stable_snapshot().entries().iter().map(|t| t.0).collect(),
+            partitions,
+        }
+    }
+
+    fn next_deadline(&self) -> tokio::time::Instant {
+        let mut next = self.coordinator.poll_timeout().unwrap_or(u64::MAX);
+        for p in self.partitions.values() {
+            next = next.min(p.poll_timeout().unwrap_or(u64::MAX));
+        }
+        self.clock.instant_at(next)
+    }
+
+    fn on_timeout(&mut self) {
+        let now = self.clock.now_us();
+        if self.coordinator.poll_timeout().is_some_and(|t| t <= now) {
+            self.coordinator.handle_timeout(now);
+        }
+        for p in self.partitions.values_mut() {
+            if p.poll_timeout().is_some_and(|t| t <= now) {
+                p.handle_timeout(now);
+            }
+        }
+    }
+
+    fn checkpoint(&mut self) {
+        for p in self.partitions.values_mut() {
+            let checkpoint = p.take_checkpoint();
+            self.log.checkpoint(p.id(), checkpoint);
+        }
+    }
+
+    /// Carries out every machine's outputs until nothing is left.
+    fn pump(&mut self) {
+        loop {
+            let mut progressed = false;
+            while let Some(out) = self.coordinator.poll_output() {
+                progressed = true;
+                match out {
+                    CoordinatorOutput::Send(e) => self.route(e),
+                    CoordinatorOutput::Reply(ClientReply { client, request, result }) => {
+                        if let Some(reply) = self.pending.remove(&(client, request)) {
+                            let _ = reply.send(result);
+                        }
+                    }
+                }
+            }
+            for p in self.partitions.values_mut() {
+                while let Some(out) = p.poll_output() {
+                    progressed = true;
+                    match out {
+                        PartitionOutput::Send(e) => {
+                            if self.routes.owner(e.to) == Some(self.index) {
+                                self.local.push_back(e);
+                            } else {
+                                route_remote(&self.routes, e);
+                            }
+                        }
+                        PartitionOutput::Persist { lsn, record } => self.log.append(p.id(), lsn, record),
+                    }
+                }
+            }
+            if let Some(s) = self.stabilizer.as_mut() {
+                while let Some(e) = s.poll_output() {
+                    progressed = true;
+                    if self.routes.owner(e.to) == Some(self.index) {
+                        self.local.push_back(e);
+                    } else {
+                        route_remote(&self.routes, e);
+                    }
+                }
+            }
+            while let Some(e) = self.local.pop_front() {
+                progressed = true;
+                self.deliver_local(e);
+            }
+            if !progressed {
+                break;
+            }
+        }
+    }
+
+    fn route(&mut self, e: Envelope) {
+        if self.routes.owner(e.to) == Some(self.index) {
+            self.local.push_back(e);
+        } else {
+            route_remote(&self.routes, e);
+        }
+    }
+
+    fn deliver_local(&mut self, e: Envelope) {
+        let now = self.clock.now_us();
+        match e.to {
+            Address::Partition(p) => {
+                if let Some(partition) = self.partitions.get_mut(&p) {
+                    partition.handle_message(now, e.from, e.msg);
+                }
+            }
+            Address::Coordinator(c) if c == self.coordinator.id() => {
+                self.coordinator.handle_message(now, e.from, e.msg)
+            }
+            Address::Coordinator(_) => {} // A coordinator of an earlier incarnation: gone.
+            Address::Stabilizer => {
+                if let Some(s) = self.stabilizer.as_mut() {
+                    s.handle_message(e.from, e.msg);
+                }
+            }
+        }
+    }
+}
+
+fn route_remote(routes: &Routes, e: Envelope) {
+    if let Some(shard) = routes.owner(e.to) {
+        // A closed inbox means the node is shutting down; the message is moot.
+        let _ = routes.inboxes[shard].send(ShardInput::Message(e));
+    }
+}
+
+/// Decisions for transactions that recovery found prepared and undecided: in a single-node DC every coordinator
+/// died with the node, so a transaction commits if any partition durably recorded its commit, and aborts
+/// otherwise (no client was told it committed: acknowledgements wait for every partition's commit record).
+pub fn recovery_decisions(partitions: &[Partition]) -> Vec<Envelope> {
+    let mut decisions = Vec::new();
+    for p in partitions {
+        for tx in p.undecided() {
+            let commit: Option<VectorClock> = partitions.iter().find_map(|q| q.recent_commit(tx).cloned());
+            let msg = match commit {
+                Some(commit) => Message::Commit { tx, commit },
+                None => Message::Abort { tx },
+            };
+            decisions.push(Envelope {
+                from: Address::Coordinator(tx.coordinator),
+                to: Address::Partition(p.id()),
+                msg,
+            });
+        }
+    }
+    decisions
+}

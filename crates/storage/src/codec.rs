@@ -1,0 +1,191 @@
+//! Keys and values as they lie in the engine (the layout is described in the crate documentation).
+//!
+//! Every value is one format-version byte followed by postcard. Keys are big-endian so that the engine's
+//! lexicographic order is the numeric order of partitions and log sequence numbers.
+
+use crate::error::{Result, StorageError};
+use causet_core::partition::PreparedImage;
+use causet_core::record::{LogRecord, Lsn};
+use causet_core::store::ObjectImage;
+use causet_core::{ObjectId, PartitionId, Timestamp, TxId, VectorClock};
+use serde::{Deserialize, Serialize};
+
+/// The version byte in front of every value this crate writes. A value with another first byte is reported
+/// corrupt rather than misread.
+pub(crate) const FORMAT_VERSION: u8 = 1;
+
+/// Checkpoint keyspace: the prefix of the per-partition checkpoint state (`STATE ‖ partition`).
+const STATE_TAG: u8 = 0x00;
+/// Checkpoint keyspace: the prefix of object images (`OBJECT ‖ partition ‖ postcard(ObjectId)`).
+const OBJECT_TAG: u8 = 0x01;
+
+/// Meta keyspace: the key of the incarnation counter.
+pub(crate) const INCARNATION_KEY: &[u8] = b"incarnation";
+
+/// The length of a log key: partition (4 bytes) and lsn (8 bytes).
+pub(crate) const LOG_KEY_LEN: usize = 12;
+
+/// The key of a log record: `partition ‖ lsn`, both big-endian.
+pub(crate) fn log_key(partition: PartitionId, lsn: Lsn) -> Vec<u8> {
+    let mut key = Vec::with_capacity(LOG_KEY_LEN);
+    key.extend_from_slice(&partition.0.to_be_bytes());
+    key.extend_from_slice(&lsn.0.to_be_bytes());
+    key
+}
+
+/// Splits a log key into its partition and lsn.
+pub(crate) fn parse_log_key(key: &[u8]) -> Result<(PartitionId, Lsn)> {
+    let corrupt = || StorageError::CorruptKey { keyspace: "log", key: key.to_vec() };
+    let partition: [u8; 4] = key.get(0..4).and_then(|b| b.try_into().ok()).ok_or_else(corrupt)?;
+    let lsn: [u8; 8] = key.get(4..LOG_KEY_LEN).and_then(|b| b.try_into().ok()).ok_or_else(corrupt)?;
+    if key.len() != LOG_KEY_LEN {
+        return Err(corrupt());
+    }
+    Ok((PartitionId(u32::from_be_bytes(partition)), Lsn(u64::from_be_bytes(lsn))))
+}
+
+/// The key of a partition's checkpoint state.
+pub(crate) fn state_key(partition: PartitionId) -> Vec<u8> {
+    let mut key = Vec::with_capacity(5);
+    key.push(STATE_TAG);
+    key.extend_from_slice(&partition.0.to_be_bytes());
+    key
+}
+
+/// The prefix under which every partition's checkpoint state lies.
+pub(crate) fn state_prefix() -> [u8; 1] {
+    [STATE_TAG]
+}
+
+/// The partition of a checkpoint state key.
+pub(crate) fn parse_state_key(key: &[u8]) -> Result<PartitionId> {
+    match key {
+        [STATE_TAG, a, b, c, d] => Ok(PartitionId(u32::from_be_bytes([*a, *b, *c, *d]))),
+        _ => Err(StorageError::CorruptKey { keyspace: "checkpoint", key: key.to_vec() }),
+    }
+}
+
+/// The prefix of a partition's object images.
+pub(crate) fn object_prefix(partition: PartitionId) -> Vec<u8> {
+    let mut key = Vec::with_capacity(5);
+    key.push(OBJECT_TAG);
+    key.extend_from_slice(&partition.0.to_be_bytes());
+    key
+}
+
+/// The key of an object image: its partition's prefix, then the object id in postcard (deterministic, so one
+/// object always has one key and a later image overwrites an earlier one).
+pub(crate) fn object_key(partition: PartitionId, object: &ObjectId) -> Result<Vec<u8>> {
+    postcard::to_extend(object, object_prefix(partition)).map_err(StorageError::Encode)
+}
+
+/// The object id of an object image key under `prefix`.
+pub(crate) fn parse_object_key(partition: PartitionId, prefix: &[u8], key: &[u8]) -> Result<ObjectId> {
+    let corrupt = |reason: String| StorageError::CorruptCheckpoint { partition, what: "object key", reason };
+    let body = key.strip_prefix(prefix).ok_or_else(|| corrupt("outside the partition's prefix".into()))?;
+    let (object, rest) = postcard::take_from_bytes::<ObjectId>(body).map_err(|e| corrupt(e.to_string()))?;
+    if !rest.is_empty() {
+        return Err(corrupt(format!("{} trailing bytes", rest.len())));
+    }
+    Ok(object)
+}
+
+/// A value: the format version byte, then postcard.
+pub(crate) fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>> {
+    postcard::to_extend(value, vec![FORMAT_VERSION]).map_err(StorageError::Encode)
+}
+
+/// Decodes a value written by [`encode`]; the error is a reason for the caller to wrap with its context.
+pub(crate) fn decode<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> std::result::Result<T, String> {
+    let (version, body) = bytes.split_first().ok_or_else(|| "empty value".to_string())?;
+    if *version != FORMAT_VERSION {
+        return Err(format!("unknown format version {version} (this build reads {FORMAT_VERSION})"));
+    }
+    let (value, rest) = postcard::take_from_bytes(body).map_err(|e| e.to_string())?;
+    if !rest.is_empty() {
+        return Err(format!("{} trailing bytes", rest.len()));
+    }
+    Ok(value)
+}
+
+/// Decodes a log record, naming its partition and lsn when it is corrupt.
+pub(crate) fn decode_record(partition: PartitionId, lsn: Lsn, bytes: &[u8]) -> Result<LogRecord> {
+    decode(bytes).map_err(|reason| StorageError::CorruptRecord { partition, lsn, reason })
+}
+
+/// Decodes an object image.
+pub(crate) fn decode_image(partition: PartitionId, bytes: &[u8]) -> Result<ObjectImage> {
+    decode(bytes).map_err(|reason| StorageError::CorruptCheckpoint { partition, what: "object image", reason })
+}
+
+/// What a checkpoint holds besides its object images, written as one value.
+#[derive(Serialize)]
+pub(crate) struct StateRef<'a> {
+    pub lsn: Lsn,
+    pub clock: Timestamp,
+    pub frontier: &'a VectorClock,
+    pub prepared: &'a [PreparedImage],
+    pub recent_commits: &'a [(TxId, VectorClock)],
+}
+
+/// The owned form of [`StateRef`] (postcard encodes a slice and a `Vec` alike).
+#[derive(Deserialize)]
+pub(crate) struct State {
+    pub lsn: Lsn,
+    pub clock: Timestamp,
+    pub frontier: VectorClock,
+    pub prepared: Vec<PreparedImage>,
+    pub recent_commits: Vec<(TxId, VectorClock)>,
+}
+
+/// Decodes a checkpoint state.
+pub(crate) fn decode_state(partition: PartitionId, bytes: &[u8]) -> Result<State> {
+    decode(bytes).map_err(|reason| StorageError::CorruptCheckpoint { partition, what: "state", reason })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use causet_core::DcId;
+
+    #[test]
+    fn log_keys_sort_by_partition_then_lsn() {
+        let a = log_key(PartitionId(1), Lsn(u64::MAX));
+        let b = log_key(PartitionId(2), Lsn(0));
+        let c = log_key(PartitionId(2), Lsn(256));
+        assert!(a < b && b < c);
+        assert_eq!(parse_log_key(&c).unwrap(), (PartitionId(2), Lsn(256)));
+        assert!(parse_log_key(&c[..11]).is_err());
+        let mut long = c.clone();
+        long.push(0);
+        assert!(parse_log_key(&long).is_err());
+    }
+
+    #[test]
+    fn state_and_object_keys_round_trip() {
+        let p = PartitionId(7);
+        assert_eq!(parse_state_key(&state_key(p)).unwrap(), p);
+        assert!(state_key(p).starts_with(&state_prefix()));
+        let object = ObjectId::new(b"k".to_vec(), b"b".to_vec(), causet_crdt::CrdtType::CounterPn);
+        let key = object_key(p, &object).unwrap();
+        assert_eq!(parse_object_key(p, &object_prefix(p), &key).unwrap(), object);
+        assert!(parse_object_key(p, &object_prefix(PartitionId(8)), &key).is_err());
+    }
+
+    #[test]
+    fn values_carry_a_version_byte_and_reject_others() {
+        let record =
+            LogRecord::Aborted { tx: TxId { dc: DcId(1), coordinator: causet_core::CoordinatorId(2), seq: 3 } };
+        let bytes = encode(&record).unwrap();
+        assert_eq!(bytes[0], FORMAT_VERSION);
+        assert_eq!(decode_record(PartitionId(0), Lsn(1), &bytes).unwrap(), record);
+        let mut wrong = bytes.clone();
+        wrong[0] = FORMAT_VERSION + 1;
+        assert!(matches!(
+            decode_record(PartitionId(3), Lsn(9), &wrong),
+            Err(StorageError::CorruptRecord { partition: PartitionId(3), lsn: Lsn(9), .. })
+        ));
+        assert!(decode_record(PartitionId(0), Lsn(1), &[]).is_err());
+        assert!(decode_record(PartitionId(0), Lsn(1), &bytes[..bytes.len() - 1]).is_err());
+    }
+}

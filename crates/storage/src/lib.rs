@@ -1,0 +1,305 @@
+//! Causet's durable storage: each partition's operation log and checkpoints, on the embedded engine fjall.
+//!
+//! The partition state machine (`causet_core::partition::Partition`) numbers its log records 1, 2, 3, … and asks
+//! its driver to persist them; it releases a prepare acknowledgement or a commit only once the driver reports
+//! the record durable. This crate is that persistence for the server:
+//!
+//! - [`LogStore::append`] enqueues a record for one **group-commit writer** thread, which takes everything
+//!   queued (blocking for the first item, then draining the queue up to a bound), writes it as one atomic engine
+//!   batch, runs one fsync ([`SyncMode::Always`]), and then reports on the [`DurableReceiver`], for each partition
+//!   in the batch, the highest lsn now durable. Concurrent appends of many partitions share one fsync.
+//! - [`LogStore::checkpoint`] enqueues a checkpoint; it is written in one batch, after every record enqueued
+//!   before it, and lets the writer delete the log records it covers, but never those above the partition's
+//!   truncation hold ([`LogStore::hold_truncation`]), which the geo-replication layer sets to keep the entries
+//!   other DCs have not acknowledged.
+//! - [`LogStore::load`] recovers a partition: its complete checkpoint and the log records after it.
+//!
+//! # On-disk layout
+//! One fjall database per node, in the directory given to [`FjallStore::open`], with three keyspaces shared by
+//! all partitions (a partition prefix in the keys rather than keyspaces per partition, so the set of LSM trees is
+//! fixed and no keyspace is ever created while records are being written):
+//!
+//! | keyspace | key | value |
+//! |---|---|---|
+//! | `log` | partition (u32 BE) ‖ lsn (u64 BE) | `LogRecord` |
+//! | `checkpoint` | `0x00` ‖ partition (u32 BE) | checkpoint state: lsn, clock, frontier, prepared set, recent commits |
+//! | `checkpoint` | `0x01` ‖ partition (u32 BE) ‖ postcard(`ObjectId`) | `ObjectImage`, the latest of that object |
+//! | `meta` | `incarnation` | u64, the last value [`LogStore::next_incarnation`] returned |
+//!
+//! Every value is a format-version byte (currently 1) followed by postcard; a value with an unknown version byte
+//! or that does not decode is reported as [`StorageError::CorruptRecord`] (with partition and lsn) or
+//! [`StorageError::CorruptCheckpoint`], never a panic. Big-endian keys make the engine's order the numeric order,
+//! so a partition's log is one range scan and a checkpoint's objects one prefix scan. Incremental checkpoints
+//! upsert only the objects they carry: the `checkpoint` keyspace always holds the latest image of every object.
+//!
+//! # Durability, and what fjall guarantees
+//! fjall writes every batch to a journal (a write-ahead log) before its memtables; a batch is atomic across
+//! keyspaces, and on recovery a torn last batch is discarded (the journal is checksummed per batch and
+//! truncated to its last complete batch). A committed batch is only in the OS page cache until
+//! `Database::persist(PersistMode::SyncAll)` fsyncs the journal: once committed it survives a process kill
+//! (fjall flushes its journal buffer to the OS at every commit), but only an fsync makes it survive an OS crash or
+//! power loss. The journal is one sequential, preallocated file at a time (a full journal is fsynced before the
+//! next one is used), and recovery stops at the first entry that does not decode, so a crash loses at most a
+//! suffix of batches, never a batch in the middle.
+//!
+//! Caveats from fjall's documentation and source (version 3.1): a batch whose framing decodes but whose checksum
+//! does not match is reported as an error on open (`JournalRecoveryError::ChecksumMismatch`) rather than dropped;
+//! after a power loss without fsync (only possible in [`SyncMode::Periodic`]) that could need an operator. fjall's
+//! advice for I/O errors is to crash and restart, which is what a poisoned database forces.
+//!
+//! - [`SyncMode::Always`] (the default): the writer fsyncs after every batch and reports records durable only
+//!   after the fsync that covers them returned. Acknowledged commits survive `kill -9` and power loss.
+//! - [`SyncMode::Periodic`]: for benchmarks. Records are reported durable as soon as their batch is written to the
+//!   engine (in the page cache, so they survive a process crash), and the journal is fsynced on a timer: an OS
+//!   crash or power loss can lose the last interval of acknowledged commits.
+//!
+//! If a write or an fsync fails, fjall poisons the database; the writer stops, records the failure, reports no
+//! further durability, and [`DurableReceiver::recv`] and every later [`LogStore::append`] return
+//! [`StorageError::WriterFailed`]: the node must stop and recover (retrying an fsync after a failure is unsafe).
+//!
+//! A single fjall database must not be opened by two processes at once; fjall enforces this with a lock file
+//! (released by the OS when a process dies, so a killed node can restart at once).
+
+#![warn(missing_docs)]
+
+mod codec;
+mod error;
+mod fjall_store;
+
+pub use error::{Result, StorageError};
+pub use fjall_store::FjallStore;
+
+use causet_core::partition::Checkpoint;
+use causet_core::record::{LogRecord, Lsn};
+use causet_core::PartitionId;
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+/// What recovery finds for one partition: the complete checkpoint (every object's latest image), if one was
+/// written, and the log records after its lsn, ascending.
+pub type Recovered = (Option<Checkpoint>, Vec<(Lsn, LogRecord)>);
+
+/// The durable log and checkpoints of the partitions of one node.
+///
+/// Writes are asynchronous: [`LogStore::append`], [`LogStore::checkpoint`] and [`LogStore::hold_truncation`]
+/// enqueue and return; they take effect in the order they were called. Durability is reported separately, by
+/// the receiver the store was opened with (for [`FjallStore`], a [`DurableReceiver`]), as batches of
+/// `(partition, lsn)`: every record of that partition up to that lsn is durable. Reports for one partition are
+/// strictly increasing, and every appended record is eventually covered by one, unless the store fails.
+pub trait LogStore: Send + Sync {
+    /// Increments a durable counter and returns its new value (1 on a fresh store). The server builds its
+    /// coordinator ids from it so that they are unique across restarts. Synchronous: the new value is durable
+    /// when this returns.
+    fn next_incarnation(&self) -> Result<u64>;
+
+    /// Recovers a partition: its complete checkpoint (merging every incremental checkpoint: the latest image of
+    /// each object) and the log records after the checkpoint's lsn, ascending. Reads what the engine holds: call
+    /// it before appending to the partition.
+    fn load(&self, partition: PartitionId) -> Result<Recovered>;
+
+    /// Enqueues a record for the group-commit writer. `lsn` must be above every lsn appended to or recovered for
+    /// the partition ([`StorageError::LsnNotIncreasing`] otherwise). Returns at once unless the queue is full
+    /// (then it waits for room: the disk is behind; counted in [`StorageStats::queue_full_waits`]). Fails with
+    /// [`StorageError::WriterFailed`] once the writer has failed.
+    fn append(&self, partition: PartitionId, lsn: Lsn, record: LogRecord) -> Result<()>;
+
+    /// Enqueues a checkpoint. It is written atomically (object images upserted by object id, prepared set,
+    /// recent commits, lsn, clock and frontier in one batch), strictly after every record enqueued before it.
+    /// Afterwards the log records up to `checkpoint.lsn` are deleted, but none above the partition's truncation
+    /// hold. Its lsn must lie between the previous checkpoint's and the last appended lsn
+    /// ([`StorageError::CheckpointOutOfOrder`] otherwise). Encoding happens in the caller: a large checkpoint
+    /// belongs on a blocking thread.
+    fn checkpoint(&self, partition: PartitionId, checkpoint: Checkpoint) -> Result<()>;
+
+    /// Sets the partition's truncation hold: log records above `lsn` are kept even when a checkpoint covers them
+    /// (`None`: no hold). Takes effect in order with the other writes; raising it lets truncation catch up with
+    /// the last checkpoint. Records already deleted stay deleted, so set the hold before the first checkpoint.
+    /// The hold is not persisted: set it again after a restart, before checkpointing.
+    fn hold_truncation(&self, partition: PartitionId, lsn: Option<Lsn>) -> Result<()>;
+
+    /// Up to `max_records` log records of the partition after `after`, ascending, as written to the engine (for
+    /// resending to other DCs what they have not acknowledged).
+    fn read_log(&self, partition: PartitionId, after: Lsn, max_records: usize) -> Result<Vec<(Lsn, LogRecord)>>;
+
+    /// Counters, as of the last batch written.
+    fn stats(&self) -> StorageStats;
+
+    /// Writes everything enqueued, fsyncs, and stops the writer; blocks until it has (in async code, call it where
+    /// blocking is allowed). Returns the writer's failure, if it failed. Dropping the store does the same and
+    /// ignores the result.
+    fn close(self) -> Result<()>
+    where
+        Self: Sized;
+}
+
+/// When the writer fsyncs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SyncMode {
+    /// After every batch; a record is reported durable only after an fsync covers it. Acknowledged commits
+    /// survive a crash of the process, of the OS, or of the power.
+    #[default]
+    Always,
+    /// **For benchmarks.** Records are reported durable once written to the engine (the OS page cache), and the
+    /// journal is fsynced every `interval`. A process crash loses nothing acknowledged, but an OS crash or a power
+    /// loss can lose the last `interval` of acknowledged commits.
+    Periodic {
+        /// Time between fsyncs.
+        interval: Duration,
+    },
+}
+
+/// How a [`FjallStore`] runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StorageOptions {
+    /// When to fsync.
+    pub sync: SyncMode,
+    /// The most writes (appends, checkpoints, holds) waiting for the writer; an append beyond it waits.
+    pub queue_capacity: usize,
+    /// The most writes in one batch (one fsync).
+    pub batch_writes_max: usize,
+    /// The most encoded bytes in one batch; a single larger checkpoint makes a batch of its own.
+    pub batch_bytes_max: usize,
+    /// The engine's block cache.
+    pub cache_bytes: u64,
+}
+
+impl Default for StorageOptions {
+    fn default() -> Self {
+        Self {
+            sync: SyncMode::Always,
+            queue_capacity: 65_536,
+            batch_writes_max: 8_192,
+            batch_bytes_max: 16 << 20,
+            cache_bytes: 64 << 20,
+        }
+    }
+}
+
+/// The size of one partition's log.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LogStats {
+    /// Records in the log (written and not truncated).
+    pub records: u64,
+    /// Their encoded size.
+    pub bytes: u64,
+}
+
+/// Counters of a store, since it was opened (log sizes: in total).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StorageStats {
+    /// The log of each partition that has one.
+    pub logs: BTreeMap<PartitionId, LogStats>,
+    /// Records written since open.
+    pub records_written: u64,
+    /// Checkpoints written since open.
+    pub checkpoints_written: u64,
+    /// Log records deleted by truncation since open.
+    pub records_truncated: u64,
+    /// Engine batches written.
+    pub batches: u64,
+    /// Journal fsyncs.
+    pub fsyncs: u64,
+    /// Records the fsyncs covered, added up: `records_synced / fsyncs` is the mean number of records per fsync.
+    pub records_synced: u64,
+    /// The most records one fsync covered.
+    pub records_per_fsync_max: u64,
+    /// How long the last fsync took.
+    pub fsync_latency_us_last: u64,
+    /// How long the slowest fsync took.
+    pub fsync_latency_us_max: u64,
+    /// All fsyncs' time, added up.
+    pub fsync_latency_us_total: u64,
+    /// Appends that found the queue full and waited.
+    pub queue_full_waits: u64,
+}
+
+impl StorageStats {
+    /// The mean number of records one fsync covered (group commit's gain), 0 before the first fsync.
+    pub fn records_per_fsync(&self) -> f64 {
+        if self.fsyncs == 0 {
+            return 0.0;
+        }
+        self.records_synced as f64 / self.fsyncs as f64
+    }
+
+    /// The mean fsync latency in microseconds, 0 before the first fsync.
+    pub fn fsync_latency_us_mean(&self) -> f64 {
+        if self.fsyncs == 0 {
+            return 0.0;
+        }
+        self.fsync_latency_us_total as f64 / self.fsyncs as f64
+    }
+}
+
+/// A batch of durability reports: every record of the partition up to the lsn is durable.
+pub type DurableBatch = Vec<(PartitionId, Lsn)>;
+
+/// State the store's handles and its writer share.
+#[derive(Debug, Default)]
+pub(crate) struct Shared {
+    /// Why the writer failed, once it did.
+    failure: OnceLock<String>,
+    /// The counters, updated once per batch.
+    stats: Mutex<StorageStats>,
+    /// Appends that found the queue full (counted by the enqueuing side, so kept apart from `stats`).
+    queue_full_waits: AtomicU64,
+}
+
+impl Shared {
+    fn failure(&self) -> Option<StorageError> {
+        self.failure.get().map(|reason| StorageError::WriterFailed(reason.clone()))
+    }
+
+    fn fail(&self, reason: String) {
+        // The first failure is the one to report; a later one is its consequence.
+        let _ = self.failure.set(reason);
+    }
+
+    fn stats(&self) -> std::sync::MutexGuard<'_, StorageStats> {
+        // A panic while holding the lock leaves plain counters behind, still worth reading.
+        self.stats.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Durability reports of a store (see [`LogStore`]). Reports for one partition are strictly increasing.
+#[derive(Debug)]
+pub struct DurableReceiver {
+    rx: tokio::sync::mpsc::UnboundedReceiver<DurableBatch>,
+    shared: Arc<Shared>,
+}
+
+impl DurableReceiver {
+    /// The next batch of reports; `Ok(None)` once the store was closed and every report delivered;
+    /// [`StorageError::WriterFailed`] once the writer failed (after the reports it made before failing).
+    pub async fn recv(&mut self) -> Result<Option<DurableBatch>> {
+        let next = self.rx.recv().await;
+        self.after(next)
+    }
+
+    /// [`DurableReceiver::recv`] for synchronous callers. Panics if called inside an async runtime.
+    pub fn blocking_recv(&mut self) -> Result<Option<DurableBatch>> {
+        let next = self.rx.blocking_recv();
+        self.after(next)
+    }
+
+    /// The next batch of reports if one is ready: `Ok(None)` if none is yet, [`StorageError::Closed`] once the
+    /// store was closed and every report delivered, [`StorageError::WriterFailed`] once the writer failed.
+    pub fn try_recv(&mut self) -> Result<Option<DurableBatch>> {
+        use tokio::sync::mpsc::error::TryRecvError;
+        match self.rx.try_recv() {
+            Ok(batch) => Ok(Some(batch)),
+            Err(TryRecvError::Empty) => Ok(None),
+            Err(TryRecvError::Disconnected) => Err(self.shared.failure().unwrap_or(StorageError::Closed)),
+        }
+    }
+
+    fn after(&self, next: Option<DurableBatch>) -> Result<Option<DurableBatch>> {
+        match next {
+            Some(batch) => Ok(Some(batch)),
+            // The writer records its failure before it drops the sender, so this sees it.
+            None => self.shared.failure().map_or(Ok(None), Err),
+        }
+    }
+}
