@@ -16,6 +16,37 @@ enum Command {
     /// `/status` on 127.0.0.1:8088, data in ./causet-data. Flags override the config file; the file overrides the
     /// defaults. Every option is described in docs/configuration.md.
     Start(Box<StartArgs>),
+    /// Drive a running server with a closed-loop load: concurrent sessions (one connection each) sending
+    /// single-operation static transactions over a uniform key space; prints throughput and latency percentiles.
+    Bench {
+        /// The server's client address.
+        #[arg(long, default_value = "127.0.0.1:8087")]
+        addr: std::net::SocketAddr,
+        /// Concurrent sessions.
+        #[arg(long, default_value_t = 64)]
+        connections: usize,
+        /// Measured seconds.
+        #[arg(long, default_value_t = 20.0)]
+        duration_s: f64,
+        /// Warm-up seconds, not measured.
+        #[arg(long, default_value_t = 5.0)]
+        warmup_s: f64,
+        /// register-read, register-update or counter-update.
+        #[arg(long, default_value = "register-read")]
+        operation: causet_bench::Operation,
+        /// Keys.
+        #[arg(long, default_value_t = 10_000)]
+        keys: u64,
+        /// Bytes per written value.
+        #[arg(long, default_value_t = 10)]
+        value_bytes: usize,
+        /// Seed of the key choices.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Also write the report as JSON to this file.
+        #[arg(long)]
+        json: Option<std::path::PathBuf>,
+    },
     /// Run the deterministic simulator: one seed (--seed), or many (--seeds) from a starting seed.
     ///
     /// Each seed derives its topology, clock skew and drift, message delays, partition crashes and workload, runs
@@ -178,6 +209,24 @@ async fn shutdown_signal() {
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Start(args) => start(*args)?,
+        Command::Bench { addr, connections, duration_s, warmup_s, operation, keys, value_bytes, seed, json } => {
+            let config = causet_bench::BenchConfig {
+                addr,
+                connections,
+                duration: std::time::Duration::from_secs_f64(duration_s),
+                warmup: std::time::Duration::from_secs_f64(warmup_s),
+                operation,
+                keys,
+                value_bytes,
+                seed,
+            };
+            let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            let report = runtime.block_on(causet_bench::run(config))?;
+            println!("{report}");
+            if let Some(path) = json {
+                std::fs::write(&path, serde_json::to_string_pretty(&report)?)?;
+            }
+        }
         Command::Sim { seed, seeds, from, bug, history } => {
             let bug = match bug.as_deref() {
                 None => None,

@@ -161,7 +161,7 @@ impl LwwRegister<ObjectId> {
 }
 
 impl LwwRegister<MapKey> {
-    /// A `register_lww` field of a map (`map_go` only: it has no reset).
+    /// A `register_lww` field of a map (in a `map_rr`, removing it leaves it: it has no reset).
     pub fn field(key: impl Into<Vec<u8>>) -> Self {
         LwwRegister { key: field(key, CrdtType::RegisterLww) }
     }
@@ -287,7 +287,7 @@ impl Map<ObjectId> {
 }
 
 impl Map<MapKey> {
-    /// A `map_go` field of a map (`map_go` only: it has no reset).
+    /// A `map_go` field of a map (in a `map_rr`, removing it leaves it: it has no reset).
     pub fn go_field(key: impl Into<Vec<u8>>) -> Self {
         Map { key: field(key, CrdtType::MapGo) }
     }

@@ -46,6 +46,11 @@ pub struct Config {
     /// transaction that updates an object another transaction updated after its snapshot aborts. Off by default:
     /// CRDTs merge concurrent updates.
     pub certify_writes: bool,
+    /// How often a partition ships its committed transactions (or a heartbeat) to the other DCs, and acknowledges
+    /// what it applied from them.
+    pub replication_interval_us: u64,
+    /// A peer that acknowledged nothing for this long is resent everything it has not acknowledged.
+    pub resend_after_us: u64,
     /// Most transactions one coordinator keeps open at once.
     pub max_open_transactions: usize,
     /// Most requests (reads and prepares) one partition keeps waiting at once.
@@ -71,6 +76,8 @@ impl Config {
             retry_interval_us: 100_000,
             max_clock_ahead_us: 1_000_000,
             certify_writes: false,
+            replication_interval_us: 1_000,
+            resend_after_us: 500_000,
             max_open_transactions: 100_000,
             max_waiting_requests: 100_000,
             bug: None,

@@ -17,6 +17,7 @@ pub mod ids;
 pub mod message;
 pub mod partition;
 pub mod record;
+pub mod replication;
 pub mod stabilizer;
 pub mod store;
 pub mod time;

@@ -14,6 +14,8 @@ pub enum Address {
     Coordinator(CoordinatorId),
     /// The DC's stabilizer.
     Stabilizer,
+    /// A partition of another DC (the same partition index: replication pairs partition m of every DC).
+    Peer(crate::DcId, PartitionId),
 }
 
 /// A message with its sender and receiver.
@@ -140,6 +142,23 @@ pub enum Message {
         /// The transaction.
         tx: TxId,
     },
+    /// Partition → the same partition of another DC (Cure Alg. 3): committed local transactions in commit order,
+    /// and the promise that no other local transaction commits at or below `up_to` (a heartbeat when empty).
+    Replicate {
+        /// Everything at or below this was sent before: a receiver that has less lost messages.
+        since: Timestamp,
+        /// Transactions, ascending by origin commit time.
+        txs: Vec<crate::replication::ReplicatedTx>,
+        /// The origin's promise.
+        up_to: Timestamp,
+    },
+    /// Partition → the origin partition: everything of yours at or below `up_to` is durably applied here.
+    ReplicateAck {
+        /// Applied position, in the origin's commit time.
+        up_to: Timestamp,
+        /// Messages were lost: resend everything after `up_to`.
+        gap: bool,
+    },
     /// Partition → stabilizer: my pvc.
     PvcReport {
         /// The partition's pvc.
@@ -175,6 +194,8 @@ impl Message {
             Message::Abort { .. } => "abort",
             Message::AbortAck { .. } => "abort_ack",
             Message::QueryOutcome { .. } => "query_outcome",
+            Message::Replicate { .. } => "replicate",
+            Message::ReplicateAck { .. } => "replicate_ack",
             Message::PvcReport { .. } => "pvc_report",
             Message::OldestSnapshot { .. } => "oldest_snapshot",
             Message::Stable { .. } => "stable",

@@ -11,7 +11,9 @@
 use crate::config::Bug;
 use crate::message::RemoteError;
 use crate::record::{LogRecord, Lsn};
+use crate::replication::{Inbound, ReplicatedTx, Sender};
 use crate::store::{ObjectImage, Store, StoreStats};
+use crate::DcId;
 use crate::{
     Address, Clock, ClockKind, Config, Envelope, Message, ObjectId, PartitionId, Timestamp, TxId, VectorClock,
 };
@@ -55,6 +57,19 @@ pub struct Checkpoint {
     pub prepared: Vec<PreparedImage>,
     /// Recent commit decisions, newest last.
     pub recent_commits: Vec<(TxId, VectorClock)>,
+    /// Local transactions some peer DC has not acknowledged yet.
+    #[serde(default)]
+    pub unreplicated: Vec<ReplicatedTx>,
+    /// What each peer DC acknowledged.
+    #[serde(default)]
+    pub peer_acked: Vec<(DcId, Timestamp)>,
+    /// The pvc: its remote entries say up to where each origin's transactions are applied.
+    #[serde(default)]
+    pub pvc: Option<VectorClock>,
+    /// Remote transactions logged before the checkpoint but not yet applied when it was taken: their records are
+    /// truncated with the log, so the checkpoint carries them (they are durable once the checkpoint is).
+    #[serde(default)]
+    pub remote_pending: Vec<(DcId, ReplicatedTx)>,
 }
 
 /// What a partition asks its driver to do.
@@ -101,6 +116,8 @@ enum AfterDurable {
     Send(Envelope),
     /// Make the commit visible, then tell the coordinator.
     ApplyCommit(TxId, Message),
+    /// Make the first pending remote transaction of this origin visible.
+    ApplyRemote(DcId),
 }
 
 /// A partition of one DC.
@@ -122,6 +139,11 @@ pub struct Partition {
     outputs: VecDeque<PartitionOutput>,
     next_report_us: u64,
     recent_commits: VecDeque<(TxId, VectorClock)>,
+    sender: Sender,
+    inbound: BTreeMap<DcId, Inbound>,
+    /// Origin commit times of remote transactions persisted but not yet applied, per origin.
+    remote_pending: BTreeMap<DcId, VecDeque<ReplicatedTx>>,
+    next_replication_us: u64,
 }
 
 impl Partition {
@@ -143,6 +165,10 @@ impl Partition {
             outputs: VecDeque::new(),
             next_report_us: now_us,
             recent_commits: VecDeque::new(),
+            sender: Sender::new(config.dc, config.dcs, config.resend_after_us),
+            inbound: (0..config.dcs).map(DcId).filter(|d| *d != config.dc).map(|d| (d, Inbound::default())).collect(),
+            remote_pending: BTreeMap::new(),
+            next_replication_us: now_us,
             config,
         }
     }
@@ -180,6 +206,18 @@ impl Partition {
             for (tx, commit) in c.recent_commits {
                 p.remember_commit(tx, commit);
             }
+            p.sender.restore(c.unreplicated, c.peer_acked);
+            if let Some(pvc) = c.pvc.filter(|v| v.has_dcs(p.config.vector_len())) {
+                for (dc, inbound) in p.inbound.iter_mut() {
+                    inbound.received_through(pvc.get(*dc));
+                }
+                let local_entry = p.pvc.get(local);
+                p.pvc = pvc;
+                p.pvc.set(local, local_entry);
+            }
+            for (origin, tx) in c.remote_pending {
+                p.replay_remote(origin, tx);
+            }
             for image in c.prepared {
                 floor = floor.max(image.prepare_time);
                 p.insert_prepared(image.tx, image.snapshot, image.prepare_time, image.writes, now_us);
@@ -213,6 +251,7 @@ impl Partition {
                     p.prepared.get_mut(&tx).expect("just inserted").committing = Some(commit);
                     p.apply_commit(tx);
                 }
+                LogRecord::Remote { origin, tx } => p.replay_remote(origin, tx),
                 LogRecord::Aborted { tx } => {
                     p.remove_prepared(tx);
                 }
@@ -250,7 +289,25 @@ impl Partition {
                 })
                 .collect(),
             recent_commits: self.recent_commits.iter().cloned().collect(),
+            unreplicated: self.sender.image().0,
+            peer_acked: self.sender.image().1,
+            pvc: Some(self.pvc.clone()),
+            remote_pending: self
+                .remote_pending
+                .iter()
+                .flat_map(|(origin, txs)| txs.iter().map(|tx| (*origin, tx.clone())))
+                .collect(),
         }
+    }
+
+    /// Local transactions some peer DC has not acknowledged.
+    pub fn replication_backlog(&self) -> usize {
+        self.sender.backlog()
+    }
+
+    /// Remote transactions received and not yet applied, per origin DC.
+    pub fn inbound_backlog(&self) -> Vec<(DcId, usize)> {
+        self.inbound.iter().map(|(d, i)| (*d, i.queue.len())).collect()
     }
 
     /// Transactions prepared here whose decision is unknown (after recovery, the node resolves them: commit with
@@ -314,6 +371,9 @@ impl Partition {
     /// The local time at which [`Partition::handle_timeout`] must next be called.
     pub fn poll_timeout(&self) -> Option<u64> {
         let mut next = self.next_report_us;
+        if self.config.dcs > 1 {
+            next = next.min(self.next_replication_us);
+        }
         for w in &self.waiting {
             next = next.min(w.deadline_us);
             if let Some(at) = self.clock_wait_us(&w.request) {
@@ -334,6 +394,10 @@ impl Partition {
         if now_us >= self.next_report_us {
             self.send(Address::Stabilizer, Message::PvcReport { pvc: self.pvc.clone() });
             self.next_report_us = now_us + self.config.stable_interval_us.max(1);
+        }
+        if self.config.dcs > 1 && now_us >= self.next_replication_us {
+            self.next_replication_us = now_us + self.config.replication_interval_us.max(1);
+            self.replicate(now_us);
         }
         let mut queries = Vec::new();
         for (tx, p) in self.prepared.iter_mut() {
@@ -365,9 +429,16 @@ impl Partition {
                     self.send(Address::Coordinator(tx.coordinator), reply);
                     applied = true;
                 }
+                AfterDurable::ApplyRemote(origin) => {
+                    let tx = self.remote_pending.get_mut(&origin).and_then(|p| p.pop_front());
+                    let tx = tx.expect("a remote transaction is pending until applied, in order");
+                    self.apply_remote(origin, tx);
+                    applied = true;
+                }
             }
         }
         if applied {
+            self.process_inbound(now_us);
             self.serve_waiting(now_us);
         }
     }
@@ -387,6 +458,23 @@ impl Partition {
             Message::Commit { tx, commit } => self.on_commit(from, tx, commit),
             Message::Abort { tx } => self.on_abort(now_us, from, tx),
             Message::Stable { gc, .. } => self.on_stable(gc),
+            Message::Replicate { since, txs, up_to } => {
+                let Address::Peer(origin, _) = from else { return };
+                let Some(inbound) = self.inbound.get_mut(&origin) else { return };
+                if txs.iter().any(|t| {
+                    !t.commit.has_dcs(self.config.vector_len()) || !t.snapshot.has_dcs(self.config.vector_len())
+                }) {
+                    return; // Malformed: dropped; the sender resends.
+                }
+                inbound.receive(origin, since, txs, up_to);
+                self.process_inbound(now_us);
+                self.serve_waiting(now_us);
+            }
+            Message::ReplicateAck { up_to, gap } => {
+                if let Address::Peer(peer, _) = from {
+                    self.sender.acked(peer, up_to, gap, now_us);
+                }
+            }
             // Messages for other state machines: a misrouted message is dropped, never a crash.
             _ => {}
         }
@@ -638,11 +726,86 @@ impl Partition {
             );
         }
         let stamp = Stamp { time: commit.sum(), tx: tx.tag() };
+        if self.config.dcs > 1 && !p.writes.is_empty() {
+            let shipped =
+                ReplicatedTx { tx, snapshot: p.snapshot.clone(), commit: commit.clone(), writes: p.writes.clone() };
+            self.sender.committed(shipped);
+        }
         for (id, effect) in p.writes {
             self.store.insert(&id, &commit, stamp, effect);
         }
         self.clock.observe(commit.get(self.config.dc));
         self.remember_commit(tx, commit);
+    }
+
+    /// Applies a durable remote transaction found at recovery. Remote records are logged in the origin's order,
+    /// contiguously after what the checkpoint holds, so the stream is complete up to just below this one (another
+    /// transaction may share its commit time); a resend brings the rest.
+    fn replay_remote(&mut self, origin: DcId, tx: ReplicatedTx) {
+        let Some(inbound) = self.inbound.get_mut(&origin) else { return };
+        let position = (tx.commit.get(origin), Some(tx.tx));
+        if position > inbound.received {
+            inbound.received = position;
+            inbound.up_to = inbound.up_to.max(position.0.prev());
+            self.apply_remote(origin, tx);
+        }
+    }
+
+    /// Makes a remote transaction visible (its record is durable). pvc for its origin advances in
+    /// [`Partition::refresh_pvc`]: Cure Alg. 4 line 17 sets pvc[i] = T.c[i], which assumes commit times unique per
+    /// origin; here another transaction of the same origin may share T's commit time and still be queued, so pvc[i]
+    /// stops just below the first transaction not yet applied.
+    fn apply_remote(&mut self, _origin: DcId, tx: ReplicatedTx) {
+        let stamp = Stamp { time: tx.commit.sum(), tx: tx.tx.tag() };
+        for (id, effect) in tx.writes {
+            self.store.insert(&id, &tx.commit, stamp, effect);
+        }
+    }
+
+    /// Cure Alg. 4 ProcessQueue: applies the head of each origin's queue once its dependencies are here.
+    fn process_inbound(&mut self, now_us: u64) {
+        let local = self.config.dc;
+        let origins: Vec<DcId> = self.inbound.keys().copied().collect();
+        for origin in origins {
+            loop {
+                let inbound = self.inbound.get_mut(&origin).expect("origins come from the map");
+                let Some(head) = inbound.queue.front() else { break };
+                // The dependencies from the origin itself are the queue order; every other entry must be here.
+                // The local entry is a clock: a hybrid clock moves up to it.
+                self.clock.observe(head.snapshot.get(local));
+                let mut needed = head.snapshot.clone();
+                needed.set(origin, Timestamp::ZERO);
+                self.refresh_pvc(now_us);
+                if !needed.le(&self.pvc) {
+                    break;
+                }
+                let inbound = self.inbound.get_mut(&origin).expect("origins come from the map");
+                let tx = inbound.queue.pop_front().expect("head exists");
+                let lsn = self.persist(LogRecord::Remote { origin, tx: tx.clone() });
+                self.remote_pending.entry(origin).or_default().push_back(tx);
+                self.after_durable.push_back((lsn, AfterDurable::ApplyRemote(origin)));
+            }
+        }
+        self.refresh_pvc(now_us);
+    }
+
+    /// Ships committed local transactions (or a heartbeat) to every peer DC, and acknowledges what arrived.
+    fn replicate(&mut self, now_us: u64) {
+        self.refresh_pvc(now_us);
+        let local = self.config.dc;
+        let from = Address::Peer(local, self.id);
+        for o in self.sender.poll(self.pvc.get(local), now_us) {
+            let msg = Message::Replicate { since: o.since, txs: o.txs, up_to: o.up_to };
+            self.outputs.push_back(PartitionOutput::Send(Envelope { from, to: Address::Peer(o.to, self.id), msg }));
+        }
+        let mut acks = Vec::new();
+        for (d, inbound) in self.inbound.iter_mut() {
+            acks.push((*d, self.pvc.get(*d), std::mem::take(&mut inbound.gap)));
+        }
+        for (origin, up_to, gap) in acks {
+            let msg = Message::ReplicateAck { up_to, gap };
+            self.outputs.push_back(PartitionOutput::Send(Envelope { from, to: Address::Peer(origin, self.id), msg }));
+        }
     }
 
     fn on_abort(&mut self, now_us: u64, from: Address, tx: TxId) {
@@ -679,6 +842,20 @@ impl Partition {
             assert!(candidate >= old, "cure: pvc never moves backwards ({candidate} < {old})");
         }
         self.pvc.set(local, candidate.max(old));
+        // Remote entries: everything of an origin below its queue's head (or below a persisted transaction not yet
+        // applied) is applied, and nothing else is coming at or below the origin's promise.
+        for (origin, inbound) in &self.inbound {
+            let mut bound = inbound.up_to;
+            if let Some(head) = inbound.queue.front() {
+                bound = bound.min(head.commit.get(*origin).prev());
+            }
+            if let Some(first) = self.remote_pending.get(origin).and_then(|p| p.front()) {
+                bound = bound.min(first.commit.get(*origin).prev());
+            }
+            if bound > self.pvc.get(*origin) {
+                self.pvc.set(*origin, bound);
+            }
+        }
     }
 
     fn persist(&mut self, record: LogRecord) -> Lsn {

@@ -40,6 +40,13 @@ pub enum LogRecord {
         /// Its effects.
         writes: Vec<(ObjectId, Effect)>,
     },
+    /// A transaction of another DC, applied here; visible once durable.
+    Remote {
+        /// Its origin DC.
+        origin: crate::DcId,
+        /// The transaction.
+        tx: crate::replication::ReplicatedTx,
+    },
     /// The transaction aborted.
     Aborted {
         /// The transaction.

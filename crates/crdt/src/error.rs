@@ -23,7 +23,8 @@ pub enum CrdtError {
         /// Rights this DC holds.
         available: u64,
     },
-    /// A type that has no reset cannot be nested in a `map_rr`.
+    /// A reset was asked of a type that has none. (No longer raised for `map_rr` nesting, which accepts any type,
+    /// as AntidoteDB does; kept for callers that match on it.)
     #[error("type {0} cannot be nested in a map_rr: it has no reset")]
     NotResettable(CrdtType),
     /// An effect was applied to an object of another type.

@@ -84,7 +84,8 @@ impl CrdtType {
         }
     }
 
-    /// Whether the type supports the `reset` operation (and so may be nested in a `map_rr`).
+    /// Whether the type supports the `reset` operation (removing it from a `map_rr` resets it; without a reset, a
+    /// removal leaves it as it is).
     pub fn supports_reset(self) -> bool {
         matches!(
             self,

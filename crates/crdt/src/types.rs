@@ -168,8 +168,8 @@ impl Crdt {
     /// - `set_aw`, `set_rw`: `Add`, `Remove`, `Reset`. `set_go`: `Add`.
     /// - `register_lww`: `Assign`. `register_mv`: `Assign`, `Reset`.
     /// - `flag_ew`, `flag_dw`: `Enable`, `Disable`, `Reset`.
-    /// - `map_go`: `MapUpdate`. `map_rr`: `MapUpdate`, `MapRemove`, `Reset`; every nested type must support
-    ///   reset, else [`CrdtError::NotResettable`].
+    /// - `map_go`: `MapUpdate`. `map_rr`: `MapUpdate`, `MapRemove`, `Reset`; any type nests, and removing or
+    ///   resetting resets the nested objects whose type has a reset (the others are left as they are).
     ///
     /// Any other operation is refused with [`CrdtError::UnsupportedOp`]. A `MapUpdate` naming one key twice, or
     /// nesting maps deeper than [`MAX_NESTING_DEPTH`], is refused with [`CrdtError::InvalidArgument`].

@@ -65,6 +65,9 @@ pub struct NodeState {
     pub store: Arc<FjallStore>,
     /// Connections are numbered from here.
     pub next_client: std::sync::atomic::AtomicU64,
+    /// The largest local commit time this node acknowledged to any client. Every new transaction's snapshot is at
+    /// least this, so a transaction sees every commit acknowledged before it started, from whichever connection.
+    pub acknowledged: std::sync::atomic::AtomicU64,
 }
 
 impl NodeState {
@@ -193,6 +196,7 @@ impl Node {
             clock,
             store,
             next_client: std::sync::atomic::AtomicU64::new(1),
+            acknowledged: std::sync::atomic::AtomicU64::new(0),
         });
         let (stop, stopped) = watch::channel(false);
 

@@ -107,6 +107,8 @@ impl Routes {
             Address::Partition(p) => Some(self.partition_shard(p)),
             Address::Coordinator(c) => self.coordinator_shard(c),
             Address::Stabilizer => Some(0),
+            // Other DCs: this single-DC node has no peers yet.
+            Address::Peer(..) => None,
         }
     }
 }
@@ -365,6 +367,7 @@ impl Shard {
                     s.handle_message(e.from, e.msg);
                 }
             }
+            Address::Peer(..) => {}
         }
     }
 }

@@ -55,10 +55,11 @@ impl SeedResult {
     pub fn summary(&self) -> String {
         let c = &self.config;
         let mut out = format!(
-            "seed {}: {} partitions, {} coordinators, {} sessions, {:?} clock, skew ≤ {} µs, drift ≤ {} ppm, \
-             delay {}..{} µs, crashes {}; {} committed, {} aborted, {} crashes, {} checkpoints, {} messages, \
-             {:.1} s virtual, {:.2} s wall; {} reads checked; ",
+            "seed {}: {} DCs × {} partitions, {} coordinators, {} sessions, {:?} clock, skew ≤ {} µs, drift ≤ {} ppm, \
+             delay {}..{} µs, crashes {}, link cuts {}; {} committed, {} aborted, {} unknown, {} crashes, {} cuts, \
+             {} checkpoints, {} messages, {:.1} s virtual, {:.2} s wall; {} reads checked; ",
             self.seed,
+            c.dcs,
             c.partitions,
             c.coordinators,
             c.sessions,
@@ -68,9 +69,12 @@ impl SeedResult {
             c.faults.delay_us_min,
             c.faults.delay_us_max,
             if c.faults.crash_every_us > 0 { "on" } else { "off" },
+            if c.faults.cut_every_us > 0 { "on" } else { "off" },
             self.stats.committed,
             self.stats.aborted,
+            self.stats.unknown,
             self.stats.crashes,
+            self.stats.cuts,
             self.stats.checkpoints,
             self.stats.messages,
             self.stats.virtual_us as f64 / 1e6,

@@ -117,6 +117,11 @@ impl Workload {
         (0..self.config.keys).map(Self::checked).collect()
     }
 
+    /// Every unchecked object.
+    pub fn extra_objects(&self) -> Vec<ObjectId> {
+        (0..self.config.extra_keys).map(Self::extra).collect()
+    }
+
     fn extra(i: u32) -> ObjectId {
         let ty = EXTRA_TYPES[i as usize % EXTRA_TYPES.len()];
         ObjectId::new(format!("x{i}"), BUCKET, ty)

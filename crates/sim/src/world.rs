@@ -1,11 +1,12 @@
-//! The deterministic simulator: one DC's partitions, coordinators and stabilizer, many client sessions, in one
-//! thread with virtual time and one seeded random source.
+//! The deterministic simulator: one or more DCs, each with its partitions, coordinators and stabilizer, and many
+//! client sessions, in one thread with virtual time and one seeded random source.
 //!
-//! The network delays every message by a random amount, reorders messages across links and keeps each link FIFO.
-//! Every node has its own clock, skewed and drifting. Partitions crash and restart; their simulated disk loses
-//! every record not yet synced. The run has a safety phase (workload under faults) and a liveness phase (faults
-//! stop, crashed partitions restart, every session must finish, and a final read must find every acknowledged
-//! write).
+//! The network delays every message by a random amount (small inside a DC, a WAN delay between DCs), reorders
+//! messages across links and keeps each link FIFO. Links between DCs are cut and healed. Every node has its own
+//! clock, skewed and drifting. Partitions crash and restart; their simulated disk loses every record not yet
+//! synced. Sessions may move to another DC, carrying their causal clock (Cure §IV-C). The run has a safety phase
+//! (workload under faults) and a liveness phase: faults stop, links heal, crashed partitions restart, every session
+//! must finish, and a final read at every DC must find every acknowledged write and the same values everywhere.
 
 use crate::history::{HistOp, History, ObjectKind, ObjectName, Observed, Outcome, TxRecord};
 use crate::workload::{Plan, Planned, Step, Workload, WorkloadConfig};
@@ -21,7 +22,7 @@ use causet_crdt::Value;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
 /// Virtual time starts here, so that negative clock offsets stay positive.
 const EPOCH_US: u64 = 1_000_000_000;
@@ -33,29 +34,41 @@ pub struct Faults {
     pub skew_us_max: u64,
     /// Largest clock drift, parts per million, either way.
     pub drift_ppm_max: u64,
-    /// Smallest one-way message delay.
+    /// Smallest one-way message delay inside a DC.
     pub delay_us_min: u64,
-    /// Largest one-way message delay.
+    /// Largest one-way message delay inside a DC.
     pub delay_us_max: u64,
+    /// Smallest one-way delay between DCs.
+    pub wan_delay_us_min: u64,
+    /// Largest one-way delay between DCs.
+    pub wan_delay_us_max: u64,
     /// Mean time between partition crashes (0: no crashes).
     pub crash_every_us: u64,
     /// Longest a crashed partition stays down.
     pub downtime_us_max: u64,
     /// Longest an fsync takes.
     pub fsync_us_max: u64,
+    /// Mean time between cuts of a link between two DCs (0: no cuts).
+    pub cut_every_us: u64,
+    /// Longest a cut lasts.
+    pub cut_us_max: u64,
 }
 
 impl Faults {
-    /// No skew, tiny delays, no crashes.
+    /// No skew, tiny delays, no crashes, no cuts.
     pub fn none() -> Self {
         Self {
             skew_us_max: 0,
             drift_ppm_max: 0,
             delay_us_min: 10,
             delay_us_max: 100,
+            wan_delay_us_min: 1_000,
+            wan_delay_us_max: 2_000,
             crash_every_us: 0,
             downtime_us_max: 0,
             fsync_us_max: 100,
+            cut_every_us: 0,
+            cut_us_max: 0,
         }
     }
 }
@@ -65,9 +78,11 @@ impl Faults {
 pub struct SimConfig {
     /// The seed of every random choice.
     pub seed: u64,
-    /// Partitions in the DC.
+    /// Data centres.
+    pub dcs: u16,
+    /// Partitions in each DC.
     pub partitions: u32,
-    /// Coordinators in the DC.
+    /// Coordinators in each DC.
     pub coordinators: u32,
     /// Client sessions.
     pub sessions: u32,
@@ -75,8 +90,10 @@ pub struct SimConfig {
     pub duration_us: u64,
     /// Largest think time of a session between transactions.
     pub think_us_max: u64,
-    /// Probability that a session moves to another coordinator before a transaction.
+    /// Probability that a session moves to another coordinator (of its DC) before a transaction.
     pub switch_coordinator: f64,
+    /// Probability that a session moves to another DC before a transaction.
+    pub switch_dc: f64,
     /// The clock partitions and coordinators run.
     pub clock: ClockKind,
     /// Write-write certification.
@@ -90,18 +107,23 @@ pub struct SimConfig {
 }
 
 impl SimConfig {
-    /// Parameters derived from a seed: topology, clocks, delays, crashes and workload all vary.
+    /// Parameters derived from a seed: topology, clocks, delays, crashes, cuts and workload all vary.
     pub fn from_seed(seed: u64) -> Self {
         let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed_c0de);
         let crashes = rng.random_bool(0.6);
+        let dcs = [1, 1, 2, 3][rng.random_range(0..4)];
         let faults = Faults {
             skew_us_max: [0, 1_000, 20_000][rng.random_range(0..3)],
             drift_ppm_max: [0, 100, 1_000][rng.random_range(0..3)],
             delay_us_min: rng.random_range(10..200),
             delay_us_max: rng.random_range(200..5_000),
+            wan_delay_us_min: rng.random_range(1_000..20_000),
+            wan_delay_us_max: rng.random_range(20_000..60_000),
             crash_every_us: if crashes { rng.random_range(100_000..500_000) } else { 0 },
             downtime_us_max: rng.random_range(10_000..200_000),
             fsync_us_max: rng.random_range(20..2_000),
+            cut_every_us: if dcs > 1 && rng.random_bool(0.6) { rng.random_range(100_000..600_000) } else { 0 },
+            cut_us_max: rng.random_range(50_000..500_000),
         };
         let workload = WorkloadConfig {
             keys: rng.random_range(3..40),
@@ -112,12 +134,14 @@ impl SimConfig {
         };
         Self {
             seed,
+            dcs,
             partitions: rng.random_range(1..=6),
             coordinators: rng.random_range(1..=3),
             sessions: rng.random_range(2..=16),
             duration_us: 2_000_000,
             think_us_max: rng.random_range(0..5_000),
             switch_coordinator: rng.random_range(0.0..0.3),
+            switch_dc: if dcs > 1 { rng.random_range(0.0..0.2) } else { 0.0 },
             clock: if rng.random_bool(0.7) { ClockKind::Hybrid } else { ClockKind::Physical },
             certify_writes: rng.random_bool(0.2),
             bug: None,
@@ -126,9 +150,9 @@ impl SimConfig {
         }
     }
 
-    /// The DC configuration the state machines run with.
-    pub fn dc_config(&self) -> Config {
-        let mut c = Config::new(1, DcId(0), self.partitions);
+    /// The configuration the state machines of DC `dc` run with.
+    pub fn dc_config(&self, dc: DcId) -> Config {
+        let mut c = Config::new(self.dcs, dc, self.partitions);
         c.clock = self.clock;
         c.certify_writes = self.certify_writes;
         c.bug = self.bug;
@@ -136,6 +160,7 @@ impl SimConfig {
         c.retry_interval_us = 20_000;
         c.wait_timeout_us = 400_000;
         c.tx_idle_timeout_us = 1_000_000;
+        c.resend_after_us = 100_000;
         c
     }
 }
@@ -151,8 +176,12 @@ pub struct SimStats {
     pub unknown: u64,
     /// Messages delivered.
     pub messages: u64,
+    /// Messages dropped by a cut link.
+    pub dropped: u64,
     /// Partition crashes.
     pub crashes: u64,
+    /// Link cuts between DCs.
+    pub cuts: u64,
     /// Checkpoints taken.
     pub checkpoints: u64,
     /// Events processed.
@@ -165,12 +194,12 @@ pub struct SimStats {
     pub reads: u64,
 }
 
-/// Why a run failed outside the history checker.
+/// The liveness phase's verdict.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Liveness {
-    /// Every session finished and every acknowledged write was found.
+    /// Every session finished, every acknowledged write was found at every DC, and the DCs converged.
     Ok,
-    /// Something did not finish or got lost.
+    /// Something did not finish, got lost, or diverged.
     Failed(Vec<String>),
 }
 
@@ -185,17 +214,22 @@ pub struct SimOutcome {
     pub liveness: Liveness,
 }
 
+/// A state machine of some DC. Peer addresses never appear here: they are resolved to the partition they name.
+type Node = (DcId, Address);
+
 #[derive(Debug)]
 enum Event {
-    Deliver(Envelope),
-    Request { coordinator: u32, client: ClientId, request: RequestId, body: ClientRequest },
+    Deliver(DcId, Envelope),
+    Request { dc: DcId, coordinator: u32, client: ClientId, request: RequestId, body: ClientRequest },
     Reply(causet_core::coordinator::ClientReply),
-    Timer(Address),
-    Fsync { partition: u32, incarnation: u64, lsn: Lsn },
-    Crash(u32),
-    Restart(u32),
+    Timer(Node),
+    Fsync { dc: DcId, partition: u32, incarnation: u64, lsn: Lsn },
+    Crash(DcId, u32),
+    Restart(DcId, u32),
     Think(u64),
-    Checkpoint(u32),
+    Checkpoint(DcId, u32),
+    Cut,
+    Heal(DcId, DcId),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -266,43 +300,56 @@ struct ActiveTx {
 #[derive(Debug)]
 struct Session {
     id: u64,
+    dc: DcId,
     coordinator: u32,
     clock: Option<VectorClock>,
     next_request: u64,
     active: Option<ActiveTx>,
 }
 
-/// The simulated DC.
+/// One simulated DC.
+struct Dc {
+    config: Config,
+    partitions: Vec<Option<Partition>>,
+    incarnations: Vec<u64>,
+    disks: Vec<Disk>,
+    coordinators: Vec<Coordinator>,
+    stabilizer: Stabilizer,
+}
+
+/// The simulated world.
 pub struct World {
     config: SimConfig,
-    dc: Config,
     rng: ChaCha8Rng,
     now: u64,
     seq: u64,
     events: BinaryHeap<Reverse<(u64, u64, usize)>>,
     slots: Vec<Option<Event>>,
     free_slots: Vec<usize>,
-    partitions: Vec<Option<Partition>>,
-    incarnations: Vec<u64>,
-    disks: Vec<Disk>,
-    coordinators: Vec<Coordinator>,
-    stabilizer: Stabilizer,
-    clocks: BTreeMap<Address, NodeClock>,
-    timers: BTreeMap<Address, u64>,
-    links: BTreeMap<(Address, Address), u64>,
+    dcs: Vec<Dc>,
+    clocks: BTreeMap<Node, NodeClock>,
+    timers: BTreeMap<Node, u64>,
+    links: BTreeMap<(Node, Node), u64>,
+    cut: BTreeSet<(DcId, DcId)>,
     sessions: Vec<Session>,
     workload: Workload,
     history: History,
     stats: SimStats,
     faults_on: bool,
     workload_on: bool,
+    /// The values of the last static read answered (for the final reads).
+    last_values: Option<Vec<Value>>,
+}
+
+fn pair(a: DcId, b: DcId) -> (DcId, DcId) {
+    (a.min(b), a.max(b))
 }
 
 impl World {
-    /// Builds the DC for a configuration.
+    /// Builds the DCs for a configuration.
     pub fn new(config: SimConfig) -> Self {
+        assert!(config.dcs >= 1 && config.coordinators >= 1 && config.partitions >= 1);
         let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
-        let dc = config.dc_config();
         let now = EPOCH_US;
         let mut clocks = BTreeMap::new();
         let node_clock = |rng: &mut ChaCha8Rng| {
@@ -311,22 +358,36 @@ impl World {
             NodeClock { offset_us: rng.random_range(-skew..=skew), drift_ppm: rng.random_range(-drift..=drift) }
         };
         let coordinator_ids: Vec<CoordinatorId> = (0..config.coordinators).map(CoordinatorId).collect();
-        let mut partitions = Vec::new();
-        for p in 0..config.partitions {
-            let clock = node_clock(&mut rng);
-            clocks.insert(Address::Partition(PartitionId(p)), clock);
-            partitions.push(Some(Partition::new(PartitionId(p), dc.clone(), clock.local(now))));
+        let mut dcs = Vec::new();
+        for d in 0..config.dcs {
+            let dc = DcId(d);
+            let dc_config = config.dc_config(dc);
+            let mut partitions = Vec::new();
+            for p in 0..config.partitions {
+                let clock = node_clock(&mut rng);
+                clocks.insert((dc, Address::Partition(PartitionId(p))), clock);
+                partitions.push(Some(Partition::new(PartitionId(p), dc_config.clone(), clock.local(now))));
+            }
+            let mut coordinators = Vec::new();
+            for c in &coordinator_ids {
+                let clock = node_clock(&mut rng);
+                clocks.insert((dc, Address::Coordinator(*c)), clock);
+                coordinators.push(Coordinator::new(*c, dc_config.clone(), clock.local(now)));
+            }
+            clocks.insert((dc, Address::Stabilizer), NodeClock { offset_us: 0, drift_ppm: 0 });
+            dcs.push(Dc {
+                stabilizer: Stabilizer::new(dc_config.clone(), coordinator_ids.clone()),
+                partitions,
+                incarnations: vec![0; config.partitions as usize],
+                disks: (0..config.partitions).map(|_| Disk::default()).collect(),
+                coordinators,
+                config: dc_config,
+            });
         }
-        let mut coordinators = Vec::new();
-        for c in &coordinator_ids {
-            let clock = node_clock(&mut rng);
-            clocks.insert(Address::Coordinator(*c), clock);
-            coordinators.push(Coordinator::new(*c, dc.clone(), clock.local(now)));
-        }
-        clocks.insert(Address::Stabilizer, NodeClock { offset_us: 0, drift_ppm: 0 });
         let sessions = (0..u64::from(config.sessions))
             .map(|id| Session {
                 id,
+                dc: DcId((id % u64::from(config.dcs)) as u16),
                 coordinator: (id % u64::from(config.coordinators)) as u32,
                 clock: None,
                 next_request: 0,
@@ -334,22 +395,19 @@ impl World {
             })
             .collect();
         let mut world = World {
-            stabilizer: Stabilizer::new(dc.clone(), coordinator_ids),
             workload: Workload::new(config.workload.clone()),
-            partitions,
-            incarnations: vec![0; config.partitions as usize],
-            disks: (0..config.partitions).map(|_| Disk::default()).collect(),
-            coordinators,
+            dcs,
             clocks,
             timers: BTreeMap::new(),
             links: BTreeMap::new(),
+            cut: BTreeSet::new(),
             sessions,
             history: History::default(),
             stats: SimStats::default(),
             faults_on: true,
             workload_on: true,
+            last_values: None,
             rng,
-            dc,
             now,
             seq: 0,
             events: BinaryHeap::new(),
@@ -357,38 +415,50 @@ impl World {
             free_slots: Vec::new(),
             config,
         };
-        for p in 0..world.config.partitions {
-            world.arm(Address::Partition(PartitionId(p)));
-        }
-        for c in 0..world.config.coordinators {
-            world.arm(Address::Coordinator(CoordinatorId(c)));
+        for d in 0..world.config.dcs {
+            let dc = DcId(d);
+            for p in 0..world.config.partitions {
+                world.arm((dc, Address::Partition(PartitionId(p))));
+                let at = world.rng.random_range(10_000..300_000);
+                world.schedule(at, Event::Checkpoint(dc, p));
+            }
+            for c in 0..world.config.coordinators {
+                world.arm((dc, Address::Coordinator(CoordinatorId(c))));
+            }
         }
         for s in 0..world.sessions.len() as u64 {
             let think = world.rng.random_range(0..=world.config.think_us_max);
             world.schedule(think, Event::Think(s));
         }
-        for p in 0..world.config.partitions {
-            let at = world.rng.random_range(10_000..300_000);
-            world.schedule(at, Event::Checkpoint(p));
-        }
         if world.config.faults.crash_every_us > 0 {
             let at = world.rng.random_range(0..world.config.faults.crash_every_us * 2);
-            let victim = world.rng.random_range(0..world.config.partitions);
-            world.schedule(at, Event::Crash(victim));
+            let (dc, p) = world.victim();
+            world.schedule(at, Event::Crash(dc, p));
+        }
+        if world.config.faults.cut_every_us > 0 {
+            let at = world.rng.random_range(0..world.config.faults.cut_every_us * 2);
+            world.schedule(at, Event::Cut);
         }
         world
+    }
+
+    fn victim(&mut self) -> (DcId, u32) {
+        (DcId(self.rng.random_range(0..self.config.dcs)), self.rng.random_range(0..self.config.partitions))
     }
 
     /// Runs the safety phase, then the liveness phase, and returns the history.
     pub fn run(mut self) -> SimOutcome {
         let end = self.now + self.config.duration_us;
         self.drive_until(end);
-        // Liveness: no more faults or new transactions; restart what is down; everything must finish.
+        // Liveness: no more faults or new transactions; heal, restart what is down; everything must finish.
         self.faults_on = false;
         self.workload_on = false;
-        for p in 0..self.config.partitions {
-            if self.partitions[p as usize].is_none() {
-                self.schedule(0, Event::Restart(p));
+        self.cut.clear();
+        for d in 0..self.config.dcs {
+            for p in 0..self.config.partitions {
+                if self.dcs[usize::from(d)].partitions[p as usize].is_none() {
+                    self.schedule(0, Event::Restart(DcId(d), p));
+                }
             }
         }
         let mut problems = Vec::new();
@@ -407,7 +477,7 @@ impl World {
             }
         }
         if problems.is_empty() {
-            problems.extend(self.final_read());
+            problems.extend(self.final_reads());
         }
         self.collect_stats();
         self.stats.virtual_us = self.now - EPOCH_US;
@@ -416,44 +486,97 @@ impl World {
     }
 
     fn collect_stats(&mut self) {
-        for p in self.partitions.iter().flatten() {
-            self.stats.read_effects_applied += p.store_stats().effects_applied;
-            self.stats.reads += p.store_stats().reads;
+        for dc in &self.dcs {
+            for p in dc.partitions.iter().flatten() {
+                self.stats.read_effects_applied += p.store_stats().effects_applied;
+                self.stats.reads += p.store_stats().reads;
+            }
         }
     }
 
-    /// A final session reads every checked object with a clock that covers every commit; every acknowledged write
-    /// must be there.
-    fn final_read(&mut self) -> Vec<String> {
-        let mut clock = VectorClock::zero(1);
+    /// At every DC, a final session reads every object with a clock that covers every commit: every acknowledged
+    /// write must be there, and every DC must return the same values (convergence).
+    fn final_reads(&mut self) -> Vec<String> {
+        let mut clock = VectorClock::zero(usize::from(self.config.dcs));
         for s in &self.sessions {
             if let Some(c) = &s.clock {
                 clock.merge_max(c);
             }
         }
-        let objects: Vec<(ObjectId, ObjectName)> = self.workload.checked_objects();
-        let id = self.sessions.len() as u64;
-        let plan = Plan::StaticRead(
-            objects
-                .iter()
-                .map(|(o, n)| Planned { object: o.clone(), name: Some(n.clone()), op: None, write: None })
-                .collect(),
-        );
-        self.sessions.push(Session { id, coordinator: 0, clock: Some(clock), next_request: 0, active: None });
-        self.begin_tx(id, plan);
-        let deadline = self.now + 10_000_000;
-        while self.sessions[id as usize].active.is_some() && self.now < deadline {
-            if !self.step() {
-                break;
+        let checked: Vec<(ObjectId, ObjectName)> = self.workload.checked_objects();
+        let mut planned: Vec<Planned> = checked
+            .iter()
+            .map(|(o, n)| Planned { object: o.clone(), name: Some(n.clone()), op: None, write: None })
+            .collect();
+        planned.extend(self.workload.extra_objects().into_iter().map(|object| Planned {
+            object,
+            name: None,
+            op: None,
+            write: None,
+        }));
+        let mut problems = Vec::new();
+        let mut values_by_dc: Vec<(DcId, Vec<Value>)> = Vec::new();
+        for d in 0..self.config.dcs {
+            let dc = DcId(d);
+            let id = self.sessions.len() as u64;
+            self.sessions.push(Session {
+                id,
+                dc,
+                coordinator: 0,
+                clock: Some(clock.clone()),
+                next_request: 0,
+                active: None,
+            });
+            // The DC may need a moment to receive everything (a start waits until its stable snapshot covers the
+            // clock, and times out otherwise): retry a few times.
+            let mut done = None;
+            for _ in 0..20 {
+                self.begin_tx(id, Plan::StaticRead(planned.clone()));
+                let deadline = self.now + 10_000_000;
+                while self.sessions[id as usize].active.is_some() && self.now < deadline {
+                    if !self.step() {
+                        break;
+                    }
+                }
+                let last = self.history.txs.last().expect("the final read was recorded");
+                if last.session == id && last.outcome == Outcome::Committed {
+                    done = Some(last.index);
+                    break;
+                }
+                // A failed attempt is not part of the workload's history.
+                if std::env::var("CAUSET_SIM_DEBUG").is_ok() {
+                    let stables: Vec<String> =
+                        self.dcs.iter().map(|d| d.stabilizer.stable_snapshot().to_string()).collect();
+                    eprintln!(
+                        "final read at DC {d} failed: {:?}; clock {clock}; stable snapshots {stables:?}",
+                        self.history.txs.last().map(|t| t.outcome)
+                    );
+                }
+                self.history.txs.pop();
+                self.drive_until(self.now + 200_000);
+            }
+            let Some(index) = done else {
+                problems.push(format!("DC {d}: the final read never committed (the DC did not catch up)"));
+                continue;
+            };
+            problems.extend(crate::lost_writes(&self.history, index).into_iter().map(|p| format!("DC {d}: {p}")));
+            values_by_dc.push((dc, self.last_values.take().unwrap_or_default()));
+        }
+        if let Some((first_dc, first)) = values_by_dc.first() {
+            for (dc, values) in &values_by_dc[1..] {
+                for ((p, a), b) in planned.iter().zip(first).zip(values) {
+                    if a != b {
+                        problems.push(format!(
+                            "DCs {} and {} diverged on {}: {a:?} vs {b:?}",
+                            first_dc.0,
+                            dc.0,
+                            String::from_utf8_lossy(&p.object.key)
+                        ));
+                    }
+                }
             }
         }
-        let Some(last) = self.history.txs.last() else {
-            return vec!["no final read".into()];
-        };
-        if last.session != id || last.outcome != Outcome::Committed {
-            return vec![format!("the final read did not commit ({:?})", last.outcome)];
-        }
-        crate::lost_writes(&self.history, last.index)
+        problems
     }
 
     fn drive_until(&mut self, end: u64) {
@@ -465,15 +588,13 @@ impl World {
 
     /// Processes one event; false when none is left.
     fn step(&mut self) -> bool {
-        let Some(Reverse((t, _, slot))) = self.events.pop() else {
-            return false;
-        };
+        let Some(Reverse((t, _, slot))) = self.events.pop() else { return false };
         let event = self.slots[slot].take().expect("a scheduled slot holds its event");
         self.free_slots.push(slot);
         assert!(t >= self.now, "virtual time never goes back");
         self.now = t;
         self.stats.events += 1;
-        assert!(self.stats.events < 200_000_000, "seed {}: the simulation does not quiesce", self.config.seed);
+        assert!(self.stats.events < 400_000_000, "seed {}: the simulation does not quiesce", self.config.seed);
         self.handle(event);
         true
     }
@@ -493,89 +614,145 @@ impl World {
         self.events.push(Reverse((self.now + after_us, self.seq, slot)));
     }
 
-    fn local(&self, node: Address) -> u64 {
+    fn local(&self, node: Node) -> u64 {
         self.clocks[&node].local(self.now)
     }
 
     fn handle(&mut self, event: Event) {
+        // A debugging aid: CAUSET_SIM_TRACE=<substring> prints replication traffic, crashes, cuts and checkpoints
+        // whose description contains the substring.
+        if let Ok(filter) = std::env::var("CAUSET_SIM_TRACE") {
+            let text = match &event {
+                Event::Deliver(
+                    dc,
+                    Envelope { from, to, msg: causet_core::Message::Replicate { since, txs, up_to } },
+                ) => {
+                    let ids: Vec<String> = txs.iter().map(|t| format!("{}@{}", t.tx, t.commit)).collect();
+                    format!("Replicate to DC {} {from:?}->{to:?} since {since} up_to {up_to} txs {ids:?}", dc.0)
+                }
+                other => format!("{other:?}"),
+            };
+            let shown = match &event {
+                Event::Deliver(_, e) => {
+                    matches!(e.msg, causet_core::Message::Replicate { .. } | causet_core::Message::ReplicateAck { .. })
+                }
+                Event::Crash(..) | Event::Restart(..) | Event::Cut | Event::Heal(..) | Event::Checkpoint(..) => true,
+                _ => false,
+            };
+            if shown && text.contains(&filter) {
+                eprintln!("{} {}", self.now - EPOCH_US, &text[..text.len().min(600)]);
+            }
+        }
         match event {
-            Event::Deliver(envelope) => {
+            Event::Deliver(dc, envelope) => {
+                let to = match envelope.to {
+                    Address::Peer(_, p) => Address::Partition(p),
+                    other => other,
+                };
+                let node = (dc, to);
+                let now = self.local(node);
                 self.stats.messages += 1;
-                let to = envelope.to;
-                let now = self.local(to);
+                let d = &mut self.dcs[usize::from(dc.0)];
                 match to {
                     Address::Partition(PartitionId(p)) => {
-                        let Some(partition) = self.partitions[p as usize].as_mut() else {
-                            return;
-                        };
+                        let Some(partition) = d.partitions[p as usize].as_mut() else { return };
                         partition.handle_message(now, envelope.from, envelope.msg);
                     }
                     Address::Coordinator(CoordinatorId(c)) => {
-                        self.coordinators[c as usize].handle_message(now, envelope.from, envelope.msg)
+                        d.coordinators[c as usize].handle_message(now, envelope.from, envelope.msg)
                     }
-                    Address::Stabilizer => self.stabilizer.handle_message(envelope.from, envelope.msg),
+                    Address::Stabilizer => d.stabilizer.handle_message(envelope.from, envelope.msg),
+                    Address::Peer(..) => unreachable!("resolved above"),
                 }
-                self.drain(to);
+                self.drain(node);
             }
-            Event::Request { coordinator, client, request, body } => {
-                let node = Address::Coordinator(CoordinatorId(coordinator));
+            Event::Request { dc, coordinator, client, request, body } => {
+                let node = (dc, Address::Coordinator(CoordinatorId(coordinator)));
                 let now = self.local(node);
-                self.coordinators[coordinator as usize].handle_client(now, client, request, body);
+                self.dcs[usize::from(dc.0)].coordinators[coordinator as usize]
+                    .handle_client(now, client, request, body);
                 self.drain(node);
             }
             Event::Reply(reply) => self.on_reply(reply),
             Event::Timer(node) => {
                 self.timers.remove(&node);
                 let now = self.local(node);
-                match node {
+                let d = &mut self.dcs[usize::from(node.0 .0)];
+                match node.1 {
                     Address::Partition(PartitionId(p)) => {
-                        let Some(partition) = self.partitions[p as usize].as_mut() else {
-                            return;
-                        };
+                        let Some(partition) = d.partitions[p as usize].as_mut() else { return };
                         if partition.poll_timeout().is_some_and(|t| t <= now) {
                             partition.handle_timeout(now);
                         }
                     }
                     Address::Coordinator(CoordinatorId(c)) => {
-                        let coordinator = &mut self.coordinators[c as usize];
+                        let coordinator = &mut d.coordinators[c as usize];
                         if coordinator.poll_timeout().is_some_and(|t| t <= now) {
                             coordinator.handle_timeout(now);
                         }
                     }
-                    Address::Stabilizer => {}
+                    Address::Stabilizer | Address::Peer(..) => {}
                 }
                 self.drain(node);
             }
-            Event::Fsync { partition, incarnation, lsn } => {
-                if self.incarnations[partition as usize] != incarnation {
+            Event::Fsync { dc, partition, incarnation, lsn } => {
+                let d = &mut self.dcs[usize::from(dc.0)];
+                if d.incarnations[partition as usize] != incarnation {
                     return; // The partition crashed meanwhile: this sync never completed.
                 }
-                let disk = &mut self.disks[partition as usize];
+                let disk = &mut d.disks[partition as usize];
                 disk.durable = disk.durable.max(lsn);
                 disk.syncing = false;
                 for c in std::mem::take(&mut disk.in_sync) {
                     disk.install(c);
                 }
-                let node = Address::Partition(PartitionId(partition));
+                let node = (dc, Address::Partition(PartitionId(partition)));
                 let now = self.local(node);
-                if let Some(p) = self.partitions[partition as usize].as_mut() {
+                if let Some(p) = self.dcs[usize::from(dc.0)].partitions[partition as usize].as_mut() {
                     p.handle_persisted(now, lsn);
                 }
-                self.start_sync(partition);
+                self.start_sync(dc, partition);
                 self.drain(node);
             }
-            Event::Crash(p) => self.crash(p),
-            Event::Checkpoint(p) => {
-                if let Some(partition) = self.partitions[p as usize].as_mut() {
+            Event::Crash(dc, p) => self.crash(dc, p),
+            Event::Restart(dc, p) => self.restart(dc, p),
+            Event::Checkpoint(dc, p) => {
+                let d = &mut self.dcs[usize::from(dc.0)];
+                if let Some(partition) = d.partitions[p as usize].as_mut() {
                     let checkpoint = partition.take_checkpoint();
+                    if std::env::var("CAUSET_SIM_TRACE").is_ok() {
+                        eprintln!(
+                            "{} take checkpoint {dc:?}/{p}: lsn {:?} pvc {:?}",
+                            self.now - EPOCH_US,
+                            checkpoint.lsn,
+                            checkpoint.pvc.as_ref().map(|v| v.to_string())
+                        );
+                    }
                     self.stats.checkpoints += 1;
-                    self.disks[p as usize].pending.push(checkpoint);
-                    self.start_sync(p);
+                    d.disks[p as usize].pending.push(checkpoint);
+                    self.start_sync(dc, p);
                 }
                 let next = self.rng.random_range(10_000..300_000);
-                self.schedule(next, Event::Checkpoint(p));
+                self.schedule(next, Event::Checkpoint(dc, p));
             }
-            Event::Restart(p) => self.restart(p),
+            Event::Cut => {
+                if !self.faults_on {
+                    return;
+                }
+                let a = DcId(self.rng.random_range(0..self.config.dcs));
+                let b = DcId(self.rng.random_range(0..self.config.dcs));
+                if a != b && self.cut.insert(pair(a, b)) {
+                    self.stats.cuts += 1;
+                    let heal = self.rng.random_range(1..=self.config.faults.cut_us_max.max(1));
+                    self.schedule(heal, Event::Heal(a, b));
+                }
+                let every = self.config.faults.cut_every_us;
+                let next = self.rng.random_range(every / 2..=every * 3 / 2);
+                self.schedule(next, Event::Cut);
+            }
+            Event::Heal(a, b) => {
+                self.cut.remove(&pair(a, b));
+            }
             Event::Think(s) => {
                 if self.workload_on && self.sessions[s as usize].active.is_none() {
                     let plan = self.workload.next(&mut self.rng);
@@ -585,131 +762,164 @@ impl World {
         }
     }
 
-    fn crash(&mut self, p: u32) {
+    fn crash(&mut self, dc: DcId, p: u32) {
         if !self.faults_on {
             return;
         }
-        if self.partitions[p as usize].take().is_some() {
+        let d = &mut self.dcs[usize::from(dc.0)];
+        if d.partitions[p as usize].take().is_some() {
             self.stats.crashes += 1;
-            self.incarnations[p as usize] += 1;
-            let disk = &mut self.disks[p as usize];
+            d.incarnations[p as usize] += 1;
+            let disk = &mut d.disks[p as usize];
             let durable = disk.durable;
             disk.records.retain(|(lsn, _)| *lsn <= durable);
             disk.syncing = false;
             disk.pending.clear();
             disk.in_sync.clear();
             let down = self.rng.random_range(1..=self.config.faults.downtime_us_max.max(1));
-            self.schedule(down, Event::Restart(p));
+            self.schedule(down, Event::Restart(dc, p));
         }
         let every = self.config.faults.crash_every_us;
         let next = self.rng.random_range(every / 2..=every * 3 / 2);
-        let victim = self.rng.random_range(0..self.config.partitions);
-        self.schedule(next, Event::Crash(victim));
+        let (vdc, vp) = self.victim();
+        self.schedule(next, Event::Crash(vdc, vp));
     }
 
-    fn restart(&mut self, p: u32) {
-        if self.partitions[p as usize].is_some() {
+    fn restart(&mut self, dc: DcId, p: u32) {
+        if self.dcs[usize::from(dc.0)].partitions[p as usize].is_some() {
             return;
         }
-        let node = Address::Partition(PartitionId(p));
+        let node = (dc, Address::Partition(PartitionId(p)));
         let now = self.local(node);
-        let disk = &self.disks[p as usize];
+        let d = &mut self.dcs[usize::from(dc.0)];
+        let disk = &d.disks[p as usize];
         let (checkpoint, records) = (disk.checkpoint.clone(), disk.records.clone());
-        let partition = Partition::restore(PartitionId(p), self.dc.clone(), now, checkpoint, records);
-        self.partitions[p as usize] = Some(partition);
+        if std::env::var("CAUSET_SIM_TRACE").is_ok() {
+            let remote: Vec<String> = records
+                .iter()
+                .filter_map(|(l, r)| match r {
+                    LogRecord::Remote { origin, tx } => Some(format!("{l:?}:{}@{}", tx.tx, tx.commit.get(*origin))),
+                    _ => None,
+                })
+                .collect();
+            eprintln!(
+                "restore {dc:?}/{p}: checkpoint lsn {:?} pvc {:?}; durable {:?}; tail remote {remote:?}",
+                checkpoint.as_ref().map(|c| c.lsn),
+                checkpoint.as_ref().and_then(|c| c.pvc.as_ref().map(|v| v.to_string())),
+                d.disks[p as usize].durable
+            );
+        }
+        let partition = Partition::restore(PartitionId(p), d.config.clone(), now, checkpoint, records);
+        d.partitions[p as usize] = Some(partition);
         self.timers.remove(&node);
         self.drain(node);
     }
 
-    fn start_sync(&mut self, p: u32) {
-        let disk = &mut self.disks[p as usize];
-        let Some((last, _)) = disk.records.last() else {
-            return;
-        };
-        if disk.syncing || *last <= disk.durable {
+    /// Starts an fsync covering everything written so far, unless one is in flight (group commit).
+    fn start_sync(&mut self, dc: DcId, p: u32) {
+        let d = &mut self.dcs[usize::from(dc.0)];
+        let disk = &mut d.disks[p as usize];
+        let last = disk.records.last().map(|(l, _)| *l).unwrap_or(disk.durable);
+        if disk.syncing || (last <= disk.durable && disk.pending.is_empty()) {
             return;
         }
-        let lsn = *last;
+        let lsn = last.max(disk.durable);
         disk.syncing = true;
+        disk.in_sync = std::mem::take(&mut disk.pending);
         let took = self.rng.random_range(1..=self.config.faults.fsync_us_max.max(1));
-        let incarnation = self.incarnations[p as usize];
-        self.schedule(took, Event::Fsync { partition: p, incarnation, lsn });
+        let incarnation = d.incarnations[p as usize];
+        self.schedule(took, Event::Fsync { dc, partition: p, incarnation, lsn });
     }
 
     /// Carries out a node's outputs and arms its timer.
-    fn drain(&mut self, node: Address) {
+    fn drain(&mut self, node: Node) {
+        let (dc, address) = node;
         let mut sends = Vec::new();
-        match node {
+        let d = &mut self.dcs[usize::from(dc.0)];
+        match address {
             Address::Partition(PartitionId(p)) => {
-                let Some(partition) = self.partitions[p as usize].as_mut() else {
-                    return;
-                };
+                let Some(partition) = d.partitions[p as usize].as_mut() else { return };
                 let mut persisted = false;
                 while let Some(out) = partition.poll_output() {
                     match out {
                         PartitionOutput::Send(e) => sends.push(e),
                         PartitionOutput::Persist { lsn, record } => {
-                            self.disks[p as usize].records.push((lsn, record));
+                            d.disks[p as usize].records.push((lsn, record));
                             persisted = true;
                         }
                     }
                 }
                 if persisted {
-                    self.start_sync(p);
+                    self.start_sync(dc, p);
                 }
             }
             Address::Coordinator(CoordinatorId(c)) => {
-                while let Some(out) = self.coordinators[c as usize].poll_output() {
+                let mut replies = Vec::new();
+                while let Some(out) = d.coordinators[c as usize].poll_output() {
                     match out {
                         CoordinatorOutput::Send(e) => sends.push(e),
-                        CoordinatorOutput::Reply(r) => {
-                            let delay = self.delay();
-                            self.schedule(delay, Event::Reply(r));
-                        }
+                        CoordinatorOutput::Reply(r) => replies.push(r),
                     }
+                }
+                for r in replies {
+                    let delay = self.delay(false);
+                    self.schedule(delay, Event::Reply(r));
                 }
             }
             Address::Stabilizer => {
-                while let Some(e) = self.stabilizer.poll_output() {
+                while let Some(e) = d.stabilizer.poll_output() {
                     sends.push(e);
                 }
             }
+            Address::Peer(..) => unreachable!("nodes are never peer addresses"),
         }
-        if node != Address::Stabilizer {
+        if address != Address::Stabilizer {
             self.arm(node);
         }
         for e in sends {
-            self.send(e);
+            self.send(dc, e);
         }
     }
 
-    fn delay(&mut self) -> u64 {
+    fn delay(&mut self, wan: bool) -> u64 {
         let f = &self.config.faults;
-        self.rng.random_range(f.delay_us_min..=f.delay_us_max.max(f.delay_us_min))
+        let (lo, hi) = if wan { (f.wan_delay_us_min, f.wan_delay_us_max) } else { (f.delay_us_min, f.delay_us_max) };
+        self.rng.random_range(lo..=hi.max(lo))
     }
 
-    /// Sends over the link from sender to receiver: random delay, FIFO per link.
-    fn send(&mut self, envelope: Envelope) {
-        let delay = self.delay();
-        let link = (envelope.from, envelope.to);
+    /// Sends over the link from sender to receiver: random delay, FIFO per link; a cut link drops the message.
+    fn send(&mut self, from_dc: DcId, envelope: Envelope) {
+        let (to_dc, to) = match envelope.to {
+            Address::Peer(dc, p) => (dc, Address::Partition(p)),
+            other => (from_dc, other),
+        };
+        if to_dc != from_dc && self.cut.contains(&pair(from_dc, to_dc)) {
+            self.stats.dropped += 1;
+            return;
+        }
+        let from = match envelope.from {
+            Address::Peer(_, p) => Address::Partition(p),
+            other => other,
+        };
+        let delay = self.delay(to_dc != from_dc);
+        let link = ((from_dc, from), (to_dc, to));
         let last = self.links.get(&link).copied().unwrap_or(0);
         let at = (self.now + delay).max(last + 1);
         self.links.insert(link, at);
-        self.schedule(at - self.now, Event::Deliver(envelope));
+        self.schedule(at - self.now, Event::Deliver(to_dc, envelope));
     }
 
-    fn arm(&mut self, node: Address) {
-        let deadline = match node {
-            Address::Partition(PartitionId(p)) => match &self.partitions[p as usize] {
+    fn arm(&mut self, node: Node) {
+        let d = &self.dcs[usize::from(node.0 .0)];
+        let deadline = match node.1 {
+            Address::Partition(PartitionId(p)) => match &d.partitions[p as usize] {
                 Some(partition) => partition.poll_timeout(),
                 None => None,
             },
-            Address::Coordinator(CoordinatorId(c)) => self.coordinators[c as usize].poll_timeout(),
-            Address::Stabilizer => None,
+            Address::Coordinator(CoordinatorId(c)) => d.coordinators[c as usize].poll_timeout(),
+            Address::Stabilizer | Address::Peer(..) => None,
         };
-        let Some(local_deadline) = deadline else {
-            return;
-        };
+        let Some(local_deadline) = deadline else { return };
         let at = self.clocks[&node].virtual_at(local_deadline, self.now);
         if self.timers.get(&node).is_some_and(|armed| *armed <= at) {
             return;
@@ -724,10 +934,14 @@ impl World {
         if self.config.switch_coordinator > 0.0 && self.rng.random_bool(self.config.switch_coordinator) {
             session.coordinator = self.rng.random_range(0..self.config.coordinators);
         }
+        if self.config.switch_dc > 0.0 && self.rng.random_bool(self.config.switch_dc) {
+            // Cure §IV-C: the session moves to another DC with its clock; its start waits for that DC to catch up.
+            session.dc = DcId(self.rng.random_range(0..self.config.dcs));
+        }
         let record = TxRecord {
             index,
             session: s,
-            dc: 0,
+            dc: session.dc.0,
             start_us: self.now,
             end_us: self.now,
             ops: Vec::new(),
@@ -765,9 +979,9 @@ impl World {
         };
         let request = RequestId(session.next_request);
         session.next_request += 1;
-        let coordinator = session.coordinator;
-        let delay = self.delay();
-        self.schedule(delay, Event::Request { coordinator, client: ClientId(s), request, body });
+        let (dc, coordinator) = (session.dc, session.coordinator);
+        let delay = self.delay(false);
+        self.schedule(delay, Event::Request { dc, coordinator, client: ClientId(s), request, body });
     }
 
     fn on_reply(&mut self, reply: causet_core::coordinator::ClientReply) {
@@ -814,6 +1028,7 @@ impl World {
                 let Plan::StaticRead(objects) = &active.plan else { unreachable!("static values answer reads") };
                 record_reads(&mut active.record, objects, &values);
                 merge(&mut session.clock, &commit);
+                self.last_values = Some(values);
                 Some(Outcome::Committed)
             }
         };

@@ -8,7 +8,7 @@ use causet_core::Bug;
 use causet_sim::checker::AnomalyKind;
 use causet_sim::{run_config, run_seed, SimConfig};
 
-const DEFAULT_SEEDS: u64 = 400;
+const DEFAULT_SEEDS: u64 = 300;
 
 fn seeds() -> Vec<u64> {
     if let Ok(seed) = std::env::var("CAUSET_SIM_SEED") {

@@ -126,6 +126,10 @@ pub(crate) struct StateRef<'a> {
     pub frontier: &'a VectorClock,
     pub prepared: &'a [PreparedImage],
     pub recent_commits: &'a [(TxId, VectorClock)],
+    pub unreplicated: &'a [causet_core::replication::ReplicatedTx],
+    pub peer_acked: &'a [(causet_core::DcId, Timestamp)],
+    pub pvc: &'a Option<VectorClock>,
+    pub remote_pending: &'a [(causet_core::DcId, causet_core::replication::ReplicatedTx)],
 }
 
 /// The owned form of [`StateRef`] (postcard encodes a slice and a `Vec` alike).
@@ -136,6 +140,10 @@ pub(crate) struct State {
     pub frontier: VectorClock,
     pub prepared: Vec<PreparedImage>,
     pub recent_commits: Vec<(TxId, VectorClock)>,
+    pub unreplicated: Vec<causet_core::replication::ReplicatedTx>,
+    pub peer_acked: Vec<(causet_core::DcId, Timestamp)>,
+    pub pvc: Option<VectorClock>,
+    pub remote_pending: Vec<(causet_core::DcId, causet_core::replication::ReplicatedTx)>,
 }
 
 /// Decodes a checkpoint state.

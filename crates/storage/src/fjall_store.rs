@@ -302,6 +302,10 @@ impl LogStore for FjallStore {
                     objects,
                     prepared: state.prepared,
                     recent_commits: state.recent_commits,
+                    unreplicated: state.unreplicated,
+                    peer_acked: state.peer_acked,
+                    pvc: state.pvc,
+                    remote_pending: state.remote_pending,
                 })
             }
         };
@@ -338,6 +342,10 @@ impl LogStore for FjallStore {
             frontier: &checkpoint.frontier,
             prepared: &checkpoint.prepared,
             recent_commits: &checkpoint.recent_commits,
+            unreplicated: &checkpoint.unreplicated,
+            peer_acked: &checkpoint.peer_acked,
+            pvc: &checkpoint.pvc,
+            remote_pending: &checkpoint.remote_pending,
         })?;
         let objects = checkpoint
             .objects
@@ -693,6 +701,10 @@ mod tests {
             frontier: &VectorClock::zero(1),
             prepared: &[],
             recent_commits: &[],
+            unreplicated: &[],
+            peer_acked: &[],
+            pvc: &None,
+            remote_pending: &[],
         })
         .unwrap();
         checkpoints.insert(codec::state_key(p), state).unwrap();
@@ -747,6 +759,10 @@ mod tests {
             objects: Vec::new(),
             prepared: Vec::new(),
             recent_commits: Vec::new(),
+            unreplicated: Vec::new(),
+            peer_acked: Vec::new(),
+            pvc: None,
+            remote_pending: Vec::new(),
         }
     }
 

@@ -131,8 +131,12 @@ pub fn updates_from_proto(updates: &[ApbUpdateOp]) -> Result<Vec<(ObjectId, Op)>
             && operation.mapop.as_ref().is_some_and(|m| !m.updates.is_empty() && !m.removedKeys.is_empty());
         if top_level_batch && is_map(object.ty) {
             let map = operation.mapop.as_ref().expect("checked by top_level_batch");
-            let removed = map.removedKeys.iter().map(map_key_from_proto).collect::<Result<_, _>>()?;
+            let removed: Vec<MapKey> = map.removedKeys.iter().map(map_key_from_proto).collect::<Result<_, _>>()?;
             let nested = nested_updates_from_proto(&map.updates, 0)?;
+            // AntidoteDB's type check refuses a batch that names one key both to update and to remove.
+            if let Some((key, _)) = nested.iter().find(|(k, _)| removed.contains(k)) {
+                return Err(ProtocolError::KeyUpdatedAndRemoved(String::from_utf8_lossy(&key.key).into_owned()));
+            }
             out.push((object.clone(), Op::MapRemove(removed)));
             out.push((object, Op::MapUpdate(nested)));
         } else {

@@ -44,6 +44,9 @@ pub enum ProtocolError {
     /// for top-level objects.
     #[error("a nested map operation both updates and removes keys; send the removals in a separate update")]
     NestedMapBatch,
+    /// A map batch names one key both to update and to remove (AntidoteDB's type check refuses it too).
+    #[error("a map update names key {0:?} both to update and to remove")]
+    KeyUpdatedAndRemoved(String),
     /// Maps nest deeper than Causet allows.
     #[error("maps nest deeper than {0} levels")]
     TooDeep(usize),
@@ -111,6 +114,9 @@ pub enum EncodeError {
         /// Values answered.
         values: usize,
     },
+    /// A map batch names one key both to update and to remove (AntidoteDB's type check refuses it too).
+    #[error("a map update names key {0:?} both to update and to remove")]
+    KeyUpdatedAndRemoved(String),
     /// Maps nest deeper than Causet allows.
     #[error("maps nest deeper than {0} levels")]
     TooDeep(usize),

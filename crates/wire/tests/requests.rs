@@ -180,7 +180,7 @@ fn a_top_level_map_batch_becomes_a_remove_then_an_update() {
                 key: key("n", CRDT_type::FATCOUNTER),
                 update: ApbUpdateOperation { counterop: Some(ApbCounterUpdate { inc: Some(2) }), ..Default::default() },
             }],
-            removedKeys: vec![key("n", CRDT_type::FATCOUNTER), key("old", CRDT_type::ORSET)],
+            removedKeys: vec![key("old", CRDT_type::ORSET)],
         }),
         ..Default::default()
     };
@@ -190,11 +190,14 @@ fn a_top_level_map_batch_becomes_a_remove_then_an_update() {
     let old = MapKey { key: b"old".to_vec(), ty: CrdtType::SetAw };
     assert_eq!(
         updates,
-        vec![
-            (object.clone(), Op::MapRemove(vec![n.clone(), old])),
-            (object, Op::MapUpdate(vec![(n, Op::Increment(2))])),
-        ]
+        vec![(object.clone(), Op::MapRemove(vec![old])), (object, Op::MapUpdate(vec![(n, Op::Increment(2))]))]
     );
+
+    // A batch naming one key both to update and to remove is refused, as AntidoteDB's type check does.
+    let mut both = op.clone();
+    both.mapop.as_mut().expect("a map op").removedKeys.push(key("n", CRDT_type::FATCOUNTER));
+    let refused = decoded_updates(&update_request(bound("m", CRDT_type::RRMAP), both));
+    assert!(matches!(refused, Err(ProtocolError::KeyUpdatedAndRemoved(ref k)) if k == "n"), "{refused:?}");
 
     // The same batch one map deeper cannot be split, and is refused.
     let nested = ApbUpdateOperation {

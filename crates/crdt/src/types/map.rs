@@ -38,10 +38,10 @@ impl MapEffect {
         self.updates.iter()
     }
 
-    /// Checks every nested effect's type against its key (and, in a `map_rr`, that the type is resettable).
-    pub(crate) fn check_nested_types(&self, map: CrdtType) -> Result<(), CrdtError> {
+    /// Checks every nested effect's type against its key.
+    pub(crate) fn check_nested_types(&self, _map: CrdtType) -> Result<(), CrdtError> {
         for (key, effect) in &self.updates {
-            if effect.ty() != key.ty || (map == CrdtType::MapRr && !key.ty.supports_reset()) {
+            if effect.ty() != key.ty {
                 return Err(CrdtError::TypeMismatch { effect: effect.ty(), object: key.ty });
             }
             effect.check_nested_types()?;
@@ -122,13 +122,10 @@ impl RrMap {
             Op::MapUpdate(updates) => {
                 return generate_updates(&self.entries, updates, ctx, depth, CrdtType::MapRr);
             }
-            Op::MapRemove(keys) => {
-                if let Some(key) = keys.iter().find(|key| !key.ty.supports_reset()) {
-                    return Err(CrdtError::NotResettable(key.ty));
-                }
-                keys.iter().collect()
-            }
-            Op::Reset => self.entries.keys().collect(),
+            // As in AntidoteDB, a map_rr nests any type; removing (resetting) a key whose type has no reset leaves
+            // that entry as it is.
+            Op::MapRemove(keys) => keys.iter().filter(|key| key.ty.supports_reset()).collect(),
+            Op::Reset => self.entries.keys().filter(|key| key.ty.supports_reset()).collect(),
             other => return Err(unsupported(CrdtType::MapRr, other)),
         };
         // Removing a key resets its nested object; an absent one has nothing to reset.
@@ -181,9 +178,6 @@ fn generate_updates(
     let depth = nested_depth(depth)?;
     let mut effects = BTreeMap::new();
     for (key, op) in updates {
-        if map == CrdtType::MapRr && !key.ty.supports_reset() {
-            return Err(CrdtError::NotResettable(key.ty));
-        }
         // Two operations on one key would each be generated against the same state, so the second would not see
         // the first (two bounded-counter decrements could spend the same rights): refused, as AntidoteDB does.
         if effects.contains_key(key) {
@@ -209,14 +203,11 @@ fn validate_nested(entries: &BTreeMap<MapKey, Crdt>, effect: &MapEffect) -> Resu
     Ok(())
 }
 
-/// Checks every nested object's type against its key (and, in a `map_rr`, that the type is resettable).
-fn check_entries(entries: &BTreeMap<MapKey, Crdt>, map: CrdtType) -> Result<(), CrdtError> {
+/// Checks every nested object's type against its key.
+fn check_entries(entries: &BTreeMap<MapKey, Crdt>, _map: CrdtType) -> Result<(), CrdtError> {
     for (key, nested) in entries {
         if nested.ty() != key.ty {
             return Err(CrdtError::TypeMismatch { effect: key.ty, object: nested.ty() });
-        }
-        if map == CrdtType::MapRr && !key.ty.supports_reset() {
-            return Err(CrdtError::NotResettable(key.ty));
         }
         nested.check_nested_types()?;
     }

@@ -143,13 +143,19 @@ fn map_rr_reset_resets_every_entry_recursively() {
 }
 
 #[test]
-fn map_rr_refuses_types_without_reset() {
-    let map = Crdt::new(CrdtType::MapRr);
+fn map_rr_nests_types_without_reset_and_removing_them_leaves_them_as_they_are() {
+    // AntidoteDB's map_rr accepts any nested type (its client tutorial nests a counter and an LWW register); a
+    // remove resets what can be reset.
+    let mut map = Crdt::new(CrdtType::MapRr);
     let mut ctx = EffectCtx::new(TxTag(1), 0);
-    let update = Op::MapUpdate(vec![(key("n", CrdtType::CounterPn), Op::Increment(1))]);
-    assert_eq!(map.generate(&update, &mut ctx), Err(CrdtError::NotResettable(CrdtType::CounterPn)));
-    let remove = Op::MapRemove(vec![key("r", CrdtType::RegisterLww)]);
-    assert_eq!(map.generate(&remove, &mut ctx), Err(CrdtError::NotResettable(CrdtType::RegisterLww)));
+    let (n, r) = (key("n", CrdtType::CounterPn), key("r", CrdtType::RegisterLww));
+    let update = Op::MapUpdate(vec![(n.clone(), Op::Increment(2)), (r.clone(), Op::Assign(b"v".to_vec()))]);
+    let effect = map.generate(&update, &mut ctx).expect("any nested type");
+    map.apply(&effect, stamp(1, 1)).expect("applies");
+    let remove = Op::MapRemove(vec![n.clone(), r.clone()]);
+    let effect = map.generate(&remove, &mut ctx).expect("remove is accepted");
+    map.apply(&effect, stamp(2, 1)).expect("applies");
+    assert_eq!(map.value(), Value::Map(vec![(n, Value::Counter(2)), (r, Value::Register(b"v".to_vec()))]));
 }
 
 #[test]

@@ -75,6 +75,10 @@ pub fn checkpoint(lsn: Lsn, objects: Vec<(ObjectId, ObjectImage)>) -> Checkpoint
             commit: None,
         }],
         recent_commits: vec![(tx(lsn.0), VectorClock::from_entries(vec![Timestamp(lsn.0)]))],
+        unreplicated: Vec::new(),
+        peer_acked: Vec::new(),
+        pvc: None,
+        remote_pending: Vec::new(),
     }
 }
 
