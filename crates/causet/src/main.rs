@@ -3,6 +3,8 @@
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
 
+mod cluster;
+
 #[derive(Parser)]
 #[command(name = "causet", version, about = "Causet: a geo-replicated database with transactional causal consistency")]
 struct Cli {
@@ -16,6 +18,11 @@ enum Command {
     /// `/status` on 127.0.0.1:8088, data in ./causet-data. Flags override the config file; the file overrides the
     /// defaults. Every option is described in docs/configuration.md.
     Start(Box<StartArgs>),
+    /// A local multi-DC cluster of real processes on loopback: `start`, `stop`, `status`.
+    Cluster {
+        #[command(subcommand)]
+        command: ClusterCommand,
+    },
     /// Drive a running server with a closed-loop load: concurrent sessions (one connection each) sending
     /// single-operation static transactions over a uniform key space; prints throughput and latency percentiles.
     Bench {
@@ -69,6 +76,46 @@ enum Command {
         /// Write the recorded history of a --seed run to this file as JSON (format: docs/history.md).
         #[arg(long, requires = "seed")]
         history: Option<std::path::PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum ClusterCommand {
+    /// Start one `causet start` process per DC, connect them with an emulated WAN delay, and print each DC's ports.
+    Start {
+        /// Data centres.
+        #[arg(long, default_value_t = 3)]
+        dcs: u16,
+        /// Partitions per DC.
+        #[arg(long, default_value_t = 8)]
+        partitions: u32,
+        /// One-way delay between DCs, ms.
+        #[arg(long, default_value_t = 50)]
+        wan_delay_ms: u64,
+        /// Jitter on that delay, ms.
+        #[arg(long, default_value_t = 0)]
+        jitter_ms: u64,
+        /// Where configs, data, logs and the cluster file go.
+        #[arg(long, default_value = "./causet-cluster")]
+        dir: std::path::PathBuf,
+        /// DC d listens on base+10d (client), base+10d+1 (admin), base+10d+2 (replication).
+        #[arg(long, default_value_t = 8087)]
+        base_port: u16,
+        /// `always` or `periodic`.
+        #[arg(long, default_value = "always")]
+        sync: String,
+    },
+    /// Stop every DC of the cluster (gracefully).
+    Stop {
+        /// The cluster's directory.
+        #[arg(long, default_value = "./causet-cluster")]
+        dir: std::path::PathBuf,
+    },
+    /// Show each DC's state: stable snapshot age per DC, links.
+    Status {
+        /// The cluster's directory.
+        #[arg(long, default_value = "./causet-cluster")]
+        dir: std::path::PathBuf,
     },
 }
 
@@ -209,6 +256,24 @@ async fn shutdown_signal() {
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Start(args) => start(*args)?,
+        Command::Cluster { command } => match command {
+            ClusterCommand::Start { dcs, partitions, wan_delay_ms, jitter_ms, dir, base_port, sync } => {
+                if sync != "always" && sync != "periodic" {
+                    bail!("--sync takes always or periodic, not {sync:?}");
+                }
+                cluster::start(cluster::StartOptions {
+                    dcs,
+                    partitions,
+                    wan_delay_ms,
+                    jitter_ms,
+                    dir,
+                    base_port,
+                    sync,
+                })?
+            }
+            ClusterCommand::Stop { dir } => cluster::stop(&dir)?,
+            ClusterCommand::Status { dir } => cluster::status(&dir)?,
+        },
         Command::Bench { addr, connections, duration_s, warmup_s, operation, keys, value_bytes, seed, json } => {
             let config = causet_bench::BenchConfig {
                 addr,

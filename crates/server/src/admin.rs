@@ -1,10 +1,10 @@
 //! The admin HTTP server: `/metrics` (Prometheus text) and `/status` (JSON).
 
 use crate::NodeState;
-use axum::extract::State;
-use axum::http::header;
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::IntoResponse;
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use causet_storage::LogStore;
 use serde::Serialize;
@@ -18,6 +18,10 @@ pub async fn serve(listener: TcpListener, state: Arc<NodeState>, mut stop: watch
         .route("/metrics", get(metrics))
         .route("/status", get(status))
         .route("/health", get(|| async { "ok\n" }))
+        .route("/admin/links/{dc}/cut", post(cut))
+        .route("/admin/links/{dc}/heal", post(heal))
+        .route("/admin/links/{dc}/delay", post(delay))
+        .route("/admin/clock", post(clock))
         .with_state(state);
     let shutdown = async move { crate::connection::stopped(&mut stop).await };
     if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(shutdown).await {
@@ -40,6 +44,82 @@ async fn metrics(State(state): State<Arc<NodeState>>) -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], m.encode())
 }
 
+/// Checks the admin token: fault injection is refused unless the node was given a token and the request carries it.
+fn authorized(state: &NodeState, headers: &HeaderMap) -> Result<(), (StatusCode, String)> {
+    let Some(token) = &state.config.admin_token else {
+        return Err((
+            StatusCode::FORBIDDEN,
+            "fault injection is disabled: start the node with an admin_token\n".into(),
+        ));
+    };
+    let given =
+        headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
+    if given != Some(token.as_str()) {
+        return Err((
+            StatusCode::UNAUTHORIZED,
+            "missing or wrong admin token (Authorization: Bearer <token>)\n".into(),
+        ));
+    }
+    Ok(())
+}
+
+fn link(state: &NodeState, dc: u16) -> Result<&Arc<crate::wan::LinkState>, (StatusCode, String)> {
+    state.routes.wan.link(causet_core::DcId(dc)).ok_or((StatusCode::NOT_FOUND, format!("no link to DC {dc}\n")))
+}
+
+async fn cut(State(state): State<Arc<NodeState>>, headers: HeaderMap, Path(dc): Path<u16>) -> impl IntoResponse {
+    authorized(&state, &headers)?;
+    link(&state, dc)?.cut.store(true, std::sync::atomic::Ordering::Relaxed);
+    tracing::warn!(peer = dc, "the link to the peer DC was cut by an operator");
+    Ok::<_, (StatusCode, String)>(format!("link to DC {dc} cut\n"))
+}
+
+async fn heal(State(state): State<Arc<NodeState>>, headers: HeaderMap, Path(dc): Path<u16>) -> impl IntoResponse {
+    authorized(&state, &headers)?;
+    link(&state, dc)?.cut.store(false, std::sync::atomic::Ordering::Relaxed);
+    tracing::info!(peer = dc, "the link to the peer DC was healed by an operator");
+    Ok::<_, (StatusCode, String)>(format!("link to DC {dc} healed\n"))
+}
+
+#[derive(serde::Deserialize)]
+struct DelayQuery {
+    ms: f64,
+    #[serde(default)]
+    jitter_ms: f64,
+}
+
+async fn delay(
+    State(state): State<Arc<NodeState>>,
+    headers: HeaderMap,
+    Path(dc): Path<u16>,
+    Query(q): Query<DelayQuery>,
+) -> impl IntoResponse {
+    authorized(&state, &headers)?;
+    if !(0.0..=60_000.0).contains(&q.ms) || !(0.0..=60_000.0).contains(&q.jitter_ms) {
+        return Err((StatusCode::BAD_REQUEST, "delays are between 0 and 60000 ms\n".into()));
+    }
+    let l = link(&state, dc)?;
+    l.delay_us.store((q.ms * 1000.0) as u64, std::sync::atomic::Ordering::Relaxed);
+    l.jitter_us.store((q.jitter_ms * 1000.0) as u64, std::sync::atomic::Ordering::Relaxed);
+    Ok(format!("link to DC {dc}: {} ms delay, {} ms jitter\n", q.ms, q.jitter_ms))
+}
+
+#[derive(serde::Deserialize)]
+struct ClockQuery {
+    offset_ms: i64,
+}
+
+async fn clock(
+    State(state): State<Arc<NodeState>>,
+    headers: HeaderMap,
+    Query(q): Query<ClockQuery>,
+) -> impl IntoResponse {
+    authorized(&state, &headers)?;
+    state.clock.set_offset_us(q.offset_ms.saturating_mul(1000));
+    tracing::warn!(offset_ms = q.offset_ms, "this node's clock was skewed by an operator");
+    Ok::<_, (StatusCode, String)>(format!("clock offset {} ms\n", q.offset_ms))
+}
+
 #[derive(Serialize)]
 struct Status {
     dc: u16,
@@ -53,6 +133,8 @@ struct Status {
     open_transactions: usize,
     shard_status: Vec<crate::shard::ShardStatus>,
     storage: serde_json::Value,
+    links: Vec<crate::wan::LinkStatus>,
+    clock_offset_ms: f64,
 }
 
 async fn status(State(state): State<Arc<NodeState>>) -> Json<Status> {
@@ -85,5 +167,7 @@ async fn status(State(state): State<Arc<NodeState>>) -> Json<Status> {
         open_transactions: shards.iter().map(|s| s.open_transactions).sum(),
         shard_status: shards,
         storage,
+        links: state.routes.wan.links().map(|l| l.status()).collect(),
+        clock_offset_ms: state.clock.offset_us() as f64 / 1000.0,
     })
 }

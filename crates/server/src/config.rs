@@ -56,6 +56,19 @@ pub struct ServerConfig {
     pub certify_writes: bool,
     /// How long a graceful shutdown waits for transactions in their commit phase, ms.
     pub shutdown_grace_ms: u64,
+    /// This node's DC index, `0..dcs`.
+    pub dc: u16,
+    /// Number of DCs (every DC runs the same number of partitions).
+    pub dcs: u16,
+    /// Where this node accepts replication links from other DCs.
+    pub replication_bind: SocketAddr,
+    /// The other DCs' nodes, with the emulated WAN delay towards each.
+    pub peers: Vec<crate::wan::PeerConfig>,
+    /// How often partitions ship their committed transactions (or a heartbeat) to the other DCs, ms.
+    pub replication_interval_ms: u64,
+    /// The token the admin API's fault-injection endpoints require (`Authorization: Bearer <token>`); without
+    /// one they are disabled.
+    pub admin_token: Option<String>,
 }
 
 impl Default for ServerConfig {
@@ -77,6 +90,12 @@ impl Default for ServerConfig {
             op_timeout_ms: 10_000,
             certify_writes: false,
             shutdown_grace_ms: 5_000,
+            dc: 0,
+            dcs: 1,
+            replication_bind: "127.0.0.1:8089".parse().expect("a valid address"),
+            peers: Vec::new(),
+            replication_interval_ms: 1,
+            admin_token: None,
         }
     }
 }
@@ -128,6 +147,18 @@ impl ServerConfig {
         if self.stable_interval_ms == 0 || self.tx_idle_timeout_ms == 0 || self.op_timeout_ms == 0 {
             return bad("intervals and timeouts must be positive");
         }
+        if self.dcs == 0 || self.dc >= self.dcs {
+            return bad("dc must be below dcs");
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for p in &self.peers {
+            if p.dc >= self.dcs || p.dc == self.dc || !seen.insert(p.dc) {
+                return bad("each peer names a distinct other DC below dcs");
+            }
+        }
+        if self.replication_interval_ms == 0 {
+            return bad("replication_interval_ms must be positive");
+        }
         if self.sync == SyncPolicy::Periodic && self.sync_interval_ms == 0 {
             return bad("sync_interval_ms must be positive with sync = \"periodic\"");
         }
@@ -143,7 +174,8 @@ impl ServerConfig {
 
     /// The protocol configuration of this (single-DC) node.
     pub fn protocol(&self) -> causet_core::Config {
-        let mut c = causet_core::Config::new(1, causet_core::DcId(0), self.partitions);
+        let mut c = causet_core::Config::new(self.dcs, causet_core::DcId(self.dc), self.partitions);
+        c.replication_interval_us = self.replication_interval_ms * 1_000;
         c.clock = self.clock;
         c.certify_writes = self.certify_writes;
         c.stable_interval_us = self.stable_interval_ms * 1_000;

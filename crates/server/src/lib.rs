@@ -14,6 +14,7 @@ pub mod connection;
 pub mod metrics;
 pub mod shard;
 pub mod storage;
+pub mod wan;
 
 use crate::clock::WallClock;
 use crate::config::{ServerConfig, SyncPolicy};
@@ -92,6 +93,8 @@ pub struct Node {
     pub client_addr: SocketAddr,
     /// The admin HTTP server's bound address.
     pub admin_addr: SocketAddr,
+    /// The replication listener's bound address, with several DCs.
+    pub replication_addr: Option<SocketAddr>,
     state: Arc<NodeState>,
     stop: watch::Sender<bool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
@@ -125,7 +128,10 @@ impl Node {
             inboxes.push(tx);
             receivers.push(rx);
         }
-        let routes = Routes { inboxes, incarnation };
+        let (stop, stopped) = watch::channel(false);
+        let (wan, wan_tasks) = wan::Wan::start(causet_core::DcId(config.dc), &config.peers, stopped.clone());
+        let routes =
+            Routes { inboxes, incarnation, dc: causet_core::DcId(config.dc), partitions: config.partitions, wan };
 
         // Recovery: every partition from its checkpoint and log tail, then the undecided transactions.
         let started = std::time::Instant::now();
@@ -198,7 +204,18 @@ impl Node {
             next_client: std::sync::atomic::AtomicU64::new(1),
             acknowledged: std::sync::atomic::AtomicU64::new(0),
         });
-        let (stop, stopped) = watch::channel(false);
+        tasks.extend(wan_tasks);
+        let replication_addr = if config.dcs > 1 {
+            let listener = TcpListener::bind(config.replication_bind)
+                .await
+                .with_context(|| format!("binding the replication port {}", config.replication_bind))?;
+            let addr = listener.local_addr()?;
+            let (routes, wan) = (state.routes.clone(), state.routes.wan.clone());
+            tasks.push(tokio::spawn(wan::accept_peers(listener, routes, wan, config.dcs, stopped.clone())));
+            Some(addr)
+        } else {
+            None
+        };
 
         let listener = TcpListener::bind(config.client_bind)
             .await
@@ -211,8 +228,8 @@ impl Node {
             .with_context(|| format!("binding the admin port {}", config.admin_bind))?;
         let admin_addr = admin.local_addr()?;
         tasks.push(tokio::spawn(admin::serve(admin, state.clone(), stopped)));
-        info!(%client_addr, %admin_addr, shards, partitions = config.partitions, "serving");
-        Ok(Node { client_addr, admin_addr, state, stop, tasks, shard_tasks })
+        info!(%client_addr, %admin_addr, ?replication_addr, dc = config.dc, dcs = config.dcs, shards, partitions = config.partitions, "serving");
+        Ok(Node { client_addr, admin_addr, replication_addr, state, stop, tasks, shard_tasks })
     }
 
     /// Shared state (metrics, status).

@@ -83,6 +83,12 @@ pub struct Routes {
     pub inboxes: Vec<mpsc::UnboundedSender<ShardInput>>,
     /// This incarnation of the node.
     pub incarnation: u32,
+    /// This node's DC.
+    pub dc: causet_core::DcId,
+    /// Partitions of the DC.
+    pub partitions: u32,
+    /// Links to other DCs.
+    pub wan: crate::wan::Wan,
 }
 
 impl Routes {
@@ -107,7 +113,8 @@ impl Routes {
             Address::Partition(p) => Some(self.partition_shard(p)),
             Address::Coordinator(c) => self.coordinator_shard(c),
             Address::Stabilizer => Some(0),
-            // Other DCs: this single-DC node has no peers yet.
+            // A message from another DC to one of this DC's partitions, or one leaving for another DC (no shard).
+            Address::Peer(dc, p) if dc == self.dc => Some(self.partition_shard(p)),
             Address::Peer(..) => None,
         }
     }
@@ -367,12 +374,22 @@ impl Shard {
                     s.handle_message(e.from, e.msg);
                 }
             }
-            Address::Peer(..) => {}
+            Address::Peer(_, p) => {
+                if let Some(partition) = self.partitions.get_mut(&p) {
+                    partition.handle_message(now, e.from, e.msg);
+                }
+            }
         }
     }
 }
 
 fn route_remote(routes: &Routes, e: Envelope) {
+    if let Address::Peer(dc, _) = e.to {
+        if dc != routes.dc {
+            routes.wan.send(dc, e);
+            return;
+        }
+    }
     if let Some(shard) = routes.owner(e.to) {
         // A closed inbox means the node is shutting down; the message is moot.
         let _ = routes.inboxes[shard].send(ShardInput::Message(e));

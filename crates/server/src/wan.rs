@@ -1,0 +1,305 @@
+//! Links between DCs: one outgoing TCP connection per peer DC, carrying the partitions' replication messages
+//! (encoded envelopes, framed by a 4-byte big-endian length), with the emulated WAN delay applied at the sender.
+//!
+//! Each link is FIFO: a message leaves no earlier than the one before it, whatever its jitter. A link that breaks
+//! drops what it held and reconnects with backoff; the replication protocol notices the gap and resends. An
+//! operator (or a test) can cut a link, heal it, and change its delay through the admin API.
+
+use crate::shard::{Routes, ShardInput};
+use bytes::{Buf, BufMut, BytesMut};
+use causet_core::{Address, DcId, Envelope};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch};
+use tracing::{debug, info, warn};
+
+/// Largest replication frame accepted from a peer.
+const MAX_FRAME_BYTES: usize = 64 * 1024 * 1024;
+/// Most messages waiting on one link; beyond it, messages are dropped (the protocol resends) and counted.
+const LINK_QUEUE: usize = 100_000;
+
+/// A peer DC, as configured.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeerConfig {
+    /// The peer's DC index.
+    pub dc: u16,
+    /// The peer node's replication address.
+    pub addr: SocketAddr,
+    /// Emulated one-way delay to this peer, ms (0: none).
+    #[serde(default)]
+    pub delay_ms: u64,
+    /// Emulated jitter, ms: each message waits an extra uniform 0..jitter (FIFO is kept).
+    #[serde(default)]
+    pub jitter_ms: u64,
+}
+
+/// The state of one outgoing link, shared with the admin API.
+#[derive(Debug)]
+pub struct LinkState {
+    /// The peer DC.
+    pub dc: DcId,
+    /// Where it is.
+    pub addr: SocketAddr,
+    /// Emulated delay, µs.
+    pub delay_us: AtomicU64,
+    /// Emulated jitter, µs.
+    pub jitter_us: AtomicU64,
+    /// Cut by an operator: nothing is sent, nothing received from that DC.
+    pub cut: AtomicBool,
+    /// Connected right now.
+    pub connected: AtomicBool,
+    /// Messages sent.
+    pub sent: AtomicU64,
+    /// Messages dropped (cut, queue full, connection lost).
+    pub dropped: AtomicU64,
+}
+
+/// A link's state as `/status` shows it.
+#[derive(Clone, Debug, Serialize)]
+pub struct LinkStatus {
+    /// The peer DC.
+    pub dc: u16,
+    /// Its address.
+    pub addr: String,
+    /// Connected.
+    pub connected: bool,
+    /// Cut by an operator.
+    pub cut: bool,
+    /// Emulated delay, ms.
+    pub delay_ms: f64,
+    /// Emulated jitter, ms.
+    pub jitter_ms: f64,
+    /// Messages sent.
+    pub sent: u64,
+    /// Messages dropped.
+    pub dropped: u64,
+}
+
+impl LinkState {
+    /// The status view.
+    pub fn status(&self) -> LinkStatus {
+        LinkStatus {
+            dc: self.dc.0,
+            addr: self.addr.to_string(),
+            connected: self.connected.load(Ordering::Relaxed),
+            cut: self.cut.load(Ordering::Relaxed),
+            delay_ms: self.delay_us.load(Ordering::Relaxed) as f64 / 1000.0,
+            jitter_ms: self.jitter_us.load(Ordering::Relaxed) as f64 / 1000.0,
+            sent: self.sent.load(Ordering::Relaxed),
+            dropped: self.dropped.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A message waiting on a link, with the time it was handed over.
+type Queued = (tokio::time::Instant, Envelope);
+
+/// Where shards hand messages for other DCs.
+#[derive(Clone, Debug, Default)]
+pub struct Wan {
+    links: BTreeMap<DcId, (mpsc::Sender<Queued>, Arc<LinkState>)>,
+}
+
+impl Wan {
+    /// Queues a message for its DC's link; a full queue or a cut link drops it (the protocol resends).
+    pub fn send(&self, dc: DcId, envelope: Envelope) {
+        let Some((queue, state)) = self.links.get(&dc) else { return };
+        // The emulated delay counts from now: messages queued behind a waiting one keep their own due times.
+        let sent_at = tokio::time::Instant::now();
+        if state.cut.load(Ordering::Relaxed) || queue.try_send((sent_at, envelope)).is_err() {
+            state.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Every link's state.
+    pub fn links(&self) -> impl Iterator<Item = &Arc<LinkState>> {
+        self.links.values().map(|(_, s)| s)
+    }
+
+    /// The link to a DC.
+    pub fn link(&self, dc: DcId) -> Option<&Arc<LinkState>> {
+        self.links.get(&dc).map(|(_, s)| s)
+    }
+
+    /// Starts a link task per peer.
+    pub fn start(
+        local: DcId,
+        peers: &[PeerConfig],
+        stop: watch::Receiver<bool>,
+    ) -> (Wan, Vec<tokio::task::JoinHandle<()>>) {
+        let mut wan = Wan::default();
+        let mut tasks = Vec::new();
+        for peer in peers {
+            let (tx, rx) = mpsc::channel(LINK_QUEUE);
+            let state = Arc::new(LinkState {
+                dc: DcId(peer.dc),
+                addr: peer.addr,
+                delay_us: AtomicU64::new(peer.delay_ms * 1000),
+                jitter_us: AtomicU64::new(peer.jitter_ms * 1000),
+                cut: AtomicBool::new(false),
+                connected: AtomicBool::new(false),
+                sent: AtomicU64::new(0),
+                dropped: AtomicU64::new(0),
+            });
+            tasks.push(tokio::spawn(run_link(local, state.clone(), rx, stop.clone())));
+            wan.links.insert(DcId(peer.dc), (tx, state));
+        }
+        (wan, tasks)
+    }
+}
+
+fn encode(envelope: &Envelope) -> Option<Vec<u8>> {
+    let body = postcard::to_allocvec(envelope).ok()?;
+    let mut frame = Vec::with_capacity(4 + body.len());
+    frame.put_u32(body.len() as u32);
+    frame.extend_from_slice(&body);
+    Some(frame)
+}
+
+/// A small deterministic-enough jitter source without a global random generator: splitmix64 over a counter.
+fn jitter(state: &mut u64, max_us: u64) -> u64 {
+    if max_us == 0 {
+        return 0;
+    }
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (z ^ (z >> 31)) % (max_us + 1)
+}
+
+async fn run_link(
+    local: DcId,
+    state: Arc<LinkState>,
+    mut queue: mpsc::Receiver<Queued>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut backoff = Duration::from_millis(50);
+    let mut rng = u64::from(local.0) << 32 | u64::from(state.dc.0);
+    loop {
+        if *stop.borrow() {
+            return;
+        }
+        let stream = tokio::select! {
+            s = TcpStream::connect(state.addr) => s,
+            _ = crate::connection::stopped(&mut stop) => return,
+        };
+        let mut stream = match stream {
+            Ok(s) => s,
+            Err(e) => {
+                debug!(peer = state.dc.0, error = %e, "cannot reach the peer DC yet");
+                // Messages queued meanwhile are moot: the protocol resends after the gap.
+                while let Ok(_dropped) = queue.try_recv() {
+                    state.dropped.fetch_add(1, Ordering::Relaxed);
+                }
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(2));
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        // Hello: which DC this link comes from.
+        if stream.write_all(&local.0.to_be_bytes()).await.is_err() {
+            continue;
+        }
+        backoff = Duration::from_millis(50);
+        state.connected.store(true, Ordering::Relaxed);
+        info!(peer = state.dc.0, addr = %state.addr, "connected to the peer DC");
+        let mut last_due = tokio::time::Instant::now();
+        loop {
+            let (sent_at, envelope) = tokio::select! {
+                e = queue.recv() => match e { Some(e) => e, None => return },
+                _ = crate::connection::stopped(&mut stop) => return,
+            };
+            if state.cut.load(Ordering::Relaxed) {
+                state.dropped.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            let delay =
+                state.delay_us.load(Ordering::Relaxed) + jitter(&mut rng, state.jitter_us.load(Ordering::Relaxed));
+            // FIFO: never before the previous message.
+            let due = (sent_at + Duration::from_micros(delay)).max(last_due);
+            last_due = due;
+            tokio::time::sleep_until(due).await;
+            let Some(frame) = encode(&envelope) else { continue };
+            if let Err(e) = stream.write_all(&frame).await {
+                warn!(peer = state.dc.0, error = %e, "the link to the peer DC broke; reconnecting");
+                state.dropped.fetch_add(1, Ordering::Relaxed);
+                break;
+            }
+            state.sent.fetch_add(1, Ordering::Relaxed);
+        }
+        state.connected.store(false, Ordering::Relaxed);
+    }
+}
+
+/// Accepts links from peer DCs and hands their messages to the shards that own the partitions.
+pub async fn accept_peers(listener: TcpListener, routes: Routes, wan: Wan, dcs: u16, mut stop: watch::Receiver<bool>) {
+    loop {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = crate::connection::stopped(&mut stop) => return,
+        };
+        let Ok((socket, peer)) = accepted else { continue };
+        let _ = socket.set_nodelay(true);
+        let (routes, wan, stop) = (routes.clone(), wan.clone(), stop.clone());
+        tokio::spawn(async move {
+            if let Err(e) = serve_peer(socket, routes, wan, dcs, stop).await {
+                debug!(%peer, error = %e, "a peer link closed");
+            }
+        });
+    }
+}
+
+async fn serve_peer(
+    mut socket: TcpStream,
+    routes: Routes,
+    wan: Wan,
+    dcs: u16,
+    mut stop: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let origin = DcId(socket.read_u16().await?);
+    anyhow::ensure!(origin.0 < dcs, "a peer announced DC {} of {dcs}", origin.0);
+    let mut buf = BytesMut::with_capacity(64 * 1024);
+    loop {
+        while buf.len() >= 4 {
+            let len = u32::from_be_bytes(buf[..4].try_into().expect("four bytes")) as usize;
+            anyhow::ensure!(len <= MAX_FRAME_BYTES, "a peer frame of {len} bytes is over the limit");
+            if buf.len() < 4 + len {
+                buf.reserve(4 + len - buf.len());
+                break;
+            }
+            buf.advance(4);
+            let body = buf.split_to(len);
+            let envelope: Envelope = postcard::from_bytes(&body)?;
+            // A cut link drops what arrives too, so a cut is symmetric even if only one side was told.
+            if wan.link(origin).is_some_and(|l| l.cut.load(Ordering::Relaxed)) {
+                continue;
+            }
+            let Address::Peer(_, partition) = envelope.to else { continue };
+            // The sender must be a partition of the DC that opened this link.
+            if !matches!(envelope.from, Address::Peer(dc, _) if dc == origin) {
+                continue;
+            }
+            let shard = routes.partition_shard(partition);
+            if partition.0 as usize >= routes.partitions as usize {
+                continue;
+            }
+            let _ = routes.inboxes[shard].send(ShardInput::Message(envelope));
+        }
+        let n = tokio::select! {
+            n = socket.read_buf(&mut buf) => n?,
+            _ = crate::connection::stopped(&mut stop) => return Ok(()),
+        };
+        if n == 0 {
+            return Ok(());
+        }
+    }
+}
