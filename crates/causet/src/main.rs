@@ -76,6 +76,10 @@ enum Command {
         /// Write the recorded history of a --seed run to this file as JSON (format: docs/history.md).
         #[arg(long, requires = "seed")]
         history: Option<std::path::PathBuf>,
+        /// The protocol every DC runs: cure (default), gentlerain, or eventual (not causally consistent: the checker
+        /// flags it on multi-DC seeds).
+        #[arg(long, default_value = "cure")]
+        protocol: String,
     },
 }
 
@@ -292,7 +296,13 @@ fn main() -> anyhow::Result<()> {
                 std::fs::write(&path, serde_json::to_string_pretty(&report)?)?;
             }
         }
-        Command::Sim { seed, seeds, from, bug, history } => {
+        Command::Sim { seed, seeds, from, bug, history, protocol } => {
+            let protocol = match protocol.as_str() {
+                "cure" => causet_core::Protocol::Cure,
+                "gentlerain" => causet_core::Protocol::GentleRain,
+                "eventual" => causet_core::Protocol::Eventual,
+                other => bail!("unknown protocol {other:?}: use cure, gentlerain or eventual"),
+            };
             let bug = match bug.as_deref() {
                 None => None,
                 Some(name) => match causet_sim::parse_bug(name) {
@@ -303,7 +313,7 @@ fn main() -> anyhow::Result<()> {
             match (seed, seeds) {
                 (Some(seed), _) => {
                     println!("seed {seed}");
-                    let result = causet_sim::run_seed(seed, bug);
+                    let result = causet_sim::run_seed_with(seed, bug, protocol);
                     println!("{}", result.summary());
                     if let Some(path) = history {
                         let json = serde_json::to_string_pretty(&result.history)?;
@@ -319,7 +329,7 @@ fn main() -> anyhow::Result<()> {
                     let started = std::time::Instant::now();
                     let (mut failed, mut committed, mut reads) = (Vec::new(), 0u64, 0usize);
                     for seed in from..from + count {
-                        let result = causet_sim::run_seed(seed, bug);
+                        let result = causet_sim::run_seed_with(seed, bug, protocol);
                         committed += result.stats.committed;
                         reads += result.report.reads_checked;
                         if !result.passed() {

@@ -2,8 +2,8 @@
 //! emulated WAN delay. Causality and atomicity across DCs, a link cut and heal with convergence, a DC killed and
 //! caught up after restart.
 
-use causet_client::{Client, Set, ValueExt};
 use causet_client::VectorClock;
+use causet_client::{Client, Set, ValueExt};
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -124,7 +124,9 @@ async fn read_until(
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let snapshot = match client.static_read(clock, &objects).await {
-            Ok((values, _)) => values.iter().map(|v| v.as_set().map(|s| s.to_vec()).unwrap_or_default()).collect::<Vec<_>>(),
+            Ok((values, _)) => {
+                values.iter().map(|v| v.as_set().map(|s| s.to_vec()).unwrap_or_default()).collect::<Vec<_>>()
+            }
             Err(e) if Instant::now() < deadline => {
                 // A start waits for the DC to catch up with the clock and may time out meanwhile.
                 let _ = e;
@@ -157,7 +159,10 @@ fn three_dcs_causality_atomicity_cuts_and_catch_up() {
         let mut writer = Client::connect(dcs[0].client).await.expect("connects");
         for i in 0..20 {
             writer.static_update(None, vec![x.add(format!("x{i}"))]).await.expect("writes x");
-            writer.static_update(None, vec![y.add(format!("y{i}")), z.add(format!("z{i}"))]).await.expect("writes y, z");
+            writer
+                .static_update(None, vec![y.add(format!("y{i}")), z.add(format!("z{i}"))])
+                .await
+                .expect("writes y, z");
         }
         let mut seen_y = 0;
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -166,7 +171,10 @@ fn three_dcs_causality_atomicity_cuts_and_catch_up() {
             for i in 0..20 {
                 if has(&snap[0], &format!("y{i}")) {
                     assert!(has(&snap[1], &format!("x{i}")), "DC 1 shows y{i} without x{i}, written before it");
-                    assert!(has(&snap[2], &format!("z{i}")), "DC 1 shows y{i} without z{i}, written atomically with it");
+                    assert!(
+                        has(&snap[2], &format!("z{i}")),
+                        "DC 1 shows y{i} without z{i}, written atomically with it"
+                    );
                 }
             }
             seen_y = snap[0].len();

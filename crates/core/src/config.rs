@@ -28,6 +28,8 @@ pub struct Config {
     pub partitions: u32,
     /// Which clock partitions and coordinators run.
     pub clock: ClockKind,
+    /// Which consistency protocol the DC runs: Cure (default), or the GentleRain and eventual baselines.
+    pub protocol: crate::Protocol,
     /// How often a partition reports its pvc to the stabilizer and the stabilizer publishes the stable snapshot.
     pub stable_interval_us: u64,
     /// How long a partition lets a read or prepare wait for its snapshot before answering with a timeout.
@@ -69,6 +71,7 @@ impl Config {
             dc,
             partitions,
             clock: ClockKind::Hybrid,
+            protocol: crate::Protocol::Cure,
             stable_interval_us: 1_000,
             wait_timeout_us: 5_000_000,
             tx_idle_timeout_us: 30_000_000,

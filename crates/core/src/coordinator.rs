@@ -391,7 +391,9 @@ impl Coordinator {
     pub fn handle_timeout(&mut self, now_us: u64) {
         if now_us >= self.next_report_us {
             self.next_report_us = now_us + self.config.stable_interval_us.max(1);
-            let mut oldest = self.stable.clone();
+            // New transactions take their remote entries from the protocol's view of the stable snapshot (lower than
+            // it under GentleRain): that is the floor of what this coordinator may still read.
+            let mut oldest = self.config.protocol.remote_snapshot(&self.stable, self.config.dc);
             for tx in self.txs.values() {
                 oldest.merge_min(&tx.snapshot);
             }
@@ -512,8 +514,12 @@ impl Coordinator {
     }
 
     fn remote_entries_stable(&self, clock: &VectorClock) -> bool {
+        if !self.config.protocol.reads_snapshots() {
+            return true; // Eventual consistency promises nothing to a client's clock.
+        }
         let local = usize::from(self.config.dc.0);
-        let pairs = clock.entries().iter().zip(self.stable.entries()).enumerate();
+        let snapshot = self.config.protocol.remote_snapshot(&self.stable, self.config.dc);
+        let pairs = clock.entries().iter().zip(snapshot.entries()).enumerate();
         pairs.filter(|(i, _)| *i != local).all(|(_, (c, s))| c <= s)
     }
 
@@ -521,7 +527,7 @@ impl Coordinator {
     /// least the client's and the stable snapshot's, so reads never go back in time).
     fn begin(&mut self, now_us: u64, start: PendingStart) {
         let local = self.config.dc;
-        let mut snapshot = self.stable.clone();
+        let mut snapshot = self.config.protocol.remote_snapshot(&self.stable, local);
         self.clock.observe(start.clock.get(local));
         let own = self.clock.current(now_us).max(start.clock.get(local)).max(self.stable.get(local));
         snapshot.set(local, own);

@@ -520,7 +520,9 @@ impl Partition {
     /// Serves the request if its snapshot is available, else hands it back to wait.
     fn try_serve(&mut self, now_us: u64, request: Request) -> Option<Request> {
         let local = self.config.dc;
-        let skip_wait = self.config.bug == Some(Bug::SkipReadWait) && matches!(request, Request::Read { .. });
+        let is_read = matches!(request, Request::Read { .. });
+        let skip_wait =
+            is_read && (self.config.bug == Some(Bug::SkipReadWait) || !self.config.protocol.reads_snapshots());
         let snapshot = match &request {
             Request::Read { snapshot, .. } | Request::Prepare { snapshot, .. } => snapshot,
         };
@@ -541,7 +543,12 @@ impl Partition {
         }
         match request {
             Request::Read { from, tx, request, snapshot, objects } => {
-                let result = objects.iter().map(|id| self.store.read(id, &snapshot)).collect();
+                let result = if self.config.protocol.reads_snapshots() {
+                    objects.iter().map(|id| self.store.read(id, &snapshot)).collect()
+                } else {
+                    // Eventual consistency: the latest applied state, whatever the snapshot.
+                    Ok(objects.iter().map(|id| self.store.latest(id)).collect())
+                };
                 self.send(from, Message::ReadReply { tx, request, result });
             }
             Request::Prepare { from, tx, snapshot, writes, alone } => {
@@ -776,7 +783,7 @@ impl Partition {
                 let mut needed = head.snapshot.clone();
                 needed.set(origin, Timestamp::ZERO);
                 self.refresh_pvc(now_us);
-                if !needed.le(&self.pvc) {
+                if self.config.protocol.tracks_dependencies() && !needed.le(&self.pvc) {
                     break;
                 }
                 let inbound = self.inbound.get_mut(&origin).expect("origins come from the map");

@@ -40,6 +40,8 @@ pub struct ServerConfig {
     pub shards: usize,
     /// `hybrid` (default) or `physical`.
     pub clock: ClockKind,
+    /// `cure` (default), or the baselines `gentlerain` and `eventual` (not causally consistent), for comparisons.
+    pub protocol: causet_core::Protocol,
     /// `always` (default) or `periodic`.
     pub sync: SyncPolicy,
     /// fsync interval with `sync = "periodic"`, ms.
@@ -82,6 +84,7 @@ impl Default for ServerConfig {
             partitions: 8,
             shards: 0,
             clock: ClockKind::Hybrid,
+            protocol: causet_core::Protocol::Cure,
             sync: SyncPolicy::Always,
             sync_interval_ms: 10,
             checkpoint_interval_s: 60,
@@ -177,6 +180,7 @@ impl ServerConfig {
         let mut c = causet_core::Config::new(self.dcs, causet_core::DcId(self.dc), self.partitions);
         c.replication_interval_us = self.replication_interval_ms * 1_000;
         c.clock = self.clock;
+        c.protocol = self.protocol;
         c.certify_writes = self.certify_writes;
         c.stable_interval_us = self.stable_interval_ms * 1_000;
         c.tx_idle_timeout_us = self.tx_idle_timeout_ms * 1_000;

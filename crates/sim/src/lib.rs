@@ -48,7 +48,11 @@ impl SeedResult {
             Some(b) => format!(" --bug {}", bug_name(b)),
             None => String::new(),
         };
-        format!("cargo run --release -p causet -- sim --seed {}{bug}", self.seed)
+        let protocol = match self.config.protocol {
+            causet_core::Protocol::Cure => String::new(),
+            other => format!(" --protocol {}", other.name()),
+        };
+        format!("cargo run --release -p causet -- sim --seed {}{bug}{protocol}", self.seed)
     }
 
     /// A one-paragraph summary.
@@ -130,8 +134,14 @@ pub fn run_config(config: SimConfig) -> SeedResult {
 
 /// Runs the seed with the parameters it derives, optionally with a deliberate bug.
 pub fn run_seed(seed: u64, bug: Option<causet_core::Bug>) -> SeedResult {
+    run_seed_with(seed, bug, causet_core::Protocol::Cure)
+}
+
+/// Runs the seed with the parameters it derives under a protocol, optionally with a deliberate bug.
+pub fn run_seed_with(seed: u64, bug: Option<causet_core::Bug>, protocol: causet_core::Protocol) -> SeedResult {
     let mut config = SimConfig::from_seed(seed);
     config.bug = bug;
+    config.protocol = protocol;
     run_config(config)
 }
 

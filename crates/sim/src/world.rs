@@ -100,6 +100,8 @@ pub struct SimConfig {
     pub certify_writes: bool,
     /// A deliberate protocol bug (to validate the checker).
     pub bug: Option<Bug>,
+    /// The protocol every DC runs.
+    pub protocol: causet_core::Protocol,
     /// Faults.
     pub faults: Faults,
     /// The workload.
@@ -145,6 +147,7 @@ impl SimConfig {
             clock: if rng.random_bool(0.7) { ClockKind::Hybrid } else { ClockKind::Physical },
             certify_writes: rng.random_bool(0.2),
             bug: None,
+            protocol: causet_core::Protocol::Cure,
             faults,
             workload,
         }
@@ -156,6 +159,7 @@ impl SimConfig {
         c.clock = self.clock;
         c.certify_writes = self.certify_writes;
         c.bug = self.bug;
+        c.protocol = self.protocol;
         c.op_timeout_us = 500_000;
         c.retry_interval_us = 20_000;
         c.wait_timeout_us = 400_000;

@@ -98,3 +98,35 @@ fn a_seed_replays_identically() {
     assert_eq!(a.history, b.history, "seed 7 produced two different histories");
     assert_eq!(a.stats, b.stats);
 }
+
+#[test]
+fn gentlerain_baseline_is_causally_consistent_too() {
+    let mut failures = Vec::new();
+    for seed in 0..40 {
+        let result = causet_sim::run_seed_with(seed, None, causet_core::Protocol::GentleRain);
+        if !result.passed() {
+            failures.push(result.summary());
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn the_checker_flags_the_eventual_baseline_across_dcs() {
+    // Multi-DC seeds only, so the anomalies include cross-DC ones (a remote write visible before its causes).
+    let mut flagged = 0;
+    let mut ran = 0;
+    for seed in 0..40 {
+        let mut config = SimConfig::from_seed(seed);
+        if config.dcs < 2 {
+            continue;
+        }
+        config.protocol = causet_core::Protocol::Eventual;
+        ran += 1;
+        if !run_config(config).report.is_ok() {
+            flagged += 1;
+        }
+    }
+    assert!(ran >= 10, "too few multi-DC seeds ({ran})");
+    assert!(flagged * 2 >= ran, "the checker flagged only {flagged} of {ran} eventual-consistency runs");
+}
