@@ -176,3 +176,71 @@ pub async fn run(config: BenchConfig) -> anyhow::Result<BenchReport> {
         config,
     })
 }
+
+/// Remote visibility measured from the client side: commit at one DC, then read at another until the write shows.
+#[derive(Clone, Debug, Serialize)]
+pub struct VisibilityReport {
+    /// Where writes commit.
+    pub writer: SocketAddr,
+    /// Where they are read.
+    pub reader: SocketAddr,
+    /// Samples taken.
+    pub samples: usize,
+    /// Median time from the commit's acknowledgement to the first read that shows it, µs.
+    pub p50_us: u64,
+    /// 99th percentile, µs.
+    pub p99_us: u64,
+    /// Largest, µs.
+    pub max_us: u64,
+}
+
+impl std::fmt::Display for VisibilityReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "visibility {} -> {}: {} samples, p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+            self.writer,
+            self.reader,
+            self.samples,
+            self.p50_us as f64 / 1000.0,
+            self.p99_us as f64 / 1000.0,
+            self.max_us as f64 / 1000.0
+        )
+    }
+}
+
+/// Measures remote visibility: each sample adds a fresh element to a set at `writer`'s DC, then polls `reader`'s DC
+/// (a static read without a client clock, every 0.5 ms) until the element is there. The latency runs from the
+/// commit's acknowledgement, so it includes one poll interval at most.
+pub async fn visibility(writer: SocketAddr, reader: SocketAddr, samples: usize) -> anyhow::Result<VisibilityReport> {
+    let mut w = Client::connect(writer).await?;
+    let mut r = Client::connect(reader).await?;
+    let set = ObjectId::new("visibility", "bench", CrdtType::SetAw);
+    let mut hist = Histogram::<u64>::new_with_bounds(1, 600_000_000, 3)?;
+    let nonce = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_nanos();
+    for i in 0..samples {
+        let elem = format!("{nonce}-{i}").into_bytes();
+        w.static_update(None, vec![(set.clone(), Op::Add(vec![elem.clone()]))]).await?;
+        let committed = Instant::now();
+        loop {
+            // A fresh client clock each time: the reader must not inherit the writer's, only see replication.
+            let (values, _) = r.static_read(None, std::slice::from_ref(&set)).await?;
+            if matches!(&values[0], causet_crdt::Value::Set(e) if e.contains(&elem)) {
+                break;
+            }
+            anyhow::ensure!(committed.elapsed() < Duration::from_secs(30), "a write never became visible at {reader}");
+            tokio::time::sleep(Duration::from_micros(500)).await;
+        }
+        hist.saturating_record(committed.elapsed().as_micros() as u64);
+        // Space the samples so they do not all align with the same heartbeat.
+        tokio::time::sleep(Duration::from_millis(7)).await;
+    }
+    Ok(VisibilityReport {
+        writer,
+        reader,
+        samples,
+        p50_us: hist.value_at_quantile(0.5),
+        p99_us: hist.value_at_quantile(0.99),
+        max_us: hist.max(),
+    })
+}

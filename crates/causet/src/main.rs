@@ -53,6 +53,12 @@ enum Command {
         /// Also write the report as JSON to this file.
         #[arg(long)]
         json: Option<std::path::PathBuf>,
+        /// Instead of a load: measure remote visibility from --addr (writes) to this DC's client address (reads).
+        #[arg(long)]
+        visibility_to: Option<std::net::SocketAddr>,
+        /// Samples of the visibility measurement.
+        #[arg(long, default_value_t = 200)]
+        samples: usize,
     },
     /// Run the deterministic simulator: one seed (--seed), or many (--seeds) from a starting seed.
     ///
@@ -278,7 +284,17 @@ fn main() -> anyhow::Result<()> {
             ClusterCommand::Stop { dir } => cluster::stop(&dir)?,
             ClusterCommand::Status { dir } => cluster::status(&dir)?,
         },
-        Command::Bench { addr, connections, duration_s, warmup_s, operation, keys, value_bytes, seed, json } => {
+        Command::Bench { addr, visibility_to: Some(reader), samples, json, .. } => {
+            let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            let report = runtime.block_on(causet_bench::visibility(addr, reader, samples))?;
+            println!("{report}");
+            if let Some(path) = json {
+                std::fs::write(&path, serde_json::to_string_pretty(&report)?)?;
+            }
+        }
+        Command::Bench {
+            addr, connections, duration_s, warmup_s, operation, keys, value_bytes, seed, json, ..
+        } => {
             let config = causet_bench::BenchConfig {
                 addr,
                 connections,

@@ -33,9 +33,17 @@ async fn metrics(State(state): State<Arc<NodeState>>) -> impl IntoResponse {
     let shards = state.status().await;
     let m = &state.metrics;
     m.open_transactions.set(shards.iter().map(|s| s.open_transactions as i64).sum());
-    if let Some(stable) = shards.first().and_then(|s| s.stable_snapshot.first()) {
-        let local_us = stable >> causet_core::time::LOGICAL_BITS;
-        m.stable_snapshot_age_us.set(state.clock.now_us().saturating_sub(local_us) as i64);
+    if let Some(stable) = shards.first().map(|s| &s.stable_snapshot) {
+        let now = state.clock.now_us();
+        for (dc, entry) in stable.iter().enumerate() {
+            let us = entry >> causet_core::time::LOGICAL_BITS;
+            m.stable_snapshot_age_us.get_or_create(&vec![("dc", dc.to_string())]).set(now.saturating_sub(us) as i64);
+        }
+    }
+    for link in state.routes.wan.links() {
+        let s = link.status();
+        m.link_messages.get_or_create(&vec![("peer", s.dc.to_string()), ("outcome", "sent".into())]).set(s.sent);
+        m.link_messages.get_or_create(&vec![("peer", s.dc.to_string()), ("outcome", "dropped".into())]).set(s.dropped);
     }
     let stats = state.store.stats();
     m.log_records.set(stats.logs.values().map(|l| l.records).sum());

@@ -36,8 +36,11 @@ pub struct Metrics {
     pub log_bytes: Gauge<u64, AtomicU64>,
     /// fsyncs done.
     pub fsyncs: Gauge<u64, AtomicU64>,
-    /// Microseconds since the stable snapshot's local entry, at scrape time.
-    pub stable_snapshot_age_us: Gauge,
+    /// Per DC, microseconds between now and the stable snapshot's entry for that DC, at scrape time. For a peer DC
+    /// it bounds remote visibility: a commit of that DC becomes readable here once the entry passes its time.
+    pub stable_snapshot_age_us: Family<Vec<(&'static str, String)>, Gauge>,
+    /// Messages sent and dropped on each link to a peer DC, at scrape time.
+    pub link_messages: Family<Vec<(&'static str, String)>, Gauge<u64, AtomicU64>>,
 }
 
 impl Default for Metrics {
@@ -64,7 +67,8 @@ impl Metrics {
         let log_records = Gauge::<u64, AtomicU64>::default();
         let log_bytes = Gauge::<u64, AtomicU64>::default();
         let fsyncs = Gauge::<u64, AtomicU64>::default();
-        let stable_snapshot_age_us = Gauge::default();
+        let stable_snapshot_age_us = Family::<Vec<(&'static str, String)>, Gauge>::default();
+        let link_messages = Family::<Vec<(&'static str, String)>, Gauge<u64, AtomicU64>>::default();
         registry.register("transactions_started", "Transactions started", started.clone());
         registry.register("transactions_committed", "Transactions committed", committed.clone());
         registry.register("transactions_aborted", "Transactions aborted or failed", aborted.clone());
@@ -79,9 +83,10 @@ impl Metrics {
         registry.register("fsyncs", "fsyncs of the log", fsyncs.clone());
         registry.register(
             "stable_snapshot_age_microseconds",
-            "Age of the stable snapshot's local entry",
+            "Per DC, how far the stable snapshot's entry lags behind now (for a peer DC: the remote visibility delay)",
             stable_snapshot_age_us.clone(),
         );
+        registry.register("link_messages", "Messages on each link to a peer DC, by outcome", link_messages.clone());
         Self {
             registry,
             started,
@@ -97,6 +102,7 @@ impl Metrics {
             log_bytes,
             fsyncs,
             stable_snapshot_age_us,
+            link_messages,
         }
     }
 
