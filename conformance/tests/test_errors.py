@@ -307,9 +307,11 @@ def _connect_to_no_dcs():
 
 
 def _connect_to_causet_dc():
-    # A descriptor in Causet's documented layout: 0x21, dc u16, count u16, then (len u16, UTF-8 address) each.
+    # A descriptor in Causet's documented layout: 0x22, dc u16, dcs u16, partitions u32, count u16, then
+    # (len u16, UTF-8 address) each.
     address = b"127.0.0.1:8086"
-    return wire.pb.ApbConnectToDCs(descriptors=[b"\x21\x00\x01\x00\x01" + struct.pack(">H", len(address)) + address])
+    body = b"\x22" + struct.pack(">HHIH", 1, 2, 8, 1) + struct.pack(">H", len(address)) + address
+    return wire.pb.ApbConnectToDCs(descriptors=[body])
 
 
 def _connect_to_antidote_dc():
@@ -322,33 +324,33 @@ def _get_connection_descriptor():
 
 
 @pytest.mark.parametrize(
-    "code, make, typed_reply",
+    "code, make, typed_reply, expected",
     [
-        (wire.CREATE_DC, _create_dc, wire.CREATE_DC_RESP),
-        (wire.CONNECT_TO_DCS, _connect_to_no_dcs, wire.CONNECT_TO_DCS_RESP),
-        (wire.CONNECT_TO_DCS, _connect_to_causet_dc, wire.CONNECT_TO_DCS_RESP),
-        pytest.param(
-            wire.CONNECT_TO_DCS, _connect_to_antidote_dc, wire.CONNECT_TO_DCS_RESP,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="server bug: ApbConnectToDCs with a descriptor Causet cannot decode (here AntidoteDB's Erlang "
-                "term) is answered 'invalid DC descriptor: ...' instead of 'not supported', although connecting DCs "
-                "is not supported at all",
-            ),
-            id="connect-to-antidotedb-dc",
-        ),
-        (wire.GET_CONNECTION_DESCRIPTOR, _get_connection_descriptor, wire.GET_CONNECTION_DESCRIPTOR_RESP),
+        # A DC of this one node: accepted.
+        (wire.CREATE_DC, _create_dc, wire.CREATE_DC_RESP, None),
+        # Connecting to no other DC: nothing to do.
+        (wire.CONNECT_TO_DCS, _connect_to_no_dcs, wire.CONNECT_TO_DCS_RESP, None),
+        # This server runs one DC (dcs = 1): connecting or describing it is refused with the reason.
+        (wire.CONNECT_TO_DCS, _connect_to_causet_dc, wire.CONNECT_TO_DCS_RESP, "single DC"),
+        (wire.CONNECT_TO_DCS, _connect_to_antidote_dc, wire.CONNECT_TO_DCS_RESP, "invalid DC descriptor"),
+        (wire.GET_CONNECTION_DESCRIPTOR, _get_connection_descriptor, wire.GET_CONNECTION_DESCRIPTOR_RESP, "single DC"),
     ],
 )
-def test_cluster_management_requests_are_not_supported(raw, code, make, typed_reply):
+def test_cluster_management_on_a_single_dc_node_answers_clearly(raw, code, make, typed_reply, expected):
     rcode, msg = raw.request(code, make())
-    if rcode == wire.ERROR_RESP:
-        assert "not supported" in wire.error_message(msg).lower(), wire.error_message(msg)
-    else:
-        # The typed reply AntidoteDB's management client reads: success = false (it has no message field).
+    if expected is None:
         assert rcode == typed_reply, f"reply code {rcode}"
-        assert msg.success is False
-        assert msg.HasField("errorcode")
+        assert msg.success is True
+    else:
+        assert rcode == wire.ERROR_RESP, f"reply code {rcode}"
+        assert expected in wire.error_message(msg), wire.error_message(msg)
+    wire.assert_usable(raw)
+
+
+def test_a_dc_of_several_nodes_is_refused_clearly(raw):
+    rcode, msg = raw.request(wire.CREATE_DC, wire.pb.ApbCreateDC(nodes=["a@127.0.0.1", "b@127.0.0.1"]))
+    assert rcode == wire.ERROR_RESP
+    assert "multi-node DCs are not supported yet" in wire.error_message(msg)
     wire.assert_usable(raw)
 
 

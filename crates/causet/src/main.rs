@@ -115,6 +115,14 @@ enum ClusterCommand {
         #[arg(long, default_value = "always")]
         sync: String,
     },
+    /// Connect running DCs to each other through AntidoteDB's cluster-management messages: fetch every DC's
+    /// connection descriptor (ApbGetConnectionDescriptor) and hand all of them to every DC (ApbConnectToDCs).
+    /// Each DC must have been started with the same `dcs` and `partitions` and its own `dc` index.
+    Connect {
+        /// The DCs' client addresses, comma-separated.
+        #[arg(long, value_delimiter = ',', required = true)]
+        addrs: Vec<std::net::SocketAddr>,
+    },
     /// Stop every DC of the cluster (gracefully).
     Stop {
         /// The cluster's directory.
@@ -282,6 +290,26 @@ fn main() -> anyhow::Result<()> {
                 })?
             }
             ClusterCommand::Stop { dir } => cluster::stop(&dir)?,
+            ClusterCommand::Connect { addrs } => {
+                let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+                runtime.block_on(async {
+                    let mut descriptors = Vec::new();
+                    for a in &addrs {
+                        let mut c =
+                            causet_client::Client::connect(a).await.with_context(|| format!("connecting to {a}"))?;
+                        descriptors.push(c.connection_descriptor().await.with_context(|| format!("describing {a}"))?);
+                    }
+                    for a in &addrs {
+                        let mut c =
+                            causet_client::Client::connect(a).await.with_context(|| format!("connecting to {a}"))?;
+                        c.connect_dcs(descriptors.clone())
+                            .await
+                            .with_context(|| format!("connecting {a} to the others"))?;
+                        println!("{a}: connected to the other {} DCs", addrs.len() - 1);
+                    }
+                    anyhow::Ok(())
+                })?;
+            }
             ClusterCommand::Status { dir } => cluster::status(&dir)?,
         },
         Command::Bench { addr, visibility_to: Some(reader), samples, json, .. } => {

@@ -76,12 +76,18 @@ fn free_port() -> u16 {
 }
 
 fn cluster(dir: &Path, dcs: u16) -> Vec<Dc> {
+    cluster_with(dir, dcs, true, |_| 4)
+}
+
+/// Starts `dcs` DCs; with `linked`, each knows its peers from its configuration, else they start unconnected.
+fn cluster_with(dir: &Path, dcs: u16, linked: bool, partitions: impl Fn(u16) -> u32) -> Vec<Dc> {
+    std::fs::create_dir_all(dir).expect("the cluster's directory");
     let ports: Vec<[u16; 3]> = (0..dcs).map(|_| [free_port(), free_port(), free_port()]).collect();
     let mut out = Vec::new();
     for dc in 0..dcs {
         let [client, admin, replication] = ports[dc as usize];
         let mut peers = String::new();
-        for p in (0..dcs).filter(|p| *p != dc) {
+        for p in (0..dcs).filter(|p| *p != dc && linked) {
             peers.push_str(&format!(
                 "\n[[peers]]\ndc = {p}\naddr = \"127.0.0.1:{}\"\ndelay_ms = {DELAY_MS}\n",
                 ports[p as usize][2]
@@ -92,9 +98,10 @@ fn cluster(dir: &Path, dcs: u16) -> Vec<Dc> {
             &config,
             format!(
                 "data_dir = \"{}\"\nclient_bind = \"127.0.0.1:{client}\"\nadmin_bind = \"127.0.0.1:{admin}\"\n\
-                 replication_bind = \"127.0.0.1:{replication}\"\ndc = {dc}\ndcs = {dcs}\npartitions = 4\n\
+                 replication_bind = \"127.0.0.1:{replication}\"\ndc = {dc}\ndcs = {dcs}\npartitions = {}\n\
                  admin_token = \"{TOKEN}\"\ncheckpoint_interval_s = 1\n{peers}",
-                dir.join(format!("dc{dc}")).display()
+                dir.join(format!("dc{dc}")).display(),
+                partitions(dc)
             ),
         )
         .expect("writes the config");
@@ -213,5 +220,43 @@ fn three_dcs_causality_atomicity_cuts_and_catch_up() {
             views.push(read_until(d.client, &all, Some(&clock), |_| true).await);
         }
         assert!(views.windows(2).all(|w| w[0] == w[1]), "the DCs diverged: {views:?}");
+    });
+}
+
+#[test]
+fn dcs_connect_through_antidotes_cluster_management_messages_with_clear_errors() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    // DC 2 runs another number of partitions: connecting it must be refused with a clear message.
+    let dcs = cluster_with(dir.path(), 3, false, |dc| if dc == 2 { 8 } else { 4 });
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+    rt.block_on(async {
+        let mut clients = Vec::new();
+        for d in &dcs {
+            clients.push(Client::connect(d.client).await.expect("connects"));
+        }
+        let mut descriptors = Vec::new();
+        for c in clients.iter_mut() {
+            descriptors.push(c.connection_descriptor().await.expect("a descriptor"));
+        }
+        let mismatch = clients[0].connect_dcs(descriptors.clone()).await.expect_err("partition counts differ");
+        assert!(mismatch.to_string().contains("partition counts differ"), "{mismatch}");
+
+        // Unreachable: DC 1's descriptor, after DC 1 is gone.
+        let mut unreachable = cluster_with(&dir.path().join("other"), 2, false, |_| 4);
+        let mut c = Client::connect(unreachable[1].client).await.expect("connects");
+        let gone = c.connection_descriptor().await.expect("a descriptor");
+        unreachable[1].kill();
+        let mut c0 = Client::connect(unreachable[0].client).await.expect("connects");
+        let err = c0.connect_dcs(vec![gone]).await.expect_err("unreachable");
+        assert!(err.to_string().contains("cannot be reached"), "{err}");
+
+        // DCs 0 and 1 agree: connect them both ways through the protocol, then replicate.
+        for c in clients.iter_mut().take(2) {
+            c.connect_dcs(descriptors[..2].to_vec()).await.expect("connects the DCs");
+        }
+        let s = Set::aw("connected", "geo");
+        let clock = clients[0].static_update(None, vec![s.add("hello")]).await.expect("writes");
+        let at_1 = read_until(dcs[1].client, std::slice::from_ref(&s), Some(&clock), |v| has(&v[0], "hello")).await;
+        assert!(has(&at_1[0], "hello"), "DC 1 sees DC 0's write after connecting through the protocol");
     });
 }

@@ -11,6 +11,7 @@ use causet_wire::request::{
     encode_abort, encode_commit, encode_read, encode_start, encode_static_read, encode_static_update, encode_update,
 };
 use causet_wire::{decode_reply, ProtocolError, ReplyKind, TxDescriptor};
+use prost::Message as _;
 use tokio::net::{TcpStream, ToSocketAddrs};
 
 /// A connection to a Causet (or AntidoteDB) server, with the session's causal clock.
@@ -117,6 +118,66 @@ impl Client {
             }
             other => Err(unexpected("static update", &other)),
         }
+    }
+}
+
+/// Cluster management (AntidoteDB's codes 129–134).
+impl Client {
+    async fn management<M: prost::Message + Default>(
+        &mut self,
+        code: causet_wire::proto::MessageCode,
+        reply_code: causet_wire::proto::MessageCode,
+        message: &impl prost::Message,
+    ) -> Result<M, ClientError> {
+        let frame = self.connection.call(causet_wire::frame::encode_frame(code, message)).await?;
+        if frame.code == causet_wire::proto::MessageCode::ApbErrorResp.as_u8() {
+            let e = causet_wire::proto::ApbErrorResp::decode(frame.body)
+                .map_err(|e| ClientError::Protocol(ProtocolError::MalformedReply(e.to_string())))?;
+            return Err(ClientError::Server {
+                code: e.errcode,
+                message: String::from_utf8_lossy(&e.errmsg).into_owned(),
+            });
+        }
+        if frame.code != reply_code.as_u8() {
+            return Err(ClientError::Protocol(ProtocolError::MalformedReply(format!(
+                "{} answered with code {}",
+                code.name(),
+                frame.code
+            ))));
+        }
+        M::decode(frame.body).map_err(|e| ClientError::Protocol(ProtocolError::MalformedReply(e.to_string())))
+    }
+
+    /// This DC's connection descriptor (`ApbGetConnectionDescriptor`), to hand to the other DCs.
+    pub async fn connection_descriptor(&mut self) -> Result<Vec<u8>, ClientError> {
+        use causet_wire::proto::{ApbGetConnectionDescriptor, ApbGetConnectionDescriptorResp, MessageCode};
+        let reply: ApbGetConnectionDescriptorResp = self
+            .management(
+                MessageCode::ApbGetConnectionDescriptor,
+                MessageCode::ApbGetConnectionDescriptorResp,
+                &ApbGetConnectionDescriptor {},
+            )
+            .await?;
+        match (reply.success, reply.descriptor) {
+            (true, Some(d)) => Ok(d),
+            _ => Err(ClientError::Server { code: reply.errorcode.unwrap_or(0), message: "no descriptor".into() }),
+        }
+    }
+
+    /// Connects this DC to the described DCs (`ApbConnectToDCs`); this DC's own descriptor may be among them.
+    pub async fn connect_dcs(&mut self, descriptors: Vec<Vec<u8>>) -> Result<(), ClientError> {
+        use causet_wire::proto::{ApbConnectToDCs, ApbConnectToDCsResp, MessageCode};
+        let reply: ApbConnectToDCsResp = self
+            .management(
+                MessageCode::ApbConnectToDCs,
+                MessageCode::ApbConnectToDCsResp,
+                &ApbConnectToDCs { descriptors },
+            )
+            .await?;
+        if !reply.success {
+            return Err(ClientError::Server { code: reply.errorcode.unwrap_or(0), message: "connect refused".into() });
+        }
+        Ok(())
     }
 }
 

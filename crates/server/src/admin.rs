@@ -71,7 +71,7 @@ fn authorized(state: &NodeState, headers: &HeaderMap) -> Result<(), (StatusCode,
     Ok(())
 }
 
-fn link(state: &NodeState, dc: u16) -> Result<&Arc<crate::wan::LinkState>, (StatusCode, String)> {
+fn link(state: &NodeState, dc: u16) -> Result<Arc<crate::wan::LinkState>, (StatusCode, String)> {
     state.routes.wan.link(causet_core::DcId(dc)).ok_or((StatusCode::NOT_FOUND, format!("no link to DC {dc}\n")))
 }
 
@@ -175,7 +175,7 @@ async fn status(State(state): State<Arc<NodeState>>) -> Json<Status> {
         open_transactions: shards.iter().map(|s| s.open_transactions).sum(),
         shard_status: shards,
         storage,
-        links: state.routes.wan.links().map(|l| l.status()).collect(),
+        links: state.routes.wan.links().iter().map(|l| l.status()).collect(),
         clock_offset_ms: state.clock.offset_us() as f64 / 1000.0,
     })
 }

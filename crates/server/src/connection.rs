@@ -11,9 +11,11 @@ use crate::NodeState;
 use bytes::BytesMut;
 use causet_core::coordinator::{ClientRequest, ClientResponse, TxError};
 use causet_core::ClientId;
+use causet_wire::encoding::DcDescriptor;
 use causet_wire::frame::{decode_frame, Frame};
+use causet_wire::proto::MessageCode;
 use causet_wire::request::{decode_request, Request};
-use causet_wire::response::{encode_reply, error_frame, not_supported, ReplyKind};
+use causet_wire::response::{cluster_reply, encode_reply, error_frame, not_supported, ReplyKind};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
@@ -141,6 +143,14 @@ async fn answer(state: &NodeState, client: ClientId, home: usize, frame: Frame) 
     };
     let body = match request {
         Request::Client(body) => body,
+        Request::CreateDc { nodes } => return cluster_reply(MessageCode::ApbCreateDC, create_dc(&nodes)),
+        Request::GetConnectionDescriptor => {
+            return cluster_reply(MessageCode::ApbGetConnectionDescriptor, descriptor(state).map(Some));
+        }
+        Request::ConnectToDcs { descriptors } => {
+            let result = connect_dcs(state, descriptors).await.map(|()| None);
+            return cluster_reply(MessageCode::ApbConnectToDCs, result);
+        }
         other => return not_supported(other.code()),
     };
     let mut body = body;
@@ -209,6 +219,82 @@ fn raise_to_acknowledged(state: &NodeState, body: &mut ClientRequest) {
     if c.has_dcs(protocol.vector_len()) && c.get(protocol.dc).0 < acknowledged {
         c.set(protocol.dc, causet_core::Timestamp(acknowledged));
     }
+}
+
+/// `ApbCreateDC`: a DC is one node in this version, so "a DC of this node" succeeds and more nodes are refused.
+fn create_dc(nodes: &[String]) -> Result<Option<Vec<u8>>, String> {
+    if nodes.len() > 1 {
+        return Err(format!(
+            "a DC of {} nodes was asked for, but multi-node DCs are not supported yet: each DC is one causet node",
+            nodes.len()
+        ));
+    }
+    Ok(None)
+}
+
+/// `ApbGetConnectionDescriptor`: what another DC needs to replicate with this one.
+fn descriptor(state: &NodeState) -> Result<Vec<u8>, String> {
+    let c = &state.config;
+    let Some(addr) = state.replication_addr else {
+        return Err("this node runs a single DC (dcs = 1): start every DC with `dcs` and its own `dc` index to \
+                    connect DCs"
+            .into());
+    };
+    let d = DcDescriptor {
+        dc: causet_core::DcId(c.dc),
+        dcs: c.dcs,
+        partitions: c.partitions,
+        addresses: vec![addr.to_string()],
+    };
+    d.encode().map_err(|e| format!("cannot encode the descriptor: {e}"))
+}
+
+/// `ApbConnectToDCs`: starts replicating with every described DC that is not this one, after checking that the
+/// DCs agree on their shape and can be reached.
+async fn connect_dcs(state: &NodeState, descriptors: Vec<DcDescriptor>) -> Result<(), String> {
+    let c = &state.config;
+    let descriptors: Vec<DcDescriptor> = descriptors.into_iter().filter(|d| d.dc.0 != c.dc || d.dcs != c.dcs).collect();
+    if descriptors.is_empty() {
+        return Ok(()); // Nothing but this DC: nothing to connect.
+    }
+    if state.replication_addr.is_none() {
+        return Err(format!(
+            "this node runs a single DC (dcs = 1) and cannot connect to {} other DCs: start every DC with `dcs` and \
+             its own `dc` index",
+            descriptors.len()
+        ));
+    }
+    let mut peers = Vec::new();
+    for d in descriptors {
+        if d.dc.0 >= c.dcs {
+            return Err(format!("DC {} is outside this cluster's {} DCs", d.dc.0, c.dcs));
+        }
+        if d.dcs != c.dcs {
+            return Err(format!("DC {} was configured for {} DCs, this DC (DC {}) for {}", d.dc.0, d.dcs, c.dc, c.dcs));
+        }
+        if d.partitions != c.partitions {
+            return Err(format!(
+                "partition counts differ: DC {} has {}, this DC (DC {}) has {}; every DC must run the same number",
+                d.dc.0, d.partitions, c.dc, c.partitions
+            ));
+        }
+        let Some(addr) = d.addresses.first() else {
+            return Err(format!("the descriptor of DC {} names no address", d.dc.0));
+        };
+        let addr: std::net::SocketAddr =
+            addr.parse().map_err(|_| format!("DC {}'s address {addr:?} is not host:port", d.dc.0))?;
+        let reach = tokio::time::timeout(std::time::Duration::from_secs(3), tokio::net::TcpStream::connect(addr)).await;
+        if !matches!(reach, Ok(Ok(_))) {
+            return Err(format!("DC {} cannot be reached at {addr}", d.dc.0));
+        }
+        peers.push(crate::wan::PeerConfig { dc: d.dc.0, addr, delay_ms: 0, jitter_ms: 0 });
+    }
+    for p in &peers {
+        if state.routes.wan.add_peer(p) {
+            tracing::info!(peer = p.dc, addr = %p.addr, "connected to a DC through ApbConnectToDCs");
+        }
+    }
+    Ok(())
 }
 
 fn transaction_of(body: &ClientRequest) -> Option<causet_core::TxId> {

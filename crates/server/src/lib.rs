@@ -69,6 +69,8 @@ pub struct NodeState {
     /// The largest local commit time this node acknowledged to any client. Every new transaction's snapshot is at
     /// least this, so a transaction sees every commit acknowledged before it started, from whichever connection.
     pub acknowledged: std::sync::atomic::AtomicU64,
+    /// Where this node accepts replication links (with several DCs).
+    pub replication_addr: Option<SocketAddr>,
 }
 
 impl NodeState {
@@ -129,7 +131,7 @@ impl Node {
             receivers.push(rx);
         }
         let (stop, stopped) = watch::channel(false);
-        let (wan, wan_tasks) = wan::Wan::start(causet_core::DcId(config.dc), &config.peers, stopped.clone());
+        let wan = wan::Wan::start(causet_core::DcId(config.dc), &config.peers, stopped.clone());
         let routes =
             Routes { inboxes, incarnation, dc: causet_core::DcId(config.dc), partitions: config.partitions, wan };
 
@@ -195,6 +197,17 @@ impl Node {
             }
         }));
 
+        let replication_addr = if config.dcs > 1 {
+            let listener = TcpListener::bind(config.replication_bind)
+                .await
+                .with_context(|| format!("binding the replication port {}", config.replication_bind))?;
+            let addr = listener.local_addr()?;
+            let wan = routes.wan.clone();
+            tasks.push(tokio::spawn(wan::accept_peers(listener, routes.clone(), wan, config.dcs, stopped.clone())));
+            Some(addr)
+        } else {
+            None
+        };
         let state = Arc::new(NodeState {
             config: config.clone(),
             routes,
@@ -203,19 +216,8 @@ impl Node {
             store,
             next_client: std::sync::atomic::AtomicU64::new(1),
             acknowledged: std::sync::atomic::AtomicU64::new(0),
+            replication_addr,
         });
-        tasks.extend(wan_tasks);
-        let replication_addr = if config.dcs > 1 {
-            let listener = TcpListener::bind(config.replication_bind)
-                .await
-                .with_context(|| format!("binding the replication port {}", config.replication_bind))?;
-            let addr = listener.local_addr()?;
-            let (routes, wan) = (state.routes.clone(), state.routes.wan.clone());
-            tasks.push(tokio::spawn(wan::accept_peers(listener, routes, wan, config.dcs, stopped.clone())));
-            Some(addr)
-        } else {
-            None
-        };
 
         let listener = TcpListener::bind(config.client_bind)
             .await
@@ -259,6 +261,7 @@ impl Node {
             t.abort();
             let _ = t.await;
         }
+        self.state.routes.wan.stop().await;
         let mut store = self.state.store.clone();
         drop(self.state);
         // Connections still finishing hold the node's state for a moment.

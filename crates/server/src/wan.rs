@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -101,16 +101,68 @@ impl LinkState {
 /// A message waiting on a link, with the time it was handed over.
 type Queued = (tokio::time::Instant, Envelope);
 
-/// Where shards hand messages for other DCs.
-#[derive(Clone, Debug, Default)]
+/// A link's queue and state.
+type Link = (mpsc::Sender<Queued>, Arc<LinkState>);
+
+/// Where shards hand messages for other DCs. Links can be added while the node runs (AntidoteDB's
+/// `ApbConnectToDCs`).
+#[derive(Clone, Debug)]
 pub struct Wan {
-    links: BTreeMap<DcId, (mpsc::Sender<Queued>, Arc<LinkState>)>,
+    inner: Arc<WanInner>,
+}
+
+#[derive(Debug)]
+struct WanInner {
+    local: DcId,
+    links: RwLock<BTreeMap<DcId, Link>>,
+    stop: watch::Receiver<bool>,
+    tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 impl Wan {
+    /// Starts a link task per configured peer.
+    pub fn start(local: DcId, peers: &[PeerConfig], stop: watch::Receiver<bool>) -> Wan {
+        let wan = Wan {
+            inner: Arc::new(WanInner {
+                local,
+                links: RwLock::new(BTreeMap::new()),
+                stop,
+                tasks: Mutex::new(Vec::new()),
+            }),
+        };
+        for peer in peers {
+            wan.add_peer(peer);
+        }
+        wan
+    }
+
+    /// Adds a link to a peer DC unless one exists; returns whether it added one.
+    pub fn add_peer(&self, peer: &PeerConfig) -> bool {
+        let mut links = self.inner.links.write().unwrap_or_else(|e| e.into_inner());
+        if links.contains_key(&DcId(peer.dc)) {
+            return false;
+        }
+        let (tx, rx) = mpsc::channel(LINK_QUEUE);
+        let state = Arc::new(LinkState {
+            dc: DcId(peer.dc),
+            addr: peer.addr,
+            delay_us: AtomicU64::new(peer.delay_ms * 1000),
+            jitter_us: AtomicU64::new(peer.jitter_ms * 1000),
+            cut: AtomicBool::new(false),
+            connected: AtomicBool::new(false),
+            sent: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+        });
+        let task = tokio::spawn(run_link(self.inner.local, state.clone(), rx, self.inner.stop.clone()));
+        self.inner.tasks.lock().unwrap_or_else(|e| e.into_inner()).push(task);
+        links.insert(DcId(peer.dc), (tx, state));
+        true
+    }
+
     /// Queues a message for its DC's link; a full queue or a cut link drops it (the protocol resends).
     pub fn send(&self, dc: DcId, envelope: Envelope) {
-        let Some((queue, state)) = self.links.get(&dc) else { return };
+        let links = self.inner.links.read().unwrap_or_else(|e| e.into_inner());
+        let Some((queue, state)) = links.get(&dc) else { return };
         // The emulated delay counts from now: messages queued behind a waiting one keep their own due times.
         let sent_at = tokio::time::Instant::now();
         if state.cut.load(Ordering::Relaxed) || queue.try_send((sent_at, envelope)).is_err() {
@@ -119,39 +171,22 @@ impl Wan {
     }
 
     /// Every link's state.
-    pub fn links(&self) -> impl Iterator<Item = &Arc<LinkState>> {
-        self.links.values().map(|(_, s)| s)
+    pub fn links(&self) -> Vec<Arc<LinkState>> {
+        self.inner.links.read().unwrap_or_else(|e| e.into_inner()).values().map(|(_, s)| s.clone()).collect()
     }
 
     /// The link to a DC.
-    pub fn link(&self, dc: DcId) -> Option<&Arc<LinkState>> {
-        self.links.get(&dc).map(|(_, s)| s)
+    pub fn link(&self, dc: DcId) -> Option<Arc<LinkState>> {
+        self.inner.links.read().unwrap_or_else(|e| e.into_inner()).get(&dc).map(|(_, s)| s.clone())
     }
 
-    /// Starts a link task per peer.
-    pub fn start(
-        local: DcId,
-        peers: &[PeerConfig],
-        stop: watch::Receiver<bool>,
-    ) -> (Wan, Vec<tokio::task::JoinHandle<()>>) {
-        let mut wan = Wan::default();
-        let mut tasks = Vec::new();
-        for peer in peers {
-            let (tx, rx) = mpsc::channel(LINK_QUEUE);
-            let state = Arc::new(LinkState {
-                dc: DcId(peer.dc),
-                addr: peer.addr,
-                delay_us: AtomicU64::new(peer.delay_ms * 1000),
-                jitter_us: AtomicU64::new(peer.jitter_ms * 1000),
-                cut: AtomicBool::new(false),
-                connected: AtomicBool::new(false),
-                sent: AtomicU64::new(0),
-                dropped: AtomicU64::new(0),
-            });
-            tasks.push(tokio::spawn(run_link(local, state.clone(), rx, stop.clone())));
-            wan.links.insert(DcId(peer.dc), (tx, state));
+    /// Stops every link task.
+    pub async fn stop(&self) {
+        let tasks = std::mem::take(&mut *self.inner.tasks.lock().unwrap_or_else(|e| e.into_inner()));
+        for t in tasks {
+            t.abort();
+            let _ = t.await;
         }
-        (wan, tasks)
     }
 }
 

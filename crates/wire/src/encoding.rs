@@ -11,7 +11,7 @@
 //! |---|---|---|
 //! | clock | `0x01` | `n: u16`, then `n × u64` |
 //! | transaction descriptor | `0x11` | `dc: u16`, `coordinator: u32`, `seq: u64`, `n: u16`, `n × u64` (snapshot) |
-//! | DC descriptor | `0x21` | `dc: u16`, `count: u16`, then `count ×` (`len: u16`, `len` bytes of UTF-8) |
+//! | DC descriptor | `0x22` | `dc: u16`, `dcs: u16`, `partitions: u32`, `count: u16`, then `count ×` (`len: u16`, `len` bytes of UTF-8) |
 //!
 //! Decoding never panics and never allocates more than the input's length: every length is checked against the
 //! bytes actually present first.
@@ -23,7 +23,7 @@ pub const CLOCK_FORMAT: u8 = 0x01;
 /// The format byte of a transaction descriptor.
 pub const TX_DESCRIPTOR_FORMAT: u8 = 0x11;
 /// The format byte of a DC connection descriptor.
-pub const DC_DESCRIPTOR_FORMAT: u8 = 0x21;
+pub const DC_DESCRIPTOR_FORMAT: u8 = 0x22;
 
 /// Erlang's `term_to_binary(ignore)` in the two atom encodings OTP uses (`ATOM_EXT`, and `SMALL_ATOM_UTF8_EXT`
 /// since OTP 26). AntidoteDB's Erlang client sends it as the start timestamp when the caller has no clock.
@@ -247,19 +247,25 @@ impl TxDescriptor {
 pub struct DcDescriptor {
     /// The DC.
     pub dc: DcId,
+    /// How many DCs its configuration has.
+    pub dcs: u16,
+    /// Its partitions (every DC must run the same number).
+    pub partitions: u32,
     /// Where its inter-DC endpoints listen (`host:port`).
     pub addresses: Vec<String>,
 }
 
 impl DcDescriptor {
-    /// Encodes the descriptor: `0x21`, `dc: u16`, the number of addresses (`u16`), then each address as its length
-    /// (`u16`) and its UTF-8 bytes.
+    /// Encodes the descriptor: `0x22`, `dc: u16`, `dcs: u16`, `partitions: u32`, the number of addresses (`u16`),
+    /// then each address as its length (`u16`) and its UTF-8 bytes.
     pub fn encode(&self) -> Result<Vec<u8>, EncodingError> {
         const WHAT: &str = "DC descriptor";
         let too_long = |count: usize| EncodingError::TooLong { what: WHAT, count, max: usize::from(u16::MAX) };
         let count = u16::try_from(self.addresses.len()).map_err(|_| too_long(self.addresses.len()))?;
         let mut out = vec![DC_DESCRIPTOR_FORMAT];
         out.extend_from_slice(&self.dc.0.to_be_bytes());
+        out.extend_from_slice(&self.dcs.to_be_bytes());
+        out.extend_from_slice(&self.partitions.to_be_bytes());
         out.extend_from_slice(&count.to_be_bytes());
         for address in &self.addresses {
             let len = u16::try_from(address.len()).map_err(|_| too_long(address.len()))?;
@@ -274,6 +280,8 @@ impl DcDescriptor {
         const WHAT: &str = "DC descriptor";
         let mut r = Reader::new(bytes, WHAT, DC_DESCRIPTOR_FORMAT)?;
         let dc = DcId(r.u16()?);
+        let dcs = r.u16()?;
+        let partitions = r.u32()?;
         let count = r.u16()?;
         // Every address takes at least its two length bytes, so the input bounds the count.
         let mut addresses = Vec::with_capacity(usize::from(count).min(r.bytes.len() / 2));
@@ -284,7 +292,7 @@ impl DcDescriptor {
             addresses.push(address.to_owned());
         }
         r.finish()?;
-        Ok(DcDescriptor { dc, addresses })
+        Ok(DcDescriptor { dc, dcs, partitions, addresses })
     }
 }
 
@@ -322,9 +330,9 @@ mod tests {
 
     #[test]
     fn dc_descriptor_round_trips_and_has_the_documented_layout() {
-        let d = DcDescriptor { dc: DcId(1), addresses: vec!["a:1".into(), String::new()] };
+        let d = DcDescriptor { dc: DcId(1), dcs: 3, partitions: 8, addresses: vec!["a:1".into(), String::new()] };
         let bytes = d.encode().unwrap();
-        assert_eq!(bytes, [0x21, 0, 1, 0, 2, 0, 3, b'a', b':', b'1', 0, 0].to_vec());
+        assert_eq!(bytes, [0x22, 0, 1, 0, 3, 0, 0, 0, 8, 0, 2, 0, 3, b'a', b':', b'1', 0, 0].to_vec());
         assert_eq!(DcDescriptor::decode(&bytes).unwrap(), d);
     }
 
@@ -342,10 +350,13 @@ mod tests {
         assert!(matches!(decode_clock(&bytes), Err(EncodingError::UnknownFormat { .. })));
         assert!(matches!(TxDescriptor::decode(&bytes[..10]), Err(EncodingError::Truncated { .. })));
         assert!(matches!(
-            DcDescriptor::decode(&[0x21, 0, 0, 0, 1, 0, 1, 0xff]),
+            DcDescriptor::decode(&[0x22, 0, 0, 0, 1, 0, 0, 0, 1, 0, 1, 0, 1, 0xff]),
             Err(EncodingError::InvalidUtf8 { .. })
         ));
-        assert!(matches!(DcDescriptor::decode(&[0x21, 0, 0, 0xff, 0xff]), Err(EncodingError::Truncated { .. })));
+        assert!(matches!(
+            DcDescriptor::decode(&[0x22, 0, 0, 0, 1, 0, 0, 0, 1, 0xff, 0xff]),
+            Err(EncodingError::Truncated { .. })
+        ));
     }
 
     #[test]
@@ -378,8 +389,13 @@ mod tests {
         }
 
         #[test]
-        fn dc_descriptors_round_trip(dc in any::<u16>(), addresses in proptest::collection::vec(".{0,12}", 0..4)) {
-            let d = DcDescriptor { dc: DcId(dc), addresses };
+        fn dc_descriptors_round_trip(
+            dc in any::<u16>(),
+            dcs in any::<u16>(),
+            partitions in any::<u32>(),
+            addresses in proptest::collection::vec(".{0,12}", 0..4),
+        ) {
+            let d = DcDescriptor { dc: DcId(dc), dcs, partitions, addresses };
             prop_assert_eq!(DcDescriptor::decode(&d.encode().unwrap()).unwrap(), d);
         }
 

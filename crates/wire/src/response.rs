@@ -243,6 +243,28 @@ pub fn not_supported(request: MessageCode) -> Bytes {
     }
 }
 
+/// The reply to a cluster-management request (129, 131, 133): the typed response on success (with the
+/// connection descriptor for 133), an `ApbErrorResp` with a readable message on failure.
+pub fn cluster_reply(request: MessageCode, result: Result<Option<Vec<u8>>, String>) -> Bytes {
+    let message = match result {
+        Err(message) => return error_frame(&message, ERROR_UNKNOWN),
+        Ok(descriptor) => descriptor,
+    };
+    match request {
+        MessageCode::ApbCreateDC => {
+            encode_frame(MessageCode::ApbCreateDCResp, &ApbCreateDCResp { success: true, errorcode: None })
+        }
+        MessageCode::ApbConnectToDCs => {
+            encode_frame(MessageCode::ApbConnectToDCsResp, &ApbConnectToDCsResp { success: true, errorcode: None })
+        }
+        MessageCode::ApbGetConnectionDescriptor => encode_frame(
+            MessageCode::ApbGetConnectionDescriptorResp,
+            &ApbGetConnectionDescriptorResp { success: true, descriptor: message, errorcode: None },
+        ),
+        other => not_supported(other),
+    }
+}
+
 /// A failure the server reported: an `ApbErrorResp`, or a typed response with `success = false`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ErrorReply {

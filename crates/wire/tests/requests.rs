@@ -105,8 +105,8 @@ fn every_cluster_request_round_trips() {
     round_trip(Request::CreateDc { nodes: vec!["antidote@host1".into(), "antidote@host2".into()] });
     round_trip(Request::ConnectToDcs {
         descriptors: vec![
-            DcDescriptor { dc: DcId(0), addresses: vec!["10.0.0.1:8086".into()] },
-            DcDescriptor { dc: DcId(1), addresses: vec![] },
+            DcDescriptor { dc: DcId(0), dcs: 2, partitions: 8, addresses: vec!["10.0.0.1:8086".into()] },
+            DcDescriptor { dc: DcId(1), dcs: 2, partitions: 8, addresses: vec![] },
         ],
     });
     round_trip(Request::GetConnectionDescriptor);
