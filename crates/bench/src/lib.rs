@@ -27,6 +27,9 @@ pub enum Operation {
     RegisterUpdate,
     /// Static update of one counter (increment).
     CounterUpdate,
+    /// The Cure paper's mix: single-operation transactions on LWW registers, each an update with probability
+    /// `update_ratio` (else a read).
+    RegisterMix,
 }
 
 impl std::str::FromStr for Operation {
@@ -36,7 +39,10 @@ impl std::str::FromStr for Operation {
             "register-read" => Ok(Operation::RegisterRead),
             "register-update" => Ok(Operation::RegisterUpdate),
             "counter-update" => Ok(Operation::CounterUpdate),
-            other => Err(format!("unknown operation {other:?}: use register-read, register-update or counter-update")),
+            "register-mix" => Ok(Operation::RegisterMix),
+            other => Err(format!(
+                "unknown operation {other:?}: use register-read, register-update, counter-update or register-mix"
+            )),
         }
     }
 }
@@ -60,6 +66,8 @@ pub struct BenchConfig {
     pub value_bytes: usize,
     /// Seed of the key choices.
     pub seed: u64,
+    /// Probability that a `register-mix` transaction is an update.
+    pub update_ratio: f64,
 }
 
 /// A run's figures.
@@ -134,6 +142,10 @@ pub async fn run(config: BenchConfig) -> anyhow::Result<BenchReport> {
                     Operation::CounterUpdate => {
                         client.static_update(None, vec![(o, Op::Increment(1))]).await.map(|_| ())
                     }
+                    Operation::RegisterMix if rng.random_bool(config.update_ratio) => {
+                        client.static_update(None, vec![(o, Op::Assign(value.clone()))]).await.map(|_| ())
+                    }
+                    Operation::RegisterMix => client.static_read(None, std::slice::from_ref(&o)).await.map(|_| ()),
                 };
                 let took = started.elapsed().as_micros() as u64;
                 if measuring.load(Ordering::Relaxed) {

@@ -55,6 +55,8 @@ pub struct StartOptions {
     pub base_port: u16,
     /// `always` or `periodic`.
     pub sync: String,
+    /// `cure`, `gentlerain` or `eventual`.
+    pub protocol: String,
 }
 
 fn cluster_file(dir: &Path) -> PathBuf {
@@ -120,12 +122,13 @@ pub fn start(o: StartOptions) -> anyhow::Result<()> {
         }
         let config = format!(
             "# Written by `causet cluster start`.\ndata_dir = \"{}\"\nclient_bind = \"{client}\"\nadmin_bind = \"{admin}\"\n\
-             replication_bind = \"{replication}\"\ndc = {dc}\ndcs = {}\npartitions = {}\nsync = \"{}\"\n\
+             replication_bind = \"{replication}\"\ndc = {dc}\ndcs = {}\npartitions = {}\nsync = \"{}\"\nprotocol = \"{}\"\n\
              admin_token = \"{token}\"\n{peers}",
             data_dir.display(),
             o.dcs,
             o.partitions,
-            o.sync
+            o.sync,
+            o.protocol
         );
         let config_path = o.dir.join(format!("dc{dc}.toml"));
         std::fs::write(&config_path, config).with_context(|| format!("writing {}", config_path.display()))?;

@@ -50,6 +50,9 @@ enum Command {
         /// Seed of the key choices.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Fraction of updates in register-mix (0.1 = 90% reads).
+        #[arg(long, default_value_t = 0.1)]
+        update_ratio: f64,
         /// Also write the report as JSON to this file.
         #[arg(long)]
         json: Option<std::path::PathBuf>,
@@ -114,6 +117,9 @@ enum ClusterCommand {
         /// `always` or `periodic`.
         #[arg(long, default_value = "always")]
         sync: String,
+        /// `cure`, `gentlerain` or `eventual`.
+        #[arg(long, default_value = "cure")]
+        protocol: String,
     },
     /// Connect running DCs to each other through AntidoteDB's cluster-management messages: fetch every DC's
     /// connection descriptor (ApbGetConnectionDescriptor) and hand all of them to every DC (ApbConnectToDCs).
@@ -275,19 +281,16 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Start(args) => start(*args)?,
         Command::Cluster { command } => match command {
-            ClusterCommand::Start { dcs, partitions, wan_delay_ms, jitter_ms, dir, base_port, sync } => {
+            ClusterCommand::Start { dcs, partitions, wan_delay_ms, jitter_ms, dir, base_port, sync, protocol } => {
                 if sync != "always" && sync != "periodic" {
                     bail!("--sync takes always or periodic, not {sync:?}");
                 }
-                cluster::start(cluster::StartOptions {
-                    dcs,
-                    partitions,
-                    wan_delay_ms,
-                    jitter_ms,
-                    dir,
-                    base_port,
-                    sync,
-                })?
+                if !["cure", "gentlerain", "eventual"].contains(&protocol.as_str()) {
+                    bail!("--protocol takes cure, gentlerain or eventual, not {protocol:?}");
+                }
+                let options =
+                    cluster::StartOptions { dcs, partitions, wan_delay_ms, jitter_ms, dir, base_port, sync, protocol };
+                cluster::start(options)?
             }
             ClusterCommand::Stop { dir } => cluster::stop(&dir)?,
             ClusterCommand::Connect { addrs } => {
@@ -321,8 +324,21 @@ fn main() -> anyhow::Result<()> {
             }
         }
         Command::Bench {
-            addr, connections, duration_s, warmup_s, operation, keys, value_bytes, seed, json, ..
+            addr,
+            connections,
+            duration_s,
+            warmup_s,
+            operation,
+            keys,
+            value_bytes,
+            seed,
+            json,
+            update_ratio,
+            ..
         } => {
+            if !(0.0..=1.0).contains(&update_ratio) {
+                bail!("--update-ratio is a fraction between 0 and 1");
+            }
             let config = causet_bench::BenchConfig {
                 addr,
                 connections,
@@ -332,6 +348,7 @@ fn main() -> anyhow::Result<()> {
                 keys,
                 value_bytes,
                 seed,
+                update_ratio,
             };
             let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
             let report = runtime.block_on(causet_bench::run(config))?;
