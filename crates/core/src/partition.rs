@@ -70,6 +70,10 @@ pub struct Checkpoint {
     /// truncated with the log, so the checkpoint carries them (they are durable once the checkpoint is).
     #[serde(default)]
     pub remote_pending: Vec<(DcId, ReplicatedTx)>,
+    /// Per origin, the stream position of the last remote transaction applied: pvc may lag behind it (it also waits
+    /// for the origin's promise), and a restored partition must not apply it again when the origin resends.
+    #[serde(default)]
+    pub remote_applied: Vec<(DcId, Timestamp, TxId)>,
 }
 
 /// What a partition asks its driver to do.
@@ -143,6 +147,8 @@ pub struct Partition {
     inbound: BTreeMap<DcId, Inbound>,
     /// Origin commit times of remote transactions persisted but not yet applied, per origin.
     remote_pending: BTreeMap<DcId, VecDeque<ReplicatedTx>>,
+    /// Per origin, the stream position of the last remote transaction applied.
+    remote_applied: BTreeMap<DcId, (Timestamp, TxId)>,
     next_replication_us: u64,
 }
 
@@ -168,6 +174,7 @@ impl Partition {
             sender: Sender::new(config.dc, config.dcs, config.resend_after_us),
             inbound: (0..config.dcs).map(DcId).filter(|d| *d != config.dc).map(|d| (d, Inbound::default())).collect(),
             remote_pending: BTreeMap::new(),
+            remote_applied: BTreeMap::new(),
             next_replication_us: now_us,
             config,
         }
@@ -214,6 +221,12 @@ impl Partition {
                 let local_entry = p.pvc.get(local);
                 p.pvc = pvc;
                 p.pvc.set(local, local_entry);
+            }
+            for (origin, at, tx) in c.remote_applied {
+                if let Some(inbound) = p.inbound.get_mut(&origin) {
+                    inbound.received = inbound.received.max((at, Some(tx)));
+                }
+                p.remote_applied.insert(origin, (at, tx));
             }
             for (origin, tx) in c.remote_pending {
                 p.replay_remote(origin, tx);
@@ -292,6 +305,7 @@ impl Partition {
             unreplicated: self.sender.image().0,
             peer_acked: self.sender.image().1,
             pvc: Some(self.pvc.clone()),
+            remote_applied: self.remote_applied.iter().map(|(d, (at, tx))| (*d, *at, *tx)).collect(),
             remote_pending: self
                 .remote_pending
                 .iter()
@@ -762,7 +776,10 @@ impl Partition {
     /// [`Partition::refresh_pvc`]: Cure Alg. 4 line 17 sets pvc[i] = T.c[i], which assumes commit times unique per
     /// origin; here another transaction of the same origin may share T's commit time and still be queued, so pvc[i]
     /// stops just below the first transaction not yet applied.
-    fn apply_remote(&mut self, _origin: DcId, tx: ReplicatedTx) {
+    fn apply_remote(&mut self, origin: DcId, tx: ReplicatedTx) {
+        let position = (tx.commit.get(origin), tx.tx);
+        let last = self.remote_applied.entry(origin).or_insert(position);
+        *last = (*last).max(position);
         let stamp = Stamp { time: tx.commit.sum(), tx: tx.tx.tag() };
         for (id, effect) in tx.writes {
             self.store.insert(&id, &tx.commit, stamp, effect);

@@ -130,6 +130,7 @@ pub(crate) struct StateRef<'a> {
     pub peer_acked: &'a [(causet_core::DcId, Timestamp)],
     pub pvc: &'a Option<VectorClock>,
     pub remote_pending: &'a [(causet_core::DcId, causet_core::replication::ReplicatedTx)],
+    pub remote_applied: &'a [(causet_core::DcId, Timestamp, TxId)],
 }
 
 /// The owned form of [`StateRef`] (postcard encodes a slice and a `Vec` alike).
@@ -144,6 +145,7 @@ pub(crate) struct State {
     pub peer_acked: Vec<(causet_core::DcId, Timestamp)>,
     pub pvc: Option<VectorClock>,
     pub remote_pending: Vec<(causet_core::DcId, causet_core::replication::ReplicatedTx)>,
+    pub remote_applied: Vec<(causet_core::DcId, Timestamp, TxId)>,
 }
 
 /// Decodes a checkpoint state.

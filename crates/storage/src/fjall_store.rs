@@ -306,6 +306,7 @@ impl LogStore for FjallStore {
                     peer_acked: state.peer_acked,
                     pvc: state.pvc,
                     remote_pending: state.remote_pending,
+                    remote_applied: state.remote_applied,
                 })
             }
         };
@@ -346,6 +347,7 @@ impl LogStore for FjallStore {
             peer_acked: &checkpoint.peer_acked,
             pvc: &checkpoint.pvc,
             remote_pending: &checkpoint.remote_pending,
+            remote_applied: &checkpoint.remote_applied,
         })?;
         let objects = checkpoint
             .objects
@@ -705,6 +707,7 @@ mod tests {
             peer_acked: &[],
             pvc: &None,
             remote_pending: &[],
+            remote_applied: &[],
         })
         .unwrap();
         checkpoints.insert(codec::state_key(p), state).unwrap();
@@ -763,6 +766,7 @@ mod tests {
             peer_acked: Vec::new(),
             pvc: None,
             remote_pending: Vec::new(),
+            remote_applied: Vec::new(),
         }
     }
 

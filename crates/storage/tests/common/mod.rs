@@ -79,6 +79,7 @@ pub fn checkpoint(lsn: Lsn, objects: Vec<(ObjectId, ObjectImage)>) -> Checkpoint
         peer_acked: Vec::new(),
         pvc: None,
         remote_pending: Vec::new(),
+        remote_applied: Vec::new(),
     }
 }
 
