@@ -14,8 +14,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run a single-node, single-DC server: AntidoteDB's client protocol on 127.0.0.1:8087, `/metrics` and
-    /// `/status` on 127.0.0.1:8088, data in ./causet-data. Flags override the config file; the file overrides the
+    /// Run a node (a DC of one node; a single DC by default): AntidoteDB's client protocol on 127.0.0.1:8087,
+    /// `/metrics` and `/status` on 127.0.0.1:8088, data in ./causet-data. Flags override the config file; the file overrides the
     /// defaults. Every option is described in docs/configuration.md.
     Start(Box<StartArgs>),
     /// A local multi-DC cluster of real processes on loopback: `start`, `stop`, `status`.

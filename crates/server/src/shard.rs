@@ -74,6 +74,10 @@ pub struct PartitionStatus {
     pub objects: usize,
     /// Effects kept unfolded.
     pub versions: usize,
+    /// Local transactions some peer DC has not acknowledged yet.
+    pub replication_backlog: usize,
+    /// Remote transactions received and waiting for their dependencies, per origin DC.
+    pub inbound_backlog: Vec<(u16, usize)>,
 }
 
 /// Where each machine lives.
@@ -260,6 +264,8 @@ impl Shard {
                     waiting: p.waiting_count(),
                     objects,
                     versions,
+                    replication_backlog: p.replication_backlog(),
+                    inbound_backlog: p.inbound_backlog().into_iter().map(|(d, n)| (d.0, n)).collect(),
                 }
             })
             .collect();
