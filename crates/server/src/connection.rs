@@ -187,7 +187,7 @@ async fn answer(state: &NodeState, client: ClientId, home: usize, frame: Frame) 
     match &result {
         Ok(ClientResponse::Committed { commit }) => {
             m.committed.inc();
-            let local = commit.get(state.config.protocol().dc);
+            let local = commit.get(causet_core::DcId(state.config.dc));
             state.acknowledged.fetch_max(local.0, Ordering::Relaxed);
         }
         Ok(ClientResponse::StaticValues { .. }) => {
@@ -214,10 +214,10 @@ fn raise_to_acknowledged(state: &NodeState, body: &mut ClientRequest) {
     if acknowledged == 0 {
         return;
     }
-    let protocol = state.config.protocol();
-    let c = clock.get_or_insert_with(|| causet_core::VectorClock::zero(protocol.vector_len()));
-    if c.has_dcs(protocol.vector_len()) && c.get(protocol.dc).0 < acknowledged {
-        c.set(protocol.dc, causet_core::Timestamp(acknowledged));
+    let (dc, dcs) = (causet_core::DcId(state.config.dc), usize::from(state.config.dcs));
+    let c = clock.get_or_insert_with(|| causet_core::VectorClock::zero(dcs));
+    if c.has_dcs(dcs) && c.get(dc).0 < acknowledged {
+        c.set(dc, causet_core::Timestamp(acknowledged));
     }
 }
 
