@@ -188,6 +188,15 @@ fn three_dcs_causality_atomicity_cuts_and_catch_up() {
         }
         assert_eq!(seen_y, 20, "every write of DC 0 became visible at DC 1");
 
+        // A session that moves to another DC keeps its guarantees (Cure §IV-C): with the clock of its writes at
+        // DC 0, its first read at DC 2 waits until DC 2 has them.
+        let moved = Set::aw("moved", "geo");
+        let clock = writer.static_update(None, vec![moved.add("before-move")]).await.expect("writes at DC 0");
+        let mut at_2 = Client::connect(dcs[2].client).await.expect("connects to DC 2");
+        let (values, _) = at_2.static_read(Some(&clock), &[moved.key().clone()]).await.expect("reads at DC 2");
+        let seen = values[0].as_set().map(|s| s.to_vec()).unwrap_or_default();
+        assert!(has(&seen, "before-move"), "the moved session did not read its own write at DC 2: {seen:?}");
+
         // A cut link: DC 0 and DC 2 stop talking; DC 0 and DC 1 keep making each other's writes visible
         // (AntidoteDB #204), and after the heal DC 2 converges.
         assert!(dcs[0].admin_post("/admin/links/2/cut").contains("cut"));
