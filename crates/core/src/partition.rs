@@ -902,3 +902,25 @@ impl Partition {
         }
     }
 }
+
+/// Decisions for transactions that recovery found prepared and undecided: in a single-node DC every coordinator
+/// died with the node, so a transaction commits if any partition durably recorded its commit, and aborts
+/// otherwise (no client was told it committed: acknowledgements wait for every partition's commit record).
+pub fn recovery_decisions(partitions: &[Partition]) -> Vec<Envelope> {
+    let mut decisions = Vec::new();
+    for p in partitions {
+        for tx in p.undecided() {
+            let commit: Option<VectorClock> = partitions.iter().find_map(|q| q.recent_commit(tx).cloned());
+            let msg = match commit {
+                Some(commit) => Message::Commit { tx, commit },
+                None => Message::Abort { tx },
+            };
+            decisions.push(Envelope {
+                from: Address::Coordinator(tx.coordinator),
+                to: Address::Partition(p.id()),
+                msg,
+            });
+        }
+    }
+    decisions
+}

@@ -363,3 +363,28 @@ fn a_prepare_and_commit_is_one_durable_record_that_recovery_replays() {
     read(&mut r, 2_000, commit, vec![set("x")]);
     assert_eq!(read_reply(&drain(&mut r).0).expect("served").expect("ok")[0].value(), Value::Set(vec![b"a".to_vec()]));
 }
+
+#[test]
+fn recovery_commits_what_any_partition_committed_and_aborts_what_none_did() {
+    use causet_core::partition::recovery_decisions;
+    let two = |p: u32| {
+        let mut c = config(ClockKind::Hybrid);
+        c.partitions = 2;
+        Partition::new(PartitionId(p), c, 1_000)
+    };
+    let (mut p0, mut p1) = (two(0), two(1));
+    // tx 1 prepared on both; its commit reached p0 only before the node died. tx 2 prepared on p1 only.
+    let pt0 = prepare(&mut p0, 1_000, tx(1), vc(900), vec![(set("x"), add(tx(1), "a"))]);
+    let pt1 = prepare(&mut p1, 1_000, tx(1), vc(900), vec![(set("y"), add(tx(1), "b"))]);
+    let c = VectorClock::from_entries(vec![pt0.max(pt1)]);
+    commit(&mut p0, 1_000, tx(1), c.clone());
+    prepare(&mut p1, 1_000, tx(2), vc(950), vec![(set("z"), add(tx(2), "c"))]);
+    let decisions = recovery_decisions(&[p0, p1]);
+    assert_eq!(decisions.len(), 2, "{decisions:?}");
+    assert!(decisions.iter().any(
+        |d| d.to == Address::Partition(PartitionId(1)) && d.msg == Message::Commit { tx: tx(1), commit: c.clone() }
+    ));
+    assert!(decisions
+        .iter()
+        .any(|d| d.to == Address::Partition(PartitionId(1)) && d.msg == Message::Abort { tx: tx(2) }));
+}

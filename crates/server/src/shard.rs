@@ -12,7 +12,7 @@ use causet_core::coordinator::{ClientReply, ClientRequest, ClientResponse, Coord
 use causet_core::partition::{Partition, PartitionOutput};
 use causet_core::record::Lsn;
 use causet_core::stabilizer::Stabilizer;
-use causet_core::{Address, ClientId, CoordinatorId, Envelope, Message, PartitionId, RequestId, VectorClock};
+use causet_core::{Address, ClientId, CoordinatorId, Envelope, PartitionId, RequestId};
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -400,26 +400,4 @@ fn route_remote(routes: &Routes, e: Envelope) {
         // A closed inbox means the node is shutting down; the message is moot.
         let _ = routes.inboxes[shard].send(ShardInput::Message(e));
     }
-}
-
-/// Decisions for transactions that recovery found prepared and undecided: in a single-node DC every coordinator
-/// died with the node, so a transaction commits if any partition durably recorded its commit, and aborts
-/// otherwise (no client was told it committed: acknowledgements wait for every partition's commit record).
-pub fn recovery_decisions(partitions: &[Partition]) -> Vec<Envelope> {
-    let mut decisions = Vec::new();
-    for p in partitions {
-        for tx in p.undecided() {
-            let commit: Option<VectorClock> = partitions.iter().find_map(|q| q.recent_commit(tx).cloned());
-            let msg = match commit {
-                Some(commit) => Message::Commit { tx, commit },
-                None => Message::Abort { tx },
-            };
-            decisions.push(Envelope {
-                from: Address::Coordinator(tx.coordinator),
-                to: Address::Partition(p.id()),
-                msg,
-            });
-        }
-    }
-    decisions
 }
