@@ -201,14 +201,4 @@ impl Message {
             Message::Stable { .. } => "stable",
         }
     }
-
-    /// The coordinator a transaction-related message is about, if any.
-    pub fn coordinator_of(tx: TxId) -> Address {
-        Address::Coordinator(tx.coordinator)
-    }
-}
-
-/// Shorthand for the address of a coordinator.
-pub fn coordinator(id: CoordinatorId) -> Address {
-    Address::Coordinator(id)
 }

@@ -107,6 +107,14 @@ enum Request {
     Prepare { from: Address, tx: TxId, snapshot: VectorClock, writes: Vec<(ObjectId, Effect)>, alone: bool },
 }
 
+impl Request {
+    fn snapshot(&self) -> &VectorClock {
+        match self {
+            Request::Read { snapshot, .. } | Request::Prepare { snapshot, .. } => snapshot,
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 struct Waiting {
     request: Request,
@@ -495,9 +503,7 @@ impl Partition {
     }
 
     fn on_request(&mut self, now_us: u64, request: Request) {
-        let snapshot = match &request {
-            Request::Read { snapshot, .. } | Request::Prepare { snapshot, .. } => snapshot,
-        };
+        let snapshot = request.snapshot();
         if let Err(e) = self.validate_snapshot(now_us, snapshot) {
             self.refuse(&request, e);
             return;
@@ -537,9 +543,7 @@ impl Partition {
         let is_read = matches!(request, Request::Read { .. });
         let skip_wait =
             is_read && (self.config.bug == Some(Bug::SkipReadWait) || !self.config.protocol.reads_snapshots());
-        let snapshot = match &request {
-            Request::Read { snapshot, .. } | Request::Prepare { snapshot, .. } => snapshot,
-        };
+        let snapshot = request.snapshot();
         if !skip_wait {
             // With a hybrid clock the partition moves its clock up to the snapshot instead of waiting for physical
             // time to get there; only the wait for earlier prepared transactions remains.
@@ -593,9 +597,7 @@ impl Partition {
         if self.config.clock != ClockKind::Physical {
             return None;
         }
-        let snapshot = match request {
-            Request::Read { snapshot, .. } | Request::Prepare { snapshot, .. } => snapshot,
-        };
+        let snapshot = request.snapshot();
         let local = snapshot.get(self.config.dc);
         (local >= self.clock.last()).then(|| local.micros() + 1)
     }

@@ -26,7 +26,7 @@ use causet_core::partition::recovery_decisions;
 use causet_core::partition::{Checkpoint, Partition};
 use causet_core::record::{LogRecord, Lsn};
 use causet_core::stabilizer::Stabilizer;
-use causet_core::{Address, PartitionId};
+use causet_core::PartitionId;
 use causet_storage::{FjallStore, LogStore, StorageOptions, SyncMode};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -167,7 +167,7 @@ impl Node {
             let stabilizer = (index == 0).then(|| Stabilizer::new(protocol.clone(), coordinators.clone()));
             let env = ShardEnv { routes: routes.clone(), clock: clock.clone(), log: sink.clone(), checkpoint_interval };
             let mut shard = Shard::new(index, env, coordinator, parts, stabilizer);
-            for d in decisions.iter().filter(|d| routes_owner(&routes, d.to) == Some(index)) {
+            for d in decisions.iter().filter(|d| routes.owner(d.to) == Some(index)) {
                 shard.deliver(d.clone());
             }
             shard_tasks.push(tokio::spawn(shard.run(inbox)));
@@ -285,12 +285,5 @@ impl Node {
         }
         info!("stopped");
         Ok(())
-    }
-}
-
-fn routes_owner(routes: &Routes, to: Address) -> Option<usize> {
-    match to {
-        Address::Partition(p) => Some(routes.partition_shard(p)),
-        _ => None,
     }
 }

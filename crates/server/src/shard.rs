@@ -112,7 +112,8 @@ impl Routes {
         (c.0 >> SHARD_BITS == self.incarnation && shard < self.inboxes.len()).then_some(shard)
     }
 
-    fn owner(&self, to: Address) -> Option<usize> {
+    /// The shard of this node that owns an address (`None`: another DC, or a coordinator of an earlier incarnation).
+    pub fn owner(&self, to: Address) -> Option<usize> {
         match to {
             Address::Partition(p) => Some(self.partition_shard(p)),
             Address::Coordinator(c) => self.coordinator_shard(c),
@@ -320,30 +321,22 @@ impl Shard {
                     }
                 }
             }
+            let mut sends = Vec::new();
             for p in self.partitions.values_mut() {
                 while let Some(out) = p.poll_output() {
-                    progressed = true;
                     match out {
-                        PartitionOutput::Send(e) => {
-                            if self.routes.owner(e.to) == Some(self.index) {
-                                self.local.push_back(e);
-                            } else {
-                                route_remote(&self.routes, e);
-                            }
-                        }
+                        PartitionOutput::Send(e) => sends.push(e),
                         PartitionOutput::Persist { lsn, record } => self.log.append(p.id(), lsn, record),
                     }
+                    progressed = true;
                 }
             }
             if let Some(s) = self.stabilizer.as_mut() {
-                while let Some(e) = s.poll_output() {
-                    progressed = true;
-                    if self.routes.owner(e.to) == Some(self.index) {
-                        self.local.push_back(e);
-                    } else {
-                        route_remote(&self.routes, e);
-                    }
-                }
+                sends.extend(std::iter::from_fn(|| s.poll_output()));
+            }
+            progressed |= !sends.is_empty();
+            for e in sends {
+                self.route(e);
             }
             while let Some(e) = self.local.pop_front() {
                 progressed = true;
