@@ -1,5 +1,8 @@
 //! `causet cluster`: a local multi-DC cluster of real `causet start` processes on loopback, connected to each
 //! other with an emulated WAN delay; a cluster file other commands read; `stop` and `status`.
+//!
+//! Other commands (`causet bench --compare`, `causet check`) drive clusters through this module: [`start`] returns
+//! the [`ClusterFile`], [`kill_node`] and [`restart_node`] are the nemesis's process faults, [`stop`] ends it.
 
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
@@ -9,40 +12,72 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// One DC of a local cluster.
+/// One node (a `causet start` process) of a local cluster.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct ClusterDc {
-    /// The DC's index.
+pub struct ClusterNode {
+    /// The node's DC.
     pub dc: u16,
+    /// The node's index inside its DC.
+    #[serde(default)]
+    pub node: u16,
     /// AntidoteDB's client protocol.
     pub client: SocketAddr,
     /// Admin HTTP.
     pub admin: SocketAddr,
-    /// Replication links from the other DCs.
+    /// Links from the other DCs and from the other nodes of this DC.
     pub replication: SocketAddr,
     /// The process.
     pub pid: u32,
+    /// Its configuration file.
+    pub config: PathBuf,
     /// Its data directory.
     pub data_dir: PathBuf,
-    /// Its log file.
+    /// Its log file (appended to across restarts).
     pub log: PathBuf,
 }
 
 /// The cluster file (`<dir>/cluster.json`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ClusterFile {
-    /// The DCs.
-    pub dcs: Vec<ClusterDc>,
+    /// Every node, DC by DC.
+    pub nodes: Vec<ClusterNode>,
+    /// DCs.
+    pub dcs: u16,
+    /// Nodes per DC.
+    pub nodes_per_dc: u16,
+    /// Partitions per DC.
+    pub partitions: u32,
+    /// `cure`, `gentlerain` or `eventual`.
+    pub protocol: String,
     /// The admin token of every node (fault injection).
     pub admin_token: String,
     /// One-way delay between DCs, ms.
     pub wan_delay_ms: u64,
+    /// The `causet` binary the nodes run.
+    pub exe: PathBuf,
+}
+
+impl ClusterFile {
+    /// The client addresses of a DC's nodes.
+    pub fn dc_clients(&self, dc: u16) -> Vec<SocketAddr> {
+        self.nodes.iter().filter(|n| n.dc == dc).map(|n| n.client).collect()
+    }
+
+    /// Writes the file to `<dir>/cluster.json`.
+    pub fn save(&self, dir: &Path) -> anyhow::Result<()> {
+        let path = cluster_file(dir);
+        std::fs::write(&path, serde_json::to_string_pretty(self)?)
+            .with_context(|| format!("writing {}", path.display()))
+    }
 }
 
 /// Parameters of `causet cluster start`.
+#[derive(Clone, Debug)]
 pub struct StartOptions {
     /// DCs.
     pub dcs: u16,
+    /// Nodes per DC.
+    pub nodes_per_dc: u16,
     /// Partitions per DC.
     pub partitions: u32,
     /// One-way delay between DCs, ms.
@@ -51,12 +86,35 @@ pub struct StartOptions {
     pub jitter_ms: u64,
     /// Where configs, data, logs and the cluster file go.
     pub dir: PathBuf,
-    /// DC d uses ports base + 10·d (client), + 1 (admin), + 2 (replication).
+    /// Node i (counting DC by DC) uses ports base + 3·i (client), + 1 (admin), + 2 (replication).
     pub base_port: u16,
     /// `always` or `periodic`.
     pub sync: String,
     /// `cure`, `gentlerain` or `eventual`.
     pub protocol: String,
+    /// Extra lines appended to every node's TOML configuration (e.g. `checkpoint_interval_s = 5`).
+    pub extra_config: String,
+    /// The `causet` binary to run [default: this process's own executable; tests pass
+    /// `env!("CARGO_BIN_EXE_causet")`].
+    pub exe: Option<PathBuf>,
+}
+
+impl Default for StartOptions {
+    fn default() -> Self {
+        StartOptions {
+            dcs: 3,
+            nodes_per_dc: 1,
+            partitions: 8,
+            wan_delay_ms: 50,
+            jitter_ms: 0,
+            dir: PathBuf::from("./causet-cluster"),
+            base_port: 8087,
+            sync: "always".into(),
+            protocol: "cure".into(),
+            extra_config: String::new(),
+            exe: None,
+        }
+    }
 }
 
 fn cluster_file(dir: &Path) -> PathBuf {
@@ -75,105 +133,218 @@ fn free(addr: SocketAddr) -> bool {
     std::net::TcpListener::bind(addr).is_ok()
 }
 
-/// Starts the processes, waits until every DC serves, writes the cluster file and prints the DCs' ports.
-pub fn start(o: StartOptions) -> anyhow::Result<()> {
+/// A port nothing listens on now, chosen by the kernel.
+fn ephemeral() -> anyhow::Result<SocketAddr> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0").context("finding a free port")?.local_addr()?)
+}
+
+/// Starts the processes, waits until every node serves and writes the cluster file. `base_port = 0` picks free
+/// ports.
+pub fn start(o: &StartOptions) -> anyhow::Result<ClusterFile> {
     if !(1..=16).contains(&o.dcs) {
         bail!("--dcs must be between 1 and 16");
     }
+    if !(1..=16).contains(&o.nodes_per_dc) {
+        bail!("--nodes-per-dc must be between 1 and 16");
+    }
+    if o.nodes_per_dc > 1 {
+        bail!("--nodes-per-dc above 1 is not supported yet (multi-node DCs are under way)");
+    }
+    if o.nodes_per_dc as u32 > o.partitions {
+        bail!("--nodes-per-dc ({}) exceeds --partitions ({}): a node would own none", o.nodes_per_dc, o.partitions);
+    }
+    if !["always", "periodic"].contains(&o.sync.as_str()) {
+        bail!("--sync takes always or periodic, not {:?}", o.sync);
+    }
+    if !["cure", "gentlerain", "eventual"].contains(&o.protocol.as_str()) {
+        bail!("--protocol takes cure, gentlerain or eventual, not {:?}", o.protocol);
+    }
     if cluster_file(&o.dir).exists() {
         if let Ok(existing) = load(&o.dir) {
-            if existing.dcs.iter().any(|d| process_alive(d.pid)) {
+            if existing.nodes.iter().any(|n| process_alive(n.pid)) {
                 bail!("a cluster is already running from {} (stop it with `causet cluster stop`)", o.dir.display());
             }
         }
     }
     std::fs::create_dir_all(&o.dir).with_context(|| format!("creating {}", o.dir.display()))?;
-    let exe = std::env::current_exe().context("finding the causet binary")?;
+    let exe = match &o.exe {
+        Some(exe) => exe.clone(),
+        None => std::env::current_exe().context("finding the causet binary")?,
+    };
     let token = format!(
         "{:x}{:x}",
         std::process::id(),
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
     );
-    let port = |dc: u16, k: u16| -> anyhow::Result<SocketAddr> {
-        let p = o.base_port.checked_add(dc * 10 + k).context("ports beyond 65535: lower --base-port")?;
-        Ok(SocketAddr::from(([127, 0, 0, 1], p)))
+    // Ports of node i (DC by DC): client, admin, replication.
+    let count = o.dcs as usize * o.nodes_per_dc as usize;
+    let mut ports: Vec<[SocketAddr; 3]> = Vec::with_capacity(count);
+    for i in 0..count {
+        let mut p = [SocketAddr::from(([127, 0, 0, 1], 0)); 3];
+        for (k, slot) in p.iter_mut().enumerate() {
+            *slot = if o.base_port == 0 {
+                ephemeral()?
+            } else {
+                let port = u16::try_from(o.base_port as usize + 3 * i + k)
+                    .ok()
+                    .context("ports beyond 65535: lower --base-port")?;
+                let addr = SocketAddr::from(([127, 0, 0, 1], port));
+                if !free(addr) {
+                    bail!("port {addr} is in use: stop what holds it, or choose another --base-port");
+                }
+                addr
+            };
+        }
+        ports.push(p);
+    }
+    let index = |dc: u16, node: u16| dc as usize * o.nodes_per_dc as usize + node as usize;
+    let mut nodes = Vec::with_capacity(count);
+    for dc in 0..o.dcs {
+        for node in 0..o.nodes_per_dc {
+            let name = if o.nodes_per_dc == 1 { format!("dc{dc}") } else { format!("dc{dc}n{node}") };
+            let data_dir = o.dir.join(&name);
+            let log = o.dir.join(format!("{name}.log"));
+            let [client, admin, replication] = ports[index(dc, node)];
+            let mut peers = String::new();
+            for peer in (0..o.dcs).filter(|p| *p != dc) {
+                let addrs: Vec<String> =
+                    (0..o.nodes_per_dc).map(|n| format!("\"{}\"", ports[index(peer, n)][2])).collect();
+                peers.push_str(&format!(
+                    "\n[[peers]]\ndc = {peer}\naddr = {}\ndelay_ms = {}\njitter_ms = {}\n",
+                    if o.nodes_per_dc == 1 { addrs[0].clone() } else { format!("[{}]", addrs.join(", ")) },
+                    o.wan_delay_ms,
+                    o.jitter_ms
+                ));
+            }
+            let members = if o.nodes_per_dc == 1 {
+                String::new()
+            } else {
+                let addrs: Vec<String> =
+                    (0..o.nodes_per_dc).map(|n| format!("\"{}\"", ports[index(dc, n)][2])).collect();
+                format!("node = {node}\nnodes = [{}]\n", addrs.join(", "))
+            };
+            let config = format!(
+                "# Written by `causet cluster start`.\ndata_dir = \"{}\"\nclient_bind = \"{client}\"\n\
+                 admin_bind = \"{admin}\"\nreplication_bind = \"{replication}\"\ndc = {dc}\ndcs = {}\n{members}\
+                 partitions = {}\nsync = \"{}\"\nprotocol = \"{}\"\nadmin_token = \"{token}\"\n{}\n{peers}",
+                data_dir.display(),
+                o.dcs,
+                o.partitions,
+                o.sync,
+                o.protocol,
+                o.extra_config
+            );
+            let config_path = o.dir.join(format!("{name}.toml"));
+            std::fs::write(&config_path, config).with_context(|| format!("writing {}", config_path.display()))?;
+            let mut n =
+                ClusterNode { dc, node, client, admin, replication, pid: 0, config: config_path, data_dir, log };
+            n.pid = spawn(&exe, &n)?;
+            nodes.push(n);
+        }
+    }
+    let file = ClusterFile {
+        nodes,
+        dcs: o.dcs,
+        nodes_per_dc: o.nodes_per_dc,
+        partitions: o.partitions,
+        protocol: o.protocol.clone(),
+        admin_token: token,
+        wan_delay_ms: o.wan_delay_ms,
+        exe,
     };
-    let mut dcs = Vec::new();
-    for dc in 0..o.dcs {
-        for k in 0..3 {
-            let addr = port(dc, k)?;
-            if !free(addr) {
-                bail!("port {addr} is in use: stop what holds it, or choose another --base-port");
-            }
-        }
+    file.save(&o.dir)?;
+    for n in &file.nodes {
+        wait_serving(n, Duration::from_secs(30))?;
     }
-    for dc in 0..o.dcs {
-        let data_dir = o.dir.join(format!("dc{dc}"));
-        let log = o.dir.join(format!("dc{dc}.log"));
-        let (client, admin, replication) = (port(dc, 0)?, port(dc, 1)?, port(dc, 2)?);
-        let mut peers = String::new();
-        for peer in (0..o.dcs).filter(|p| *p != dc) {
-            peers.push_str(&format!(
-                "\n[[peers]]\ndc = {peer}\naddr = \"{}\"\ndelay_ms = {}\njitter_ms = {}\n",
-                port(peer, 2)?,
-                o.wan_delay_ms,
-                o.jitter_ms
-            ));
-        }
-        let config = format!(
-            "# Written by `causet cluster start`.\ndata_dir = \"{}\"\nclient_bind = \"{client}\"\nadmin_bind = \"{admin}\"\n\
-             replication_bind = \"{replication}\"\ndc = {dc}\ndcs = {}\npartitions = {}\nsync = \"{}\"\nprotocol = \"{}\"\n\
-             admin_token = \"{token}\"\n{peers}",
-            data_dir.display(),
-            o.dcs,
-            o.partitions,
-            o.sync,
-            o.protocol
-        );
-        let config_path = o.dir.join(format!("dc{dc}.toml"));
-        std::fs::write(&config_path, config).with_context(|| format!("writing {}", config_path.display()))?;
-        let out = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
-        let child = Command::new(&exe)
-            .arg("start")
-            .arg("--config")
-            .arg(&config_path)
-            .stdin(Stdio::null())
-            .stdout(out.try_clone()?)
-            .stderr(out)
-            .env("NO_COLOR", "1")
-            .spawn()
-            .with_context(|| format!("starting DC {dc}"))?;
-        dcs.push(ClusterDc { dc, client, admin, replication, pid: child.id(), data_dir, log });
-    }
-    let file = ClusterFile { dcs: dcs.clone(), admin_token: token, wan_delay_ms: o.wan_delay_ms };
-    std::fs::write(cluster_file(&o.dir), serde_json::to_string_pretty(&file)?)?;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    for d in &dcs {
-        while TcpStream::connect_timeout(&d.client, Duration::from_millis(200)).is_err() {
-            if !process_alive(d.pid) {
-                bail!("DC {} exited at start; see {}", d.dc, d.log.display());
-            }
-            if Instant::now() > deadline {
-                bail!("DC {} did not start serving within 30 s; see {}", d.dc, d.log.display());
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
+    Ok(file)
+}
+
+/// Prints what `causet cluster start` prints about a running cluster.
+pub fn print_started(file: &ClusterFile, dir: &Path) {
     println!(
-        "a {}-DC cluster is running ({} ms one-way between DCs); cluster file {}",
-        o.dcs,
-        o.wan_delay_ms,
-        cluster_file(&o.dir).display()
+        "a {}-DC cluster ({} node{} per DC) is running ({} ms one-way between DCs); cluster file {}",
+        file.dcs,
+        file.nodes_per_dc,
+        if file.nodes_per_dc == 1 { "" } else { "s" },
+        file.wan_delay_ms,
+        cluster_file(dir).display()
     );
-    println!("{:>3}  {:<22} {:<22} {:>8}", "DC", "client (AntidoteDB)", "admin (HTTP)", "pid");
-    for d in &dcs {
-        println!("{:>3}  {:<22} {:<22} {:>8}", d.dc, d.client.to_string(), format!("http://{}", d.admin), d.pid);
+    println!("{:>3} {:>4}  {:<22} {:<28} {:>8}", "DC", "node", "client (AntidoteDB)", "admin (HTTP)", "pid");
+    for n in &file.nodes {
+        println!(
+            "{:>3} {:>4}  {:<22} {:<28} {:>8}",
+            n.dc,
+            n.node,
+            n.client.to_string(),
+            format!("http://{}", n.admin),
+            n.pid
+        );
     }
-    println!("stop it with: causet cluster stop --dir {}", o.dir.display());
+    println!("stop it with: causet cluster stop --dir {}", dir.display());
+}
+
+fn spawn(exe: &Path, n: &ClusterNode) -> anyhow::Result<u32> {
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&n.log)
+        .with_context(|| format!("opening {}", n.log.display()))?;
+    let child = Command::new(exe)
+        .arg("start")
+        .arg("--config")
+        .arg(&n.config)
+        .stdin(Stdio::null())
+        .stdout(out.try_clone()?)
+        .stderr(out)
+        .env("NO_COLOR", "1")
+        .spawn()
+        .with_context(|| format!("starting DC {} node {}", n.dc, n.node))?;
+    Ok(child.id())
+}
+
+fn wait_serving(n: &ClusterNode, within: Duration) -> anyhow::Result<()> {
+    let deadline = Instant::now() + within;
+    while TcpStream::connect_timeout(&n.client, Duration::from_millis(200)).is_err() {
+        if !process_alive(n.pid) {
+            bail!("DC {} node {} exited at start; see {}", n.dc, n.node, n.log.display());
+        }
+        if Instant::now() > deadline {
+            bail!("DC {} node {} did not start serving within {within:?}; see {}", n.dc, n.node, n.log.display());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
     Ok(())
 }
 
-fn process_alive(pid: u32) -> bool {
+/// Kills node `i` of the cluster with SIGKILL (no shutdown: unsynced writes are lost) and waits until it is gone.
+pub fn kill_node(file: &ClusterFile, i: usize) {
+    let pid = file.nodes[i].pid;
+    signal(pid, "KILL");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while process_alive(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Starts node `i` again from its configuration and data (after [`kill_node`] or a crash), waits until it serves,
+/// and records its new pid in the cluster file.
+pub fn restart_node(file: &mut ClusterFile, dir: &Path, i: usize) -> anyhow::Result<()> {
+    if process_alive(file.nodes[i].pid) {
+        bail!("DC {} node {} is still running (pid {})", file.nodes[i].dc, file.nodes[i].node, file.nodes[i].pid);
+    }
+    let pid = spawn(&file.exe, &file.nodes[i])?;
+    file.nodes[i].pid = pid;
+    file.save(dir)?;
+    wait_serving(&file.nodes[i], Duration::from_secs(60))
+}
+
+/// Sends SIGSTOP (`pause = true`) or SIGCONT to node `i`: a process pause.
+pub fn pause_node(file: &ClusterFile, i: usize, pause: bool) {
+    signal(file.nodes[i].pid, if pause { "STOP" } else { "CONT" });
+}
+
+/// Whether the process `pid` runs (and is not a zombie).
+pub fn process_alive(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
         && std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "))
 }
@@ -182,27 +353,36 @@ fn signal(pid: u32, sig: &str) {
     let _ = Command::new("kill").arg(format!("-{sig}")).arg(pid.to_string()).status();
 }
 
-/// Stops every DC: SIGTERM (graceful), then SIGKILL after 15 s.
+/// Stops every node: SIGCONT (a paused node cannot stop), SIGTERM (graceful), then SIGKILL after 15 s.
 pub fn stop(dir: &Path) -> anyhow::Result<()> {
     let file = load(dir)?;
-    for d in &file.dcs {
-        if process_alive(d.pid) {
-            signal(d.pid, "TERM");
+    stop_nodes(&file, true);
+    Ok(())
+}
+
+/// Stops the cluster's processes; `verbose` prints each node's outcome.
+pub fn stop_nodes(file: &ClusterFile, verbose: bool) {
+    for n in &file.nodes {
+        if process_alive(n.pid) {
+            signal(n.pid, "CONT");
+            signal(n.pid, "TERM");
         }
     }
     let deadline = Instant::now() + Duration::from_secs(15);
-    for d in &file.dcs {
-        while process_alive(d.pid) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(50));
+    for n in &file.nodes {
+        while process_alive(n.pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
         }
-        if process_alive(d.pid) {
-            signal(d.pid, "KILL");
-            println!("DC {} did not stop in time: killed", d.dc);
+        let outcome = if process_alive(n.pid) {
+            signal(n.pid, "KILL");
+            "did not stop in time: killed"
         } else {
-            println!("DC {} stopped", d.dc);
+            "stopped"
+        };
+        if verbose {
+            println!("DC {} node {} {outcome}", n.dc, n.node);
         }
     }
-    Ok(())
 }
 
 /// A GET over a plain socket (one request; no HTTP client dependency).
@@ -218,13 +398,13 @@ pub fn http_get(addr: SocketAddr, path: &str) -> anyhow::Result<String> {
 /// Prints each DC's process state, stable snapshot and links.
 pub fn status(dir: &Path) -> anyhow::Result<()> {
     let file = load(dir)?;
-    for d in &file.dcs {
+    for d in &file.nodes {
         if !process_alive(d.pid) {
-            println!("DC {}: not running (pid {})", d.dc, d.pid);
+            println!("DC {} node {}: not running (pid {})", d.dc, d.node, d.pid);
             continue;
         }
         match http_get(d.admin, "/status").ok().and_then(|b| serde_json::from_str::<serde_json::Value>(&b).ok()) {
-            None => println!("DC {}: running (pid {}), /status unreachable", d.dc, d.pid),
+            None => println!("DC {} node {}: running (pid {}), /status unreachable", d.dc, d.node, d.pid),
             Some(v) => {
                 let now = v["now_us"].as_u64().unwrap_or(0);
                 let ages: Vec<String> = v["stable_snapshot"]
@@ -256,8 +436,9 @@ pub fn status(dir: &Path) -> anyhow::Result<()> {
                     })
                     .unwrap_or_default();
                 println!(
-                    "DC {}: client {}, open transactions {}, stable snapshot age per DC [{}], links [{}]",
+                    "DC {} node {}: client {}, open transactions {}, stable snapshot age per DC [{}], links [{}]",
                     d.dc,
+                    d.node,
                     d.client,
                     v["open_transactions"],
                     ages.join(", "),

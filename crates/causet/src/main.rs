@@ -3,7 +3,7 @@
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
 
-mod cluster;
+use causet::cluster;
 
 #[derive(Parser)]
 #[command(name = "causet", version, about = "Causet: a geo-replicated database with transactional causal consistency")]
@@ -94,11 +94,14 @@ enum Command {
 
 #[derive(Subcommand)]
 enum ClusterCommand {
-    /// Start one `causet start` process per DC, connect them with an emulated WAN delay, and print each DC's ports.
+    /// Start `causet start` processes (nodes) for each DC, connect them with an emulated WAN delay, and print each DC's ports.
     Start {
         /// Data centres.
         #[arg(long, default_value_t = 3)]
         dcs: u16,
+        /// Nodes per DC; the DC's partitions are spread over them.
+        #[arg(long, default_value_t = 1)]
+        nodes_per_dc: u16,
         /// Partitions per DC.
         #[arg(long, default_value_t = 8)]
         partitions: u32,
@@ -111,7 +114,8 @@ enum ClusterCommand {
         /// Where configs, data, logs and the cluster file go.
         #[arg(long, default_value = "./causet-cluster")]
         dir: std::path::PathBuf,
-        /// DC d listens on base+10d (client), base+10d+1 (admin), base+10d+2 (replication).
+        /// Node i, counted DC by DC, listens on base+3i (client), base+3i+1 (admin), base+3i+2 (replication);
+        /// 0 picks free ports.
         #[arg(long, default_value_t = 8087)]
         base_port: u16,
         /// `always` or `periodic`.
@@ -281,16 +285,31 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Start(args) => start(*args)?,
         Command::Cluster { command } => match command {
-            ClusterCommand::Start { dcs, partitions, wan_delay_ms, jitter_ms, dir, base_port, sync, protocol } => {
-                if sync != "always" && sync != "periodic" {
-                    bail!("--sync takes always or periodic, not {sync:?}");
-                }
-                if !["cure", "gentlerain", "eventual"].contains(&protocol.as_str()) {
-                    bail!("--protocol takes cure, gentlerain or eventual, not {protocol:?}");
-                }
-                let options =
-                    cluster::StartOptions { dcs, partitions, wan_delay_ms, jitter_ms, dir, base_port, sync, protocol };
-                cluster::start(options)?
+            ClusterCommand::Start {
+                dcs,
+                nodes_per_dc,
+                partitions,
+                wan_delay_ms,
+                jitter_ms,
+                dir,
+                base_port,
+                sync,
+                protocol,
+            } => {
+                let options = cluster::StartOptions {
+                    dcs,
+                    nodes_per_dc,
+                    partitions,
+                    wan_delay_ms,
+                    jitter_ms,
+                    dir,
+                    base_port,
+                    sync,
+                    protocol,
+                    ..Default::default()
+                };
+                let file = cluster::start(&options)?;
+                cluster::print_started(&file, &options.dir);
             }
             ClusterCommand::Stop { dir } => cluster::stop(&dir)?,
             ClusterCommand::Connect { addrs } => {
