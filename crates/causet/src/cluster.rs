@@ -147,9 +147,6 @@ pub fn start(o: &StartOptions) -> anyhow::Result<ClusterFile> {
     if !(1..=16).contains(&o.nodes_per_dc) {
         bail!("--nodes-per-dc must be between 1 and 16");
     }
-    if o.nodes_per_dc > 1 {
-        bail!("--nodes-per-dc above 1 is not supported yet (multi-node DCs are under way)");
-    }
     if o.nodes_per_dc as u32 > o.partitions {
         bail!("--nodes-per-dc ({}) exceeds --partitions ({}): a node would own none", o.nodes_per_dc, o.partitions);
     }

@@ -80,3 +80,8 @@ fn exercise(nodes_per_dc: u16) {
 fn a_two_dc_cluster_starts_serves_survives_a_kill_and_stops() {
     exercise(1);
 }
+
+#[test]
+fn a_cluster_of_two_dcs_with_two_nodes_each_replicates_and_survives_a_node_kill() {
+    exercise(2);
+}

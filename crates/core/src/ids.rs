@@ -16,6 +16,42 @@ pub struct PartitionId(pub u32);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct CoordinatorId(pub u32);
 
+impl CoordinatorId {
+    /// Bits of the shard (a coordinator per shard of a node).
+    pub const SHARD_BITS: u32 = 8;
+    /// Bits of the node's incarnation (it advances at every start of the node).
+    pub const INCARNATION_BITS: u32 = 18;
+    /// Bits of the node's index inside its DC.
+    pub const NODE_BITS: u32 = 6;
+
+    /// The id of shard `shard`'s coordinator on node `node` in its incarnation `incarnation` (taken modulo
+    /// 2^18): unique among the DC's coordinators, and different from every coordinator of the node's earlier
+    /// incarnations (until 2^18 restarts wrap around).
+    pub fn compose(node: u16, incarnation: u64, shard: u32) -> Self {
+        assert!(u32::from(node) < 1 << Self::NODE_BITS, "at most {} nodes per DC", 1 << Self::NODE_BITS);
+        assert!(shard < 1 << Self::SHARD_BITS, "at most {} shards per node", 1 << Self::SHARD_BITS);
+        let incarnation = (incarnation % (1 << Self::INCARNATION_BITS)) as u32;
+        CoordinatorId(
+            (u32::from(node) << (Self::INCARNATION_BITS + Self::SHARD_BITS)) | (incarnation << Self::SHARD_BITS) | shard,
+        )
+    }
+
+    /// The node it runs on.
+    pub fn node(self) -> u16 {
+        (self.0 >> (Self::INCARNATION_BITS + Self::SHARD_BITS)) as u16
+    }
+
+    /// Its node's incarnation (modulo 2^18).
+    pub fn incarnation(self) -> u32 {
+        (self.0 >> Self::SHARD_BITS) & ((1 << Self::INCARNATION_BITS) - 1)
+    }
+
+    /// Its shard.
+    pub fn shard(self) -> u32 {
+        self.0 & ((1 << Self::SHARD_BITS) - 1)
+    }
+}
+
 /// A client connection or session, as the driver numbers them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct ClientId(pub u64);

@@ -50,6 +50,21 @@ pub enum RemoteError {
     /// Write-write certification failed on an object.
     #[error("write-write conflict on an object updated concurrently")]
     Conflict,
+    /// The transaction's coordinator is gone, and the DC settled the transaction without it.
+    #[error("the transaction's coordinator is gone")]
+    CoordinatorGone,
+}
+
+/// A partition's answer to [`Message::TxStatus`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum TxKnowledge {
+    /// Committed here at this commit vector (durably).
+    Committed(VectorClock),
+    /// Prepared here without a decision; from now on this partition ignores the coordinator's decision and waits
+    /// for the termination's.
+    Prepared,
+    /// Not prepared here (never, or aborted); from now on this partition refuses to prepare it.
+    Absent,
 }
 
 /// A message between a DC's state machines.
@@ -142,6 +157,26 @@ pub enum Message {
         /// The transaction.
         tx: TxId,
     },
+    /// Driver → partition: the coordinator of `tx` is gone for good (its node restarted with a new incarnation), so
+    /// it will never decide; messages it sent before it died may still arrive. The partition settles the
+    /// transaction with the DC's other partitions (see [`crate::partition`]'s termination protocol).
+    CoordinatorGone {
+        /// The transaction.
+        tx: TxId,
+    },
+    /// Partition → every other partition of the DC, terminating a transaction whose coordinator is gone: what do
+    /// you know of `tx`? Answering fences the transaction against its dead coordinator.
+    TxStatus {
+        /// The transaction.
+        tx: TxId,
+    },
+    /// Partition → the partition that asked [`Message::TxStatus`].
+    TxStatusReply {
+        /// The transaction.
+        tx: TxId,
+        /// What the answering partition knows, and has promised.
+        status: TxKnowledge,
+    },
     /// Partition → the same partition of another DC (Cure Alg. 3): committed local transactions in commit order,
     /// and the promise that no other local transaction commits at or below `up_to` (a heartbeat when empty).
     Replicate {
@@ -194,6 +229,9 @@ impl Message {
             Message::Abort { .. } => "abort",
             Message::AbortAck { .. } => "abort_ack",
             Message::QueryOutcome { .. } => "query_outcome",
+            Message::CoordinatorGone { .. } => "coordinator_gone",
+            Message::TxStatus { .. } => "tx_status",
+            Message::TxStatusReply { .. } => "tx_status_reply",
             Message::Replicate { .. } => "replicate",
             Message::ReplicateAck { .. } => "replicate_ack",
             Message::PvcReport { .. } => "pvc_report",

@@ -7,9 +7,31 @@
 //! Durability is part of the contract: a `Prepared` answer and a `CommitAck` are released only after the driver
 //! reports their log record durable, and a commit becomes visible to reads only then, so nothing a client saw can
 //! be lost by a crash.
+//!
+//! # Termination of a transaction whose coordinator is gone
+//!
+//! Cure's two-phase commit blocks a prepared participant until its coordinator decides; in Cure (and AntidoteDB)
+//! a coordinator that dies leaves its prepared transactions holding pvc back for good. Here a partition that
+//! learns its transaction's coordinator is gone ([`Message::CoordinatorGone`], from the driver, which knows the
+//! coordinator's node restarted) settles it with the DC's other partitions, a cooperative termination protocol
+//! that needs no participant list:
+//!
+//! 1. it asks every other partition of the DC [`Message::TxStatus`];
+//! 2. each answers from what it has, and promises to stick to it: `Committed(vector)` (durably committed, or
+//!    remembered as such), `Prepared` (and from now on ignores the dead coordinator's commit or abort), or
+//!    `Absent` (and from now on refuses to prepare it);
+//! 3. one `Committed` answer decides commit at that vector; `Prepared` or `Absent` from every partition decides
+//!    abort, and the asker sends its decision to the partitions that answered `Prepared`.
+//!
+//! Safety: a coordinator acknowledges a commit to its client only after every participant logged the commit, and
+//! sends a commit only after every participant prepared; so if no partition has committed when all have been
+//! fenced, no client was told the transaction committed and no partition can commit it any more: abort is safe.
+//! A commit answer is given only once the commit record is durable, so it survives the answerer's crash, and a
+//! partition remembers its commits until the DC's stable snapshot passes them (then no partition still holds the
+//! transaction prepared, since a prepared transaction holds its partition's pvc below its commit time).
 
 use crate::config::Bug;
-use crate::message::RemoteError;
+use crate::message::{RemoteError, TxKnowledge};
 use crate::record::{LogRecord, Lsn};
 use crate::replication::{Inbound, ReplicatedTx, Sender};
 use crate::store::{ObjectImage, Store, StoreStats};
@@ -21,9 +43,10 @@ use causet_crdt::{CrdtType, Effect, Stamp};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-/// How many recent commit decisions a partition remembers (and checkpoints), so that after a crash the node can
-/// finish a transaction that committed on some partitions but whose commit record another partition lost.
-const RECENT_COMMITS: usize = 10_000;
+/// How many transactions a partition remembers it promised never to prepare (termination answers `Absent`). The
+/// promise guards against a dead coordinator's prepare still in flight; messages are not in flight for long, so
+/// the oldest promises are dropped beyond this many.
+const FENCE_MEMORY: usize = 100_000;
 
 /// A transaction prepared at a partition, as a checkpoint keeps it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -99,6 +122,18 @@ struct PreparedTx {
     committing: Option<VectorClock>,
     /// When to ask the coordinator about the outcome, should it not come.
     query_at_us: u64,
+    /// The coordinator is gone and a termination asked about this transaction: the coordinator's decisions are
+    /// ignored; the termination's decide.
+    fenced: bool,
+}
+
+/// A termination in progress at the partition that started it.
+#[derive(Clone, Debug, Default)]
+struct Termination {
+    /// Partitions that answered (this one included).
+    answered: BTreeSet<PartitionId>,
+    /// Partitions that answered `Prepared` (this one included): they wait for the decision.
+    prepared: BTreeSet<PartitionId>,
 }
 
 #[derive(Clone, Debug)]
@@ -151,6 +186,10 @@ pub struct Partition {
     outputs: VecDeque<PartitionOutput>,
     next_report_us: u64,
     recent_commits: VecDeque<(TxId, VectorClock)>,
+    /// Terminations this partition leads.
+    terminations: BTreeMap<TxId, Termination>,
+    /// Transactions this partition promised never to prepare, oldest first.
+    fenced: VecDeque<TxId>,
     sender: Sender,
     inbound: BTreeMap<DcId, Inbound>,
     /// Origin commit times of remote transactions persisted but not yet applied, per origin.
@@ -179,6 +218,8 @@ impl Partition {
             outputs: VecDeque::new(),
             next_report_us: now_us,
             recent_commits: VecDeque::new(),
+            terminations: BTreeMap::new(),
+            fenced: VecDeque::new(),
             sender: Sender::new(config.dc, config.dcs, config.resend_after_us),
             inbound: (0..config.dcs).map(DcId).filter(|d| *d != config.dc).map(|d| (d, Inbound::default())).collect(),
             remote_pending: BTreeMap::new(),
@@ -332,8 +373,8 @@ impl Partition {
         self.inbound.iter().map(|(d, i)| (*d, i.queue.len())).collect()
     }
 
-    /// Transactions prepared here whose decision is unknown (after recovery, the node resolves them: commit with
-    /// the vector another partition recorded, or abort).
+    /// Transactions prepared here whose decision is unknown: their coordinator's answer (or, when it is gone, a
+    /// termination) settles them.
     pub fn undecided(&self) -> Vec<TxId> {
         self.prepared.iter().filter(|(_, p)| p.committing.is_none()).map(|(tx, _)| *tx).collect()
     }
@@ -344,9 +385,6 @@ impl Partition {
     }
 
     fn remember_commit(&mut self, tx: TxId, commit: VectorClock) {
-        if self.recent_commits.len() >= RECENT_COMMITS {
-            self.recent_commits.pop_front();
-        }
         self.recent_commits.push_back((tx, commit));
     }
 
@@ -429,7 +467,11 @@ impl Partition {
             }
         }
         for tx in queries {
-            self.send(Address::Coordinator(tx.coordinator), Message::QueryOutcome { tx });
+            if self.terminations.contains_key(&tx) {
+                self.ask_status(tx);
+            } else {
+                self.send(Address::Coordinator(tx.coordinator), Message::QueryOutcome { tx });
+            }
         }
         self.serve_waiting(now_us);
     }
@@ -479,7 +521,18 @@ impl Partition {
             }
             Message::Commit { tx, commit } => self.on_commit(from, tx, commit),
             Message::Abort { tx } => self.on_abort(now_us, from, tx),
-            Message::Stable { gc, .. } => self.on_stable(gc),
+            Message::Stable { stable, gc } => self.on_stable(stable, gc),
+            Message::CoordinatorGone { tx } => self.on_coordinator_gone(now_us, tx),
+            Message::TxStatus { tx } => {
+                if let Address::Partition(_) = from {
+                    self.on_status_query(from, tx);
+                }
+            }
+            Message::TxStatusReply { tx, status } => {
+                if let Address::Partition(q) = from {
+                    self.on_status_reply(now_us, q, tx, status);
+                }
+            }
             Message::Replicate { since, txs, up_to } => {
                 let Address::Peer(origin, _) = from else { return };
                 let Some(inbound) = self.inbound.get_mut(&origin) else { return };
@@ -624,6 +677,12 @@ impl Partition {
         if alone && self.prepared.contains_key(&tx) {
             return; // Already committing; the answer follows.
         }
+        if self.fenced.contains(&tx) {
+            // A termination was told this partition never prepared it: the dead coordinator's late prepare.
+            let reason = RemoteError::CoordinatorGone;
+            self.send(from, Message::PrepareRefused { tx, reason });
+            return;
+        }
         if let Some(p) = self.prepared.get(&tx) {
             // A resent prepare: answer again once the first record is durable (it may already be).
             let msg = Message::Prepared { tx, prepare_time: p.prepare_time };
@@ -706,7 +765,8 @@ impl Partition {
         now_us: u64,
     ) {
         let query_at_us = now_us.saturating_add(self.config.op_timeout_us.max(self.config.retry_interval_us));
-        self.prepared.insert(tx, PreparedTx { snapshot, prepare_time, writes, committing: None, query_at_us });
+        self.prepared
+            .insert(tx, PreparedTx { snapshot, prepare_time, writes, committing: None, query_at_us, fenced: false });
         self.prepare_times.insert((prepare_time, tx));
     }
 
@@ -718,6 +778,9 @@ impl Partition {
 
     fn on_commit(&mut self, from: Address, tx: TxId, commit: VectorClock) {
         let local = self.config.dc;
+        if matches!(from, Address::Coordinator(_)) && self.prepared.get(&tx).is_some_and(|p| p.fenced) {
+            return; // The dead coordinator's decision, overtaken by the termination's.
+        }
         let Some(p) = self.prepared.get_mut(&tx) else {
             // Not prepared here: the commit was applied before (a resent decision). Acknowledge again.
             self.send(from, Message::CommitAck { tx });
@@ -740,6 +803,7 @@ impl Partition {
 
     /// Makes a committed transaction's effects visible. Called once its commit record is durable.
     fn apply_commit(&mut self, tx: TxId) {
+        self.terminations.remove(&tx);
         let p = self.remove_prepared(tx).expect("a committing transaction is prepared");
         let commit = p.committing.expect("apply_commit follows a commit decision");
         if self.config.bug.is_none() {
@@ -838,6 +902,10 @@ impl Partition {
         if self.prepared.get(&tx).is_some_and(|p| p.committing.is_some()) {
             return; // A decided commit cannot be aborted; a stray abort is ignored.
         }
+        if matches!(from, Address::Coordinator(_)) && self.prepared.get(&tx).is_some_and(|p| p.fenced) {
+            return; // The dead coordinator's decision, overtaken by the termination's.
+        }
+        self.terminations.remove(&tx);
         if self.remove_prepared(tx).is_some() {
             // The abort record need not be durable: a prepared record without a decision is resolved by asking.
             self.persist(LogRecord::Aborted { tx });
@@ -848,10 +916,111 @@ impl Partition {
         self.send(from, Message::AbortAck { tx });
     }
 
-    fn on_stable(&mut self, gc: VectorClock) {
+    fn on_stable(&mut self, stable: VectorClock, gc: VectorClock) {
         if gc.has_dcs(self.config.vector_len()) {
             self.store.collect(&gc);
         }
+        if stable.has_dcs(self.config.vector_len()) {
+            // Every partition's pvc passed these commits, so none still holds them prepared: no termination will
+            // ask about them again.
+            let local = stable.get(self.config.dc);
+            self.recent_commits.retain(|(_, commit)| commit.get(self.config.dc) > local);
+        }
+    }
+
+    /// The termination protocol, step 1 (see the module documentation).
+    fn on_coordinator_gone(&mut self, now_us: u64, tx: TxId) {
+        let Some(p) = self.prepared.get_mut(&tx) else { return };
+        if p.committing.is_some() || self.terminations.contains_key(&tx) {
+            return;
+        }
+        p.fenced = true;
+        p.query_at_us = now_us.saturating_add(self.config.retry_interval_us.max(1));
+        let mut t = Termination::default();
+        t.answered.insert(self.id);
+        t.prepared.insert(self.id);
+        self.terminations.insert(tx, t);
+        self.ask_status(tx);
+        self.decide_if_complete(now_us, tx);
+    }
+
+    /// Asks every partition that has not answered yet.
+    fn ask_status(&mut self, tx: TxId) {
+        let Some(t) = self.terminations.get(&tx) else { return };
+        let missing: Vec<PartitionId> =
+            (0..self.config.partitions).map(PartitionId).filter(|q| !t.answered.contains(q)).collect();
+        for q in missing {
+            self.send(Address::Partition(q), Message::TxStatus { tx });
+        }
+    }
+
+    /// Step 2: answer, and keep the promise the answer makes.
+    fn on_status_query(&mut self, from: Address, tx: TxId) {
+        if let Some(p) = self.prepared.get_mut(&tx) {
+            match p.committing.clone() {
+                Some(commit) => {
+                    // Answer once the commit record is durable: a commit answer must survive this partition.
+                    let msg = Message::TxStatusReply { tx, status: TxKnowledge::Committed(commit) };
+                    self.send_after_durable(self.last_lsn, from, msg);
+                }
+                None => {
+                    p.fenced = true;
+                    self.send(from, Message::TxStatusReply { tx, status: TxKnowledge::Prepared });
+                }
+            }
+            return;
+        }
+        if let Some(commit) = self.recent_commit(tx).cloned() {
+            self.send(from, Message::TxStatusReply { tx, status: TxKnowledge::Committed(commit) });
+            return;
+        }
+        if !self.fenced.contains(&tx) {
+            if self.fenced.len() >= FENCE_MEMORY {
+                self.fenced.pop_front();
+            }
+            self.fenced.push_back(tx);
+        }
+        // A prepare of it still waiting for the clock is refused when served (see `prepare`).
+        self.send(from, Message::TxStatusReply { tx, status: TxKnowledge::Absent });
+    }
+
+    /// Step 3: collect the answers; decide.
+    fn on_status_reply(&mut self, now_us: u64, from: PartitionId, tx: TxId, status: TxKnowledge) {
+        let Some(t) = self.terminations.get_mut(&tx) else { return };
+        match status {
+            TxKnowledge::Committed(commit) => {
+                let waiting = std::mem::take(&mut t.prepared);
+                self.terminations.remove(&tx);
+                let me = self.id;
+                for q in waiting.into_iter().filter(|q| *q != me) {
+                    self.send(Address::Partition(q), Message::Commit { tx, commit: commit.clone() });
+                }
+                self.on_commit(Address::Partition(self.id), tx, commit);
+            }
+            TxKnowledge::Prepared => {
+                t.answered.insert(from);
+                t.prepared.insert(from);
+                self.decide_if_complete(now_us, tx);
+            }
+            TxKnowledge::Absent => {
+                t.answered.insert(from);
+                self.decide_if_complete(now_us, tx);
+            }
+        }
+    }
+
+    /// Every partition answered and none committed: abort, here and at every partition holding it prepared.
+    fn decide_if_complete(&mut self, now_us: u64, tx: TxId) {
+        let Some(t) = self.terminations.get(&tx) else { return };
+        if t.answered.len() < self.config.partitions as usize {
+            return;
+        }
+        let t = self.terminations.remove(&tx).expect("checked");
+        let me = self.id;
+        for q in t.prepared.into_iter().filter(|q| *q != me) {
+            self.send(Address::Partition(q), Message::Abort { tx });
+        }
+        self.on_abort(now_us, Address::Partition(self.id), tx);
     }
 
     /// Cure Alg. 2 UpdateClock: pvc[j] follows the clock but stays below the smallest prepare time.
@@ -903,26 +1072,4 @@ impl Partition {
             self.after_durable.push_back((lsn, AfterDurable::Send(envelope)));
         }
     }
-}
-
-/// Decisions for transactions that recovery found prepared and undecided: in a single-node DC every coordinator
-/// died with the node, so a transaction commits if any partition durably recorded its commit, and aborts
-/// otherwise (no client was told it committed: acknowledgements wait for every partition's commit record).
-pub fn recovery_decisions(partitions: &[Partition]) -> Vec<Envelope> {
-    let mut decisions = Vec::new();
-    for p in partitions {
-        for tx in p.undecided() {
-            let commit: Option<VectorClock> = partitions.iter().find_map(|q| q.recent_commit(tx).cloned());
-            let msg = match commit {
-                Some(commit) => Message::Commit { tx, commit },
-                None => Message::Abort { tx },
-            };
-            decisions.push(Envelope {
-                from: Address::Coordinator(tx.coordinator),
-                to: Address::Partition(p.id()),
-                msg,
-            });
-        }
-    }
-    decisions
 }

@@ -4,15 +4,21 @@
 //!
 //! It publishes a [`Message::Stable`] to every coordinator and partition whenever the stable snapshot moves, so
 //! stabilisation is event-driven: visibility waits for the slowest partition's report, not for a gossip timer.
+//!
+//! The set of coordinators changes: a coordinator joins when it first reports ([`Message::OldestSnapshot`]) and
+//! the driver retires the coordinators of a node that restarted ([`Stabilizer::retire`]). Until every expected
+//! coordinator has reported, the frontier does not move.
 
 use crate::{Address, Config, CoordinatorId, Envelope, Message, PartitionId, VectorClock};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// The stabilizer of one DC.
 #[derive(Debug)]
 pub struct Stabilizer {
     config: Config,
-    coordinators: Vec<CoordinatorId>,
+    coordinators: BTreeSet<CoordinatorId>,
+    /// The latest incarnation heard of, per node.
+    incarnations: BTreeMap<u16, u32>,
     pvcs: Vec<Option<VectorClock>>,
     oldest: BTreeMap<CoordinatorId, VectorClock>,
     stable: VectorClock,
@@ -27,7 +33,8 @@ impl Stabilizer {
         let dcs = config.vector_len();
         Self {
             pvcs: vec![None; config.partitions as usize],
-            coordinators,
+            incarnations: coordinators.iter().map(|c| (c.node(), c.incarnation())).collect(),
+            coordinators: coordinators.into_iter().collect(),
             oldest: BTreeMap::new(),
             stable: VectorClock::zero(dcs),
             gc: VectorClock::zero(dcs),
@@ -65,14 +72,44 @@ impl Stabilizer {
                 }
                 self.recompute();
             }
-            (Address::Coordinator(c), Message::OldestSnapshot { snapshot })
-                if snapshot.has_dcs(dcs) && self.coordinators.contains(&c) =>
-            {
+            (Address::Coordinator(c), Message::OldestSnapshot { snapshot }) if snapshot.has_dcs(dcs) => {
+                // A node runs one incarnation at a time, and incarnations only grow: a report from a newer one
+                // retires the node's earlier coordinators; a late report from an earlier one is ignored.
+                let latest = self.incarnations.entry(c.node()).or_insert(c.incarnation());
+                if c.incarnation() < *latest {
+                    return;
+                }
+                let restarted = c.incarnation() > *latest;
+                *latest = c.incarnation();
+                if self.coordinators.insert(c) && self.pvcs.iter().all(Option::is_some) {
+                    // A coordinator that just joined learns where the DC stands.
+                    let msg = Message::Stable { stable: self.stable.clone(), gc: self.gc.clone() };
+                    self.outputs.push_back(Envelope { from: Address::Stabilizer, to: Address::Coordinator(c), msg });
+                }
                 self.oldest.entry(c).and_modify(|o| o.merge_max(&snapshot)).or_insert(snapshot);
+                if restarted {
+                    self.retire(|old| old.node() == c.node() && old.incarnation() != c.incarnation());
+                }
                 self.recompute();
             }
             _ => {}
         }
+    }
+
+    /// Forgets the coordinators `gone` says are gone for good (a node restarted: its earlier coordinators died
+    /// with it), so the frontier no longer waits for them.
+    pub fn retire(&mut self, gone: impl Fn(CoordinatorId) -> bool) {
+        let before = self.coordinators.len();
+        self.coordinators.retain(|c| !gone(*c));
+        self.oldest.retain(|c, _| !gone(*c));
+        if self.coordinators.len() != before && self.pvcs.iter().all(Option::is_some) {
+            self.recompute();
+        }
+    }
+
+    /// The coordinators the frontier accounts for.
+    pub fn coordinators(&self) -> impl Iterator<Item = CoordinatorId> + '_ {
+        self.coordinators.iter().copied()
     }
 
     fn recompute(&mut self) {

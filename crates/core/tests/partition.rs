@@ -1,6 +1,6 @@
 //! Unit tests of the partition state machine, driven message by message.
 
-use causet_core::message::RemoteError;
+use causet_core::message::{RemoteError, TxKnowledge};
 use causet_core::partition::{Partition, PartitionOutput};
 use causet_core::record::{LogRecord, Lsn};
 use causet_core::{Address, ClockKind, Config, CoordinatorId, DcId, Message, ObjectId, PartitionId, Timestamp, TxId};
@@ -364,27 +364,126 @@ fn a_prepare_and_commit_is_one_durable_record_that_recovery_replays() {
     assert_eq!(read_reply(&drain(&mut r).0).expect("served").expect("ok")[0].value(), Value::Set(vec![b"a".to_vec()]));
 }
 
-#[test]
-fn recovery_commits_what_any_partition_committed_and_aborts_what_none_did() {
-    use causet_core::partition::recovery_decisions;
-    let two = |p: u32| {
+/// A DC of `n` partitions whose messages between partitions are delivered at once and whose records are durable
+/// at once; messages to coordinators are collected.
+struct Dc {
+    parts: Vec<Partition>,
+    to_coordinators: Vec<Envelope>,
+}
+
+impl Dc {
+    fn new(n: u32) -> Self {
         let mut c = config(ClockKind::Hybrid);
-        c.partitions = 2;
-        Partition::new(PartitionId(p), c, 1_000)
-    };
-    let (mut p0, mut p1) = (two(0), two(1));
-    // tx 1 prepared on both; its commit reached p0 only before the node died. tx 2 prepared on p1 only.
-    let pt0 = prepare(&mut p0, 1_000, tx(1), vc(900), vec![(set("x"), add(tx(1), "a"))]);
-    let pt1 = prepare(&mut p1, 1_000, tx(1), vc(900), vec![(set("y"), add(tx(1), "b"))]);
-    let c = VectorClock::from_entries(vec![pt0.max(pt1)]);
-    commit(&mut p0, 1_000, tx(1), c.clone());
-    prepare(&mut p1, 1_000, tx(2), vc(950), vec![(set("z"), add(tx(2), "c"))]);
-    let decisions = recovery_decisions(&[p0, p1]);
-    assert_eq!(decisions.len(), 2, "{decisions:?}");
-    assert!(decisions.iter().any(
-        |d| d.to == Address::Partition(PartitionId(1)) && d.msg == Message::Commit { tx: tx(1), commit: c.clone() }
-    ));
-    assert!(decisions
-        .iter()
-        .any(|d| d.to == Address::Partition(PartitionId(1)) && d.msg == Message::Abort { tx: tx(2) }));
+        c.partitions = n;
+        Dc { parts: (0..n).map(|p| Partition::new(PartitionId(p), c.clone(), 1_000)).collect(), to_coordinators: vec![] }
+    }
+
+    /// Delivers `msg` to partition `to` and then every message between partitions until none is left.
+    fn deliver(&mut self, from: Address, to: u32, msg: Message) {
+        let mut queue = std::collections::VecDeque::from([Envelope { from, to: Address::Partition(PartitionId(to)), msg }]);
+        while let Some(e) = queue.pop_front() {
+            let Address::Partition(PartitionId(p)) = e.to else {
+                self.to_coordinators.push(e);
+                continue;
+            };
+            let part = &mut self.parts[p as usize];
+            part.handle_message(1_000, e.from, e.msg);
+            loop {
+                let (sent, persisted) = drain(part);
+                if let Some((lsn, _)) = persisted.last() {
+                    part.handle_persisted(1_000, *lsn);
+                }
+                if sent.is_empty() && persisted.is_empty() {
+                    break;
+                }
+                queue.extend(sent);
+            }
+        }
+    }
+
+    fn value(&mut self, p: u32, object: &str) -> Value {
+        let part = &mut self.parts[p as usize];
+        let snapshot = part.pvc().clone();
+        read(part, 1_000, snapshot, vec![set(object)]);
+        read_reply(&drain(part).0).expect("served").expect("ok")[0].value()
+    }
+}
+
+fn elems(v: Value) -> Vec<Vec<u8>> {
+    match v {
+        Value::Set(e) => e,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_transaction_whose_coordinator_is_gone_commits_if_any_partition_committed_it() {
+    let mut dc = Dc::new(3);
+    // tx 1 prepared on p0 and p1; its commit reached p0 only before the coordinator died. p2 never saw it.
+    let t0 = prepare(&mut dc.parts[0], 1_000, tx(1), vc(900), vec![(set("x"), add(tx(1), "a"))]);
+    let t1 = prepare(&mut dc.parts[1], 1_000, tx(1), vc(900), vec![(set("y"), add(tx(1), "b"))]);
+    let c = VectorClock::from_entries(vec![t0.max(t1)]);
+    commit(&mut dc.parts[0], 1_000, tx(1), c.clone());
+    assert_eq!(dc.parts[1].undecided(), vec![tx(1)]);
+    dc.deliver(COORD, 1, Message::CoordinatorGone { tx: tx(1) });
+    assert!(dc.parts[1].undecided().is_empty(), "the termination settled it");
+    assert!(dc.parts[1].pvc().get(DcId(0)) >= c.get(DcId(0)), "p1's pvc moved past the commit");
+    assert_eq!(elems(dc.value(1, "y")), vec![b"b".to_vec()], "committed at p1 too, at p0's commit vector");
+}
+
+#[test]
+fn a_transaction_whose_coordinator_is_gone_aborts_when_no_partition_committed_it_and_stays_aborted() {
+    let mut dc = Dc::new(3);
+    // tx 2 prepared on p0 and p1, no decision anywhere; p2 never saw it (its prepare is still "in flight").
+    prepare(&mut dc.parts[0], 1_000, tx(2), vc(900), vec![(set("x"), add(tx(2), "a"))]);
+    let t1 = prepare(&mut dc.parts[1], 1_000, tx(2), vc(900), vec![(set("y"), add(tx(2), "b"))]);
+    dc.deliver(COORD, 0, Message::CoordinatorGone { tx: tx(2) });
+    assert!(dc.parts[0].undecided().is_empty() && dc.parts[1].undecided().is_empty(), "aborted at both");
+    // The dead coordinator's messages still in flight change nothing: its late prepare at p2 is refused, its
+    // commit at p1 is ignored (p1 no longer holds the transaction: it acknowledges without applying).
+    let snapshot = vc(900);
+    dc.deliver(COORD, 2, Message::Prepare { tx: tx(2), snapshot, writes: vec![(set("z"), add(tx(2), "c"))] });
+    assert!(dc.to_coordinators.iter().any(|e| matches!(
+        &e.msg,
+        Message::PrepareRefused { tx: t, reason: RemoteError::CoordinatorGone } if *t == tx(2)
+    )));
+    assert!(dc.parts[2].undecided().is_empty(), "p2 did not prepare it");
+    dc.deliver(COORD, 1, Message::Commit { tx: tx(2), commit: VectorClock::from_entries(vec![t1]) });
+    assert!(elems(dc.value(1, "y")).is_empty(), "the aborted transaction never became visible");
+    assert!(elems(dc.value(0, "x")).is_empty());
+}
+
+#[test]
+fn a_partition_fenced_by_a_termination_ignores_the_dead_coordinators_late_commit() {
+    let mut dc = Dc::new(2);
+    let t0 = prepare(&mut dc.parts[0], 1_000, tx(3), vc(900), vec![(set("x"), add(tx(3), "a"))]);
+    prepare(&mut dc.parts[1], 1_000, tx(3), vc(900), vec![(set("y"), add(tx(3), "b"))]);
+    // p0 answers p1's termination first (Prepared, fenced) ...
+    dc.parts[0].handle_message(1_000, Address::Partition(PartitionId(1)), Message::TxStatus { tx: tx(3) });
+    let (sent, _) = drain(&mut dc.parts[0]);
+    assert!(sent.iter().any(|e| matches!(&e.msg, Message::TxStatusReply { status: TxKnowledge::Prepared, .. })));
+    // ... then the dead coordinator's commit arrives at p0: ignored, so p0 cannot commit what p1 will abort.
+    dc.deliver(COORD, 0, Message::Commit { tx: tx(3), commit: VectorClock::from_entries(vec![t0]) });
+    assert_eq!(dc.parts[0].undecided(), vec![tx(3)], "the fenced partition waits for the termination");
+    dc.deliver(COORD, 1, Message::CoordinatorGone { tx: tx(3) });
+    assert!(dc.parts[0].undecided().is_empty() && dc.parts[1].undecided().is_empty());
+    assert!(elems(dc.value(0, "x")).is_empty() && elems(dc.value(1, "y")).is_empty(), "aborted everywhere");
+}
+
+#[test]
+fn a_termination_waits_for_every_partition_and_asks_again() {
+    let mut dc = Dc::new(2);
+    prepare(&mut dc.parts[0], 1_000, tx(4), vc(900), vec![(set("x"), add(tx(4), "a"))]);
+    // p1 does not answer (its node is down): the question is lost; p0 keeps the transaction prepared.
+    dc.parts[0].handle_message(1_000, COORD, Message::CoordinatorGone { tx: tx(4) });
+    let (sent, _) = drain(&mut dc.parts[0]);
+    assert!(sent.iter().any(|e| e.to == Address::Partition(PartitionId(1)) && e.msg == Message::TxStatus { tx: tx(4) }));
+    assert_eq!(dc.parts[0].undecided(), vec![tx(4)], "no decision without every partition's answer");
+    // Later, its timer asks again; now p1 answers (Absent) and p0 aborts.
+    let retry = Config::new(1, DcId(0), 2).retry_interval_us;
+    dc.parts[0].handle_timeout(1_000 + retry);
+    let (sent, _) = drain(&mut dc.parts[0]);
+    let ask = sent.into_iter().find(|e| e.msg == Message::TxStatus { tx: tx(4) }).expect("asked again");
+    dc.deliver(ask.from, 1, ask.msg);
+    assert!(dc.parts[0].undecided().is_empty(), "aborted once p1 answered");
 }

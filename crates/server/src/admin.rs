@@ -71,20 +71,29 @@ fn authorized(state: &NodeState, headers: &HeaderMap) -> Result<(), (StatusCode,
     Ok(())
 }
 
-fn link(state: &NodeState, dc: u16) -> Result<Arc<crate::wan::LinkState>, (StatusCode, String)> {
-    state.routes.wan.link(causet_core::DcId(dc)).ok_or((StatusCode::NOT_FOUND, format!("no link to DC {dc}\n")))
+/// The links to every node of a DC.
+fn links(state: &NodeState, dc: u16) -> Result<Vec<Arc<crate::wan::LinkState>>, (StatusCode, String)> {
+    let links = state.routes.wan.links_to(causet_core::DcId(dc));
+    if links.is_empty() {
+        return Err((StatusCode::NOT_FOUND, format!("no link to DC {dc}\n")));
+    }
+    Ok(links)
 }
 
 async fn cut(State(state): State<Arc<NodeState>>, headers: HeaderMap, Path(dc): Path<u16>) -> impl IntoResponse {
     authorized(&state, &headers)?;
-    link(&state, dc)?.cut.store(true, std::sync::atomic::Ordering::Relaxed);
+    for l in links(&state, dc)? {
+        l.cut.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
     tracing::warn!(peer = dc, "the link to the peer DC was cut by an operator");
     Ok::<_, (StatusCode, String)>(format!("link to DC {dc} cut\n"))
 }
 
 async fn heal(State(state): State<Arc<NodeState>>, headers: HeaderMap, Path(dc): Path<u16>) -> impl IntoResponse {
     authorized(&state, &headers)?;
-    link(&state, dc)?.cut.store(false, std::sync::atomic::Ordering::Relaxed);
+    for l in links(&state, dc)? {
+        l.cut.store(false, std::sync::atomic::Ordering::Relaxed);
+    }
     tracing::info!(peer = dc, "the link to the peer DC was healed by an operator");
     Ok::<_, (StatusCode, String)>(format!("link to DC {dc} healed\n"))
 }
@@ -106,9 +115,10 @@ async fn delay(
     if !(0.0..=60_000.0).contains(&q.ms) || !(0.0..=60_000.0).contains(&q.jitter_ms) {
         return Err((StatusCode::BAD_REQUEST, "delays are between 0 and 60000 ms\n".into()));
     }
-    let l = link(&state, dc)?;
-    l.delay_us.store((q.ms * 1000.0) as u64, std::sync::atomic::Ordering::Relaxed);
-    l.jitter_us.store((q.jitter_ms * 1000.0) as u64, std::sync::atomic::Ordering::Relaxed);
+    for l in links(&state, dc)? {
+        l.delay_us.store((q.ms * 1000.0) as u64, std::sync::atomic::Ordering::Relaxed);
+        l.jitter_us.store((q.jitter_ms * 1000.0) as u64, std::sync::atomic::Ordering::Relaxed);
+    }
     Ok(format!("link to DC {dc}: {} ms delay, {} ms jitter\n", q.ms, q.jitter_ms))
 }
 
@@ -132,9 +142,11 @@ async fn clock(
 struct Status {
     dc: u16,
     dcs: u16,
+    node: u16,
+    nodes: u16,
     partitions: u32,
     shards: usize,
-    incarnation: u32,
+    incarnation: u64,
     clock: causet_core::ClockKind,
     now_us: u64,
     stable_snapshot: Vec<u64>,
@@ -166,6 +178,8 @@ async fn status(State(state): State<Arc<NodeState>>) -> Json<Status> {
     Json(Status {
         dc: protocol.dc.0,
         dcs: protocol.dcs,
+        node: state.routes.node,
+        nodes: state.routes.nodes,
         partitions: protocol.partitions,
         shards: shards.len(),
         incarnation: state.routes.incarnation,

@@ -62,7 +62,12 @@ pub struct ServerConfig {
     pub dc: u16,
     /// Number of DCs (every DC runs the same number of partitions).
     pub dcs: u16,
-    /// Where this node accepts replication links from other DCs.
+    /// This node's index inside its DC, `0..len(nodes)`.
+    pub node: u16,
+    /// The replication addresses of every node of this DC, by node index (this node's included); empty for a DC
+    /// of one node. The DC's partitions are spread over them: partition `p` lives on node `p mod len(nodes)`.
+    pub nodes: Vec<SocketAddr>,
+    /// Where this node accepts links from other DCs and from the other nodes of its DC.
     pub replication_bind: SocketAddr,
     /// The other DCs' nodes, with the emulated WAN delay towards each.
     pub peers: Vec<crate::wan::PeerConfig>,
@@ -95,6 +100,8 @@ impl Default for ServerConfig {
             shutdown_grace_ms: 5_000,
             dc: 0,
             dcs: 1,
+            node: 0,
+            nodes: Vec::new(),
             replication_bind: "127.0.0.1:8089".parse().expect("a valid address"),
             peers: Vec::new(),
             replication_interval_ms: 1,
@@ -158,6 +165,18 @@ impl ServerConfig {
             if p.dc >= self.dcs || p.dc == self.dc || !seen.insert(p.dc) {
                 return bad("each peer names a distinct other DC below dcs");
             }
+            if p.addr.nodes().is_empty() || p.addr.nodes().len() > 64 {
+                return bad("each peer names between 1 and 64 node addresses");
+            }
+        }
+        if self.nodes.len() > 64 {
+            return bad("a DC has at most 64 nodes");
+        }
+        if usize::from(self.node) >= self.nodes.len().max(1) {
+            return bad("node must be below the number of nodes listed in `nodes`");
+        }
+        if self.nodes.len() as u32 > self.partitions {
+            return bad("a DC needs at least one partition per node");
         }
         if self.replication_interval_ms == 0 {
             return bad("replication_interval_ms must be positive");
@@ -172,7 +191,18 @@ impl ServerConfig {
     pub fn shard_count(&self) -> usize {
         let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
         let wanted = if self.shards == 0 { cores } else { self.shards };
-        wanted.clamp(1, self.partitions as usize)
+        wanted.clamp(1, self.own_partitions().min(1 << causet_core::CoordinatorId::SHARD_BITS))
+    }
+
+    /// Nodes in this DC.
+    pub fn node_count(&self) -> u16 {
+        self.nodes.len().max(1) as u16
+    }
+
+    /// How many partitions this node owns.
+    pub fn own_partitions(&self) -> usize {
+        let nodes = u32::from(self.node_count());
+        (0..self.partitions).filter(|p| p % nodes == u32::from(self.node)).count()
     }
 
     /// The protocol configuration of this (single-DC) node.

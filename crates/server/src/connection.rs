@@ -244,7 +244,7 @@ fn descriptor(state: &NodeState) -> Result<Vec<u8>, String> {
         dc: causet_core::DcId(c.dc),
         dcs: c.dcs,
         partitions: c.partitions,
-        addresses: vec![addr.to_string()],
+        addresses: if c.nodes.is_empty() { vec![addr.to_string()] } else { c.nodes.iter().map(|a| a.to_string()).collect() },
     };
     d.encode().map_err(|e| format!("cannot encode the descriptor: {e}"))
 }
@@ -278,20 +278,26 @@ async fn connect_dcs(state: &NodeState, descriptors: Vec<DcDescriptor>) -> Resul
                 d.dc.0, d.partitions, c.dc, c.partitions
             ));
         }
-        let Some(addr) = d.addresses.first() else {
+        if d.addresses.is_empty() {
             return Err(format!("the descriptor of DC {} names no address", d.dc.0));
-        };
-        let addr: std::net::SocketAddr =
-            addr.parse().map_err(|_| format!("DC {}'s address {addr:?} is not host:port", d.dc.0))?;
-        let reach = tokio::time::timeout(std::time::Duration::from_secs(3), tokio::net::TcpStream::connect(addr)).await;
-        if !matches!(reach, Ok(Ok(_))) {
-            return Err(format!("DC {} cannot be reached at {addr}", d.dc.0));
         }
+        let mut addrs = Vec::new();
+        for addr in &d.addresses {
+            let addr: std::net::SocketAddr =
+                addr.parse().map_err(|_| format!("DC {}'s address {addr:?} is not host:port", d.dc.0))?;
+            let reach =
+                tokio::time::timeout(std::time::Duration::from_secs(3), tokio::net::TcpStream::connect(addr)).await;
+            if !matches!(reach, Ok(Ok(_))) {
+                return Err(format!("DC {} cannot be reached at {addr}", d.dc.0));
+            }
+            addrs.push(addr);
+        }
+        let addr = crate::wan::PeerAddrs::Nodes(addrs);
         peers.push(crate::wan::PeerConfig { dc: d.dc.0, addr, delay_ms: 0, jitter_ms: 0 });
     }
     for p in &peers {
         if state.routes.wan.add_peer(p) {
-            tracing::info!(peer = p.dc, addr = %p.addr, "connected to a DC through ApbConnectToDCs");
+            tracing::info!(peer = p.dc, addrs = ?p.addr.nodes(), "connected to a DC through ApbConnectToDCs");
         }
     }
     Ok(())

@@ -22,7 +22,6 @@ use crate::metrics::Metrics;
 use crate::shard::{Routes, Shard, ShardEnv, ShardInput, ShardStatus};
 use anyhow::Context;
 use causet_core::coordinator::Coordinator;
-use causet_core::partition::recovery_decisions;
 use causet_core::partition::{Checkpoint, Partition};
 use causet_core::record::{LogRecord, Lsn};
 use causet_core::stabilizer::Stabilizer;
@@ -119,7 +118,6 @@ impl Node {
             .with_context(|| format!("opening the store in {}", config.data_dir.display()))?;
         let store = Arc::new(store);
         let incarnation = store.next_incarnation().context("advancing the node's incarnation")?;
-        let incarnation = u32::try_from(incarnation % (1 << (32 - shard::SHARD_BITS))).expect("masked to fit");
         let clock = Arc::new(WallClock::new());
         let protocol = config.protocol();
         let shards = config.shard_count();
@@ -132,27 +130,37 @@ impl Node {
             receivers.push(rx);
         }
         let (stop, stopped) = watch::channel(false);
-        let wan = wan::Wan::start(causet_core::DcId(config.dc), &config.peers, stopped.clone());
+        let dc = causet_core::DcId(config.dc);
+        let wan = wan::Wan::start(dc, config.node, &config.nodes, &config.peers, stopped.clone());
+        let nodes = config.node_count();
         let routes =
-            Routes { inboxes, incarnation, dc: causet_core::DcId(config.dc), partitions: config.partitions, wan };
+            Routes { inboxes, incarnation, dc, node: config.node, nodes, partitions: config.partitions, wan };
 
-        // Recovery: every partition from its checkpoint and log tail, then the undecided transactions.
+        // Recovery: every partition of this node from its checkpoint and log tail. Transactions left prepared
+        // without a decision ask their coordinator; those of this node's earlier incarnation learn it is gone
+        // (`Routes::dispatch`) and are settled with the DC's other partitions (the termination protocol of
+        // `causet_core::partition`), which for a one-node DC are all here.
         let started = std::time::Instant::now();
         let mut partitions = Vec::new();
-        for p in 0..config.partitions {
-            let id = PartitionId(p);
-            let (checkpoint, tail) = store.load(id).with_context(|| format!("loading partition {p}"))?;
+        let mut undecided = Vec::new();
+        for id in routes.own_partitions() {
+            let (checkpoint, tail) = store.load(id).with_context(|| format!("loading partition {}", id.0))?;
             let records = tail.len();
-            partitions.push(Partition::restore(id, protocol.clone(), clock.now_us(), checkpoint, tail));
+            let partition = Partition::restore(id, protocol.clone(), clock.now_us(), checkpoint, tail);
             if records > 0 {
-                info!(partition = p, records, "replayed the log tail");
+                info!(partition = id.0, records, "replayed the log tail");
             }
+            for tx in partition.undecided() {
+                let msg = causet_core::Message::QueryOutcome { tx };
+                let to = causet_core::Address::Coordinator(tx.coordinator);
+                undecided.push(causet_core::Envelope { from: causet_core::Address::Partition(id), to, msg });
+            }
+            partitions.push(partition);
         }
-        let decisions = recovery_decisions(&partitions);
-        if !decisions.is_empty() {
-            info!(transactions = decisions.len(), "resolving transactions left prepared by the previous run");
+        if !undecided.is_empty() {
+            info!(transactions = undecided.len(), "transactions left prepared by the previous run ask their coordinator");
         }
-        info!(partitions = config.partitions, elapsed_ms = started.elapsed().as_millis() as u64, "recovered");
+        info!(partitions = partitions.len(), elapsed_ms = started.elapsed().as_millis() as u64, "recovered");
 
         let sink: Arc<dyn storage::LogSink> = Arc::new(StoreSink(store.clone()));
         let coordinators: Vec<_> = (0..shards).map(|s| routes.coordinator(s)).collect();
@@ -164,13 +172,14 @@ impl Node {
         let mut shard_tasks = Vec::new();
         for (index, (parts, inbox)) in per_shard.into_iter().zip(receivers).enumerate() {
             let coordinator = Coordinator::new(routes.coordinator(index), protocol.clone(), clock.now_us());
-            let stabilizer = (index == 0).then(|| Stabilizer::new(protocol.clone(), coordinators.clone()));
+            let stabilizer =
+                (index == 0 && config.node == 0).then(|| Stabilizer::new(protocol.clone(), coordinators.clone()));
             let env = ShardEnv { routes: routes.clone(), clock: clock.clone(), log: sink.clone(), checkpoint_interval };
-            let mut shard = Shard::new(index, env, coordinator, parts, stabilizer);
-            for d in decisions.iter().filter(|d| routes.owner(d.to) == Some(index)) {
-                shard.deliver(d.clone());
-            }
+            let shard = Shard::new(index, env, coordinator, parts, stabilizer);
             shard_tasks.push(tokio::spawn(shard.run(inbox)));
+        }
+        for query in undecided {
+            routes.dispatch(query);
         }
 
         // Durability notifications go to the shards that own the partitions.
@@ -198,7 +207,7 @@ impl Node {
             }
         }));
 
-        let replication_addr = if config.dcs > 1 {
+        let replication_addr = if config.dcs > 1 || nodes > 1 {
             let listener = TcpListener::bind(config.replication_bind)
                 .await
                 .with_context(|| format!("binding the replication port {}", config.replication_bind))?;

@@ -12,15 +12,12 @@ use causet_core::coordinator::{ClientReply, ClientRequest, ClientResponse, Coord
 use causet_core::partition::{Partition, PartitionOutput};
 use causet_core::record::Lsn;
 use causet_core::stabilizer::Stabilizer;
-use causet_core::{Address, ClientId, CoordinatorId, Envelope, PartitionId, RequestId};
+use causet_core::{Address, ClientId, CoordinatorId, Envelope, Message, PartitionId, RequestId};
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
-
-/// Coordinator ids are `incarnation << SHARD_BITS | shard`, unique across restarts of the node.
-pub const SHARD_BITS: u32 = 10;
 
 /// What a shard receives.
 #[derive(Debug)]
@@ -81,49 +78,92 @@ pub struct PartitionStatus {
 }
 
 /// Where each machine lives.
+///
+/// A DC's partitions are spread over its nodes: partition `p` lives on node `p mod nodes`, and on that node in
+/// shard `(p div nodes) mod shards`. Each shard runs a coordinator, whose id names its node and the node's
+/// incarnation ([`CoordinatorId::compose`]). The stabilizer runs on node 0, shard 0.
 #[derive(Clone, Debug)]
 pub struct Routes {
     /// Every shard's inbox.
     pub inboxes: Vec<mpsc::UnboundedSender<ShardInput>>,
     /// This incarnation of the node.
-    pub incarnation: u32,
+    pub incarnation: u64,
     /// This node's DC.
     pub dc: causet_core::DcId,
+    /// This node's index inside its DC.
+    pub node: u16,
+    /// Nodes of the DC.
+    pub nodes: u16,
     /// Partitions of the DC.
     pub partitions: u32,
-    /// Links to other DCs.
+    /// Links to other DCs and to this DC's other nodes.
     pub wan: crate::wan::Wan,
 }
 
 impl Routes {
-    /// The shard that owns a partition.
+    /// The node of the DC that owns a partition.
+    pub fn partition_node(&self, p: PartitionId) -> u16 {
+        (p.0 % u32::from(self.nodes)) as u16
+    }
+
+    /// The shard of its node that owns a partition.
     pub fn partition_shard(&self, p: PartitionId) -> usize {
-        p.0 as usize % self.inboxes.len()
+        (p.0 / u32::from(self.nodes)) as usize % self.inboxes.len()
+    }
+
+    /// The partitions this node owns.
+    pub fn own_partitions(&self) -> impl Iterator<Item = PartitionId> + '_ {
+        (0..self.partitions).map(PartitionId).filter(|p| self.partition_node(*p) == self.node)
     }
 
     /// The coordinator id of a shard.
     pub fn coordinator(&self, shard: usize) -> CoordinatorId {
-        CoordinatorId((self.incarnation << SHARD_BITS) | shard as u32)
+        CoordinatorId::compose(self.node, self.incarnation, shard as u32)
     }
 
-    /// The shard of a coordinator of this incarnation (`None` for a coordinator of an earlier incarnation).
+    /// The shard of a coordinator of this node's incarnation (`None` for any other coordinator).
     pub fn coordinator_shard(&self, c: CoordinatorId) -> Option<usize> {
-        let shard = (c.0 & ((1 << SHARD_BITS) - 1)) as usize;
-        (c.0 >> SHARD_BITS == self.incarnation && shard < self.inboxes.len()).then_some(shard)
+        let shard = c.shard() as usize;
+        (c == self.coordinator(shard) && shard < self.inboxes.len()).then_some(shard)
     }
 
-    /// The shard of this node that owns an address (`None`: another DC, or a coordinator of an earlier incarnation).
+    /// The shard of this node that owns an address (`None`: another node or DC, or a coordinator of an earlier
+    /// incarnation).
     pub fn owner(&self, to: Address) -> Option<usize> {
+        let own = |p: PartitionId| (self.partition_node(p) == self.node).then(|| self.partition_shard(p));
         match to {
-            Address::Partition(p) => Some(self.partition_shard(p)),
-            Address::Coordinator(c) => self.coordinator_shard(c),
-            Address::Stabilizer => Some(0),
-            // A message from another DC to one of this DC's partitions, or one leaving for another DC (no shard).
-            Address::Peer(dc, p) if dc == self.dc => Some(self.partition_shard(p)),
+            Address::Partition(p) => own(p),
+            // A message from another DC to one of this DC's partitions.
+            Address::Peer(dc, p) if dc == self.dc => own(p),
             Address::Peer(..) => None,
+            Address::Coordinator(c) => self.coordinator_shard(c),
+            Address::Stabilizer => (self.node == 0).then_some(0),
+        }
+    }
+
+    /// Delivers a message to whichever shard, node or DC owns its receiver. A question to a coordinator of this
+    /// node's earlier incarnation (gone with it) is answered for it: [`Message::CoordinatorGone`].
+    pub fn dispatch(&self, e: Envelope) {
+        if let Some(shard) = self.owner(e.to) {
+            // A closed inbox means the node is shutting down; the message is moot.
+            let _ = self.inboxes[shard].send(ShardInput::Message(e));
+            return;
+        }
+        match e.to {
+            Address::Peer(dc, p) if dc != self.dc => self.wan.send(dc, p, e),
+            Address::Partition(p) | Address::Peer(_, p) => self.wan.send_member(self.partition_node(p), e),
+            Address::Stabilizer => self.wan.send_member(0, e),
+            Address::Coordinator(c) if c.node() != self.node => self.wan.send_member(c.node(), e),
+            Address::Coordinator(c) => {
+                if let (Message::QueryOutcome { tx }, Address::Partition(_)) = (&e.msg, e.from) {
+                    let msg = Message::CoordinatorGone { tx: *tx };
+                    self.dispatch(Envelope { from: Address::Coordinator(c), to: e.from, msg });
+                }
+            }
         }
     }
 }
+
 
 /// What every shard of a node shares.
 #[derive(Clone)]
@@ -352,7 +392,7 @@ impl Shard {
         if self.routes.owner(e.to) == Some(self.index) {
             self.local.push_back(e);
         } else {
-            route_remote(&self.routes, e);
+            self.routes.dispatch(e);
         }
     }
 
@@ -379,18 +419,5 @@ impl Shard {
                 }
             }
         }
-    }
-}
-
-fn route_remote(routes: &Routes, e: Envelope) {
-    if let Address::Peer(dc, _) = e.to {
-        if dc != routes.dc {
-            routes.wan.send(dc, e);
-            return;
-        }
-    }
-    if let Some(shard) = routes.owner(e.to) {
-        // A closed inbox means the node is shutting down; the message is moot.
-        let _ = routes.inboxes[shard].send(ShardInput::Message(e));
     }
 }

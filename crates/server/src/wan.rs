@@ -1,5 +1,9 @@
-//! Links between DCs: one outgoing TCP connection per peer DC, carrying the partitions' replication messages
-//! (encoded envelopes, framed by a 4-byte big-endian length), with the emulated WAN delay applied at the sender.
+//! Links between nodes: one outgoing TCP connection per node of every peer DC, carrying the partitions'
+//! replication messages, and one per other node of this DC, carrying the DC's own traffic (reads, two-phase commit,
+//! stabilization) between nodes. Messages are encoded envelopes framed by a 4-byte big-endian length; the emulated
+//! WAN delay applies at the sender, on links to other DCs only.
+//!
+//! A link opens with a hello: the sender's DC and node (two big-endian `u16`).
 //!
 //! Each link is FIFO: a message leaves no earlier than the one before it, whatever its jitter. A link that breaks
 //! drops what it held and reconnects with backoff; the replication protocol notices the gap and resends. An
@@ -24,14 +28,34 @@ const MAX_FRAME_BYTES: usize = 64 * 1024 * 1024;
 /// Most messages waiting on one link; beyond it, messages are dropped (the protocol resends) and counted.
 const LINK_QUEUE: usize = 100_000;
 
+/// One address, or one per node of a multi-node DC.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum PeerAddrs {
+    /// A DC of one node.
+    One(SocketAddr),
+    /// Every node of the DC, by node index.
+    Nodes(Vec<SocketAddr>),
+}
+
+impl PeerAddrs {
+    /// The nodes' addresses, by node index.
+    pub fn nodes(&self) -> Vec<SocketAddr> {
+        match self {
+            PeerAddrs::One(a) => vec![*a],
+            PeerAddrs::Nodes(v) => v.clone(),
+        }
+    }
+}
+
 /// A peer DC, as configured.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PeerConfig {
     /// The peer's DC index.
     pub dc: u16,
-    /// The peer node's replication address.
-    pub addr: SocketAddr,
+    /// The replication address of the peer's node, or of each of its nodes (a list, by node index).
+    pub addr: PeerAddrs,
     /// Emulated one-way delay to this peer, ms (0: none).
     #[serde(default)]
     pub delay_ms: u64,
@@ -43,8 +67,10 @@ pub struct PeerConfig {
 /// The state of one outgoing link, shared with the admin API.
 #[derive(Debug)]
 pub struct LinkState {
-    /// The peer DC.
+    /// The peer DC (this node's own DC for a link inside the DC).
     pub dc: DcId,
+    /// The peer node inside its DC.
+    pub node: u16,
     /// Where it is.
     pub addr: SocketAddr,
     /// Emulated delay, µs.
@@ -66,6 +92,8 @@ pub struct LinkState {
 pub struct LinkStatus {
     /// The peer DC.
     pub dc: u16,
+    /// The peer node.
+    pub node: u16,
     /// Its address.
     pub addr: String,
     /// Connected.
@@ -87,6 +115,7 @@ impl LinkState {
     pub fn status(&self) -> LinkStatus {
         LinkStatus {
             dc: self.dc.0,
+            node: self.node,
             addr: self.addr.to_string(),
             connected: self.connected.load(Ordering::Relaxed),
             cut: self.cut.load(Ordering::Relaxed),
@@ -104,8 +133,8 @@ type Queued = (tokio::time::Instant, Envelope);
 /// A link's queue and state.
 type Link = (mpsc::Sender<Queued>, Arc<LinkState>);
 
-/// Where shards hand messages for other DCs. Links can be added while the node runs (AntidoteDB's
-/// `ApbConnectToDCs`).
+/// Where shards hand messages for other nodes: of other DCs, or of this DC. Links to other DCs can be added while
+/// the node runs (AntidoteDB's `ApbConnectToDCs`).
 #[derive(Clone, Debug)]
 pub struct Wan {
     inner: Arc<WanInner>,
@@ -114,55 +143,98 @@ pub struct Wan {
 #[derive(Debug)]
 struct WanInner {
     local: DcId,
-    links: RwLock<BTreeMap<DcId, Link>>,
+    node: u16,
+    /// Outgoing links by (DC, node).
+    links: RwLock<BTreeMap<(DcId, u16), Link>>,
+    /// Nodes per peer DC.
+    nodes: RwLock<BTreeMap<DcId, u16>>,
     stop: watch::Receiver<bool>,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 impl Wan {
-    /// Starts a link task per configured peer.
-    pub fn start(local: DcId, peers: &[PeerConfig], stop: watch::Receiver<bool>) -> Wan {
+    /// Starts a link task per configured peer node, and per other node of this DC (`members`, by node index,
+    /// this node's own entry included).
+    pub fn start(
+        local: DcId,
+        node: u16,
+        members: &[SocketAddr],
+        peers: &[PeerConfig],
+        stop: watch::Receiver<bool>,
+    ) -> Wan {
         let wan = Wan {
             inner: Arc::new(WanInner {
                 local,
+                node,
                 links: RwLock::new(BTreeMap::new()),
+                nodes: RwLock::new(BTreeMap::new()),
                 stop,
                 tasks: Mutex::new(Vec::new()),
             }),
         };
+        for (n, addr) in members.iter().enumerate() {
+            if n != usize::from(node) {
+                wan.add_link(local, n as u16, *addr, 0, 0);
+            }
+        }
         for peer in peers {
             wan.add_peer(peer);
         }
         wan
     }
 
-    /// Adds a link to a peer DC unless one exists; returns whether it added one.
+    /// Adds links to every node of a peer DC unless the DC has links already; returns whether it added them.
     pub fn add_peer(&self, peer: &PeerConfig) -> bool {
-        let mut links = self.inner.links.write().unwrap_or_else(|e| e.into_inner());
-        if links.contains_key(&DcId(peer.dc)) {
-            return false;
+        let addrs = peer.addr.nodes();
+        {
+            let mut nodes = self.inner.nodes.write().unwrap_or_else(|e| e.into_inner());
+            if nodes.contains_key(&DcId(peer.dc)) || addrs.is_empty() {
+                return false;
+            }
+            nodes.insert(DcId(peer.dc), addrs.len() as u16);
         }
+        for (n, addr) in addrs.into_iter().enumerate() {
+            self.add_link(DcId(peer.dc), n as u16, addr, peer.delay_ms, peer.jitter_ms);
+        }
+        true
+    }
+
+    fn add_link(&self, dc: DcId, node: u16, addr: SocketAddr, delay_ms: u64, jitter_ms: u64) {
+        let mut links = self.inner.links.write().unwrap_or_else(|e| e.into_inner());
         let (tx, rx) = mpsc::channel(LINK_QUEUE);
         let state = Arc::new(LinkState {
-            dc: DcId(peer.dc),
-            addr: peer.addr,
-            delay_us: AtomicU64::new(peer.delay_ms * 1000),
-            jitter_us: AtomicU64::new(peer.jitter_ms * 1000),
+            dc,
+            node,
+            addr,
+            delay_us: AtomicU64::new(delay_ms * 1000),
+            jitter_us: AtomicU64::new(jitter_ms * 1000),
             cut: AtomicBool::new(false),
             connected: AtomicBool::new(false),
             sent: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
         });
-        let task = tokio::spawn(run_link(self.inner.local, state.clone(), rx, self.inner.stop.clone()));
+        let hello = (self.inner.local, self.inner.node);
+        let task = tokio::spawn(run_link(hello, state.clone(), rx, self.inner.stop.clone()));
         self.inner.tasks.lock().unwrap_or_else(|e| e.into_inner()).push(task);
-        links.insert(DcId(peer.dc), (tx, state));
-        true
+        links.insert((dc, node), (tx, state));
     }
 
-    /// Queues a message for its DC's link; a full queue or a cut link drops it (the protocol resends).
-    pub fn send(&self, dc: DcId, envelope: Envelope) {
+    /// Queues a message for the node of another DC that owns `partition`.
+    pub fn send(&self, dc: DcId, partition: causet_core::PartitionId, envelope: Envelope) {
+        let nodes = self.inner.nodes.read().unwrap_or_else(|e| e.into_inner()).get(&dc).copied();
+        let Some(nodes) = nodes else { return };
+        self.send_to(dc, (partition.0 % u32::from(nodes)) as u16, envelope);
+    }
+
+    /// Queues a message for another node of this DC.
+    pub fn send_member(&self, node: u16, envelope: Envelope) {
+        self.send_to(self.inner.local, node, envelope);
+    }
+
+    /// Queues a message for a node's link; a full queue or a cut link drops it (the protocol resends).
+    fn send_to(&self, dc: DcId, node: u16, envelope: Envelope) {
         let links = self.inner.links.read().unwrap_or_else(|e| e.into_inner());
-        let Some((queue, state)) = links.get(&dc) else { return };
+        let Some((queue, state)) = links.get(&(dc, node)) else { return };
         // The emulated delay counts from now: messages queued behind a waiting one keep their own due times.
         let sent_at = tokio::time::Instant::now();
         if state.cut.load(Ordering::Relaxed) || queue.try_send((sent_at, envelope)).is_err() {
@@ -175,9 +247,18 @@ impl Wan {
         self.inner.links.read().unwrap_or_else(|e| e.into_inner()).values().map(|(_, s)| s.clone()).collect()
     }
 
-    /// The link to a DC.
-    pub fn link(&self, dc: DcId) -> Option<Arc<LinkState>> {
-        self.inner.links.read().unwrap_or_else(|e| e.into_inner()).get(&dc).map(|(_, s)| s.clone())
+    /// The links to a DC's nodes (none for this node's own DC: only links between DCs are cut or delayed).
+    pub fn links_to(&self, dc: DcId) -> Vec<Arc<LinkState>> {
+        if dc == self.inner.local {
+            return Vec::new();
+        }
+        let links = self.inner.links.read().unwrap_or_else(|e| e.into_inner());
+        links.range((dc, 0)..=(dc, u16::MAX)).map(|(_, (_, s))| s.clone()).collect()
+    }
+
+    /// Whether an operator cut the links to a DC.
+    pub fn is_cut(&self, dc: DcId) -> bool {
+        self.links_to(dc).iter().any(|l| l.cut.load(Ordering::Relaxed))
     }
 
     /// Stops every link task.
@@ -211,13 +292,13 @@ fn jitter(state: &mut u64, max_us: u64) -> u64 {
 }
 
 async fn run_link(
-    local: DcId,
+    (local, node): (DcId, u16),
     state: Arc<LinkState>,
     mut queue: mpsc::Receiver<Queued>,
     mut stop: watch::Receiver<bool>,
 ) {
     let mut backoff = Duration::from_millis(50);
-    let mut rng = u64::from(local.0) << 32 | u64::from(state.dc.0);
+    let mut rng = u64::from(local.0) << 48 | u64::from(node) << 32 | u64::from(state.dc.0) << 16 | u64::from(state.node);
     loop {
         if *stop.borrow() {
             return;
@@ -240,13 +321,16 @@ async fn run_link(
             }
         };
         let _ = stream.set_nodelay(true);
-        // Hello: which DC this link comes from.
-        if stream.write_all(&local.0.to_be_bytes()).await.is_err() {
+        // Hello: which DC and node this link comes from.
+        let mut hello = [0u8; 4];
+        hello[..2].copy_from_slice(&local.0.to_be_bytes());
+        hello[2..].copy_from_slice(&node.to_be_bytes());
+        if stream.write_all(&hello).await.is_err() {
             continue;
         }
         backoff = Duration::from_millis(50);
         state.connected.store(true, Ordering::Relaxed);
-        info!(peer = state.dc.0, addr = %state.addr, "connected to the peer DC");
+        info!(peer = state.dc.0, node = state.node, addr = %state.addr, "connected to a peer node");
         let mut last_due = tokio::time::Instant::now();
         loop {
             let (sent_at, envelope) = tokio::select! {
@@ -275,7 +359,8 @@ async fn run_link(
     }
 }
 
-/// Accepts links from peer DCs and hands their messages to the shards that own the partitions.
+/// Accepts links from peer DCs' nodes and from this DC's other nodes, and hands their messages to the shards that
+/// own the receivers.
 pub async fn accept_peers(listener: TcpListener, routes: Routes, wan: Wan, dcs: u16, mut stop: watch::Receiver<bool>) {
     loop {
         let accepted = tokio::select! {
@@ -301,7 +386,14 @@ async fn serve_peer(
     mut stop: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
     let origin = DcId(socket.read_u16().await?);
+    let origin_node = socket.read_u16().await?;
     anyhow::ensure!(origin.0 < dcs, "a peer announced DC {} of {dcs}", origin.0);
+    let member = origin == routes.dc;
+    anyhow::ensure!(
+        !member || (origin_node < routes.nodes && origin_node != routes.node),
+        "a node announced itself as node {origin_node} of this DC's {}",
+        routes.nodes
+    );
     let mut buf = BytesMut::with_capacity(64 * 1024);
     loop {
         while buf.len() >= 4 {
@@ -314,8 +406,16 @@ async fn serve_peer(
             buf.advance(4);
             let body = buf.split_to(len);
             let envelope: Envelope = postcard::from_bytes(&body)?;
+            if member {
+                // Traffic inside the DC: to a partition, coordinator or the stabilizer of this node.
+                if matches!(envelope.to, Address::Peer(..)) || matches!(envelope.from, Address::Peer(..)) {
+                    continue;
+                }
+                routes.dispatch(envelope);
+                continue;
+            }
             // A cut link drops what arrives too, so a cut is symmetric even if only one side was told.
-            if wan.link(origin).is_some_and(|l| l.cut.load(Ordering::Relaxed)) {
+            if wan.is_cut(origin) {
                 continue;
             }
             let Address::Peer(_, partition) = envelope.to else { continue };
@@ -323,10 +423,10 @@ async fn serve_peer(
             if !matches!(envelope.from, Address::Peer(dc, _) if dc == origin) {
                 continue;
             }
-            let shard = routes.partition_shard(partition);
-            if partition.0 as usize >= routes.partitions as usize {
+            if partition.0 >= routes.partitions || routes.partition_node(partition) != routes.node {
                 continue;
             }
+            let shard = routes.partition_shard(partition);
             let _ = routes.inboxes[shard].send(ShardInput::Message(envelope));
         }
         let n = tokio::select! {
