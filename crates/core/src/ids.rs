@@ -32,7 +32,9 @@ impl CoordinatorId {
         assert!(shard < 1 << Self::SHARD_BITS, "at most {} shards per node", 1 << Self::SHARD_BITS);
         let incarnation = (incarnation % (1 << Self::INCARNATION_BITS)) as u32;
         CoordinatorId(
-            (u32::from(node) << (Self::INCARNATION_BITS + Self::SHARD_BITS)) | (incarnation << Self::SHARD_BITS) | shard,
+            (u32::from(node) << (Self::INCARNATION_BITS + Self::SHARD_BITS))
+                | (incarnation << Self::SHARD_BITS)
+                | shard,
         )
     }
 

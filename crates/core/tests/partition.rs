@@ -375,12 +375,16 @@ impl Dc {
     fn new(n: u32) -> Self {
         let mut c = config(ClockKind::Hybrid);
         c.partitions = n;
-        Dc { parts: (0..n).map(|p| Partition::new(PartitionId(p), c.clone(), 1_000)).collect(), to_coordinators: vec![] }
+        Dc {
+            parts: (0..n).map(|p| Partition::new(PartitionId(p), c.clone(), 1_000)).collect(),
+            to_coordinators: vec![],
+        }
     }
 
     /// Delivers `msg` to partition `to` and then every message between partitions until none is left.
     fn deliver(&mut self, from: Address, to: u32, msg: Message) {
-        let mut queue = std::collections::VecDeque::from([Envelope { from, to: Address::Partition(PartitionId(to)), msg }]);
+        let mut queue =
+            std::collections::VecDeque::from([Envelope { from, to: Address::Partition(PartitionId(to)), msg }]);
         while let Some(e) = queue.pop_front() {
             let Address::Partition(PartitionId(p)) = e.to else {
                 self.to_coordinators.push(e);
@@ -477,7 +481,9 @@ fn a_termination_waits_for_every_partition_and_asks_again() {
     // p1 does not answer (its node is down): the question is lost; p0 keeps the transaction prepared.
     dc.parts[0].handle_message(1_000, COORD, Message::CoordinatorGone { tx: tx(4) });
     let (sent, _) = drain(&mut dc.parts[0]);
-    assert!(sent.iter().any(|e| e.to == Address::Partition(PartitionId(1)) && e.msg == Message::TxStatus { tx: tx(4) }));
+    assert!(sent
+        .iter()
+        .any(|e| e.to == Address::Partition(PartitionId(1)) && e.msg == Message::TxStatus { tx: tx(4) }));
     assert_eq!(dc.parts[0].undecided(), vec![tx(4)], "no decision without every partition's answer");
     // Later, its timer asks again; now p1 answers (Absent) and p0 aborts.
     let retry = Config::new(1, DcId(0), 2).retry_interval_us;

@@ -244,7 +244,11 @@ fn descriptor(state: &NodeState) -> Result<Vec<u8>, String> {
         dc: causet_core::DcId(c.dc),
         dcs: c.dcs,
         partitions: c.partitions,
-        addresses: if c.nodes.is_empty() { vec![addr.to_string()] } else { c.nodes.iter().map(|a| a.to_string()).collect() },
+        addresses: if c.nodes.is_empty() {
+            vec![addr.to_string()]
+        } else {
+            c.nodes.iter().map(|a| a.to_string()).collect()
+        },
     };
     d.encode().map_err(|e| format!("cannot encode the descriptor: {e}"))
 }

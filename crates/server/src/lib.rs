@@ -133,8 +133,7 @@ impl Node {
         let dc = causet_core::DcId(config.dc);
         let wan = wan::Wan::start(dc, config.node, &config.nodes, &config.peers, stopped.clone());
         let nodes = config.node_count();
-        let routes =
-            Routes { inboxes, incarnation, dc, node: config.node, nodes, partitions: config.partitions, wan };
+        let routes = Routes { inboxes, incarnation, dc, node: config.node, nodes, partitions: config.partitions, wan };
 
         // Recovery: every partition of this node from its checkpoint and log tail. Transactions left prepared
         // without a decision ask their coordinator; those of this node's earlier incarnation learn it is gone
@@ -158,7 +157,10 @@ impl Node {
             partitions.push(partition);
         }
         if !undecided.is_empty() {
-            info!(transactions = undecided.len(), "transactions left prepared by the previous run ask their coordinator");
+            info!(
+                transactions = undecided.len(),
+                "transactions left prepared by the previous run ask their coordinator"
+            );
         }
         info!(partitions = partitions.len(), elapsed_ms = started.elapsed().as_millis() as u64, "recovered");
 

@@ -155,7 +155,9 @@ impl Routes {
             Address::Stabilizer => self.wan.send_member(0, e),
             Address::Coordinator(c) if c.node() != self.node => self.wan.send_member(c.node(), e),
             Address::Coordinator(c) => {
-                if let (Message::QueryOutcome { tx }, Address::Partition(_)) = (&e.msg, e.from) {
+                if let (Message::QueryOutcome { tx }, Address::Partition(p)) = (&e.msg, e.from) {
+                    tracing::info!(%tx, partition = p.0, "the transaction's coordinator died with an earlier run of \
+                        this node: its partitions settle it among themselves");
                     let msg = Message::CoordinatorGone { tx: *tx };
                     self.dispatch(Envelope { from: Address::Coordinator(c), to: e.from, msg });
                 }
@@ -163,7 +165,6 @@ impl Routes {
         }
     }
 }
-
 
 /// What every shard of a node shares.
 #[derive(Clone)]

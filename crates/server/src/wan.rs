@@ -298,7 +298,8 @@ async fn run_link(
     mut stop: watch::Receiver<bool>,
 ) {
     let mut backoff = Duration::from_millis(50);
-    let mut rng = u64::from(local.0) << 48 | u64::from(node) << 32 | u64::from(state.dc.0) << 16 | u64::from(state.node);
+    let mut rng =
+        u64::from(local.0) << 48 | u64::from(node) << 32 | u64::from(state.dc.0) << 16 | u64::from(state.node);
     loop {
         if *stop.borrow() {
             return;
