@@ -427,7 +427,7 @@ pub fn status(dir: &Path) -> anyhow::Result<()> {
                                 } else {
                                     "down"
                                 };
-                                format!("DC {} {state}", l["dc"])
+                                format!("DC {} node {} {state}", l["dc"], l["node"])
                             })
                             .collect()
                     })

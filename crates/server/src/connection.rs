@@ -143,7 +143,9 @@ async fn answer(state: &NodeState, client: ClientId, home: usize, frame: Frame) 
     };
     let body = match request {
         Request::Client(body) => body,
-        Request::CreateDc { nodes } => return cluster_reply(MessageCode::ApbCreateDC, create_dc(&nodes)),
+        Request::CreateDc { nodes } => {
+            return cluster_reply(MessageCode::ApbCreateDC, create_dc(&nodes, state.config.node_count()))
+        }
         Request::GetConnectionDescriptor => {
             return cluster_reply(MessageCode::ApbGetConnectionDescriptor, descriptor(state).map(Some));
         }
@@ -221,11 +223,13 @@ fn raise_to_acknowledged(state: &NodeState, body: &mut ClientRequest) {
     }
 }
 
-/// `ApbCreateDC`: a DC is one node in this version, so "a DC of this node" succeeds and more nodes are refused.
-fn create_dc(nodes: &[String]) -> Result<Option<Vec<u8>>, String> {
-    if nodes.len() > 1 {
+/// `ApbCreateDC`: a DC's nodes are fixed by its configuration (`node`, `nodes`), because partitions are placed by
+/// node index; asking for a DC of as many nodes as it has succeeds, any other shape is refused with the reason.
+fn create_dc(nodes: &[String], configured: u16) -> Result<Option<Vec<u8>>, String> {
+    if nodes.len().max(1) != usize::from(configured) {
         return Err(format!(
-            "a DC of {} nodes was asked for, but multi-node DCs are not supported yet: each DC is one causet node",
+            "a DC of {} nodes was asked for, but this DC is configured with {configured}: a DC's nodes are set by \
+             each node's `nodes` list (see docs/configuration.md), not formed at run time",
             nodes.len()
         ));
     }

@@ -52,6 +52,10 @@ pub struct Faults {
     pub cut_every_us: u64,
     /// Longest a cut lasts.
     pub cut_us_max: u64,
+    /// Mean time between coordinator crashes (0: none). A crashed coordinator loses its state and comes back at
+    /// once under a new id (a new incarnation); messages it sent before may still arrive, and partitions holding
+    /// its prepared transactions settle them with the termination protocol.
+    pub coordinator_crash_every_us: u64,
 }
 
 impl Faults {
@@ -69,6 +73,7 @@ impl Faults {
             fsync_us_max: 100,
             cut_every_us: 0,
             cut_us_max: 0,
+            coordinator_crash_every_us: 0,
         }
     }
 }
@@ -126,6 +131,7 @@ impl SimConfig {
             fsync_us_max: rng.random_range(20..2_000),
             cut_every_us: if dcs > 1 && rng.random_bool(0.6) { rng.random_range(100_000..600_000) } else { 0 },
             cut_us_max: rng.random_range(50_000..500_000),
+            coordinator_crash_every_us: 0,
         };
         let workload = WorkloadConfig {
             keys: rng.random_range(3..40),
@@ -134,6 +140,12 @@ impl SimConfig {
             update: rng.random_range(0.2..0.8),
             ..WorkloadConfig::default()
         };
+        // Drawn from a second generator, so the draws above (and seeds without coordinator crashes) stay as they were.
+        let mut extra = ChaCha8Rng::seed_from_u64(seed ^ 0xc0de_dead);
+        let mut faults = faults;
+        if extra.random_bool(0.4) {
+            faults.coordinator_crash_every_us = extra.random_range(100_000..500_000);
+        }
         Self {
             seed,
             dcs,
@@ -184,6 +196,8 @@ pub struct SimStats {
     pub dropped: u64,
     /// Partition crashes.
     pub crashes: u64,
+    /// Coordinator crashes.
+    pub coordinator_crashes: u64,
     /// Link cuts between DCs.
     pub cuts: u64,
     /// Checkpoints taken.
@@ -224,12 +238,25 @@ type Node = (DcId, Address);
 #[derive(Debug)]
 enum Event {
     Deliver(DcId, Envelope),
-    Request { dc: DcId, coordinator: u32, client: ClientId, request: RequestId, body: ClientRequest },
+    /// A client request to the coordinator `to` (lost if that coordinator crashed meanwhile).
+    Request {
+        dc: DcId,
+        to: CoordinatorId,
+        client: ClientId,
+        request: RequestId,
+        body: ClientRequest,
+    },
     Reply(causet_core::coordinator::ClientReply),
     Timer(Node),
-    Fsync { dc: DcId, partition: u32, incarnation: u64, lsn: Lsn },
+    Fsync {
+        dc: DcId,
+        partition: u32,
+        incarnation: u64,
+        lsn: Lsn,
+    },
     Crash(DcId, u32),
     Restart(DcId, u32),
+    CrashCoordinator(DcId, u32),
     Think(u64),
     Checkpoint(DcId, u32),
     Cut,
@@ -308,6 +335,8 @@ struct Session {
     coordinator: u32,
     clock: Option<VectorClock>,
     next_request: u64,
+    /// The request whose reply the session waits for.
+    awaiting: Option<RequestId>,
     active: Option<ActiveTx>,
 }
 
@@ -317,14 +346,26 @@ struct Dc {
     partitions: Vec<Option<Partition>>,
     incarnations: Vec<u64>,
     disks: Vec<Disk>,
+    /// Coordinator slots: the coordinator running in each, and its incarnation. Slot `c` is node `c` of the DC.
     coordinators: Vec<Coordinator>,
+    coordinator_incarnations: Vec<u64>,
     stabilizer: Stabilizer,
+}
+
+impl Dc {
+    /// The slot of a coordinator that is running (`None`: it crashed, or never was).
+    fn slot(&self, id: CoordinatorId) -> Option<usize> {
+        let slot = usize::from(id.node());
+        (self.coordinators.get(slot).map(Coordinator::id) == Some(id)).then_some(slot)
+    }
 }
 
 /// The simulated world.
 pub struct World {
     config: SimConfig,
     rng: ChaCha8Rng,
+    /// Draws of the coordinator crashes (apart, so seeds without them run as before they existed).
+    coordinator_rng: ChaCha8Rng,
     now: u64,
     seq: u64,
     events: BinaryHeap<Reverse<(u64, u64, usize)>>,
@@ -361,7 +402,8 @@ impl World {
             let drift = config.faults.drift_ppm_max as i64;
             NodeClock { offset_us: rng.random_range(-skew..=skew), drift_ppm: rng.random_range(-drift..=drift) }
         };
-        let coordinator_ids: Vec<CoordinatorId> = (0..config.coordinators).map(CoordinatorId).collect();
+        let coordinator_ids: Vec<CoordinatorId> =
+            (0..config.coordinators).map(|c| CoordinatorId::compose(c as u16, 0, 0)).collect();
         let mut dcs = Vec::new();
         for d in 0..config.dcs {
             let dc = DcId(d);
@@ -385,6 +427,7 @@ impl World {
                 incarnations: vec![0; config.partitions as usize],
                 disks: (0..config.partitions).map(|_| Disk::default()).collect(),
                 coordinators,
+                coordinator_incarnations: vec![0; config.coordinators as usize],
                 config: dc_config,
             });
         }
@@ -395,6 +438,7 @@ impl World {
                 coordinator: (id % u64::from(config.coordinators)) as u32,
                 clock: None,
                 next_request: 0,
+                awaiting: None,
                 active: None,
             })
             .collect();
@@ -411,6 +455,7 @@ impl World {
             faults_on: true,
             workload_on: true,
             last_values: None,
+            coordinator_rng: ChaCha8Rng::seed_from_u64(config.seed ^ 0xdead_c0de),
             rng,
             now,
             seq: 0,
@@ -427,7 +472,7 @@ impl World {
                 world.schedule(at, Event::Checkpoint(dc, p));
             }
             for c in 0..world.config.coordinators {
-                world.arm((dc, Address::Coordinator(CoordinatorId(c))));
+                world.arm((dc, Address::Coordinator(CoordinatorId::compose(c as u16, 0, 0))));
             }
         }
         for s in 0..world.sessions.len() as u64 {
@@ -443,7 +488,57 @@ impl World {
             let at = world.rng.random_range(0..world.config.faults.cut_every_us * 2);
             world.schedule(at, Event::Cut);
         }
+        if world.config.faults.coordinator_crash_every_us > 0 {
+            world.schedule_coordinator_crash();
+        }
         world
+    }
+
+    fn schedule_coordinator_crash(&mut self) {
+        let every = self.config.faults.coordinator_crash_every_us;
+        let at = self.coordinator_rng.random_range(every / 2..=every * 3 / 2);
+        let dc = DcId(self.coordinator_rng.random_range(0..self.config.dcs));
+        let slot = self.coordinator_rng.random_range(0..self.config.coordinators);
+        self.schedule(at, Event::CrashCoordinator(dc, slot));
+    }
+
+    /// A coordinator crashes: its state is lost, and a new one (the node's next incarnation) takes its slot at
+    /// once. Requests in flight to it are lost; its sessions learn nothing of their open transactions: a commit
+    /// requested is in doubt, anything else never committed.
+    fn crash_coordinator(&mut self, dc: DcId, slot: u32) {
+        if !self.faults_on {
+            return;
+        }
+        self.stats.coordinator_crashes += 1;
+        let d = &mut self.dcs[usize::from(dc.0)];
+        let old = d.coordinators[slot as usize].id();
+        d.coordinator_incarnations[slot as usize] += 1;
+        let new = CoordinatorId::compose(slot as u16, d.coordinator_incarnations[slot as usize], 0);
+        let clock = self.clocks[&(dc, Address::Coordinator(old))];
+        self.clocks.insert((dc, Address::Coordinator(new)), clock);
+        let config = d.config.clone();
+        d.coordinators[slot as usize] = Coordinator::new(new, config, clock.local(self.now));
+        self.timers.remove(&(dc, Address::Coordinator(old)));
+        self.arm((dc, Address::Coordinator(new)));
+        for s in 0..self.sessions.len() {
+            let session = &mut self.sessions[s];
+            if session.dc != dc || session.coordinator != slot {
+                continue;
+            }
+            let Some(mut active) = session.active.take() else { continue };
+            session.awaiting = None;
+            let committing = match &active.plan {
+                Plan::StaticUpdate(_) => true,
+                Plan::Interactive { steps, abort } => active.tx.is_some() && active.step >= steps.len() && !abort,
+                Plan::StaticRead(_) => false,
+            };
+            active.record.outcome = if committing { Outcome::Unknown } else { Outcome::Aborted };
+            if matches!(active.plan, Plan::StaticUpdate(_)) {
+                record_writes(&mut active.record, &active.in_flight);
+            }
+            self.finish(s as u64, active);
+        }
+        self.schedule_coordinator_crash();
     }
 
     fn victim(&mut self) -> (DcId, u32) {
@@ -529,6 +624,7 @@ impl World {
                 coordinator: 0,
                 clock: Some(clock.clone()),
                 next_request: 0,
+                awaiting: None,
                 active: None,
             });
             // The DC may need a moment to receive everything (a start waits until its stable snapshot covers the
@@ -662,19 +758,32 @@ impl World {
                         let Some(partition) = d.partitions[p as usize].as_mut() else { return };
                         partition.handle_message(now, envelope.from, envelope.msg);
                     }
-                    Address::Coordinator(CoordinatorId(c)) => {
-                        d.coordinators[c as usize].handle_message(now, envelope.from, envelope.msg)
-                    }
+                    Address::Coordinator(c) => match d.slot(c) {
+                        Some(slot) => d.coordinators[slot].handle_message(now, envelope.from, envelope.msg),
+                        None => {
+                            // The coordinator crashed: a partition asking about its transaction learns it is gone
+                            // (the server's node answers so for its earlier incarnations); the rest is lost.
+                            if let (causet_core::Message::QueryOutcome { tx }, Address::Partition(_)) =
+                                (&envelope.msg, envelope.from)
+                            {
+                                let msg = causet_core::Message::CoordinatorGone { tx: *tx };
+                                let back = Envelope { from: Address::Coordinator(c), to: envelope.from, msg };
+                                let delay = self.delay(false);
+                                self.schedule(delay, Event::Deliver(dc, back));
+                            }
+                            return;
+                        }
+                    },
                     Address::Stabilizer => d.stabilizer.handle_message(envelope.from, envelope.msg),
                     Address::Peer(..) => unreachable!("resolved above"),
                 }
                 self.drain(node);
             }
-            Event::Request { dc, coordinator, client, request, body } => {
-                let node = (dc, Address::Coordinator(CoordinatorId(coordinator)));
+            Event::Request { dc, to, client, request, body } => {
+                let Some(slot) = self.dcs[usize::from(dc.0)].slot(to) else { return };
+                let node = (dc, Address::Coordinator(to));
                 let now = self.local(node);
-                self.dcs[usize::from(dc.0)].coordinators[coordinator as usize]
-                    .handle_client(now, client, request, body);
+                self.dcs[usize::from(dc.0)].coordinators[slot].handle_client(now, client, request, body);
                 self.drain(node);
             }
             Event::Reply(reply) => self.on_reply(reply),
@@ -689,8 +798,9 @@ impl World {
                             partition.handle_timeout(now);
                         }
                     }
-                    Address::Coordinator(CoordinatorId(c)) => {
-                        let coordinator = &mut d.coordinators[c as usize];
+                    Address::Coordinator(c) => {
+                        let Some(slot) = d.slot(c) else { return };
+                        let coordinator = &mut d.coordinators[slot];
                         if coordinator.poll_timeout().is_some_and(|t| t <= now) {
                             coordinator.handle_timeout(now);
                         }
@@ -719,6 +829,7 @@ impl World {
                 self.drain(node);
             }
             Event::Crash(dc, p) => self.crash(dc, p),
+            Event::CrashCoordinator(dc, slot) => self.crash_coordinator(dc, slot),
             Event::Restart(dc, p) => self.restart(dc, p),
             Event::Checkpoint(dc, p) => {
                 let d = &mut self.dcs[usize::from(dc.0)];
@@ -857,9 +968,10 @@ impl World {
                     self.start_sync(dc, p);
                 }
             }
-            Address::Coordinator(CoordinatorId(c)) => {
+            Address::Coordinator(c) => {
+                let Some(slot) = d.slot(c) else { return };
                 let mut replies = Vec::new();
-                while let Some(out) = d.coordinators[c as usize].poll_output() {
+                while let Some(out) = d.coordinators[slot].poll_output() {
                     match out {
                         CoordinatorOutput::Send(e) => sends.push(e),
                         CoordinatorOutput::Reply(r) => replies.push(r),
@@ -920,7 +1032,7 @@ impl World {
                 Some(partition) => partition.poll_timeout(),
                 None => None,
             },
-            Address::Coordinator(CoordinatorId(c)) => d.coordinators[c as usize].poll_timeout(),
+            Address::Coordinator(c) => d.slot(c).and_then(|slot| d.coordinators[slot].poll_timeout()),
             Address::Stabilizer | Address::Peer(..) => None,
         };
         let Some(local_deadline) = deadline else { return };
@@ -983,14 +1095,19 @@ impl World {
         };
         let request = RequestId(session.next_request);
         session.next_request += 1;
-        let (dc, coordinator) = (session.dc, session.coordinator);
+        session.awaiting = Some(request);
+        let dc = session.dc;
+        let to = self.dcs[usize::from(dc.0)].coordinators[session.coordinator as usize].id();
         let delay = self.delay(false);
-        self.schedule(delay, Event::Request { dc, coordinator, client: ClientId(s), request, body });
+        self.schedule(delay, Event::Request { dc, to, client: ClientId(s), request, body });
     }
 
     fn on_reply(&mut self, reply: causet_core::coordinator::ClientReply) {
         let s = reply.client.0;
         let session = &mut self.sessions[s as usize];
+        if session.awaiting != Some(reply.request) {
+            return; // The answer to a request of a transaction already given up on.
+        }
         let Some(active) = session.active.as_mut() else {
             return;
         };
@@ -1040,20 +1157,26 @@ impl World {
             None => self.next_request(s),
             Some(outcome) => {
                 let mut active = session.active.take().expect("checked above");
+                session.awaiting = None;
                 active.record.outcome = outcome;
-                active.record.end_us = self.now;
-                active.record.index = self.history.txs.len();
-                match outcome {
-                    Outcome::Committed => self.stats.committed += 1,
-                    Outcome::Aborted => self.stats.aborted += 1,
-                    Outcome::Unknown => self.stats.unknown += 1,
-                }
-                self.history.txs.push(active.record);
-                if self.workload_on {
-                    let think = self.rng.random_range(0..=self.config.think_us_max);
-                    self.schedule(think, Event::Think(s));
-                }
+                self.finish(s, active);
             }
+        }
+    }
+
+    /// Records a finished transaction (its outcome set) and lets the session think before its next.
+    fn finish(&mut self, s: u64, mut active: ActiveTx) {
+        active.record.end_us = self.now;
+        active.record.index = self.history.txs.len();
+        match active.record.outcome {
+            Outcome::Committed => self.stats.committed += 1,
+            Outcome::Aborted => self.stats.aborted += 1,
+            Outcome::Unknown => self.stats.unknown += 1,
+        }
+        self.history.txs.push(active.record);
+        if self.workload_on {
+            let think = self.rng.random_range(0..=self.config.think_us_max);
+            self.schedule(think, Event::Think(s));
         }
     }
 }
