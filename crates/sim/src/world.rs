@@ -238,6 +238,8 @@ type Node = (DcId, Address);
 #[derive(Debug)]
 enum Event {
     Deliver(DcId, Envelope),
+    /// A message of a crashed coordinator, held up on its way (it arrives late, in its link's order).
+    DeliverLate(DcId, Envelope),
     /// A client request to the coordinator `to` (lost if that coordinator crashed meanwhile).
     Request {
         dc: DcId,
@@ -366,6 +368,8 @@ pub struct World {
     rng: ChaCha8Rng,
     /// Draws of the coordinator crashes (apart, so seeds without them run as before they existed).
     coordinator_rng: ChaCha8Rng,
+    /// Crashed coordinators whose messages still in flight are held up, by how long.
+    held_up: BTreeMap<(DcId, CoordinatorId), u64>,
     now: u64,
     seq: u64,
     events: BinaryHeap<Reverse<(u64, u64, usize)>>,
@@ -456,6 +460,7 @@ impl World {
             workload_on: true,
             last_values: None,
             coordinator_rng: ChaCha8Rng::seed_from_u64(config.seed ^ 0xdead_c0de),
+            held_up: BTreeMap::new(),
             rng,
             now,
             seq: 0,
@@ -520,6 +525,12 @@ impl World {
         d.coordinators[slot as usize] = Coordinator::new(new, config, clock.local(self.now));
         self.timers.remove(&(dc, Address::Coordinator(old)));
         self.arm((dc, Address::Coordinator(new)));
+        if self.coordinator_rng.random_bool(0.5) {
+            // Its last messages (a commit decision sent just before it died, say) arrive late: after the partitions
+            // ran a termination without them. The fences must make them harmless.
+            let late = self.coordinator_rng.random_range(100_000..1_200_000);
+            self.held_up.insert((dc, old), late);
+        }
         for s in 0..self.sessions.len() {
             let session = &mut self.sessions[s];
             if session.dc != dc || session.coordinator != slot {
@@ -576,6 +587,11 @@ impl World {
             }
         }
         if problems.is_empty() {
+            if self.config.faults.coordinator_crash_every_us > 0 {
+                // Stragglers from crashed coordinators may still be on their way: let them land (and commit what
+                // they commit) before the final reads, which must all see the same transactions.
+                self.drive_until(self.now + 1_500_000);
+            }
             problems.extend(self.final_reads());
         }
         self.collect_stats();
@@ -600,6 +616,16 @@ impl World {
         for s in &self.sessions {
             if let Some(c) = &s.clock {
                 clock.merge_max(c);
+            }
+        }
+        // Commits in doubt (their client never heard) may lie beyond every session's clock: each DC's own entry of
+        // its stable snapshot, once the workload stopped, covers every commit there, acknowledged or not, so every
+        // DC reads the same set of transactions.
+        for (d, dc) in self.dcs.iter().enumerate() {
+            let own = DcId(d as u16);
+            let local = dc.stabilizer.stable_snapshot().get(own);
+            if local > clock.get(own) {
+                clock.set(own, local);
             }
         }
         let checked: Vec<(ObjectId, ObjectName)> = self.workload.checked_objects();
@@ -743,7 +769,20 @@ impl World {
                 eprintln!("{} {}", self.now - EPOCH_US, &text[..text.len().min(600)]);
             }
         }
+        let event = match event {
+            Event::Deliver(dc, envelope) => match envelope.from {
+                Address::Coordinator(c) if self.held_up.contains_key(&(dc, c)) => {
+                    let late = self.held_up[&(dc, c)];
+                    self.schedule(late, Event::DeliverLate(dc, envelope));
+                    return;
+                }
+                _ => Event::Deliver(dc, envelope),
+            },
+            Event::DeliverLate(dc, envelope) => Event::Deliver(dc, envelope),
+            other => other,
+        };
         match event {
+            Event::DeliverLate(..) => unreachable!("turned into a delivery above"),
             Event::Deliver(dc, envelope) => {
                 let to = match envelope.to {
                     Address::Peer(_, p) => Address::Partition(p),
@@ -1017,7 +1056,15 @@ impl World {
             Address::Peer(_, p) => Address::Partition(p),
             other => other,
         };
-        let delay = self.delay(to_dc != from_dc);
+        let mut delay = self.delay(to_dc != from_dc);
+        if self.config.faults.coordinator_crash_every_us > 0
+            && matches!((from, to), (Address::Coordinator(_), Address::Partition(_)))
+            && self.coordinator_rng.random_bool(0.02)
+        {
+            // A straggler: the coordinator's message (and its link behind it) is held up long enough to arrive
+            // after the coordinator crashed and a termination ran: the fences must make it harmless.
+            delay += self.coordinator_rng.random_range(100_000..1_200_000);
+        }
         let link = ((from_dc, from), (to_dc, to));
         let last = self.links.get(&link).copied().unwrap_or(0);
         let at = (self.now + delay).max(last + 1);
@@ -1117,8 +1164,13 @@ impl World {
             Plan::StaticRead(_) => false,
         };
         let outcome = match reply.result {
-            // A commit that timed out may have happened: only the partitions know.
-            Err(TxError::Timeout(_)) if committing => Some(Outcome::Unknown),
+            // A commit that timed out may have happened: only the partitions know. Its writes may become visible.
+            Err(TxError::Timeout(_)) if committing => {
+                if let Plan::StaticUpdate(_) = active.plan {
+                    record_writes(&mut active.record, &active.in_flight);
+                }
+                Some(Outcome::Unknown)
+            }
             Err(_) => Some(Outcome::Aborted),
             Ok(ClientResponse::Started { tx, snapshot }) => {
                 active.tx = Some(tx);
