@@ -219,12 +219,6 @@ impl Shard {
         }
     }
 
-    /// Delivers a message to a partition of this shard before the loop starts (recovery decisions).
-    pub fn deliver(&mut self, envelope: Envelope) {
-        self.local.push_back(envelope);
-        self.pump();
-    }
-
     /// Runs until shutdown.
     pub async fn run(mut self, mut inbox: mpsc::UnboundedReceiver<ShardInput>) {
         let mut next_checkpoint = tokio::time::Instant::now() + self.checkpoint_interval;
