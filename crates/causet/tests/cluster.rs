@@ -58,6 +58,36 @@ fn exercise(nodes_per_dc: u16) {
             let seen = read_set_until(addr, &set, "a").await;
             assert!(seen.iter().any(|e| e == b"a"), "DC 1 ({addr}) never showed DC 0's write: {seen:?}");
         }
+        // Causality across nodes and DCs: one session writes x_i, then y_i, alternating between DC 0's nodes and
+        // carrying its clock; at every node of DC 1, a snapshot that shows y_i shows x_i.
+        let (x, y) = (Set::aw("x", "cluster-test"), Set::aw("y", "cluster-test"));
+        let mut clock = None;
+        let dc0 = file.dc_clients(0);
+        for i in 0..10 {
+            for (set, name) in [(&x, "x"), (&y, "y")] {
+                let mut c = Client::connect(dc0[i % dc0.len()]).await.expect("connects to DC 0");
+                let commit = c.static_update(clock.as_ref(), vec![set.add(format!("{name}{i}"))]).await;
+                clock = Some(commit.expect("writes at DC 0"));
+            }
+        }
+        for addr in file.dc_clients(1) {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            loop {
+                let mut c = Client::connect(addr).await.expect("connects to DC 1");
+                let (values, _) =
+                    c.static_read(None, &[y.key().clone(), x.key().clone()]).await.expect("reads at DC 1");
+                let (ys, xs) = (values[0].as_set().unwrap_or_default(), values[1].as_set().unwrap_or_default());
+                for e in ys {
+                    let want = format!("x{}", String::from_utf8_lossy(&e[1..]));
+                    assert!(xs.iter().any(|v| v == want.as_bytes()), "{addr} shows y without its earlier {want}");
+                }
+                if ys.len() == 10 {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "{addr} showed only {} of DC 0's 10 y writes", ys.len());
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
     });
     // kill -9 the last node of DC 1 and start it again: the write is still there.
     let last = file.nodes.len() - 1;
