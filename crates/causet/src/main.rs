@@ -63,6 +63,10 @@ enum Command {
         #[arg(long, default_value_t = 200)]
         samples: usize,
     },
+    /// Check a real local multi-DC cluster under faults: a recorded client workload while kill -9, pauses, link
+    /// cuts and clock jumps are injected on a seeded schedule; then heal, read everything at every DC, and check the
+    /// history for TCC, lost acknowledged updates and convergence. Exits 1 when anything is found.
+    Check(Box<causet::check::CheckArgs>),
     /// Run the deterministic simulator: one seed (--seed), or many (--seeds) from a starting seed.
     ///
     /// Each seed derives its topology, clock skew and drift, message delays, partition crashes and workload, runs
@@ -284,6 +288,7 @@ async fn shutdown_signal() {
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Start(args) => start(*args)?,
+        Command::Check(args) => std::process::exit(causet::check::main(*args)?),
         Command::Cluster { command } => match command {
             ClusterCommand::Start {
                 dcs,

@@ -12,7 +12,7 @@ pub mod history;
 pub mod workload;
 pub mod world;
 
-use history::{HistOp, History, ObjectKind, Observed, Outcome, WriteId};
+use history::{HistOp, History, Observed, Outcome, WriteId};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 pub use world::{Faults, Liveness, SimConfig, SimOutcome, SimStats, World};
@@ -165,20 +165,27 @@ fn possible_extra_sums(in_doubt: &[i64]) -> impl Fn(i64) -> bool {
 }
 
 /// Checks the final read (history index `final_read`), taken with a clock covering every commit, against every
-/// acknowledged write: each must be visible. Returns one line per lost write.
+/// acknowledged write: each must be visible. A counter must read the acknowledged increments' sum plus those of
+/// some writes of unknown outcome (their commit reply was lost, so they may have committed): the sum plus the sum of
+/// some subset of the unknown amounts. Returns one line per lost write.
 pub fn lost_writes(history: &History, final_read: usize) -> Vec<String> {
-    let mut committed: BTreeMap<&str, (ObjectKind, BTreeSet<WriteId>, i64)> = BTreeMap::new();
-    let mut in_doubt: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
+    #[derive(Default)]
+    struct Written {
+        acknowledged: BTreeSet<WriteId>,
+        sum: i64,
+        unknown: Vec<i64>,
+    }
+    let mut written: BTreeMap<&str, Written> = BTreeMap::new();
     for tx in history.txs.iter().filter(|t| t.outcome != Outcome::Aborted) {
         for op in &tx.ops {
             if let HistOp::Write { object, id, amount } = op {
-                if tx.outcome == Outcome::Unknown {
-                    in_doubt.entry(&object.key).or_default().push(*amount);
-                    continue;
+                let entry = written.entry(&object.key).or_default();
+                if tx.outcome == Outcome::Committed {
+                    entry.acknowledged.insert(*id);
+                    entry.sum += amount;
+                } else {
+                    entry.unknown.push(*amount);
                 }
-                let entry = committed.entry(&object.key).or_insert((object.kind, BTreeSet::new(), 0));
-                entry.1.insert(*id);
-                entry.2 += amount;
             }
         }
     }
@@ -187,33 +194,108 @@ pub fn lost_writes(history: &History, final_read: usize) -> Vec<String> {
         let HistOp::Read { object, observed } = op else {
             continue;
         };
-        let Some((_, writes, sum)) = committed.get(object.key.as_str()) else {
+        let Some(w) = written.get(object.key.as_str()) else {
             continue;
         };
         match observed {
             Observed::Set(seen) => {
                 let seen: BTreeSet<WriteId> = seen.iter().copied().collect();
-                for lost in writes.difference(&seen) {
+                for lost in w.acknowledged.difference(&seen) {
                     problems
                         .push(format!("acknowledged write {lost} to {} is missing from the final read", object.key));
                 }
             }
             Observed::Counter(value) => {
-                let doubt = in_doubt.get(object.key.as_str()).map(Vec::as_slice).unwrap_or_default();
-                if !possible_extra_sums(doubt)(value - sum) {
+                if !possible_extra_sums(&w.unknown)(value - w.sum) {
                     problems.push(format!(
-                        "counter {} reads {value} at the end, but acknowledged increments sum to {sum} and the {} \
-                         in-doubt ones cannot make up the difference",
+                        "counter {} reads {value} at the end, but acknowledged increments sum to {} and no subset of \
+                         the {} of unknown outcome makes up the difference",
                         object.key,
-                        doubt.len()
+                        w.sum,
+                        w.unknown.len()
                     ));
                 }
             }
-            Observed::Register(None) => {
+            Observed::Register(None) if !w.acknowledged.is_empty() => {
                 problems.push(format!("register {} reads empty at the end despite acknowledged writes", object.key))
             }
             _ => {}
         }
     }
     problems
+}
+
+/// One final read: a committed read of every checked object at one DC, after the faults were healed and the
+/// cluster quiesced, with a clock that covers every acknowledged commit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FinalRead {
+    /// The DC read.
+    pub dc: u16,
+    /// The read's index in the history.
+    pub tx: usize,
+}
+
+/// Checks the final reads of a real or simulated run: every acknowledged write is in each of them (no lost
+/// update, via [`lost_writes`]), and every DC returned the same value for every object (convergence). Returns one
+/// line per problem; an empty list passes.
+pub fn final_read_problems(history: &History, reads: &[FinalRead]) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut values: Vec<(u16, BTreeMap<&history::ObjectName, Observed>)> = Vec::new();
+    for read in reads {
+        let Some(tx) = history.txs.get(read.tx) else {
+            problems.push(format!("DC {}: final read T{} is not in the history", read.dc, read.tx));
+            continue;
+        };
+        if tx.outcome != Outcome::Committed {
+            problems.push(format!("DC {}: final read T{} did not commit ({:?})", read.dc, read.tx, tx.outcome));
+            continue;
+        }
+        problems.extend(lost_writes(history, read.tx).into_iter().map(|p| format!("DC {}: {p}", read.dc)));
+        let mut seen = BTreeMap::new();
+        for op in &tx.ops {
+            if let HistOp::Read { object, observed } = op {
+                // A set's order carries no meaning: compare sorted.
+                let observed = match observed {
+                    Observed::Set(ids) => {
+                        let mut ids = ids.clone();
+                        ids.sort_unstable();
+                        Observed::Set(ids)
+                    }
+                    other => other.clone(),
+                };
+                seen.insert(object, observed);
+            }
+        }
+        values.push((read.dc, seen));
+    }
+    if let Some(((first_dc, first), rest)) = values.split_first().map(|(f, r)| ((f.0, &f.1), r)) {
+        for (dc, other) in rest {
+            for (object, a) in first {
+                match other.get(object) {
+                    Some(b) if b == a => {}
+                    Some(b) => problems.push(format!(
+                        "DCs {first_dc} and {dc} diverged on {:?} {}: {}",
+                        object.kind,
+                        object.key,
+                        describe_difference(a, b)
+                    )),
+                    None => problems.push(format!("DC {dc}'s final read did not read {}", object.key)),
+                }
+            }
+        }
+    }
+    problems
+}
+
+fn describe_difference(a: &Observed, b: &Observed) -> String {
+    match (a, b) {
+        (Observed::Set(a), Observed::Set(b)) => {
+            let a: BTreeSet<WriteId> = a.iter().copied().collect();
+            let b: BTreeSet<WriteId> = b.iter().copied().collect();
+            let only_a: Vec<WriteId> = a.difference(&b).take(5).copied().collect();
+            let only_b: Vec<WriteId> = b.difference(&a).take(5).copied().collect();
+            format!("only the first has {only_a:?}, only the second has {only_b:?} (at most 5 listed each)")
+        }
+        _ => format!("{a:?} vs {b:?}"),
+    }
 }

@@ -97,8 +97,14 @@ pub struct Workload {
 impl Workload {
     /// A generator.
     pub fn new(config: WorkloadConfig) -> Self {
+        Self::starting_at(config, 1)
+    }
+
+    /// A generator whose write ids count up from `first_write`: several generators with disjoint ranges (one per
+    /// concurrent client session) keep every write id unique.
+    pub fn starting_at(config: WorkloadConfig, first_write: WriteId) -> Self {
         assert!(config.keys > 0 && config.max_objects > 0 && config.max_steps > 0);
-        Self { config, next_write: 1 }
+        Self { config, next_write: first_write }
     }
 
     /// The checked object with index `i`.
