@@ -23,46 +23,9 @@ enum Command {
         #[command(subcommand)]
         command: ClusterCommand,
     },
-    /// Drive a running server with a closed-loop load: concurrent sessions (one connection each) sending
-    /// single-operation static transactions over a uniform key space; prints throughput and latency percentiles.
-    Bench {
-        /// The server's client address.
-        #[arg(long, default_value = "127.0.0.1:8087")]
-        addr: std::net::SocketAddr,
-        /// Concurrent sessions.
-        #[arg(long, default_value_t = 64)]
-        connections: usize,
-        /// Measured seconds.
-        #[arg(long, default_value_t = 20.0)]
-        duration_s: f64,
-        /// Warm-up seconds, not measured.
-        #[arg(long, default_value_t = 5.0)]
-        warmup_s: f64,
-        /// register-read, register-update or counter-update.
-        #[arg(long, default_value = "register-read")]
-        operation: causet_bench::Operation,
-        /// Keys.
-        #[arg(long, default_value_t = 10_000)]
-        keys: u64,
-        /// Bytes per written value.
-        #[arg(long, default_value_t = 10)]
-        value_bytes: usize,
-        /// Seed of the key choices.
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
-        /// Fraction of updates in register-mix (0.1 = 90% reads).
-        #[arg(long, default_value_t = 0.1)]
-        update_ratio: f64,
-        /// Also write the report as JSON to this file.
-        #[arg(long)]
-        json: Option<std::path::PathBuf>,
-        /// Instead of a load: measure remote visibility from --addr (writes) to this DC's client address (reads).
-        #[arg(long)]
-        visibility_to: Option<std::net::SocketAddr>,
-        /// Samples of the visibility measurement.
-        #[arg(long, default_value_t = 200)]
-        samples: usize,
-    },
+    /// Run a workload (shipped by name, or a TOML file) on an existing cluster or on fresh local clusters, one
+    /// per protocol with --compare; live progress on stderr; a JSON and Markdown report and SVG plots.
+    Bench(Box<causet::bench::BenchArgs>),
     /// Check a real local multi-DC cluster under faults: a recorded client workload while kill -9, pauses, link
     /// cuts and clock jumps are injected on a seeded schedule; then heal, read everything at every DC, and check the
     /// history for TCC, lost acknowledged updates and convergence. Exits 1 when anything is found.
@@ -339,47 +302,8 @@ fn main() -> anyhow::Result<()> {
             }
             ClusterCommand::Status { dir } => cluster::status(&dir)?,
         },
-        Command::Bench { addr, visibility_to: Some(reader), samples, json, .. } => {
-            let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-            let report = runtime.block_on(causet_bench::visibility(addr, reader, samples))?;
-            println!("{report}");
-            if let Some(path) = json {
-                std::fs::write(&path, serde_json::to_string_pretty(&report)?)?;
-            }
-        }
-        Command::Bench {
-            addr,
-            connections,
-            duration_s,
-            warmup_s,
-            operation,
-            keys,
-            value_bytes,
-            seed,
-            json,
-            update_ratio,
-            ..
-        } => {
-            if !(0.0..=1.0).contains(&update_ratio) {
-                bail!("--update-ratio is a fraction between 0 and 1");
-            }
-            let config = causet_bench::BenchConfig {
-                addr,
-                connections,
-                duration: std::time::Duration::from_secs_f64(duration_s),
-                warmup: std::time::Duration::from_secs_f64(warmup_s),
-                operation,
-                keys,
-                value_bytes,
-                seed,
-                update_ratio,
-            };
-            let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-            let report = runtime.block_on(causet_bench::run(config))?;
-            println!("{report}");
-            if let Some(path) = json {
-                std::fs::write(&path, serde_json::to_string_pretty(&report)?)?;
-            }
+        Command::Bench(args) => {
+            causet::bench::main(*args)?;
         }
         Command::Sim { seed, seeds, from, bug, history, protocol } => {
             let protocol = match protocol.as_str() {

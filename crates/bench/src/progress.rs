@@ -1,0 +1,83 @@
+//! The live progress line: once a second, on stderr, the transactions per second, p50 and p99 of the last second,
+//! errors and the time left; refreshed in place on a terminal, a plain line every few seconds otherwise.
+
+use crate::histogram::new_histogram;
+use crate::runner::Live;
+use std::io::{IsTerminal, Write};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Seconds between plain lines when stderr is not a terminal.
+const PLAIN_EVERY_S: u64 = 5;
+
+pub(crate) struct Progress {
+    label: String,
+    started: Instant,
+    warmup: Duration,
+    total: Duration,
+    live: Arc<Live>,
+    last_committed: u64,
+    last_tick: Instant,
+    ticks: u64,
+    terminal: bool,
+}
+
+impl Progress {
+    pub(crate) fn new(label: &str, warmup: Duration, duration: Duration, live: Arc<Live>) -> Progress {
+        Progress {
+            label: label.to_string(),
+            started: Instant::now(),
+            warmup,
+            total: warmup + duration,
+            live,
+            last_committed: 0,
+            last_tick: Instant::now(),
+            ticks: 0,
+            terminal: std::io::stderr().is_terminal(),
+        }
+    }
+
+    pub(crate) fn tick(&mut self) {
+        self.ticks += 1;
+        let now = Instant::now();
+        let committed = self.live.committed.load(Ordering::Relaxed);
+        let rate = (committed - self.last_committed) as f64 / now.duration_since(self.last_tick).as_secs_f64();
+        self.last_committed = committed;
+        self.last_tick = now;
+        let mut recent = new_histogram();
+        for h in &self.live.recent {
+            if let Ok(mut h) = h.lock() {
+                // Both histograms have the same bounds, so adding cannot fail.
+                let _ = recent.add(&*h);
+                h.reset();
+            }
+        }
+        let elapsed = self.started.elapsed();
+        let phase = if elapsed < self.warmup { "warm-up" } else { "measuring" };
+        let left = self.total.saturating_sub(elapsed).as_secs();
+        let line = format!(
+            "{} [{phase}] {:>8.0} txn/s  p50 {:>7.2} ms  p99 {:>7.2} ms  errors {}  {}s left",
+            self.label,
+            rate,
+            recent.value_at_quantile(0.5) as f64 / 1000.0,
+            recent.value_at_quantile(0.99) as f64 / 1000.0,
+            self.live.errors.load(Ordering::Relaxed),
+            left
+        );
+        let mut err = std::io::stderr().lock();
+        if self.terminal {
+            let _ = write!(err, "\r\x1b[2K{line}");
+            let _ = err.flush();
+        } else if self.ticks.is_multiple_of(PLAIN_EVERY_S) {
+            let _ = writeln!(err, "{line}");
+        }
+    }
+
+    /// Ends the refreshed line.
+    pub(crate) fn finish() {
+        if std::io::stderr().is_terminal() {
+            let _ = writeln!(std::io::stderr());
+        }
+    }
+}

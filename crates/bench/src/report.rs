@@ -1,0 +1,372 @@
+//! The report of a `causet bench` invocation: every figure, the histograms, the machine, the cluster shape and
+//! every parameter, as JSON and as Markdown; the checks against Causet's performance targets, from the figures.
+
+use crate::histogram::HistogramSummary;
+use crate::keys::Distribution;
+use crate::runner::RunResult;
+use crate::workload::{Point, WorkloadFile};
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+
+/// The machine the run used.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Machine {
+    /// Cores available to this process.
+    pub cores: usize,
+    /// Physical memory, bytes (0 if unknown).
+    pub memory_bytes: u64,
+    /// The CPU model (empty if unknown).
+    pub cpu: String,
+    /// The operating system and kernel.
+    pub os: String,
+}
+
+impl Machine {
+    /// Describes this machine.
+    pub fn detect() -> Machine {
+        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+        let memory_bytes = meminfo
+            .lines()
+            .find_map(|l| l.strip_prefix("MemTotal:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map(|kib| kib * 1024)
+            .unwrap_or(0);
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let cpu = cpuinfo
+            .lines()
+            .find_map(|l| l.strip_prefix("model name"))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.trim().to_string())
+            .unwrap_or_default();
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+        let os = format!("{} {}", std::env::consts::OS, kernel.trim()).trim().to_string();
+        Machine { cores, memory_bytes, cpu, os }
+    }
+}
+
+/// The cluster the runs drove.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ClusterShape {
+    /// `local` (started by the tool, one per protocol) or `existing`.
+    pub kind: String,
+    /// DCs.
+    pub dcs: usize,
+    /// Nodes per DC.
+    pub nodes_per_dc: usize,
+    /// Partitions per DC.
+    pub partitions: u32,
+    /// One-way delay between DCs, ms, when known.
+    pub wan_delay_ms: Option<u64>,
+    /// The fsync policy, when known.
+    pub sync: Option<String>,
+    /// The client addresses per DC (of the last cluster, for a local one).
+    pub addresses: Vec<Vec<String>>,
+}
+
+/// One run against the first protocol's run at the same point.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Comparison {
+    /// The protocol compared.
+    pub protocol: String,
+    /// The baseline protocol (the first of `--compare`).
+    pub baseline: String,
+    /// The point.
+    pub point: Point,
+    /// Throughput ÷ the baseline's.
+    pub throughput_ratio: f64,
+    /// Median latency ÷ the baseline's.
+    pub p50_ratio: f64,
+    /// 99th percentile latency ÷ the baseline's.
+    pub p99_ratio: f64,
+}
+
+/// A performance target of DESIGN.md checked against the measured figures.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TargetCheck {
+    /// What is checked.
+    pub target: String,
+    /// The measured figure.
+    pub measured: f64,
+    /// The bound.
+    pub bound: f64,
+    /// Whether the figure is within the bound.
+    pub met: bool,
+}
+
+/// Everything one invocation measured.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Report {
+    /// `causet bench` and its version.
+    pub tool: String,
+    /// The command line.
+    pub command: Vec<String>,
+    /// When it started, seconds since the Unix epoch.
+    pub started_unix_s: u64,
+    /// The machine.
+    pub machine: Machine,
+    /// The cluster.
+    pub cluster: ClusterShape,
+    /// The workload as run (after command-line overrides).
+    pub workload: WorkloadFile,
+    /// The key distribution.
+    pub distribution: Distribution,
+    /// The protocols, in order (the first is the baseline of the ratios).
+    pub protocols: Vec<String>,
+    /// Every run.
+    pub runs: Vec<RunResult>,
+    /// Ratios to the first protocol.
+    pub comparisons: Vec<Comparison>,
+    /// DESIGN.md's targets, where the runs measure them.
+    pub targets: Vec<TargetCheck>,
+}
+
+fn ratio(a: f64, b: f64) -> f64 {
+    if b > 0.0 {
+        a / b
+    } else {
+        f64::NAN
+    }
+}
+
+impl Report {
+    /// Fills `comparisons` and `targets` from the runs.
+    pub fn derive(&mut self) {
+        self.comparisons.clear();
+        self.targets.clear();
+        if let Some(baseline) = self.protocols.first().cloned() {
+            for run in self.runs.iter().filter(|r| r.protocol != baseline) {
+                if let Some(base) = self.runs.iter().find(|b| b.protocol == baseline && b.point == run.point) {
+                    self.comparisons.push(Comparison {
+                        protocol: run.protocol.clone(),
+                        baseline: baseline.clone(),
+                        point: run.point,
+                        throughput_ratio: ratio(run.throughput_per_s, base.throughput_per_s),
+                        p50_ratio: ratio(run.latency.p50_us as f64, base.latency.p50_us as f64),
+                        p99_ratio: ratio(run.latency.p99_us as f64, base.latency.p99_us as f64),
+                    });
+                }
+            }
+        }
+        // Cure at least 0.9× eventual throughput on every mix, same run.
+        for cure in self.runs.iter().filter(|r| r.protocol == "cure") {
+            if let Some(ev) = self.runs.iter().find(|r| r.protocol == "eventual" && r.point == cure.point) {
+                let measured = ratio(cure.throughput_per_s, ev.throughput_per_s);
+                self.targets.push(TargetCheck {
+                    target: format!(
+                        "cure ÷ eventual throughput, {:.0}% updates, {} keys",
+                        cure.point.update_ratio * 100.0,
+                        cure.point.keys
+                    ),
+                    measured,
+                    bound: 0.9,
+                    met: measured >= 0.9,
+                });
+            }
+        }
+        // Remote visibility at 50 ms one-way: p50 ≤ 65 ms, p99 ≤ 80 ms.
+        if self.cluster.wan_delay_ms == Some(50) {
+            for run in &self.runs {
+                let Some(v) = &run.visibility else { continue };
+                if v.client.count == 0 {
+                    continue;
+                }
+                let what = format!("{} at {:.0}% updates", run.protocol, run.point.update_ratio * 100.0);
+                for (name, value, bound) in [("p50", v.client.p50_us, 65.0), ("p99", v.client.p99_us, 80.0)] {
+                    let measured = value as f64 / 1000.0;
+                    self.targets.push(TargetCheck {
+                        target: format!("remote visibility {name} (client side, ms), {what}"),
+                        measured,
+                        bound,
+                        met: measured <= bound,
+                    });
+                }
+            }
+        }
+    }
+
+    /// The JSON form.
+    pub fn to_json(&self) -> String {
+        // Every field is plain data; serialisation to a String cannot fail except on NaN-free floats, which
+        // serde_json writes as null.
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+    }
+
+    /// The Markdown form.
+    pub fn to_markdown(&self) -> String {
+        let mut md = String::new();
+        let w = &self.workload;
+        let _ = writeln!(md, "# causet bench: {}\n", w.name);
+        if !w.description.is_empty() {
+            let _ = writeln!(md, "{}\n", w.description);
+        }
+        let _ = writeln!(md, "Command: `{}`\n", self.command.join(" "));
+        let m = &self.machine;
+        let _ = writeln!(
+            md,
+            "Machine: {} cores ({}), {:.1} GiB, {}. The load generator and every node of the cluster share these \
+             cores.\n",
+            m.cores,
+            if m.cpu.is_empty() { "CPU unknown" } else { &m.cpu },
+            m.memory_bytes as f64 / (1u64 << 30) as f64,
+            m.os
+        );
+        let c = &self.cluster;
+        let _ = writeln!(
+            md,
+            "Cluster: {} ({}), {} DC{} × {} node{}, {} partitions per DC, {} one-way between DCs, sync {}.\n",
+            c.kind,
+            if c.kind == "local" { "a fresh one per protocol, same seed" } else { "driven as found" },
+            c.dcs,
+            if c.dcs == 1 { "" } else { "s" },
+            c.nodes_per_dc,
+            if c.nodes_per_dc == 1 { "" } else { "s" },
+            c.partitions,
+            c.wan_delay_ms.map(|d| format!("{d} ms")).unwrap_or_else(|| "unknown".into()),
+            c.sync.as_deref().unwrap_or("unknown")
+        );
+        let _ = writeln!(
+            md,
+            "Workload: {} key distribution, {}-byte keys, {}-byte values, {:?}; mix single {} / interactive {} / \
+             static {} / read-only {} ({} keys per multi-key transaction); {} sessions per DC, {}; {} s measured \
+             after {} s warm-up; seed {}.\n",
+            self.distribution,
+            w.keys.key_bytes,
+            w.values.bytes,
+            w.values.crdt,
+            w.mix.single,
+            w.mix.interactive,
+            w.mix.static_,
+            w.mix.read_only,
+            w.mix.keys_per_transaction,
+            w.clients.sessions_per_dc,
+            if w.clients.rate > 0.0 { format!("open loop at {} txn/s", w.clients.rate) } else { "closed loop".into() },
+            w.run.duration_s,
+            w.run.warmup_s,
+            w.run.seed
+        );
+        let _ = writeln!(md, "## Throughput and latency\n");
+        let _ = writeln!(
+            md,
+            "| protocol | updates | keys | txn/s | txn/s per core | ops/s | ratio to {} | p50 ms | p99 ms | p99.9 ms | \
+             aborts | errors |",
+            self.protocols.first().map(String::as_str).unwrap_or("first")
+        );
+        let _ = writeln!(md, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        for r in &self.runs {
+            let cmp = self
+                .comparisons
+                .iter()
+                .find(|c| c.protocol == r.protocol && c.point == r.point)
+                .map(|c| format!("{:.3}", c.throughput_ratio))
+                .unwrap_or_else(|| "1".into());
+            let _ = writeln!(
+                md,
+                "| {} | {:.0}% | {} | {:.0} | {:.0} | {:.0} | {} | {} | {} | {} | {} | {} |",
+                r.protocol,
+                r.point.update_ratio * 100.0,
+                r.point.keys,
+                r.throughput_per_s,
+                r.throughput_per_s / m.cores.max(1) as f64,
+                r.operations_per_s,
+                cmp,
+                ms(r.latency.p50_us),
+                ms(r.latency.p99_us),
+                ms(r.latency.p999_us),
+                r.aborted,
+                r.errors
+            );
+        }
+        let _ = writeln!(md, "\n### Latency by kind of transaction\n");
+        let _ = writeln!(md, "| protocol | updates | keys | kind | count | p50 ms | p99 ms | max ms |");
+        let _ = writeln!(md, "|---|---:|---:|---|---:|---:|---:|---:|");
+        for r in &self.runs {
+            for (kind, h) in &r.latency_by_kind {
+                let _ = writeln!(
+                    md,
+                    "| {} | {:.0}% | {} | {kind} | {} | {} | {} | {} |",
+                    r.protocol,
+                    r.point.update_ratio * 100.0,
+                    r.point.keys,
+                    h.count,
+                    ms(h.p50_us),
+                    ms(h.p99_us),
+                    ms(h.max_us)
+                );
+            }
+        }
+        if self.runs.iter().any(|r| r.visibility.is_some()) {
+            let _ = writeln!(md, "\n## Visibility across DCs\n");
+            let _ = writeln!(
+                md,
+                "Client side: commit at one DC, poll another every 1 ms until the write shows (from the commit's \
+                 acknowledgement). Server side: the reader's `{}` for the writer's DC, sampled every 50 ms.\n",
+                crate::visibility::SERVER_METRIC
+            );
+            let _ = writeln!(
+                md,
+                "| protocol | updates | from → to | samples | client p50 ms | client p99 ms | client max ms | \
+                 server p50 ms | server p99 ms | lost |"
+            );
+            let _ = writeln!(md, "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|");
+            for r in &self.runs {
+                let Some(v) = &r.visibility else { continue };
+                let row = |md: &mut String, pair: String, c: &HistogramSummary, s: &HistogramSummary, lost: u64| {
+                    let _ = writeln!(
+                        md,
+                        "| {} | {:.0}% | {pair} | {} | {} | {} | {} | {} | {} | {lost} |",
+                        r.protocol,
+                        r.point.update_ratio * 100.0,
+                        c.count,
+                        ms(c.p50_us),
+                        ms(c.p99_us),
+                        ms(c.max_us),
+                        ms(s.p50_us),
+                        ms(s.p99_us)
+                    );
+                };
+                for p in &v.pairs {
+                    row(&mut md, format!("{} → {}", p.from, p.to), &p.client, &p.server, p.lost);
+                }
+                row(&mut md, "all".into(), &v.client, &v.server, v.pairs.iter().map(|p| p.lost).sum());
+            }
+        }
+        if !self.targets.is_empty() {
+            let _ = writeln!(md, "\n## Targets (DESIGN.md)\n");
+            let _ = writeln!(md, "| target | measured | bound | met |");
+            let _ = writeln!(md, "|---|---:|---:|---|");
+            for t in &self.targets {
+                let _ = writeln!(
+                    md,
+                    "| {} | {:.3} | {} | {} |",
+                    t.target,
+                    t.measured,
+                    t.bound,
+                    if t.met { "yes" } else { "**no**" }
+                );
+            }
+        }
+        let samples: Vec<&String> = self.runs.iter().flat_map(|r| &r.error_samples).collect();
+        if !samples.is_empty() {
+            let _ = writeln!(md, "\n## First errors\n");
+            for s in samples {
+                let _ = writeln!(md, "- {s}");
+            }
+        }
+        let _ = writeln!(
+            md,
+            "\n## Plots\n\n![throughput](throughput.svg)\n\n![latency CDF](latency-cdf.svg)\n{}",
+            if self.runs.iter().any(|r| r.visibility.is_some()) {
+                "\n![visibility CDF](visibility-cdf.svg)\n"
+            } else {
+                ""
+            }
+        );
+        let _ = writeln!(md, "\nEvery figure and the full HDR histograms are in `report.json`.");
+        md
+    }
+}
+
+fn ms(us: u64) -> String {
+    format!("{:.2}", us as f64 / 1000.0)
+}

@@ -1,0 +1,492 @@
+//! Runs one point of a workload against a target: concurrent sessions (one connection and one causal clock each),
+//! in a closed loop or an open loop, a warm-up, a measured window, live progress, and visibility probes across DCs.
+
+use crate::histogram::{new_histogram, HistogramSummary};
+use crate::keys::{key_name, KeyChooser};
+use crate::progress::Progress;
+use crate::visibility::{self, VisibilityResult};
+use crate::workload::{CrdtKind, Point, Workload};
+use causet_client::{Client, ClientError};
+use causet_core::ObjectId;
+use causet_crdt::{CrdtType, Op};
+use hdrhistogram::Histogram;
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// One DC of the target.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct DcTarget {
+    /// The DC's index.
+    pub dc: u16,
+    /// Its nodes' client addresses (sessions spread over them).
+    pub clients: Vec<SocketAddr>,
+    /// Its nodes' admin addresses, for the server-side metrics (empty if unknown).
+    pub admins: Vec<SocketAddr>,
+}
+
+/// What the load runs against.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Target {
+    /// The DCs, by index.
+    pub dcs: Vec<DcTarget>,
+    /// Partitions per DC (multiplies `keys.per_partition`).
+    pub partitions: u32,
+}
+
+/// The kinds of transaction, as latency is reported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TxKind {
+    /// A single-operation static read.
+    Read,
+    /// A single-operation static update.
+    Update,
+    /// An interactive multi-key transaction.
+    Interactive,
+    /// A multi-key static update.
+    StaticUpdate,
+    /// A multi-key static read.
+    StaticRead,
+    /// A multi-key read-only static transaction.
+    ReadOnly,
+}
+
+impl TxKind {
+    const ALL: [TxKind; 6] =
+        [TxKind::Read, TxKind::Update, TxKind::Interactive, TxKind::StaticUpdate, TxKind::StaticRead, TxKind::ReadOnly];
+
+    fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The name used in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            TxKind::Read => "read",
+            TxKind::Update => "update",
+            TxKind::Interactive => "interactive",
+            TxKind::StaticUpdate => "static-update",
+            TxKind::StaticRead => "static-read",
+            TxKind::ReadOnly => "read-only",
+        }
+    }
+}
+
+/// The figures of one run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RunResult {
+    /// The protocol label (`cure`, … or `existing` for a cluster the tool did not start).
+    pub protocol: String,
+    /// The sweep point.
+    pub point: Point,
+    /// Sessions.
+    pub sessions: usize,
+    /// Length of the measured window, s.
+    pub measured_s: f64,
+    /// Transactions committed in the window.
+    pub committed: u64,
+    /// Transactions the server aborted in the window.
+    pub aborted: u64,
+    /// Other failures in the window (timeouts, lost connections, error replies).
+    pub errors: u64,
+    /// Committed transactions per second.
+    pub throughput_per_s: f64,
+    /// Operations (reads and updates of single keys) per second.
+    pub operations_per_s: f64,
+    /// Latency of every committed transaction, µs.
+    pub latency: HistogramSummary,
+    /// Latency by kind of transaction, µs.
+    pub latency_by_kind: BTreeMap<String, HistogramSummary>,
+    /// Visibility across DCs, when probed.
+    pub visibility: Option<VisibilityResult>,
+    /// The first errors seen, for the report.
+    pub error_samples: Vec<String>,
+}
+
+/// Counters shared by the sessions and the progress line.
+#[derive(Default)]
+pub(crate) struct Live {
+    pub committed: AtomicU64,
+    pub errors: AtomicU64,
+    /// Latencies since the last progress tick, one histogram per session (locked once per tick by the printer).
+    pub recent: Vec<Mutex<Histogram<u64>>>,
+}
+
+struct Shared {
+    workload: Workload,
+    point: Point,
+    chooser: KeyChooser,
+    measuring: AtomicBool,
+    stop: AtomicBool,
+    live: Arc<Live>,
+    error_samples: Mutex<Vec<String>>,
+    /// Open loop: the interval between one session's intended starts.
+    interval: Option<Duration>,
+    started: Instant,
+}
+
+/// Where a session connects and whether it moves.
+#[derive(Clone, Debug)]
+struct SessionPlan {
+    /// DC indices into the target, in the order a switching session visits them.
+    route: Vec<usize>,
+    switching: bool,
+    node: usize,
+}
+
+struct SessionResult {
+    by_kind: Vec<Histogram<u64>>,
+    aborted: u64,
+    errors: u64,
+    operations: u64,
+}
+
+const MAX_ERROR_SAMPLES: usize = 5;
+
+/// Runs one point: warm-up, then the measured window. `label` names the run in the progress line.
+pub async fn run_point(
+    workload: &Workload,
+    point: Point,
+    target: &Target,
+    protocol: &str,
+    label: &str,
+) -> anyhow::Result<RunResult> {
+    let w = &workload.file;
+    let home_dcs: Vec<usize> = if w.clients.dcs.is_empty() {
+        (0..target.dcs.len()).collect()
+    } else {
+        w.clients.dcs.iter().map(|d| *d as usize).filter(|d| *d < target.dcs.len()).collect()
+    };
+    anyhow::ensure!(!home_dcs.is_empty(), "clients.dcs {:?}: none of these DCs is in the target", w.clients.dcs);
+    let sessions = w.clients.sessions_per_dc * home_dcs.len();
+    let mut plan_rng = ChaCha8Rng::seed_from_u64(w.run.seed ^ 0x5e55_1045);
+    let mut plans = Vec::with_capacity(sessions);
+    for s in 0..sessions {
+        let home = home_dcs[s % home_dcs.len()];
+        let dcs = target.dcs.len();
+        let roll: f64 = plan_rng.random();
+        let (start, switching) = if dcs > 1 && roll < w.clients.remote_fraction {
+            ((home + 1) % dcs, false)
+        } else if dcs > 1 && roll < w.clients.remote_fraction + w.clients.switch_fraction {
+            (home, true)
+        } else {
+            (home, false)
+        };
+        let route = (0..dcs).map(|i| (start + i) % dcs).collect();
+        plans.push(SessionPlan { route, switching, node: s / home_dcs.len() });
+    }
+    let rate = w.clients.rate;
+    let live =
+        Arc::new(Live { recent: (0..sessions).map(|_| Mutex::new(new_histogram())).collect(), ..Default::default() });
+    let shared = Arc::new(Shared {
+        workload: workload.clone(),
+        point,
+        chooser: KeyChooser::new(workload.distribution, point.keys),
+        measuring: AtomicBool::new(false),
+        stop: AtomicBool::new(false),
+        live: live.clone(),
+        error_samples: Mutex::new(Vec::new()),
+        interval: (rate > 0.0).then(|| Duration::from_secs_f64(sessions as f64 / rate)),
+        started: Instant::now(),
+    });
+    let mut clients = Vec::with_capacity(sessions);
+    for plan in &plans {
+        let dc = &target.dcs[plan.route[0]];
+        let addr = dc.clients[plan.node % dc.clients.len()];
+        clients.push(
+            Client::connect(addr).await.map_err(|e| anyhow::anyhow!("connecting to DC {} at {addr}: {e}", dc.dc))?,
+        );
+    }
+    let mut tasks = Vec::with_capacity(sessions);
+    for (id, (client, plan)) in clients.into_iter().zip(plans).enumerate() {
+        let (shared, target) = (shared.clone(), target.clone());
+        tasks.push(tokio::spawn(async move { session(shared, target, id, plan, client).await }));
+    }
+    let warmup = Duration::from_secs_f64(w.run.warmup_s);
+    let duration = Duration::from_secs_f64(w.run.duration_s);
+    let mut progress = Progress::new(label, warmup, duration, live.clone());
+    let ticker = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            progress.tick();
+        }
+    });
+    tokio::time::sleep(warmup).await;
+    let probe = if w.visibility.enabled && target.dcs.len() > 1 {
+        let (target, interval) = (target.clone(), Duration::from_millis(w.visibility.interval_ms));
+        let seed = w.run.seed;
+        Some(tokio::spawn(async move { visibility::probe(&target, duration, interval, seed).await }))
+    } else {
+        None
+    };
+    shared.measuring.store(true, Ordering::Relaxed);
+    let window = Instant::now();
+    tokio::time::sleep(duration).await;
+    shared.measuring.store(false, Ordering::Relaxed);
+    let measured = window.elapsed();
+    shared.stop.store(true, Ordering::Relaxed);
+    ticker.abort();
+    Progress::finish();
+    let mut by_kind: Vec<Histogram<u64>> = TxKind::ALL.iter().map(|_| new_histogram()).collect();
+    let (mut aborted, mut errors, mut operations) = (0, 0, 0);
+    for t in tasks {
+        let r = t.await?;
+        for (total, h) in by_kind.iter_mut().zip(&r.by_kind) {
+            total.add(h)?;
+        }
+        aborted += r.aborted;
+        errors += r.errors;
+        operations += r.operations;
+    }
+    let visibility = match probe {
+        Some(p) => Some(p.await??),
+        None => None,
+    };
+    let mut all = new_histogram();
+    let mut latency_by_kind = BTreeMap::new();
+    for (kind, h) in TxKind::ALL.iter().zip(&by_kind) {
+        all.add(h)?;
+        if !h.is_empty() {
+            latency_by_kind.insert(kind.name().to_string(), HistogramSummary::of(h));
+        }
+    }
+    let committed = all.len();
+    let secs = measured.as_secs_f64();
+    let error_samples = shared.error_samples.lock().map(|e| e.clone()).unwrap_or_default();
+    Ok(RunResult {
+        protocol: protocol.to_string(),
+        point,
+        sessions,
+        measured_s: secs,
+        committed,
+        aborted,
+        errors,
+        throughput_per_s: committed as f64 / secs,
+        operations_per_s: operations as f64 / secs,
+        latency: HistogramSummary::of(&all),
+        latency_by_kind,
+        visibility,
+        error_samples,
+    })
+}
+
+fn object(w: &Workload, rank: u64) -> ObjectId {
+    let ty = match w.file.values.crdt {
+        CrdtKind::LwwRegister => CrdtType::RegisterLww,
+        CrdtKind::MvRegister => CrdtType::RegisterMv,
+        CrdtKind::Counter => CrdtType::CounterPn,
+        CrdtKind::AwSet => CrdtType::SetAw,
+    };
+    ObjectId::new(key_name(rank, w.file.keys.key_bytes), "bench", ty)
+}
+
+fn update_op(w: &Workload, value: &[u8]) -> Op {
+    match w.file.values.crdt {
+        CrdtKind::LwwRegister | CrdtKind::MvRegister => Op::Assign(value.to_vec()),
+        CrdtKind::Counter => Op::Increment(1),
+        CrdtKind::AwSet => Op::Add(vec![value.to_vec()]),
+    }
+}
+
+/// One transaction; returns its kind and the number of single-key operations it did.
+async fn transaction(
+    shared: &Shared,
+    client: &mut Client,
+    rng: &mut ChaCha8Rng,
+    value: &[u8],
+    ranks: &mut Vec<u64>,
+) -> (TxKind, u64, Result<(), ClientError>) {
+    let w = &shared.workload;
+    let m = &w.file.mix;
+    let ratio = shared.point.update_ratio;
+    let total = m.single + m.interactive + m.static_ + m.read_only;
+    let mut pick = rng.random::<f64>() * total;
+    let mut next = |weight: f64| {
+        pick -= weight;
+        pick < 0.0 && weight > 0.0
+    };
+    let n = m.keys_per_transaction;
+    if next(m.single) {
+        let o = object(w, shared.chooser.sample(rng));
+        if rng.random_bool(ratio) {
+            (TxKind::Update, 1, client.static_update(None, [(o, update_op(w, value))]).await.map(|_| ()))
+        } else {
+            (TxKind::Read, 1, client.static_read(None, std::slice::from_ref(&o)).await.map(|_| ()))
+        }
+    } else if next(m.interactive) {
+        shared.chooser.sample_distinct(rng, n, ranks);
+        let updates: Vec<bool> = ranks.iter().map(|_| rng.random_bool(ratio)).collect();
+        let result = async {
+            let mut tx = client.start_transaction(None).await?;
+            for (rank, update) in ranks.iter().zip(&updates) {
+                let o = object(w, *rank);
+                let step = if *update {
+                    tx.update([(o, update_op(w, value))]).await
+                } else {
+                    tx.read(std::slice::from_ref(&o)).await.map(|_| ())
+                };
+                if let Err(e) = step {
+                    // The server may have dropped the transaction already; the abort is best effort.
+                    let _ = tx.abort().await;
+                    return Err(e);
+                }
+            }
+            tx.commit().await.map(|_| ())
+        }
+        .await;
+        (TxKind::Interactive, n as u64, result)
+    } else if next(m.static_) {
+        shared.chooser.sample_distinct(rng, n, ranks);
+        if rng.random_bool(ratio) {
+            let updates: Vec<(ObjectId, Op)> = ranks.iter().map(|r| (object(w, *r), update_op(w, value))).collect();
+            (TxKind::StaticUpdate, n as u64, client.static_update(None, updates).await.map(|_| ()))
+        } else {
+            let objects: Vec<ObjectId> = ranks.iter().map(|r| object(w, *r)).collect();
+            (TxKind::StaticRead, n as u64, client.static_read(None, &objects).await.map(|_| ()))
+        }
+    } else {
+        shared.chooser.sample_distinct(rng, n, ranks);
+        let objects: Vec<ObjectId> = ranks.iter().map(|r| object(w, *r)).collect();
+        (TxKind::ReadOnly, n as u64, client.static_read(None, &objects).await.map(|_| ()))
+    }
+}
+
+async fn session(shared: Arc<Shared>, target: Target, id: usize, plan: SessionPlan, client: Client) -> SessionResult {
+    let w = &shared.workload.file;
+    let mut rng = ChaCha8Rng::seed_from_u64(w.run.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15).wrapping_add(id as u64));
+    let mut result = SessionResult {
+        by_kind: TxKind::ALL.iter().map(|_| new_histogram()).collect(),
+        aborted: 0,
+        errors: 0,
+        operations: 0,
+    };
+    // Values differ per session so set elements stay few (one per session) and registers see distinct writes.
+    let mut value = format!("s{id}-").into_bytes();
+    value.resize(w.values.bytes.max(value.len()), b'v');
+    value.truncate(w.values.bytes);
+    let mut client = Some(client);
+    let mut hop = 0usize;
+    let mut done: u64 = 0;
+    let mut ranks = Vec::new();
+    // Open loop: evenly spaced intended starts, this session offset within the interval.
+    let mut intended = shared.interval.map(|i| shared.started + i.mul_f64(id as f64 / target_sessions(&shared)));
+    while !shared.stop.load(Ordering::Relaxed) {
+        let scheduled = match (intended, shared.interval) {
+            (Some(at), Some(interval)) => {
+                tokio::time::sleep_until(at.into()).await;
+                intended = Some(at + interval);
+                Some(at)
+            }
+            _ => None,
+        };
+        let Some(c) = client.as_mut() else {
+            // Reconnect after a lost connection, at the DC the session is at now.
+            let dc = &target.dcs[plan.route[hop % plan.route.len()]];
+            match Client::connect(dc.clients[plan.node % dc.clients.len()]).await {
+                Ok(c) => client = Some(c),
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+            continue;
+        };
+        // Open loop: latency counts from the intended start, so a backlog shows as latency (no coordinated omission).
+        let started = scheduled.unwrap_or_else(Instant::now);
+        let (kind, ops, outcome) = transaction(&shared, c, &mut rng, &value, &mut ranks).await;
+        let took_us = (started.elapsed().as_micros() as u64).max(1);
+        let measuring = shared.measuring.load(Ordering::Relaxed);
+        match &outcome {
+            Ok(()) => {
+                shared.live.committed.fetch_add(1, Ordering::Relaxed);
+                if let Ok(mut h) = shared.live.recent[id].lock() {
+                    h.saturating_record(took_us);
+                }
+                if measuring {
+                    result.by_kind[kind.index()].saturating_record(took_us);
+                    result.operations += ops;
+                }
+            }
+            Err(e) => {
+                shared.live.errors.fetch_add(1, Ordering::Relaxed);
+                if measuring {
+                    if e.is_aborted() {
+                        result.aborted += 1;
+                    } else {
+                        result.errors += 1;
+                    }
+                    if let Ok(mut samples) = shared.error_samples.lock() {
+                        if samples.len() < MAX_ERROR_SAMPLES {
+                            samples.push(format!("{}: {e}", kind.name()));
+                        }
+                    }
+                }
+                if e.is_connection_lost() {
+                    client = None;
+                    continue;
+                }
+            }
+        }
+        done += 1;
+        if plan.switching && done.is_multiple_of(w.clients.switch_every) {
+            // Move to the next DC, carrying the causal clock: the session keeps reading its own writes there.
+            hop += 1;
+            let dc = &target.dcs[plan.route[hop % plan.route.len()]];
+            let clock = client.as_ref().and_then(|c| c.causal_clock().cloned());
+            match Client::connect(dc.clients[plan.node % dc.clients.len()]).await {
+                Ok(mut next) => {
+                    if let Some(clock) = clock {
+                        next.observe_clock(&clock);
+                    }
+                    client = Some(next);
+                }
+                Err(_) => client = None,
+            }
+        }
+    }
+    result
+}
+
+fn target_sessions(shared: &Shared) -> f64 {
+    shared.live.recent.len().max(1) as f64
+}
+
+/// Keys per transaction of the preload.
+const PRELOAD_BATCH: u64 = 100;
+/// Concurrent connections of the preload.
+const PRELOAD_CONNECTIONS: u64 = 8;
+
+/// Writes every key in `0..keys` once, at the target's first DC, in static updates of 100 keys on 8 connections
+/// (not measured), so the run's reads find values.
+pub async fn preload(workload: &Workload, keys: u64, target: &Target) -> anyhow::Result<()> {
+    let addr = target.dcs.first().and_then(|d| d.clients.first()).copied();
+    let addr = addr.ok_or_else(|| anyhow::anyhow!("the target has no DC"))?;
+    let mut value = b"preload-".to_vec();
+    value.resize(workload.file.values.bytes.max(value.len()), b'p');
+    value.truncate(workload.file.values.bytes);
+    let mut tasks = Vec::new();
+    for c in 0..PRELOAD_CONNECTIONS {
+        let (workload, value) = (workload.clone(), value.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut client = Client::connect(addr).await?;
+            let mut start = c * PRELOAD_BATCH;
+            while start < keys {
+                let end = (start + PRELOAD_BATCH).min(keys);
+                let updates: Vec<(ObjectId, Op)> =
+                    (start..end).map(|r| (object(&workload, r), update_op(&workload, &value))).collect();
+                client.static_update(None, updates).await?;
+                start += PRELOAD_BATCH * PRELOAD_CONNECTIONS;
+            }
+            anyhow::Ok(())
+        }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    Ok(())
+}

@@ -1,0 +1,319 @@
+//! `causet bench`: runs a workload (a shipped one by name, or a TOML file) against an existing cluster (`--addr`,
+//! `--cluster-dir`) or against fresh local clusters it starts itself, one per protocol of `--compare`, with the
+//! same seed; writes `report.json`, `report.md` and SVG plots.
+
+use crate::cluster::{self, ClusterFile, StartOptions};
+use anyhow::{bail, Context};
+use causet_bench::report::{ClusterShape, Machine, Report};
+use causet_bench::workload::{self, OneOrMany, Workload};
+use causet_bench::{DcTarget, Target};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// The arguments of `causet bench`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct BenchArgs {
+    /// A shipped workload (cure, visibility, honeypot-uniform, honeypot-pareto, karma, letting-it-be, smoke) or a
+    /// workload TOML file (format: bench/workloads/README.md).
+    #[arg(long, short, default_value = "cure")]
+    pub workload: String,
+    /// Drive an existing cluster: each DC's client address, comma-separated, in DC order (several nodes of one
+    /// DC: `a+b`).
+    #[arg(long, value_delimiter = ',', conflicts_with_all = ["cluster_dir", "compare"])]
+    pub addr: Vec<String>,
+    /// With --addr: each DC's admin address, comma-separated, for the server-side visibility metric.
+    #[arg(long, value_delimiter = ',', requires = "addr")]
+    pub admin: Vec<SocketAddr>,
+    /// Drive an existing cluster started by `causet cluster start --dir DIR`.
+    #[arg(long, conflicts_with = "compare")]
+    pub cluster_dir: Option<PathBuf>,
+    /// Start a fresh local cluster for each of these protocols in turn (cure, gentlerain, eventual) and run the
+    /// same workload with the same seed on each; ratios are to the first. Without --addr, --cluster-dir or
+    /// --compare, one local cluster runs `cure`.
+    #[arg(long, value_delimiter = ',')]
+    pub compare: Vec<String>,
+    /// Where the report goes [default: bench-results/<workload>-<unix time>].
+    #[arg(long, short)]
+    pub out: Option<PathBuf>,
+    /// Override the workload's measured seconds per run.
+    #[arg(long)]
+    pub duration_s: Option<f64>,
+    /// Override the workload's warm-up seconds.
+    #[arg(long)]
+    pub warmup_s: Option<f64>,
+    /// Override the workload's seed.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Override the workload's sessions per DC.
+    #[arg(long)]
+    pub sessions_per_dc: Option<usize>,
+    /// Override the workload's open-loop rate (transactions per second; 0: closed loop).
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Override the workload's update ratios (comma-separated: a sweep).
+    #[arg(long, value_delimiter = ',')]
+    pub update_ratio: Vec<f64>,
+    /// Local clusters: override the workload's DCs.
+    #[arg(long)]
+    pub dcs: Option<u16>,
+    /// Local clusters: override the workload's partitions per DC.
+    #[arg(long)]
+    pub partitions: Option<u32>,
+    /// Local clusters: override the workload's one-way delay between DCs, ms.
+    #[arg(long)]
+    pub wan_delay_ms: Option<u64>,
+    /// Local clusters: override the workload's fsync policy (always or periodic).
+    #[arg(long)]
+    pub sync: Option<String>,
+    /// Print the shipped workloads and exit.
+    #[arg(long)]
+    pub list: bool,
+}
+
+/// Stops a local cluster when the run ends, fails or is interrupted.
+struct Running(ClusterFile);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        cluster::stop_nodes(&self.0, false);
+        for n in &self.0.nodes {
+            // The data of a benchmark's cluster is of no further use; its logs and configs stay for inspection.
+            let _ = std::fs::remove_dir_all(&n.data_dir);
+        }
+    }
+}
+
+fn apply_overrides(w: &mut workload::WorkloadFile, a: &BenchArgs) {
+    if let Some(v) = a.duration_s {
+        w.run.duration_s = v;
+    }
+    if let Some(v) = a.warmup_s {
+        w.run.warmup_s = v;
+    }
+    if let Some(v) = a.seed {
+        w.run.seed = v;
+    }
+    if let Some(v) = a.sessions_per_dc {
+        w.clients.sessions_per_dc = v;
+    }
+    if let Some(v) = a.rate {
+        w.clients.rate = v;
+    }
+    if !a.update_ratio.is_empty() {
+        w.update_ratio = OneOrMany::Many(a.update_ratio.clone());
+    }
+    if let Some(v) = a.dcs {
+        w.cluster.dcs = v;
+    }
+    if let Some(v) = a.partitions {
+        w.cluster.partitions = v;
+    }
+    if let Some(v) = a.wan_delay_ms {
+        w.cluster.wan_delay_ms = v;
+    }
+    if let Some(v) = &a.sync {
+        w.cluster.sync = v.clone();
+    }
+}
+
+fn target_of(file: &ClusterFile) -> Target {
+    let dcs = (0..file.dcs)
+        .map(|dc| DcTarget {
+            dc,
+            clients: file.dc_clients(dc),
+            admins: file.nodes.iter().filter(|n| n.dc == dc).map(|n| n.admin).collect(),
+        })
+        .collect();
+    Target { dcs, partitions: file.partitions }
+}
+
+fn shape(kind: &str, target: &Target, wan_delay_ms: Option<u64>, sync: Option<String>) -> ClusterShape {
+    ClusterShape {
+        kind: kind.into(),
+        dcs: target.dcs.len(),
+        nodes_per_dc: target.dcs.iter().map(|d| d.clients.len()).max().unwrap_or(0),
+        partitions: target.partitions,
+        wan_delay_ms,
+        sync,
+        addresses: target.dcs.iter().map(|d| d.clients.iter().map(|a| a.to_string()).collect()).collect(),
+    }
+}
+
+/// Runs `causet bench`; returns the report directory.
+pub fn main(args: BenchArgs) -> anyhow::Result<PathBuf> {
+    if args.list {
+        for (name, text) in workload::SHIPPED {
+            let w = Workload::parse(text, name)?;
+            println!("{name:<18} {}", w.file.description);
+        }
+        return Ok(PathBuf::new());
+    }
+    let mut w = workload::load(&args.workload)?;
+    apply_overrides(&mut w.file, &args);
+    let w = Workload::check(w.file, &args.workload)?;
+    let started_unix_s =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let out =
+        args.out.clone().unwrap_or_else(|| PathBuf::from(format!("bench-results/{}-{started_unix_s}", w.file.name)));
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let mut report = Report {
+        tool: format!("causet bench {}", env!("CARGO_PKG_VERSION")),
+        command: std::env::args().collect(),
+        started_unix_s,
+        machine: Machine::detect(),
+        cluster: shape("existing", &Target { dcs: Vec::new(), partitions: 0 }, None, None),
+        workload: w.file.clone(),
+        distribution: w.distribution,
+        protocols: Vec::new(),
+        runs: Vec::new(),
+        comparisons: Vec::new(),
+        targets: Vec::new(),
+    };
+    eprintln!(
+        "causet bench: workload {} ({} cores; the load generator and the cluster share them); report in {}",
+        w.file.name,
+        report.machine.cores,
+        out.display()
+    );
+    if !args.addr.is_empty() {
+        let mut dcs = Vec::new();
+        for (i, dc) in args.addr.iter().enumerate() {
+            let clients = dc
+                .split('+')
+                .map(|a| a.parse::<SocketAddr>().with_context(|| format!("--addr: {a:?} is not an address")))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let admins = args.admin.get(i).copied().into_iter().collect();
+            dcs.push(DcTarget { dc: i as u16, clients, admins });
+        }
+        let target = Target { dcs, partitions: w.file.cluster.partitions };
+        report.cluster = shape("existing", &target, None, None);
+        report.protocols = vec!["existing".into()];
+        run_all(&runtime, &w, &target, "existing", &mut report)?;
+    } else if let Some(dir) = &args.cluster_dir {
+        let file = cluster::load(dir)?;
+        let target = target_of(&file);
+        report.cluster = shape("existing", &target, Some(file.wan_delay_ms), None);
+        report.protocols = vec![file.protocol.clone()];
+        run_all(&runtime, &w, &target, &file.protocol, &mut report)?;
+    } else {
+        let protocols = if args.compare.is_empty() { vec!["cure".to_string()] } else { args.compare.clone() };
+        for p in &protocols {
+            if !["cure", "gentlerain", "eventual"].contains(&p.as_str()) {
+                bail!("--compare: unknown protocol {p:?}: use cure, gentlerain or eventual");
+            }
+        }
+        report.protocols = protocols.clone();
+        for protocol in &protocols {
+            let c = &w.file.cluster;
+            let options = StartOptions {
+                dcs: c.dcs,
+                nodes_per_dc: 1,
+                partitions: c.partitions,
+                wan_delay_ms: c.wan_delay_ms,
+                dir: out.join(format!("cluster-{protocol}")),
+                base_port: 0,
+                sync: c.sync.clone(),
+                protocol: protocol.clone(),
+                ..Default::default()
+            };
+            eprintln!("starting a local {}-DC cluster running {protocol} in {}", c.dcs, options.dir.display());
+            let running = Running(cluster::start(&options)?);
+            let target = target_of(&running.0);
+            report.cluster = shape("local", &target, Some(c.wan_delay_ms), Some(c.sync.clone()));
+            run_all(&runtime, &w, &target, protocol, &mut report)?;
+            drop(running);
+        }
+    }
+    report.derive();
+    let files = causet_bench::write_outputs(&report, &out)?;
+    println!("{}", summary(&report));
+    for f in files {
+        println!("wrote {}", f.display());
+    }
+    Ok(out)
+}
+
+fn run_all(
+    runtime: &tokio::runtime::Runtime,
+    w: &Workload,
+    target: &Target,
+    protocol: &str,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    let points = w.points(target.partitions);
+    let mut preloaded = 0;
+    for (i, point) in points.iter().enumerate() {
+        let label = format!(
+            "{protocol} {}/{} ({:.0}% updates, {} keys)",
+            i + 1,
+            points.len(),
+            point.update_ratio * 100.0,
+            point.keys
+        );
+        let result = runtime.block_on(async {
+            tokio::select! {
+                r = async {
+                    if w.file.run.preload && point.keys > preloaded {
+                        eprintln!("{label}: writing {} keys first", point.keys);
+                        causet_bench::runner::preload(w, point.keys, target).await?;
+                    }
+                    causet_bench::run_point(w, *point, target, protocol, &label).await
+                } => r,
+                _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
+            }
+        })?;
+        preloaded = preloaded.max(point.keys);
+        eprintln!(
+            "{label}: {:.0} txn/s, p50 {:.2} ms, p99 {:.2} ms, {} aborts, {} errors{}",
+            result.throughput_per_s,
+            result.latency.p50_us as f64 / 1000.0,
+            result.latency.p99_us as f64 / 1000.0,
+            result.aborted,
+            result.errors,
+            result
+                .visibility
+                .as_ref()
+                .map(|v| format!(
+                    "; visibility p50 {:.1} ms, p99 {:.1} ms (server metric p50 {:.1} ms)",
+                    v.client.p50_us as f64 / 1000.0,
+                    v.client.p99_us as f64 / 1000.0,
+                    v.server.p50_us as f64 / 1000.0
+                ))
+                .unwrap_or_default()
+        );
+        report.runs.push(result);
+    }
+    Ok(())
+}
+
+/// A few lines for the terminal: per run, throughput and ratio; the targets.
+fn summary(r: &Report) -> String {
+    let mut s = String::new();
+    for run in &r.runs {
+        let ratio = r
+            .comparisons
+            .iter()
+            .find(|c| c.protocol == run.protocol && c.point == run.point)
+            .map(|c| format!(" ({:.3}× {})", c.throughput_ratio, c.baseline))
+            .unwrap_or_default();
+        s.push_str(&format!(
+            "{:<10} {:>3.0}% updates {:>6} keys: {:>8.0} txn/s{ratio}, {:.0} per core\n",
+            run.protocol,
+            run.point.update_ratio * 100.0,
+            run.point.keys,
+            run.throughput_per_s,
+            run.throughput_per_s / r.machine.cores.max(1) as f64
+        ));
+    }
+    for t in &r.targets {
+        s.push_str(&format!(
+            "target {}: {:.3} (bound {}) {}\n",
+            t.target,
+            t.measured,
+            t.bound,
+            if t.met { "met" } else { "MISSED" }
+        ));
+    }
+    s.trim_end().to_string()
+}
