@@ -1,5 +1,5 @@
-//! The library behind the `causet` command: local clusters of real processes, the benchmark driver and the checker under faults, used by the
-//! command's subcommands and by the integration tests.
+//! The library behind the `causet` command: local clusters of real processes, the benchmark driver and the checker
+//! under faults, used by the command's subcommands and by the integration tests.
 
 pub mod bench;
 pub mod check;

@@ -205,16 +205,14 @@ pub fn lost_writes(history: &History, final_read: usize) -> Vec<String> {
                         .push(format!("acknowledged write {lost} to {} is missing from the final read", object.key));
                 }
             }
-            Observed::Counter(value) => {
-                if !possible_extra_sums(&w.unknown)(value - w.sum) {
-                    problems.push(format!(
-                        "counter {} reads {value} at the end, but acknowledged increments sum to {} and no subset of \
-                         the {} of unknown outcome makes up the difference",
-                        object.key,
-                        w.sum,
-                        w.unknown.len()
-                    ));
-                }
+            Observed::Counter(value) if !possible_extra_sums(&w.unknown)(value - w.sum) => {
+                problems.push(format!(
+                    "counter {} reads {value} at the end, but acknowledged increments sum to {} and no subset of the \
+                     {} of unknown outcome makes up the difference",
+                    object.key,
+                    w.sum,
+                    w.unknown.len()
+                ));
             }
             Observed::Register(None) if !w.acknowledged.is_empty() => {
                 problems.push(format!("register {} reads empty at the end despite acknowledged writes", object.key))
