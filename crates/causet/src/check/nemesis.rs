@@ -60,7 +60,8 @@ pub enum Fault {
         node: usize,
         /// The new offset, ms.
         offset_ms: i64,
-        /// The jump: the new offset minus the previous one, ms.
+        /// The jump: the new offset minus the previous one, ms (0 in files written before it was recorded).
+        #[serde(default)]
         jump_ms: i64,
     },
 }
