@@ -139,8 +139,21 @@ fn ephemeral() -> anyhow::Result<SocketAddr> {
 }
 
 /// Starts the processes, waits until every node serves and writes the cluster file. `base_port = 0` picks free
-/// ports.
+/// ports; since another process may take a port between the pick and the node's bind, a start on picked ports that
+/// fails is retried (up to three times) on new ones. A start that fails stops the nodes it started.
 pub fn start(o: &StartOptions) -> anyhow::Result<ClusterFile> {
+    let attempts = if o.base_port == 0 { 3 } else { 1 };
+    let mut last = None;
+    for _ in 0..attempts {
+        match start_once(o) {
+            Ok(file) => return Ok(file),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.expect("at least one attempt"))
+}
+
+fn start_once(o: &StartOptions) -> anyhow::Result<ClusterFile> {
     if !(1..=16).contains(&o.dcs) {
         bail!("--dcs must be between 1 and 16");
     }
@@ -235,7 +248,16 @@ pub fn start(o: &StartOptions) -> anyhow::Result<ClusterFile> {
             std::fs::write(&config_path, config).with_context(|| format!("writing {}", config_path.display()))?;
             let mut n =
                 ClusterNode { dc, node, client, admin, replication, pid: 0, config: config_path, data_dir, log };
-            n.pid = spawn(&exe, &n)?;
+            n.pid = match spawn(&exe, &n) {
+                Ok(pid) => pid,
+                Err(e) => {
+                    for started in &nodes {
+                        let started: &ClusterNode = started;
+                        signal(started.pid, "KILL");
+                    }
+                    return Err(e);
+                }
+            };
             nodes.push(n);
         }
     }
@@ -251,7 +273,10 @@ pub fn start(o: &StartOptions) -> anyhow::Result<ClusterFile> {
     };
     file.save(&o.dir)?;
     for n in &file.nodes {
-        wait_serving(n, Duration::from_secs(30))?;
+        if let Err(e) = wait_serving(n, Duration::from_secs(30)) {
+            stop_nodes(&file, false);
+            return Err(e);
+        }
     }
     Ok(file)
 }

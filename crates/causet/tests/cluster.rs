@@ -1,17 +1,20 @@
 //! `causet::cluster` drives real processes: start a local cluster on free ports, write at one DC and read at
 //! another, kill -9 and restart a node, stop everything.
 
-use causet::cluster::{self, ClusterFile, StartOptions};
+use causet::cluster::{self, StartOptions};
 use causet_client::{Client, Set, ValueExt};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-/// Stops the cluster even when an assertion fails.
-struct Running<'a>(&'a ClusterFile);
+/// Stops the cluster even when an assertion fails: every node the cluster file names when the guard drops
+/// (restarted nodes included: `restart_node` records their pids there).
+struct Running<'a>(&'a std::path::Path);
 
 impl Drop for Running<'_> {
     fn drop(&mut self) {
-        cluster::stop_nodes(self.0, false);
+        if let Ok(file) = cluster::load(self.0) {
+            cluster::stop_nodes(&file, false);
+        }
     }
 }
 
@@ -47,8 +50,7 @@ fn exercise(nodes_per_dc: u16) {
     let mut file = cluster::start(&options).expect("the cluster starts");
     assert_eq!(file.nodes.len(), 2 * nodes_per_dc as usize);
     assert_eq!(cluster::load(dir.path()).expect("the cluster file reads back").nodes.len(), file.nodes.len());
-    let running = file.clone();
-    let guard = Running(&running);
+    let guard = Running(dir.path());
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
     let set = Set::aw("s", "cluster-test");
     rt.block_on(async {
@@ -139,8 +141,7 @@ fn killing_a_node_of_a_multi_node_dc_loses_no_acknowledged_commit_and_leaves_no_
         ..Default::default()
     };
     let mut file = cluster::start(&options).expect("the cluster starts");
-    let running = file.clone();
-    let _guard = Running(&running);
+    let _guard = Running(dir.path());
     let sets: Vec<Set> = (0..KEYS).map(|k| Set::aw(format!("k{k}"), "nodes")).collect();
     let nodes: BTreeSet<u32> = sets.iter().map(|s| s.key().partition(6).0 % 2).collect();
     assert_eq!(nodes.len(), 2, "the keys fall on both nodes");
