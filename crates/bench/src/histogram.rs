@@ -12,6 +12,25 @@ pub fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_LATENCY_US, 3).expect("valid histogram bounds")
 }
 
+/// The V2 deflate encoding of a histogram, base64.
+fn encode(h: &Histogram<u64>) -> String {
+    use base64::Engine as _;
+    use hdrhistogram::serialization::{Serializer as _, V2DeflateSerializer};
+    let mut bytes = Vec::new();
+    match V2DeflateSerializer::new().serialize(h, &mut bytes) {
+        Ok(_) => base64::engine::general_purpose::STANDARD.encode(bytes),
+        // Serialising into memory fails only on a histogram too large to encode; the buckets still describe it.
+        Err(_) => String::new(),
+    }
+}
+
+/// Decodes [`HistogramSummary::hdr`].
+pub fn decode(hdr: &str) -> anyhow::Result<Histogram<u64>> {
+    use base64::Engine as _;
+    let bytes = base64::engine::general_purpose::STANDARD.decode(hdr)?;
+    Ok(hdrhistogram::serialization::Deserializer::new().deserialize(&mut bytes.as_slice())?)
+}
+
 /// A histogram's percentiles and its recorded buckets.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct HistogramSummary {
@@ -31,9 +50,12 @@ pub struct HistogramSummary {
     pub p999_us: u64,
     /// Largest, µs.
     pub max_us: u64,
-    /// The full histogram: `[value_us, count]` for every non-empty bucket (value = the bucket's highest
-    /// equivalent value), enough to rebuild it or draw its CDF.
+    /// The distribution in logarithmic buckets (each 5% wider than the last): `[upper bound µs, count]` for every
+    /// non-empty bucket; the counts add up to `count`. Enough to draw the CDF.
     pub buckets: Vec<[u64; 2]>,
+    /// The exact histogram in HdrHistogram's V2 compressed encoding, base64 (readable by every HdrHistogram
+    /// implementation, e.g. `HistogramLogProcessor`); empty when there are no samples.
+    pub hdr: String,
 }
 
 impl HistogramSummary {
@@ -51,7 +73,12 @@ impl HistogramSummary {
             p99_us: h.value_at_quantile(0.99),
             p999_us: h.value_at_quantile(0.999),
             max_us: h.max(),
-            buckets: h.iter_recorded().map(|v| [v.value_iterated_to(), v.count_at_value()]).collect(),
+            buckets: h
+                .iter_log(1, 1.05)
+                .filter(|v| v.count_since_last_iteration() > 0)
+                .map(|v| [v.value_iterated_to(), v.count_since_last_iteration()])
+                .collect(),
+            hdr: encode(h),
         }
     }
 
@@ -82,6 +109,9 @@ mod tests {
         assert_eq!(s.count, 1_000);
         assert_eq!(s.buckets.iter().map(|[_, c]| c).sum::<u64>(), 1_000);
         assert!((499..=501).contains(&s.p50_us), "p50 {}", s.p50_us);
+        assert!(s.buckets.len() < 200, "log buckets keep the summary small: {}", s.buckets.len());
+        let back = decode(&s.hdr).expect("the encoding decodes");
+        assert_eq!(back, h, "the encoded histogram is the histogram");
         let cdf = s.cdf();
         assert!(cdf.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1));
         assert_eq!(cdf.last().map(|p| p.1), Some(1.0));

@@ -185,11 +185,11 @@ impl Report {
         }
     }
 
-    /// The JSON form.
+    /// The JSON form (compact: the histograms make it long).
     pub fn to_json(&self) -> String {
         // Every field is plain data; serialisation to a String cannot fail except on NaN-free floats, which
         // serde_json writes as null.
-        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+        serde_json::to_string(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
     }
 
     /// The Markdown form.
@@ -295,6 +295,30 @@ impl Report {
                 );
             }
         }
+        if self.runs.iter().any(|r| !r.server_time.is_empty()) {
+            let _ = writeln!(md, "\n### Time inside the servers\n");
+            let _ = writeln!(
+                md,
+                "Mean time per request from its dispatch to a partition until the reply, summed over every node's \
+                 `causet_request_duration_seconds` in the measured window; the rest of the client-side latency is \
+                 decoding, encoding, the socket and the scheduling of the load generator and the servers.\n"
+            );
+            let _ = writeln!(md, "| protocol | updates | keys | request | requests | mean µs |");
+            let _ = writeln!(md, "|---|---:|---:|---|---:|---:|");
+            for r in &self.runs {
+                for (kind, t) in &r.server_time {
+                    let _ = writeln!(
+                        md,
+                        "| {} | {:.0}% | {} | {kind} | {} | {:.0} |",
+                        r.protocol,
+                        r.point.update_ratio * 100.0,
+                        r.point.keys,
+                        t.requests,
+                        t.mean_us
+                    );
+                }
+            }
+        }
         if self.runs.iter().any(|r| r.visibility.is_some()) {
             let _ = writeln!(md, "\n## Visibility across DCs\n");
             let _ = writeln!(
@@ -346,6 +370,22 @@ impl Report {
                 );
             }
         }
+        if let Some(run) = self.runs.iter().find(|r| r.protocol == "cure" && r.point.update_ratio == 0.01) {
+            // The Cure paper (§VI, Fig. 2): 111,196 ops/s at 99% reads on 3 DCs × 3 servers × 8 cores.
+            let paper_per_core = CURE_PAPER_OPS_PER_S / CURE_PAPER_CORES;
+            let ours = run.operations_per_s / m.cores.max(1) as f64;
+            let _ = writeln!(
+                md,
+                "\n## Beside the Cure paper\n\nAt 99% reads the paper reaches {CURE_PAPER_OPS_PER_S:.0} ops/s on 3 DCs × 3 servers \
+                 × 8 cores = {CURE_PAPER_CORES:.0} cores: {paper_per_core:.0} ops/s per core. Here: {:.0} ops/s on {} cores \
+                 shared by all {} DCs and the load generator: {ours:.0} ops/s per core ({:.2}× the paper's per-core \
+                 figure; a different machine, language and network, so an order of magnitude only).",
+                run.operations_per_s,
+                m.cores,
+                self.cluster.dcs,
+                ours / paper_per_core
+            );
+        }
         let samples: Vec<&String> = self.runs.iter().flat_map(|r| &r.error_samples).collect();
         if !samples.is_empty() {
             let _ = writeln!(md, "\n## First errors\n");
@@ -366,6 +406,11 @@ impl Report {
         md
     }
 }
+
+/// The Cure paper's throughput at 99% reads, 3 DCs × 3 servers (§VI).
+const CURE_PAPER_OPS_PER_S: f64 = 111_196.0;
+/// Its cores: 3 DCs × 3 servers × 8 cores.
+const CURE_PAPER_CORES: f64 = 72.0;
 
 fn ms(us: u64) -> String {
     format!("{:.2}", us as f64 / 1000.0)

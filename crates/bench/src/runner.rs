@@ -107,6 +107,51 @@ pub struct RunResult {
     pub visibility: Option<VisibilityResult>,
     /// The first errors seen, for the report.
     pub error_samples: Vec<String>,
+    /// Time the servers spent per request kind in the window (from dispatch to the partition until the reply,
+    /// `causet_request_duration_seconds` on every node's `/metrics`); empty without admin addresses.
+    #[serde(default)]
+    pub server_time: BTreeMap<String, ServerTime>,
+}
+
+/// Server-side time of one request kind over the measured window.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ServerTime {
+    /// Requests served.
+    pub requests: u64,
+    /// Mean time per request, µs.
+    pub mean_us: f64,
+}
+
+/// Each node's `causet_request_duration_seconds` per kind (`None` where the scrape failed).
+async fn request_durations(target: &Target) -> Vec<Option<BTreeMap<String, (f64, u64)>>> {
+    let mut out = Vec::new();
+    for admin in target.dcs.iter().flat_map(|d| &d.admins) {
+        out.push(visibility::http_get(*admin, "/metrics").await.ok().map(|t| visibility::parse_request_durations(&t)));
+    }
+    out
+}
+
+/// Per kind, the requests and mean time in the window, over the nodes scraped both before and after it (a node
+/// missing from either scrape is left out rather than mixed in).
+fn server_time_between(
+    before: &[Option<BTreeMap<String, (f64, u64)>>],
+    after: &[Option<BTreeMap<String, (f64, u64)>>],
+) -> BTreeMap<String, ServerTime> {
+    let mut total: BTreeMap<String, (f64, u64)> = BTreeMap::new();
+    for (b, a) in before.iter().zip(after) {
+        let (Some(b), Some(a)) = (b, a) else { continue };
+        for (kind, (sum, count)) in a {
+            let (sum0, count0) = b.get(kind).copied().unwrap_or_default();
+            let e = total.entry(kind.clone()).or_default();
+            e.0 += sum - sum0;
+            e.1 += count.saturating_sub(count0);
+        }
+    }
+    total
+        .into_iter()
+        .filter(|(_, (_, n))| *n > 0)
+        .map(|(kind, (sum, n))| (kind, ServerTime { requests: n, mean_us: sum * 1e6 / n as f64 }))
+        .collect()
 }
 
 /// Counters shared by the sessions and the progress line.
@@ -148,6 +193,10 @@ struct SessionResult {
 }
 
 const MAX_ERROR_SAMPLES: usize = 5;
+/// A transaction that takes longer fails (and its connection is replaced), so a stuck server cannot hang the run.
+const TX_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often an open-loop session waiting for its next start checks for the end of the run.
+const STOP_CHECK: Duration = Duration::from_millis(100);
 
 /// Runs one point: warm-up, then the measured window. `label` names the run in the progress line.
 pub async fn run_point(
@@ -227,11 +276,14 @@ pub async fn run_point(
     } else {
         None
     };
+    let before = request_durations(target).await;
     shared.measuring.store(true, Ordering::Relaxed);
     let window = Instant::now();
     tokio::time::sleep(duration).await;
     shared.measuring.store(false, Ordering::Relaxed);
     let measured = window.elapsed();
+    let after = request_durations(target).await;
+    let server_time = server_time_between(&before, &after);
     shared.stop.store(true, Ordering::Relaxed);
     ticker.abort();
     Progress::finish();
@@ -275,6 +327,7 @@ pub async fn run_point(
         latency_by_kind,
         visibility,
         error_samples,
+        server_time,
     })
 }
 
@@ -307,21 +360,26 @@ async fn transaction(
     let w = &shared.workload;
     let m = &w.file.mix;
     let ratio = shared.point.update_ratio;
-    let total = m.single + m.interactive + m.static_ + m.read_only;
-    let mut pick = rng.random::<f64>() * total;
-    let mut next = |weight: f64| {
-        pick -= weight;
-        pick < 0.0 && weight > 0.0
-    };
+    let weights = [m.single, m.interactive, m.static_, m.read_only];
+    let mut pick = rng.random::<f64>() * weights.iter().sum::<f64>();
+    // Rounding can leave `pick` just above the last weight: fall back on the last kind that has a weight.
+    let mut choice = weights.iter().rposition(|w| *w > 0.0).unwrap_or(0);
+    for (i, w) in weights.iter().enumerate() {
+        if *w > 0.0 && pick < *w {
+            choice = i;
+            break;
+        }
+        pick -= w;
+    }
     let n = m.keys_per_transaction;
-    if next(m.single) {
+    if choice == 0 {
         let o = object(w, shared.chooser.sample(rng));
         if rng.random_bool(ratio) {
             (TxKind::Update, 1, client.static_update(None, [(o, update_op(w, value))]).await.map(|_| ()))
         } else {
             (TxKind::Read, 1, client.static_read(None, std::slice::from_ref(&o)).await.map(|_| ()))
         }
-    } else if next(m.interactive) {
+    } else if choice == 1 {
         shared.chooser.sample_distinct(rng, n, ranks);
         let updates: Vec<bool> = ranks.iter().map(|_| rng.random_bool(ratio)).collect();
         let result = async {
@@ -343,7 +401,7 @@ async fn transaction(
         }
         .await;
         (TxKind::Interactive, n as u64, result)
-    } else if next(m.static_) {
+    } else if choice == 2 {
         shared.chooser.sample_distinct(rng, n, ranks);
         if rng.random_bool(ratio) {
             let updates: Vec<(ObjectId, Op)> = ranks.iter().map(|r| (object(w, *r), update_op(w, value))).collect();
@@ -381,7 +439,13 @@ async fn session(shared: Arc<Shared>, target: Target, id: usize, plan: SessionPl
     while !shared.stop.load(Ordering::Relaxed) {
         let scheduled = match (intended, shared.interval) {
             (Some(at), Some(interval)) => {
-                tokio::time::sleep_until(at.into()).await;
+                // Wait for the intended start, but notice the end of the run within 100 ms.
+                while Instant::now() < at && !shared.stop.load(Ordering::Relaxed) {
+                    tokio::time::sleep_until(at.min(Instant::now() + STOP_CHECK).into()).await;
+                }
+                if shared.stop.load(Ordering::Relaxed) {
+                    break;
+                }
                 intended = Some(at + interval);
                 Some(at)
             }
@@ -398,7 +462,24 @@ async fn session(shared: Arc<Shared>, target: Target, id: usize, plan: SessionPl
         };
         // Open loop: latency counts from the intended start, so a backlog shows as latency (no coordinated omission).
         let started = scheduled.unwrap_or_else(Instant::now);
-        let (kind, ops, outcome) = transaction(&shared, c, &mut rng, &value, &mut ranks).await;
+        let (kind, ops, outcome) =
+            match tokio::time::timeout(TX_TIMEOUT, transaction(&shared, c, &mut rng, &value, &mut ranks)).await {
+                Ok(done) => done,
+                // The connection's state is unknown after a cancelled request: count an error and reconnect.
+                Err(_) => {
+                    shared.live.errors.fetch_add(1, Ordering::Relaxed);
+                    if shared.measuring.load(Ordering::Relaxed) {
+                        result.errors += 1;
+                        if let Ok(mut samples) = shared.error_samples.lock() {
+                            if samples.len() < MAX_ERROR_SAMPLES {
+                                samples.push(format!("a transaction took longer than {TX_TIMEOUT:?}"));
+                            }
+                        }
+                    }
+                    client = None;
+                    continue;
+                }
+            };
         let took_us = (started.elapsed().as_micros() as u64).max(1);
         let measuring = shared.measuring.load(Ordering::Relaxed);
         match &outcome {
@@ -489,4 +570,21 @@ pub async fn preload(workload: &Workload, keys: u64, target: &Target) -> anyhow:
         t.await??;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_time_counts_only_the_window_and_only_nodes_scraped_twice() {
+        let node = |sum: f64, n: u64| Some(BTreeMap::from([("static_read".to_string(), (sum, n))]));
+        let before = vec![node(1.0, 1_000), node(5.0, 10), None];
+        let after = vec![node(1.5, 2_000), None, node(9.0, 99)];
+        let t = server_time_between(&before, &after);
+        assert_eq!(t.len(), 1);
+        let read = &t["static_read"];
+        assert_eq!(read.requests, 1_000, "only the first node was scraped before and after");
+        assert!((read.mean_us - 500.0).abs() < 1e-6, "0.5 s over 1000 requests: {}", read.mean_us);
+    }
 }

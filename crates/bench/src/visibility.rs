@@ -190,6 +190,30 @@ pub fn parse_stable_snapshot_ages(text: &str) -> Vec<(u16, u64)> {
         .collect()
 }
 
+/// Per request kind, the sum (seconds) and count of `causet_request_duration_seconds` in an exposition.
+pub fn parse_request_durations(text: &str) -> BTreeMap<String, (f64, u64)> {
+    let mut out: BTreeMap<String, (f64, u64)> = BTreeMap::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("causet_request_duration_seconds_") else { continue };
+        let (field, rest) = match rest.split_once('{') {
+            Some(split) => split,
+            None => continue,
+        };
+        let Some((labels, value)) = rest.split_once('}') else { continue };
+        let Some(kind) = labels.split(',').find_map(|l| l.trim().strip_prefix("kind=\"")?.strip_suffix('"')) else {
+            continue;
+        };
+        let Ok(value) = value.trim().parse::<f64>() else { continue };
+        let entry = out.entry(kind.to_string()).or_default();
+        match field {
+            "sum" => entry.0 += value,
+            "count" => entry.1 += value as u64,
+            _ => {}
+        }
+    }
+    out
+}
+
 /// One HTTP/1.0 GET; the body.
 pub async fn http_get(addr: SocketAddr, path: &str) -> anyhow::Result<String> {
     let fetch = async {
@@ -215,5 +239,17 @@ mod tests {
                     causet_stable_snapshot_age_microseconds{dc=\"2\"} 51234\n\
                     causet_transactions_committed_total 5\n";
         assert_eq!(parse_stable_snapshot_ages(text), vec![(0, 120), (2, 51_234)]);
+    }
+
+    #[test]
+    fn request_durations_are_summed_per_kind() {
+        let text = "causet_request_duration_seconds_sum{kind=\"static_read\"} 0.5\n\
+                    causet_request_duration_seconds_count{kind=\"static_read\"} 1000\n\
+                    causet_request_duration_seconds_bucket{le=\"0.001\",kind=\"static_read\"} 900\n\
+                    causet_request_duration_seconds_sum{kind=\"commit\"} 2.0\n\
+                    causet_request_duration_seconds_count{kind=\"commit\"} 400\n";
+        let d = parse_request_durations(text);
+        assert_eq!(d.get("static_read"), Some(&(0.5, 1000)));
+        assert_eq!(d.get("commit"), Some(&(2.0, 400)));
     }
 }

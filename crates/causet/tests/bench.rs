@@ -60,6 +60,11 @@ fn a_run_on_a_local_cluster_writes_json_markdown_and_plots_with_every_figure() {
             assert!(kinds.contains_key(kind), "the mix ran {kind} transactions: {:?}", kinds.keys());
         }
         assert!(run["throughput_per_s"].as_f64().expect("throughput") > 0.0);
+        let server = run["server_time"].as_object().expect("server time");
+        assert!(
+            server.values().any(|t| t["requests"].as_u64().is_some_and(|n| n > 0)),
+            "the servers' own request times were scraped: {server:?}"
+        );
     }
     assert_eq!(report["workload"]["run"]["seed"].as_u64(), Some(7), "the report records the seed");
     assert_eq!(report["workload"]["run"]["duration_s"].as_f64(), Some(1.0), "and the overridden duration");
