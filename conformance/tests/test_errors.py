@@ -347,10 +347,13 @@ def test_cluster_management_on_a_single_dc_node_answers_clearly(raw, code, make,
     wire.assert_usable(raw)
 
 
-def test_a_dc_of_several_nodes_is_refused_clearly(raw):
+def test_a_dc_of_another_node_count_than_configured_is_refused_clearly(raw):
+    # The server under test is a DC of one node: a DC of two is refused with the reason (nodes are configured).
     rcode, msg = raw.request(wire.CREATE_DC, wire.pb.ApbCreateDC(nodes=["a@127.0.0.1", "b@127.0.0.1"]))
     assert rcode == wire.ERROR_RESP
-    assert "multi-node DCs are not supported yet" in wire.error_message(msg)
+    text = wire.error_message(msg)
+    assert "a DC of 2 nodes was asked for, but this DC is configured with 1" in text
+    assert "`nodes`" in text
     wire.assert_usable(raw)
 
 
