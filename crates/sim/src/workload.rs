@@ -4,9 +4,9 @@
 //! unchecked objects of the other types (maps, multi-value registers, flags, remove-wins sets, fat and bounded
 //! counters) receive random operations to exercise every type through the protocol.
 
-use crate::history::{ObjectKind, ObjectName, WriteId};
+use crate::history::{HistOp, ObjectKind, ObjectName, Observed, TxRecord, WriteId};
 use causet_core::ObjectId;
-use causet_crdt::{CrdtType, MapKey, Op};
+use causet_crdt::{CrdtType, MapKey, Op, Value};
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
 
@@ -225,5 +225,34 @@ fn random_op(ty: CrdtType, rng: &mut ChaCha8Rng) -> Op {
                 }
             }
         }
+    }
+}
+
+/// Records the checked writes of a step (those with a name and a write id) in a transaction's history record.
+pub fn record_writes(record: &mut TxRecord, writes: &[Planned]) {
+    for p in writes {
+        if let (Some(object), Some((id, amount))) = (&p.name, p.write) {
+            record.ops.push(HistOp::Write { object: object.clone(), id, amount });
+        }
+    }
+}
+
+/// What a read of a checked object of this kind observed, or `None` when the value is not of the object's type.
+pub fn observed(kind: ObjectKind, value: &Value) -> Option<Observed> {
+    Some(match (kind, value) {
+        (ObjectKind::Set, Value::Set(elems)) => Observed::Set(elems.iter().map(|e| write_id(e)).collect()),
+        (ObjectKind::Register, Value::Register(bytes)) => {
+            Observed::Register(if bytes.is_empty() { None } else { Some(write_id(bytes)) })
+        }
+        (ObjectKind::Counter, Value::Counter(n)) => Observed::Counter(*n),
+        _ => return None,
+    })
+}
+
+/// Decodes a written value; a value of the wrong shape maps to an id no write has (a phantom).
+pub fn write_id(bytes: &[u8]) -> WriteId {
+    match <[u8; 8]>::try_from(bytes) {
+        Ok(b) => u64::from_be_bytes(b),
+        Err(_) => WriteId::MAX,
     }
 }

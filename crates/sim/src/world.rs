@@ -8,8 +8,8 @@
 //! (workload under faults) and a liveness phase: faults stop, links heal, crashed partitions restart, every session
 //! must finish, and a final read at every DC must find every acknowledged write and the same values everywhere.
 
-use crate::history::{HistOp, History, ObjectKind, ObjectName, Observed, Outcome, TxRecord};
-use crate::workload::{Plan, Planned, Step, Workload, WorkloadConfig};
+use crate::history::{HistOp, History, ObjectName, Outcome, TxRecord};
+use crate::workload::{record_writes, Plan, Planned, Step, Workload, WorkloadConfig};
 use causet_core::coordinator::{ClientRequest, ClientResponse, Coordinator, CoordinatorOutput, TxError};
 use causet_core::partition::{Checkpoint, Partition, PartitionOutput};
 use causet_core::record::{LogRecord, Lsn};
@@ -1244,33 +1244,11 @@ fn updates_of(writes: &[Planned]) -> Vec<(ObjectId, causet_crdt::Op)> {
     writes.iter().map(|p| (p.object.clone(), p.op.clone().expect("planned writes carry an op"))).collect()
 }
 
-fn record_writes(record: &mut TxRecord, writes: &[Planned]) {
-    for p in writes {
-        if let (Some(object), Some((id, amount))) = (&p.name, p.write) {
-            record.ops.push(HistOp::Write { object: object.clone(), id, amount });
-        }
-    }
-}
-
 fn record_reads(record: &mut TxRecord, objects: &[Planned], values: &[Value]) {
     for (p, value) in objects.iter().zip(values) {
         let Some(object) = &p.name else { continue };
-        let observed = match (object.kind, value) {
-            (ObjectKind::Set, Value::Set(elems)) => Observed::Set(elems.iter().map(|e| write_id(e)).collect()),
-            (ObjectKind::Register, Value::Register(bytes)) => {
-                Observed::Register(if bytes.is_empty() { None } else { Some(write_id(bytes)) })
-            }
-            (ObjectKind::Counter, Value::Counter(n)) => Observed::Counter(*n),
-            (kind, value) => panic!("a {kind:?} object answered {value:?}"),
-        };
+        let observed = crate::workload::observed(object.kind, value)
+            .unwrap_or_else(|| panic!("a {:?} object answered {value:?}", object.kind));
         record.ops.push(HistOp::Read { object: object.clone(), observed });
-    }
-}
-
-/// Decodes a written value; a value of the wrong shape maps to an id no write has (a phantom).
-fn write_id(bytes: &[u8]) -> u64 {
-    match <[u8; 8]>::try_from(bytes) {
-        Ok(b) => u64::from_be_bytes(b),
-        Err(_) => u64::MAX,
     }
 }

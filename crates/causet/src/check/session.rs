@@ -9,7 +9,7 @@
 
 use causet_client::{Client, ClientError, Value, VectorClock};
 use causet_sim::history::{HistOp, ObjectKind, Observed, Outcome, TxRecord, WriteId};
-use causet_sim::workload::{Plan, Planned, Step, Workload, WorkloadConfig};
+use causet_sim::workload::{observed, record_writes, Plan, Planned, Step, Workload, WorkloadConfig};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::net::SocketAddr;
@@ -158,6 +158,30 @@ fn failed_commit(error: &ClientError) -> Outcome {
     }
 }
 
+/// Records how a commit request ended: acknowledged, refused (aborted, or unknown when the error leaves it open), or
+/// unanswered in time (unknown). Returns (keep the record, whether the connection is still usable).
+fn commit_outcome<T>(
+    result: Result<Result<T, ClientError>, tokio::time::error::Elapsed>,
+    record: &mut TxRecord,
+    stats: &RequestStats,
+) -> (bool, bool) {
+    match result {
+        Ok(Ok(_)) => {
+            record.outcome = Outcome::Committed;
+            (true, true)
+        }
+        Ok(Err(e)) => {
+            record.outcome = failed_commit(&e);
+            (true, classify(&e, stats))
+        }
+        Err(_) => {
+            stats.timeouts.fetch_add(1, Ordering::Relaxed);
+            record.outcome = Outcome::Unknown;
+            (true, false)
+        }
+    }
+}
+
 /// Runs one plan and records it. Returns whether to keep the record (a transaction that never started, or a
 /// failed static read, has nothing to check) and whether the connection is still usable.
 async fn run_plan(
@@ -194,22 +218,7 @@ async fn run_plan(
         Plan::StaticUpdate(objects) => {
             record_writes(record, &objects);
             let updates: Vec<_> = objects.iter().filter_map(|p| Some((p.object.clone(), p.op.clone()?))).collect();
-            match tokio::time::timeout(limit, client.static_update(None, updates)).await {
-                Ok(Ok(_)) => {
-                    record.outcome = Outcome::Committed;
-                    (true, true)
-                }
-                Ok(Err(e)) => {
-                    record.outcome = failed_commit(&e);
-                    let ok = classify(&e, stats);
-                    (true, ok)
-                }
-                Err(_) => {
-                    timed_out();
-                    record.outcome = Outcome::Unknown;
-                    (true, false)
-                }
-            }
+            commit_outcome(tokio::time::timeout(limit, client.static_update(None, updates)).await, record, stats)
         }
         Plan::Interactive { steps, abort } => {
             let mut tx = match tokio::time::timeout(limit, client.start_transaction(None)).await {
@@ -268,31 +277,7 @@ async fn run_plan(
                 let ok = matches!(tokio::time::timeout(limit, tx.abort()).await, Ok(Ok(())));
                 return (true, ok);
             }
-            match tokio::time::timeout(limit, tx.commit()).await {
-                Ok(Ok(_)) => {
-                    record.outcome = Outcome::Committed;
-                    (true, true)
-                }
-                Ok(Err(e)) => {
-                    record.outcome = failed_commit(&e);
-                    let ok = classify(&e, stats);
-                    (true, ok)
-                }
-                Err(_) => {
-                    timed_out();
-                    record.outcome = Outcome::Unknown;
-                    (true, false)
-                }
-            }
-        }
-    }
-}
-
-/// Records the checked writes of a step.
-pub fn record_writes(record: &mut TxRecord, writes: &[Planned]) {
-    for p in writes {
-        if let (Some(object), Some((id, amount))) = (&p.name, p.write) {
-            record.ops.push(HistOp::Write { object: object.clone(), id, amount });
+            commit_outcome(tokio::time::timeout(limit, tx.commit()).await, record, stats)
         }
     }
 }
@@ -302,24 +287,11 @@ pub fn record_writes(record: &mut TxRecord, writes: &[Planned]) {
 pub fn record_reads(record: &mut TxRecord, objects: &[Planned], values: &[Value]) {
     for (p, value) in objects.iter().zip(values) {
         let Some(object) = &p.name else { continue };
-        let observed = match (object.kind, value) {
-            (ObjectKind::Set, Value::Set(elems)) => Observed::Set(elems.iter().map(|e| write_id(e)).collect()),
-            (ObjectKind::Register, Value::Register(bytes)) => {
-                Observed::Register(if bytes.is_empty() { None } else { Some(write_id(bytes)) })
-            }
-            (ObjectKind::Counter, Value::Counter(n)) => Observed::Counter(*n),
-            (ObjectKind::Set, _) => Observed::Set(vec![WriteId::MAX]),
-            (ObjectKind::Register, _) => Observed::Register(Some(WriteId::MAX)),
-            (ObjectKind::Counter, _) => Observed::Counter(i64::MIN),
-        };
+        let observed = observed(object.kind, value).unwrap_or(match object.kind {
+            ObjectKind::Set => Observed::Set(vec![WriteId::MAX]),
+            ObjectKind::Register => Observed::Register(Some(WriteId::MAX)),
+            ObjectKind::Counter => Observed::Counter(i64::MIN),
+        });
         record.ops.push(HistOp::Read { object: object.clone(), observed });
-    }
-}
-
-/// Decodes a written value; a value of the wrong shape maps to an id no write has (a phantom).
-fn write_id(bytes: &[u8]) -> WriteId {
-    match <[u8; 8]>::try_from(bytes) {
-        Ok(b) => u64::from_be_bytes(b),
-        Err(_) => WriteId::MAX,
     }
 }
