@@ -53,6 +53,16 @@ pub struct Config {
     pub replication_interval_us: u64,
     /// A peer that acknowledged nothing for this long is resent everything it has not acknowledged.
     pub resend_after_us: u64,
+    /// Static read-only transactions read at the DC's stable snapshot, raised to the client's clock, instead of at
+    /// the coordinator's clock (Cure Alg. 1). Every partition's pvc is at or past that snapshot, so no read waits
+    /// for a transaction prepared after it: CausalSpartanX's non-blocking read-only transactions (ROTX, Alg. 5.4).
+    /// A read still includes everything its client's clock holds; the server raises that clock to every commit
+    /// the node acknowledged.
+    pub stable_reads: bool,
+    /// Static reads fall back to the coordinator's clock while the stable snapshot's local entry lags it by more
+    /// than this (a coordinator that has not heard the stable snapshot yet, or a DC whose stabilisation is stuck),
+    /// so a read is never staler than this.
+    pub stable_read_max_lag_us: u64,
     /// Most transactions one coordinator keeps open at once.
     pub max_open_transactions: usize,
     /// Most requests (reads and prepares) one partition keeps waiting at once.
@@ -81,6 +91,8 @@ impl Config {
             certify_writes: false,
             replication_interval_us: 1_000,
             resend_after_us: 500_000,
+            stable_reads: true,
+            stable_read_max_lag_us: 10_000,
             max_open_transactions: 100_000,
             max_waiting_requests: 100_000,
             bug: None,

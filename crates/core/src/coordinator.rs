@@ -525,11 +525,21 @@ impl Coordinator {
 
     /// Cure Alg. 1 GetSnapshotTime: remote entries from the stable snapshot, the local entry from the clock (at
     /// least the client's and the stable snapshot's, so reads never go back in time).
+    ///
+    /// Departure (`stable_reads`, on by default): a static read takes the stable snapshot's local entry instead of
+    /// the clock, raised to the client's, as CausalSpartanX's ROTX does, so no partition holds it back for a
+    /// transaction prepared since. The stabilizer's garbage-collection frontier stays at or below this
+    /// coordinator's reported stable snapshot, so the versions such a read needs are still there.
     fn begin(&mut self, now_us: u64, start: PendingStart) {
         let local = self.config.dc;
         let mut snapshot = self.config.protocol.remote_snapshot(&self.stable, local);
         self.clock.observe(start.clock.get(local));
-        let own = self.clock.current(now_us).max(start.clock.get(local)).max(self.stable.get(local));
+        let (clock, stable) = (self.clock.current(now_us), self.stable.get(local));
+        let fresh_stable = stable.micros().saturating_add(self.config.stable_read_max_lag_us) >= clock.micros();
+        let own = match start.then {
+            Some(StaticOp::Read(_)) if self.config.stable_reads && fresh_stable => start.clock.get(local).max(stable),
+            _ => clock.max(start.clock.get(local)).max(stable),
+        };
         snapshot.set(local, own);
         let id = TxId { dc: local, coordinator: self.id, seq: self.next_seq };
         self.next_seq += 1;

@@ -24,7 +24,11 @@ struct Dc {
 
 impl Dc {
     fn new(partitions: u32) -> Self {
-        let config = Config::new(1, DcId(0), partitions);
+        Self::with_config(Config::new(1, DcId(0), partitions))
+    }
+
+    fn with_config(config: Config) -> Self {
+        let partitions = config.partitions;
         let now = 1_000_000;
         Dc {
             now,
@@ -313,6 +317,90 @@ fn a_single_partition_transaction_commits_in_one_round_and_one_record() {
         objects: vec![ObjectId::new("c", "b", CrdtType::CounterPn)],
     }) {
         Ok(ClientResponse::StaticValues { values, .. }) => assert_eq!(values, vec![Value::Counter(2)]),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Puts a transaction of another coordinator in the prepared state at `partition`, and never decides it.
+fn prepare_elsewhere(dc: &mut Dc, partition: u32, key: &str) {
+    let other = CoordinatorId(7);
+    let tx = TxId { dc: DcId(0), coordinator: other, seq: 0 };
+    let snapshot = VectorClock::from_entries(vec![Timestamp::from_micros(dc.now)]);
+    let mut ctx = causet_crdt::EffectCtx::new(tx.tag(), 0);
+    let effect = causet_crdt::Crdt::new(CrdtType::SetAw).generate(&add("z"), &mut ctx).expect("add fits a set");
+    let writes = vec![(set(key), effect)];
+    dc.partitions[partition as usize].handle_message(
+        dc.now,
+        Address::Coordinator(other),
+        Message::Prepare { tx, snapshot, writes },
+    );
+    dc.settle();
+    assert_eq!(dc.partitions[partition as usize].prepared_count(), 1);
+}
+
+/// Departure 13 (`stable_reads`): a static read takes the stable snapshot's local entry, where no partition can
+/// hold a prepared transaction, so it is served at once; Cure's Alg. 1 (the clock) waits for the prepared
+/// transaction's decision.
+#[test]
+fn a_static_read_at_the_stable_snapshot_does_not_wait_for_a_later_prepare() {
+    for stable_reads in [true, false] {
+        let mut config = Config::new(1, DcId(0), 1);
+        config.stable_reads = stable_reads;
+        let mut dc = Dc::with_config(config);
+        let before =
+            committed(dc.call(ClientRequest::StaticUpdate { clock: None, updates: vec![(set("x"), add("a"))] }));
+        dc.advance(2_000); // Partitions report; the stable snapshot moves past the commit.
+        assert!(before.le(dc.coordinator.stable_snapshot()), "the commit is stable");
+        dc.advance(1);
+        prepare_elsewhere(&mut dc, 0, "x");
+        dc.now += 100; // The coordinator's clock passes the prepare time.
+        let request = RequestId(999);
+        dc.coordinator.handle_client(
+            dc.now,
+            ClientId(1),
+            request,
+            ClientRequest::StaticRead { clock: Some(before.clone()), objects: vec![set("x")] },
+        );
+        dc.settle();
+        if stable_reads {
+            match dc.replies.pop_front() {
+                Some((r, Ok(ClientResponse::StaticValues { values, commit }))) => {
+                    assert_eq!(r, request);
+                    assert_eq!(values, vec![Value::Set(vec![b"a".to_vec()])], "the client's own write is read");
+                    assert!(before.le(&commit), "the snapshot includes the client's clock");
+                }
+                other => panic!("the read should be served at once: {other:?}"),
+            }
+        } else {
+            assert!(dc.replies.is_empty(), "Cure's read waits for the transaction prepared below its snapshot");
+        }
+    }
+}
+
+/// A coordinator that has not heard a stable snapshot within `stable_read_max_lag_us` reads at its clock: a
+/// restarted node must not serve reads at an empty snapshot.
+#[test]
+fn without_a_fresh_stable_snapshot_a_static_read_falls_back_to_the_clock() {
+    let mut dc = Dc::new(1);
+    committed(dc.call(ClientRequest::StaticUpdate { clock: None, updates: vec![(set("y"), add("b"))] }));
+    assert_eq!(dc.coordinator.stable_snapshot().get(DcId(0)), Timestamp::ZERO, "no stable snapshot heard yet");
+    match dc.call(ClientRequest::StaticRead { clock: None, objects: vec![set("y")] }) {
+        Ok(ClientResponse::StaticValues { values, commit }) => {
+            assert_eq!(values, vec![Value::Set(vec![b"b".to_vec()])]);
+            assert!(commit.get(DcId(0)).micros() >= dc.now, "read at the clock: {commit:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // The stable snapshot is heard, then goes quiet for longer than the bound: reads use the clock again.
+    dc.advance(2_000);
+    let stable = dc.coordinator.stable_snapshot().get(DcId(0));
+    let bound = Config::new(1, DcId(0), 1).stable_read_max_lag_us;
+    dc.now += bound + 1_000; // No timers run: no new stable snapshot.
+    match dc.call(ClientRequest::StaticRead { clock: None, objects: vec![set("y")] }) {
+        Ok(ClientResponse::StaticValues { commit, .. }) => {
+            assert!(commit.get(DcId(0)) > stable, "not at the stale stable snapshot");
+            assert!(commit.get(DcId(0)).micros() >= dc.now, "at the clock");
+        }
         other => panic!("{other:?}"),
     }
 }

@@ -56,6 +56,9 @@ pub struct ServerConfig {
     pub op_timeout_ms: u64,
     /// Write-write certification of concurrent updates to one object (AntidoteDB's `txn_cert`), off by default.
     pub certify_writes: bool,
+    /// Static reads at the DC's stable snapshot (never waiting for a transaction prepared since), on by default;
+    /// off, at the coordinator's clock as in Cure.
+    pub stable_reads: bool,
     /// How long a graceful shutdown waits for transactions in their commit phase, ms.
     pub shutdown_grace_ms: u64,
     /// This node's DC index, `0..dcs`.
@@ -97,6 +100,7 @@ impl Default for ServerConfig {
             tx_idle_timeout_ms: 30_000,
             op_timeout_ms: 10_000,
             certify_writes: false,
+            stable_reads: true,
             shutdown_grace_ms: 5_000,
             dc: 0,
             dcs: 1,
@@ -212,6 +216,7 @@ impl ServerConfig {
         c.clock = self.clock;
         c.protocol = self.protocol;
         c.certify_writes = self.certify_writes;
+        c.stable_reads = self.stable_reads;
         c.stable_interval_us = self.stable_interval_ms * 1_000;
         c.tx_idle_timeout_us = self.tx_idle_timeout_ms * 1_000;
         c.op_timeout_us = self.op_timeout_ms * 1_000;

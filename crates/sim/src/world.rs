@@ -103,6 +103,8 @@ pub struct SimConfig {
     pub clock: ClockKind,
     /// Write-write certification.
     pub certify_writes: bool,
+    /// Static reads at the stable snapshot rather than the coordinator's clock.
+    pub stable_reads: bool,
     /// A deliberate protocol bug (to validate the checker).
     pub bug: Option<Bug>,
     /// The protocol every DC runs.
@@ -146,6 +148,7 @@ impl SimConfig {
         if extra.random_bool(0.4) {
             faults.coordinator_crash_every_us = extra.random_range(100_000..500_000);
         }
+        let stable_reads = extra.random_bool(0.7);
         Self {
             seed,
             dcs,
@@ -158,6 +161,7 @@ impl SimConfig {
             switch_dc: if dcs > 1 { rng.random_range(0.0..0.2) } else { 0.0 },
             clock: if rng.random_bool(0.7) { ClockKind::Hybrid } else { ClockKind::Physical },
             certify_writes: rng.random_bool(0.2),
+            stable_reads,
             bug: None,
             protocol: causet_core::Protocol::Cure,
             faults,
@@ -170,6 +174,7 @@ impl SimConfig {
         let mut c = Config::new(self.dcs, dc, self.partitions);
         c.clock = self.clock;
         c.certify_writes = self.certify_writes;
+        c.stable_reads = self.stable_reads;
         c.bug = self.bug;
         c.protocol = self.protocol;
         c.op_timeout_us = 500_000;
