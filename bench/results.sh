@@ -5,7 +5,9 @@
 #   2. remote visibility at 50 ms one-way under a light load (3 DCs, cure).
 # Reports (JSON with the HDR histograms, Markdown, SVG plots) go to bench/results/{cure,visibility}/; RESULTS.md
 # embeds both and appends bench/RESULTS-notes.md (the hand-written analysis).
-# Usage: bench/results.sh [duration_s] [warmup_s]     (defaults: the workloads' own, 20 s and 5 s for cure)
+# Usage: bench/results.sh [duration_s] [warmup_s] [repeat]
+#          defaults: the workloads' own (20 s and 5 s for cure), and one repetition; with several, each repetition
+#          runs every protocol in turn and the targets are judged on the median of the per-repetition ratios
 #        bench/results.sh --assemble                  (rebuild RESULTS.md from the reports and notes, no run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,11 +16,12 @@ if [ "${1:-}" = --assemble ]; then assemble_only=true; shift; fi
 overrides=()
 if [ $# -ge 1 ]; then overrides+=(--duration-s "$1"); fi
 if [ $# -ge 2 ]; then overrides+=(--warmup-s "$2"); fi
+repeat=(--repeat "${3:-1}")
 if ! $assemble_only; then
   cargo build --release -q -p causet
   bin=target/release/causet
   rm -rf bench/results/cure bench/results/visibility
-  $bin bench --workload cure --compare cure,eventual,gentlerain "${overrides[@]}" --out bench/results/cure
+  $bin bench --workload cure --compare cure,eventual,gentlerain "${overrides[@]}" "${repeat[@]}" --out bench/results/cure
   $bin bench --workload visibility --out bench/results/visibility
   rm -rf bench/results/*/cluster-*   # the local clusters' configs and logs
 fi

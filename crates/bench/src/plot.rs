@@ -37,7 +37,8 @@ pub fn write_plots(report: &Report, dir: &Path) -> anyhow::Result<Vec<PathBuf>> 
         .runs
         .iter()
         .map(|r| {
-            (format!("{} {:.0}% upd, {} keys", r.protocol, r.point.update_ratio * 100.0, r.point.keys), &r.latency)
+            let label = format!("{} {:.0}% upd, {} keys", report.label(r), r.point.update_ratio * 100.0, r.point.keys);
+            (label, &r.latency)
         })
         .collect();
     cdf_plot(&latency, "Transaction latency (CDF)", &series).map_err(|e| anyhow::anyhow!("plotting latency: {e}"))?;
@@ -45,7 +46,7 @@ pub fn write_plots(report: &Report, dir: &Path) -> anyhow::Result<Vec<PathBuf>> 
     let mut vis = Vec::new();
     for r in &report.runs {
         if let Some(v) = &r.visibility {
-            let label = format!("{} {:.0}% upd", r.protocol, r.point.update_ratio * 100.0);
+            let label = format!("{} {:.0}% upd", report.label(r), r.point.update_ratio * 100.0);
             vis.push((format!("{label}: client"), &v.client));
             if v.server.count > 0 {
                 vis.push((format!("{label}: server metric"), &v.server));
@@ -88,11 +89,19 @@ fn throughput_plot(report: &Report, path: &Path) -> PlotResult {
                 continue;
             }
             points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            // With repetitions, the line joins the medians; every run is a dot.
+            let mut line: Vec<(f64, f64)> = Vec::new();
+            for (x, _) in &points {
+                if line.last().is_none_or(|(lx, _)| lx != x) {
+                    let ys: Vec<f64> = points.iter().filter(|p| p.0 == *x).map(|p| p.1).collect();
+                    line.push((*x, crate::report::median(&ys)));
+                }
+            }
             let c = colour(i);
             i += 1;
             let label = if key_counts.len() > 1 { format!("{protocol}, {keys} keys") } else { protocol.clone() };
             chart
-                .draw_series(LineSeries::new(points.clone(), c.stroke_width(2)))?
+                .draw_series(LineSeries::new(line, c.stroke_width(2)))?
                 .label(label)
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
             chart.draw_series(points.into_iter().map(|p| Circle::new(p, 4, c.filled())))?;

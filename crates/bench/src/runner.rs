@@ -7,7 +7,7 @@ use crate::progress::Progress;
 use crate::visibility::{self, VisibilityResult};
 use crate::workload::{CrdtKind, Point, Workload};
 use causet_client::{Client, ClientError};
-use causet_core::ObjectId;
+use causet_core::{ObjectId, VectorClock};
 use causet_crdt::{CrdtType, Op};
 use hdrhistogram::Histogram;
 use rand::{RngExt, SeedableRng};
@@ -83,6 +83,9 @@ impl TxKind {
 pub struct RunResult {
     /// The protocol label (`cure`, … or `existing` for a cluster the tool did not start).
     pub protocol: String,
+    /// Which repetition of the comparison this run belongs to (`--repeat`), from 0.
+    #[serde(default)]
+    pub repeat: u32,
     /// The sweep point.
     pub point: Point,
     /// Sessions.
@@ -315,6 +318,7 @@ pub async fn run_point(
     let error_samples = shared.error_samples.lock().map(|e| e.clone()).unwrap_or_default();
     Ok(RunResult {
         protocol: protocol.to_string(),
+        repeat: 0,
         point,
         sessions,
         measured_s: secs,
@@ -542,8 +546,12 @@ const PRELOAD_BATCH: u64 = 100;
 /// Concurrent connections of the preload.
 const PRELOAD_CONNECTIONS: u64 = 8;
 
+/// How long the preload may take to become visible at every DC.
+const PRELOAD_SETTLE: Duration = Duration::from_secs(120);
+
 /// Writes every key in `0..keys` once, at the target's first DC, in static updates of 100 keys on 8 connections
-/// (not measured), so the run's reads find values.
+/// (not measured), so the run's reads find values; then waits until every DC's snapshot includes all of it, so
+/// the first point's warm-up does not share the machine with the other DCs applying the preload.
 pub async fn preload(workload: &Workload, keys: u64, target: &Target) -> anyhow::Result<()> {
     let addr = target.dcs.first().and_then(|d| d.clients.first()).copied();
     let addr = addr.ok_or_else(|| anyhow::anyhow!("the target has no DC"))?;
@@ -556,18 +564,44 @@ pub async fn preload(workload: &Workload, keys: u64, target: &Target) -> anyhow:
         tasks.push(tokio::spawn(async move {
             let mut client = Client::connect(addr).await?;
             let mut start = c * PRELOAD_BATCH;
+            let mut last = None;
             while start < keys {
                 let end = (start + PRELOAD_BATCH).min(keys);
                 let updates: Vec<(ObjectId, Op)> =
                     (start..end).map(|r| (object(&workload, r), update_op(&workload, &value))).collect();
-                client.static_update(None, updates).await?;
+                last = Some(client.static_update(None, updates).await?);
                 start += PRELOAD_BATCH * PRELOAD_CONNECTIONS;
             }
-            anyhow::Ok(())
+            anyhow::Ok(last)
         }));
     }
+    let mut clock: Option<VectorClock> = None;
     for t in tasks {
-        t.await??;
+        if let Some(c) = t.await?? {
+            match clock.as_mut() {
+                Some(joined) => joined.merge_max(&c),
+                None => clock = Some(c),
+            }
+        }
+    }
+    // A read whose clock holds every preload commit starts at a DC only once its stable snapshot covers them (the
+    // eventual baseline promises nothing to a clock and answers at once).
+    let deadline = Instant::now() + PRELOAD_SETTLE;
+    for dc in &target.dcs {
+        let Some(addr) = dc.clients.first().copied() else { continue };
+        loop {
+            let read = async {
+                let mut client = Client::connect(addr).await?;
+                client.static_read(clock.as_ref(), &[object(workload, 0)]).await
+            };
+            match tokio::time::timeout(Duration::from_secs(15), read).await {
+                Ok(Ok(_)) => break,
+                _ if Instant::now() >= deadline => {
+                    anyhow::bail!("the preload did not become visible at {addr} within {PRELOAD_SETTLE:?}")
+                }
+                _ => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
     }
     Ok(())
 }

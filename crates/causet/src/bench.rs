@@ -5,6 +5,7 @@
 use crate::cluster::{self, ClusterFile, StartOptions};
 use anyhow::{bail, Context};
 use causet_bench::report::{ClusterShape, Machine, Report};
+use causet_bench::runner::RunResult;
 use causet_bench::workload::{self, OneOrMany, Workload};
 use causet_bench::{DcTarget, Target};
 use std::net::SocketAddr;
@@ -32,6 +33,10 @@ pub struct BenchArgs {
     /// --compare, one local cluster runs `cure`.
     #[arg(long, value_delimiter = ',')]
     pub compare: Vec<String>,
+    /// With --compare: run the whole comparison this many times (each protocol in turn, a fresh cluster each
+    /// time); ratios are taken within a repetition and targets judged on their median.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub repeat: u32,
     /// Where the report goes [default: bench-results/<workload>-<unix time>].
     #[arg(long, short)]
     pub out: Option<PathBuf>,
@@ -189,13 +194,13 @@ pub fn main(args: BenchArgs) -> anyhow::Result<PathBuf> {
         let target = Target { dcs, partitions: w.file.cluster.partitions };
         report.cluster = shape("existing", &target, None, None);
         report.protocols = vec!["existing".into()];
-        run_all(&runtime, &w, &target, "existing", &mut report)?;
+        run_all(&runtime, &w, &target, "existing", 0, &mut report)?;
     } else if let Some(dir) = &args.cluster_dir {
         let file = cluster::load(dir)?;
         let target = target_of(&file);
         report.cluster = shape("existing", &target, Some(file.wan_delay_ms), None);
         report.protocols = vec![file.protocol.clone()];
-        run_all(&runtime, &w, &target, &file.protocol, &mut report)?;
+        run_all(&runtime, &w, &target, &file.protocol, 0, &mut report)?;
     } else {
         let protocols = if args.compare.is_empty() { vec!["cure".to_string()] } else { args.compare.clone() };
         for p in &protocols {
@@ -204,7 +209,8 @@ pub fn main(args: BenchArgs) -> anyhow::Result<PathBuf> {
             }
         }
         report.protocols = protocols.clone();
-        for protocol in &protocols {
+        let rounds = (0..args.repeat).flat_map(|r| protocols.iter().map(move |p| (r, p)));
+        for (repeat, protocol) in rounds {
             let c = &w.file.cluster;
             let options = StartOptions {
                 dcs: c.dcs,
@@ -221,7 +227,7 @@ pub fn main(args: BenchArgs) -> anyhow::Result<PathBuf> {
             let running = Running(cluster::start(&options)?);
             let target = target_of(&running.0);
             report.cluster = shape("local", &target, Some(c.wan_delay_ms), Some(c.sync.clone()));
-            run_all(&runtime, &w, &target, protocol, &mut report)?;
+            run_all(&runtime, &w, &target, protocol, repeat, &mut report)?;
             drop(running);
         }
     }
@@ -239,13 +245,15 @@ fn run_all(
     w: &Workload,
     target: &Target,
     protocol: &str,
+    repeat: u32,
     report: &mut Report,
 ) -> anyhow::Result<()> {
     let points = w.points(target.partitions);
     let mut preloaded = 0;
     for (i, point) in points.iter().enumerate() {
+        let run = if repeat > 0 { format!(" #{}", repeat + 1) } else { String::new() };
         let label = format!(
-            "{protocol} {}/{} ({:.0}% updates, {} keys)",
+            "{protocol}{run} {}/{} ({:.0}% updates, {} keys)",
             i + 1,
             points.len(),
             point.update_ratio * 100.0,
@@ -282,7 +290,7 @@ fn run_all(
                 ))
                 .unwrap_or_default()
         );
-        report.runs.push(result);
+        report.runs.push(RunResult { repeat, ..result });
     }
     Ok(())
 }
@@ -294,12 +302,12 @@ fn summary(r: &Report) -> String {
         let ratio = r
             .comparisons
             .iter()
-            .find(|c| c.protocol == run.protocol && c.point == run.point)
+            .find(|c| c.protocol == run.protocol && c.point == run.point && c.repeat == run.repeat)
             .map(|c| format!(" ({:.3}× {})", c.throughput_ratio, c.baseline))
             .unwrap_or_default();
         s.push_str(&format!(
             "{:<10} {:>3.0}% updates {:>6} keys: {:>8.0} txn/s{ratio}, {:.0} per core\n",
-            run.protocol,
+            r.label(run),
             run.point.update_ratio * 100.0,
             run.point.keys,
             run.throughput_per_s,
