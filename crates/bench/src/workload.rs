@@ -42,6 +42,7 @@
 //!
 //! [cluster]                   # the shape of a local cluster started for the run (`--compare`, `--local`)
 //! dcs = 3
+//! nodes_per_dc = 1            # the DC's partitions are spread over its nodes; sessions spread over them too
 //! partitions = 8
 //! wan_delay_ms = 50
 //! sync = "periodic"
@@ -325,6 +326,9 @@ pub struct ClusterSection {
     /// DCs.
     #[serde(default = "default_dcs")]
     pub dcs: u16,
+    /// Nodes per DC.
+    #[serde(default = "default_nodes_per_dc")]
+    pub nodes_per_dc: u16,
     /// Partitions per DC (also the multiplier of `keys.per_partition` against an `--addr` target).
     #[serde(default = "default_partitions")]
     pub partitions: u32,
@@ -337,6 +341,9 @@ pub struct ClusterSection {
 }
 
 fn default_dcs() -> u16 {
+    1
+}
+fn default_nodes_per_dc() -> u16 {
     1
 }
 fn default_partitions() -> u32 {
@@ -353,6 +360,7 @@ impl Default for ClusterSection {
     fn default() -> Self {
         ClusterSection {
             dcs: default_dcs(),
+            nodes_per_dc: default_nodes_per_dc(),
             partitions: default_partitions(),
             wan_delay_ms: default_wan_delay(),
             sync: default_sync(),
@@ -589,6 +597,13 @@ impl Workload {
         }
         if cl.partitions == 0 {
             return Err(bad("cluster.partitions", "at least 1".into()));
+        }
+        if cl.nodes_per_dc == 0 || u32::from(cl.nodes_per_dc) > cl.partitions.min(64) {
+            let most = cl.partitions.min(64);
+            return Err(bad(
+                "cluster.nodes_per_dc",
+                format!("{}: between 1 and {most} (partitions, at most 64)", cl.nodes_per_dc),
+            ));
         }
         if !["always", "periodic"].contains(&cl.sync.as_str()) {
             return Err(bad("cluster.sync", format!("{:?}: always or periodic", cl.sync)));

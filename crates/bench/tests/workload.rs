@@ -67,6 +67,7 @@ fn defaults_fill_a_minimal_file() {
     assert_eq!(w.points(8), vec![Point { update_ratio: 0.1, keys: 100 }]);
     assert_eq!(w.distribution, Distribution::Uniform);
     assert!(!w.file.visibility.enabled);
+    assert_eq!(w.file.cluster.nodes_per_dc, 1);
 }
 
 #[test]
@@ -99,6 +100,8 @@ fn out_of_range_values_are_refused_with_what_the_field_takes() {
         ("[mix]\nsingle = 0\n", "mix"),
         ("[mix]\nsingle = 0\ninteractive = 1\nkeys_per_transaction = 101\n", "mix.keys_per_transaction"),
         ("[cluster]\nsync = \"never\"\n", "cluster.sync"),
+        ("[cluster]\nnodes_per_dc = 0\n", "cluster.nodes_per_dc"),
+        ("[cluster]\npartitions = 2\nnodes_per_dc = 3\n", "cluster.nodes_per_dc"),
         ("[cluster]\ndcs = 2\n[clients]\ndcs = [2]\n", "clients.dcs"),
     ];
     for (extra, field) in cases {

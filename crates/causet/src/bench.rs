@@ -64,6 +64,10 @@ pub struct BenchArgs {
     /// Local clusters: override the workload's partitions per DC.
     #[arg(long)]
     pub partitions: Option<u32>,
+    /// Local clusters: override the workload's nodes per DC (the DC's partitions and the sessions are spread over
+    /// them).
+    #[arg(long)]
+    pub nodes_per_dc: Option<u16>,
     /// Local clusters: override the workload's one-way delay between DCs, ms.
     #[arg(long)]
     pub wan_delay_ms: Option<u64>,
@@ -112,6 +116,9 @@ fn apply_overrides(w: &mut workload::WorkloadFile, a: &BenchArgs) {
     }
     if let Some(v) = a.partitions {
         w.cluster.partitions = v;
+    }
+    if let Some(v) = a.nodes_per_dc {
+        w.cluster.nodes_per_dc = v;
     }
     if let Some(v) = a.wan_delay_ms {
         w.cluster.wan_delay_ms = v;
@@ -214,7 +221,7 @@ pub fn main(args: BenchArgs) -> anyhow::Result<PathBuf> {
             let c = &w.file.cluster;
             let options = StartOptions {
                 dcs: c.dcs,
-                nodes_per_dc: 1,
+                nodes_per_dc: c.nodes_per_dc,
                 partitions: c.partitions,
                 wan_delay_ms: c.wan_delay_ms,
                 dir: out.join(format!("cluster-{protocol}")),

@@ -34,7 +34,7 @@ fn succeeded(out: &std::process::Output) {
 fn a_run_on_a_local_cluster_writes_json_markdown_and_plots_with_every_figure() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let out = bench(
-        &["--workload", "smoke", "--duration-s", "1", "--warmup-s", "0.2", "--out"]
+        &["--workload", "smoke", "--nodes-per-dc", "2", "--duration-s", "1", "--warmup-s", "0.2", "--out"]
             .into_iter()
             .chain([dir.path().to_str().expect("utf-8 path")])
             .collect::<Vec<_>>(),
@@ -71,6 +71,8 @@ fn a_run_on_a_local_cluster_writes_json_markdown_and_plots_with_every_figure() {
     assert!(report["machine"]["cores"].as_u64().expect("cores") >= 1);
     assert_eq!(report["cluster"]["kind"], "local");
     assert_eq!(report["cluster"]["dcs"].as_u64(), Some(1));
+    assert_eq!(report["cluster"]["nodes_per_dc"].as_u64(), Some(2), "a DC of two nodes, as asked");
+    assert_eq!(report["cluster"]["addresses"][0].as_array().map(Vec::len), Some(2), "sessions use both nodes");
     let md = std::fs::read_to_string(dir.path().join("report.md")).expect("report.md is written");
     assert!(md.contains("| cure | 10% | 1000 |") && md.contains("| cure | 50% | 1000 |"), "{md}");
     assert!(md.contains("seed 7") && md.contains("cores"), "the Markdown records seed and machine: {md}");
