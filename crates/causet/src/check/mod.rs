@@ -46,9 +46,13 @@ pub struct CheckArgs {
     /// The protocol every DC runs: cure, gentlerain, or eventual (a known-bad baseline the check must flag).
     #[arg(long, default_value = "cure")]
     pub protocol: String,
-    /// Data centres (one node each).
+    /// Data centres.
     #[arg(long, default_value_t = 3)]
     pub dcs: u16,
+    /// Nodes per DC: the DC's partitions are spread over them, sessions connect to any of them, and the nemesis
+    /// kills, pauses and skews single nodes.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub nodes_per_dc: u16,
     /// Partitions per DC.
     #[arg(long, default_value_t = 4)]
     pub partitions: u32,
@@ -173,6 +177,9 @@ pub struct RunInfo {
     pub protocol: String,
     /// DCs.
     pub dcs: u16,
+    /// Nodes per DC.
+    #[serde(default = "one")]
+    pub nodes_per_dc: u16,
     /// Partitions per DC.
     pub partitions: u32,
     /// Workload seconds.
@@ -181,6 +188,10 @@ pub struct RunInfo {
     pub faults: FaultKinds,
     /// The command that reruns it.
     pub command: String,
+}
+
+fn one() -> u16 {
+    1
 }
 
 /// A finished check.
@@ -204,8 +215,14 @@ impl CheckOutcome {
         let s = &f.stats;
         let mut out = String::new();
         out.push_str(&format!(
-            "causet check: seed {}, protocol {}, {} DCs × {} partitions, {:.0} s of workload\n",
-            f.run.seed, f.run.protocol, f.run.dcs, f.run.partitions, f.run.duration_s
+            "causet check: seed {}, protocol {}, {} DCs × {} node{} × {} partitions, {:.0} s of workload\n",
+            f.run.seed,
+            f.run.protocol,
+            f.run.dcs,
+            f.run.nodes_per_dc,
+            if f.run.nodes_per_dc == 1 { "" } else { "s" },
+            f.run.partitions,
+            f.run.duration_s
         ));
         out.push_str(&format!(
             "operations: {} transactions ({} committed, {} aborted, {} unknown outcome), {} acknowledged writes; \
@@ -309,11 +326,12 @@ pub fn run(args: &CheckArgs, progress: &mut dyn FnMut(&str)) -> anyhow::Result<C
     anyhow::ensure!(args.keys >= 3, "--keys must be at least 3");
     anyhow::ensure!((0.0..=1.0).contains(&args.move_probability), "--move-probability is a probability");
     let command = format!(
-        "causet check --seed {seed} --protocol {} --duration {} --dcs {} --partitions {} --faults {} \
-         --fault-interval-ms {} --sessions-per-dc {} --keys {}",
+        "causet check --seed {seed} --protocol {} --duration {} --dcs {} --nodes-per-dc {} --partitions {} \
+         --faults {} --fault-interval-ms {} --sessions-per-dc {} --keys {}",
         args.protocol,
         args.duration,
         args.dcs,
+        args.nodes_per_dc,
         args.partitions,
         args.faults,
         args.fault_interval_ms,
@@ -330,7 +348,7 @@ pub fn run(args: &CheckArgs, progress: &mut dyn FnMut(&str)) -> anyhow::Result<C
     };
     let options = StartOptions {
         dcs: args.dcs,
-        nodes_per_dc: 1,
+        nodes_per_dc: args.nodes_per_dc,
         partitions: args.partitions,
         wan_delay_ms: args.wan_delay_ms,
         jitter_ms: args.jitter_ms,
@@ -552,6 +570,7 @@ pub fn run(args: &CheckArgs, progress: &mut dyn FnMut(&str)) -> anyhow::Result<C
                 seed,
                 protocol: args.protocol.clone(),
                 dcs: args.dcs,
+                nodes_per_dc: args.nodes_per_dc,
                 partitions: args.partitions,
                 duration_s: args.duration,
                 faults: kinds,
@@ -606,6 +625,7 @@ pub fn recheck(path: &std::path::Path) -> anyhow::Result<CheckOutcome> {
         seed: 0,
         protocol: "unknown".into(),
         dcs: 0,
+        nodes_per_dc: 0,
         partitions: 0,
         duration_s: 0.0,
         faults: FaultKinds::NONE,
