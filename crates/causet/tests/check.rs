@@ -30,13 +30,13 @@ fn check(dir: &Path, args: &[&str]) -> (i32, String, Value) {
     (output.status.code().unwrap_or(-1), report, file)
 }
 
+/// The faults the nemesis applied, as the history file lists them.
+fn faults(file: &Value) -> &[Value] {
+    file["faults"].as_array().expect("a faults list")
+}
+
 fn count_faults(file: &Value, kind: &str) -> usize {
-    file["faults"]
-        .as_array()
-        .expect("a faults list")
-        .iter()
-        .filter(|a| a["step"]["fault"].as_object().is_some_and(|f| f.contains_key(kind)))
-        .count()
+    faults(file).iter().filter(|a| a["step"]["fault"].as_object().is_some_and(|f| f.contains_key(kind))).count()
 }
 
 #[test]
@@ -50,12 +50,8 @@ fn cure_under_kills_pauses_cuts_and_clock_jumps_is_tcc_loses_nothing_and_converg
         assert!(count_faults(&file, kind) > 0, "no {kind} fault was injected:\n{report}");
     }
     let stats = &file["stats"];
-    let jumps: Vec<i64> = file["faults"]
-        .as_array()
-        .expect("a faults list")
-        .iter()
-        .filter_map(|a| a["step"]["fault"]["Clock"]["jump_ms"].as_i64())
-        .collect();
+    let jumps: Vec<i64> =
+        faults(&file).iter().filter_map(|a| a["step"]["fault"]["Clock"]["jump_ms"].as_i64()).collect();
     assert!(jumps.iter().any(|&j| j > 0) && jumps.iter().any(|&j| j < 0), "clocks jump both ways: {jumps:?}");
     // A loaded 2-core machine commits about 1,000 transactions in these 40 s; an idle one several times more.
     assert!(stats["committed"].as_u64().unwrap_or(0) > 300, "too little work was checked:\n{report}");

@@ -333,22 +333,12 @@ impl<'a> Nemesis<'a> {
         let dc = self.file.nodes[node].dc;
         let mut errors = Vec::new();
         for &(a, b) in &self.cut.clone() {
-            let peer = if a == dc {
-                b
-            } else if b == dc {
-                a
-            } else {
-                continue;
-            };
+            let Some(peer) = other_end(dc, a, b) else { continue };
             if let Err(e) = self.admin(node, &format!("/admin/links/{peer}/cut")) {
                 errors.push(e);
             }
         }
-        if errors.is_empty() {
-            Ok(())
-        } else {
-            Err(errors.join("; "))
-        }
+        all_ok(errors)
     }
 
     /// Cuts or heals the link between DCs `a` and `b` on every running node of both (a node that is down is told
@@ -356,14 +346,7 @@ impl<'a> Nemesis<'a> {
     fn link(&mut self, a: u16, b: u16, action: &str) -> Result<(), String> {
         let mut errors = Vec::new();
         for node in 0..self.file.nodes.len() {
-            let dc = self.file.nodes[node].dc;
-            let peer = if dc == a {
-                b
-            } else if dc == b {
-                a
-            } else {
-                continue;
-            };
+            let Some(peer) = other_end(self.file.nodes[node].dc, a, b) else { continue };
             if self.killed.contains(&node) || self.paused.contains(&node) {
                 continue;
             }
@@ -371,11 +354,7 @@ impl<'a> Nemesis<'a> {
                 errors.push(e);
             }
         }
-        if errors.is_empty() {
-            Ok(())
-        } else {
-            Err(errors.join("; "))
-        }
+        all_ok(errors)
     }
 
     fn admin(&self, node: usize, path: &str) -> Result<(), String> {
@@ -432,6 +411,26 @@ pub fn admin_post(addr: SocketAddr, token: &str, path: &str) -> Result<(), Strin
         Ok(())
     } else {
         Err(format!("answered {:?}", out.lines().next().unwrap_or("nothing")))
+    }
+}
+
+/// The other DC of the link `a`–`b`, seen from `dc`; `None` if `dc` is on neither end.
+fn other_end(dc: u16, a: u16, b: u16) -> Option<u16> {
+    if dc == a {
+        Some(b)
+    } else if dc == b {
+        Some(a)
+    } else {
+        None
+    }
+}
+
+/// `Ok` if nothing failed, else every failure in one message.
+fn all_ok(errors: Vec<String>) -> Result<(), String> {
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors.join("; "))
     }
 }
 
