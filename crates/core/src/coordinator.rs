@@ -9,6 +9,7 @@
 
 use crate::config::Bug;
 use crate::message::RemoteError;
+use crate::topology::Topology;
 use crate::{
     Address, ClientId, Clock, Config, CoordinatorId, DetHashMap, Envelope, Message, ObjectId, PartitionId, RequestId,
     Timestamp, TxId, VectorClock,
@@ -242,6 +243,8 @@ const FINISHED_MEMORY: usize = 10_000;
 pub struct Coordinator {
     id: CoordinatorId,
     config: Config,
+    /// Where objects live: the partition of each object the transaction touches.
+    topology: Topology,
     clock: Clock,
     /// The DC's stable snapshot as last heard from the stabilizer.
     stable: VectorClock,
@@ -263,6 +266,7 @@ impl Coordinator {
         let dcs = config.vector_len();
         Self {
             id,
+            topology: Topology::of_config(&config),
             clock: Clock::new(config.clock),
             stable: VectorClock::zero(dcs),
             next_seq: 0,
@@ -603,7 +607,7 @@ impl Coordinator {
         let mut needed: BTreeMap<PartitionId, Vec<ObjectId>> = BTreeMap::new();
         let mut add = |o: &ObjectId| {
             if !tx.cache.contains_key(o) {
-                let objects = needed.entry(o.partition(self.config.partitions)).or_default();
+                let objects = needed.entry(self.topology.partition_of(o)).or_default();
                 if !objects.contains(o) {
                     objects.push(o.clone());
                 }
@@ -779,7 +783,7 @@ impl Coordinator {
         }
         let mut by_partition: BTreeMap<PartitionId, Vec<(ObjectId, Effect)>> = BTreeMap::new();
         for (object, effect) in &tx.writes {
-            let p = object.partition(self.config.partitions);
+            let p = self.topology.partition_of(object);
             by_partition.entry(p).or_default().push((object.clone(), effect.clone()));
         }
         let waiting = by_partition.keys().copied().collect();
@@ -829,7 +833,7 @@ impl Coordinator {
         commit.set(self.config.dc, commit_time);
         assert!(tx.snapshot.le(&commit), "cure: the commit vector dominates the snapshot");
         let participants: BTreeSet<PartitionId> =
-            tx.writes.iter().map(|(o, _)| o.partition(self.config.partitions)).collect();
+            tx.writes.iter().map(|(o, _)| self.topology.partition_of(o)).collect();
         tx.phase = Phase::Committing {
             request,
             commit: commit.clone(),
@@ -864,7 +868,7 @@ impl Coordinator {
     fn abort_prepared(&mut self, now_us: u64, id: TxId) {
         let tx = self.txs.get_mut(&id).expect("abort_prepared is called on open transactions");
         let participants: BTreeSet<PartitionId> =
-            tx.writes.iter().map(|(o, _)| o.partition(self.config.partitions)).collect();
+            tx.writes.iter().map(|(o, _)| self.topology.partition_of(o)).collect();
         tx.phase =
             Phase::Aborting { unacked: participants.clone(), retry_us: now_us + self.config.retry_interval_us.max(1) };
         self.finish(id, Finished::Aborted("the prepare phase failed".into()));

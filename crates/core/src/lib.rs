@@ -8,6 +8,8 @@
 //! - [`partition::Partition`]: multi-version objects, snapshot reads (Cure Alg. 2), prepare/commit/abort, pvc.
 //! - [`coordinator::Coordinator`]: interactive and static transactions, two-phase commit (Cure Alg. 1).
 //! - [`stabilizer::Stabilizer`]: the DC's stable snapshot, the minimum of the partitions' pvc.
+//! - [`node::Node`]: one shard of a node: the machines above that one driver task runs, and all routing.
+//! - [`topology::Topology`]: where objects, partitions and their replicas live.
 
 #![warn(missing_docs)]
 
@@ -15,6 +17,7 @@ pub mod config;
 pub mod coordinator;
 pub mod ids;
 pub mod message;
+pub mod node;
 pub mod partition;
 pub mod protocol;
 pub mod record;
@@ -22,6 +25,7 @@ pub mod replication;
 pub mod stabilizer;
 pub mod store;
 pub mod time;
+pub mod topology;
 
 pub use config::{Bug, Config};
 pub use ids::{ClientId, CoordinatorId, DcId, ObjectId, PartitionId, RequestId, TxId};

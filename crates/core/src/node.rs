@@ -1,0 +1,584 @@
+//! The node layer, free of I/O: the state machines one driver task runs, and every routing decision between them.
+//!
+//! A Causet node (one server process) serves some partitions of one DC. It runs as `shards` independent
+//! [`Node`]s, one per core, each owning a disjoint part of the node's partitions, one coordinator, and, on shard 0
+//! of the stabilizer's node, the DC's stabilizer. A [`Node`] routes every message its machines emit, using the
+//! [`Topology`] and its [`Layout`]:
+//! - to a machine of its own: delivered at once, inside the same input;
+//! - to another shard of the node, another node of the DC, or a node of another DC:
+//!   [`NodeOutput::Transmit`] with a [`Destination`], which the driver carries (an in-process channel, a link
+//!   inside the DC, a WAN link);
+//! - to a coordinator of this node's earlier incarnation (gone with it): a partition asking about its transaction
+//!   is answered [`Message::CoordinatorGone`] on the coordinator's behalf, so the partitions settle it (the
+//!   termination protocol of [`crate::partition`]).
+//!
+//! It also keeps the node's **session floor**: the largest local commit time it acknowledged to any client. A new
+//! transaction's clock is raised to it, so a client sees every commit acknowledged before it started, from
+//! whichever connection. Shards share the floor through [`NodeOutput::SessionFloor`], which the driver hands to
+//! the node's other shards ([`Node::handle_session_floor`]) before it delivers the reply that follows it.
+//!
+//! Durability fans out here too: records to persist leave as [`NodeOutput::Persist`], and the driver reports them
+//! durable with [`Node::handle_persisted`].
+//!
+//! Inputs: `handle_*` (each with `now`, the node's physical clock in µs). Outputs: [`Node::poll_output`], drained
+//! after every input, and [`Node::poll_timeout`]. The server (tokio) and the simulator drive the same code.
+
+use crate::coordinator::{ClientReply, ClientRequest, ClientResponse, Coordinator, CoordinatorOutput, TxError};
+use crate::partition::{Checkpoint, Partition, PartitionOutput};
+use crate::record::{LogRecord, Lsn};
+use crate::stabilizer::Stabilizer;
+use crate::topology::{NodeIndex, Topology};
+use crate::{Address, ClientId, Config, CoordinatorId, DcId, Envelope, Message, PartitionId, RequestId, Timestamp};
+use crate::{TxId, VectorClock};
+use std::collections::{BTreeMap, VecDeque};
+
+/// Which node this is and how it runs: its index in the DC, its shards, and its incarnation (it advances at every
+/// start of the node, so coordinators of earlier runs are told apart from live ones).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// The node's index inside its DC.
+    pub node: NodeIndex,
+    /// How many shards (driver tasks) the node runs.
+    pub shards: usize,
+    /// The node's incarnation.
+    pub incarnation: u64,
+}
+
+/// Where a message goes, as seen from one shard of a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Location {
+    /// A shard of this node.
+    Shard(usize),
+    /// Another node of this DC.
+    Node(NodeIndex),
+    /// A node of another DC.
+    Dc(DcId, NodeIndex),
+    /// A coordinator of this node's earlier incarnation: gone for good.
+    Gone(CoordinatorId),
+    /// Nowhere known: a peer DC whose shape is not known yet, or a coordinator id this node never ran.
+    Nowhere,
+}
+
+impl Layout {
+    /// The layout of a node with `shards` shards.
+    pub fn new(node: NodeIndex, shards: usize, incarnation: u64) -> Self {
+        assert!(shards >= 1, "a node runs at least one shard");
+        Self { node, shards, incarnation }
+    }
+
+    /// The coordinator of a shard, in this incarnation.
+    pub fn coordinator(&self, shard: usize) -> CoordinatorId {
+        CoordinatorId::compose(self.node, self.incarnation, shard as u32)
+    }
+
+    /// Every coordinator of this node.
+    pub fn coordinators(&self) -> Vec<CoordinatorId> {
+        (0..self.shards).map(|s| self.coordinator(s)).collect()
+    }
+
+    /// The shard of a coordinator of this node's incarnation (`None` for any other coordinator).
+    pub fn coordinator_shard(&self, c: CoordinatorId) -> Option<usize> {
+        let shard = c.shard() as usize;
+        (shard < self.shards && c == self.coordinator(shard)).then_some(shard)
+    }
+
+    /// The shard of this node that owns a partition placed on it.
+    pub fn shard_of(&self, topology: &Topology, p: PartitionId) -> usize {
+        topology.index_on_node(p) as usize % self.shards
+    }
+
+    /// The partitions of this node that a shard owns, ascending.
+    pub fn partitions_of_shard<'a>(
+        &'a self,
+        topology: &'a Topology,
+        shard: usize,
+    ) -> impl Iterator<Item = PartitionId> + 'a {
+        topology.partitions_on(self.node).filter(move |p| self.shard_of(topology, *p) == shard)
+    }
+
+    /// Where the machine at `to` runs.
+    pub fn locate(&self, topology: &Topology, to: Address) -> Location {
+        let local = topology.dc();
+        let in_dc = |p: PartitionId| {
+            if p.0 >= topology.partition_count() {
+                return Location::Nowhere;
+            }
+            match topology.home(local, p) {
+                Some(n) if n == self.node => Location::Shard(self.shard_of(topology, p)),
+                Some(n) => Location::Node(n),
+                None => Location::Nowhere,
+            }
+        };
+        match to {
+            Address::Partition(p) => in_dc(p),
+            Address::Peer(dc, p) if dc == local => in_dc(p),
+            Address::Peer(dc, p) => match topology.home(dc, p) {
+                Some(n) if p.0 < topology.partition_count() => Location::Dc(dc, n),
+                _ => Location::Nowhere,
+            },
+            Address::Coordinator(c) if c.node() != self.node => Location::Node(c.node()),
+            Address::Coordinator(c) => match self.coordinator_shard(c) {
+                Some(shard) => Location::Shard(shard),
+                None if c.incarnation() != self.coordinator(0).incarnation() => Location::Gone(c),
+                None => Location::Nowhere,
+            },
+            Address::Stabilizer if topology.stabilizer_node() == self.node => Location::Shard(0),
+            Address::Stabilizer => Location::Node(topology.stabilizer_node()),
+        }
+    }
+
+    /// The shard that serves a client request arriving on a connection whose own shard is `home`: the shard of
+    /// the transaction's coordinator, or `home` for a request that starts a transaction.
+    pub fn client_shard(&self, body: &ClientRequest, home: usize) -> Result<usize, TxError> {
+        let tx = match body {
+            ClientRequest::Read { tx, .. }
+            | ClientRequest::Update { tx, .. }
+            | ClientRequest::Commit { tx }
+            | ClientRequest::Abort { tx } => *tx,
+            ClientRequest::Start { .. } | ClientRequest::StaticRead { .. } | ClientRequest::StaticUpdate { .. } => {
+                return Ok(home % self.shards)
+            }
+        };
+        self.coordinator_shard(tx.coordinator).ok_or(TxError::UnknownTransaction(tx))
+    }
+}
+
+/// Where the driver carries a message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Destination {
+    /// Another shard of this node.
+    Shard(usize),
+    /// Another node of this DC.
+    Node(NodeIndex),
+    /// A node of another DC.
+    Dc(DcId, NodeIndex),
+}
+
+/// What a node asks its driver to do.
+#[derive(Clone, Debug, PartialEq)]
+pub enum NodeOutput {
+    /// Carry a message to another shard, node or DC; the receiver hands it to [`Node::handle_message`].
+    Transmit(Destination, Envelope),
+    /// Append a record to a partition's log; call [`Node::handle_persisted`] once it is durable.
+    Persist {
+        /// The partition.
+        partition: PartitionId,
+        /// The record's position (records of a partition become durable in order).
+        lsn: Lsn,
+        /// The record.
+        record: LogRecord,
+    },
+    /// Answer a client.
+    Reply(ClientReply),
+    /// The session floor rose to this local commit time: hand it to the node's other shards before delivering
+    /// the replies that follow.
+    SessionFloor(Timestamp),
+}
+
+/// One shard of a node: its partitions, its coordinator, maybe the stabilizer, and its routing.
+#[derive(Debug)]
+pub struct Node {
+    config: Config,
+    topology: Topology,
+    layout: Layout,
+    shard: usize,
+    coordinator: Coordinator,
+    partitions: BTreeMap<PartitionId, Partition>,
+    stabilizer: Option<Stabilizer>,
+    /// Messages between this shard's own machines, delivered inside the current input.
+    local: VecDeque<Envelope>,
+    outputs: VecDeque<NodeOutput>,
+    session_floor: Timestamp,
+}
+
+/// A partition's durable state, as the driver loads it: the last checkpoint and the log records after it.
+pub type StoredPartition = (PartitionId, Option<Checkpoint>, Vec<(Lsn, LogRecord)>);
+
+impl Node {
+    /// A shard of a node, with the partitions it owns rebuilt from `stored` (partitions missing there start
+    /// empty). Transactions its partitions hold prepared without a decision ask their coordinator; those of this
+    /// node's earlier incarnation learn at once that it is gone.
+    pub fn recover(
+        config: Config,
+        topology: Topology,
+        layout: Layout,
+        shard: usize,
+        now_us: u64,
+        stored: impl IntoIterator<Item = StoredPartition>,
+    ) -> Self {
+        assert!(shard < layout.shards, "shard {shard} outside 0..{}", layout.shards);
+        assert_eq!(config.dc, topology.dc(), "a node's configuration and topology name the same DC");
+        assert_eq!(config.partitions, topology.partition_count(), "configuration and topology agree on partitions");
+        let mut stored: Vec<StoredPartition> = stored.into_iter().collect();
+        let mut partitions = BTreeMap::new();
+        for p in layout.partitions_of_shard(&topology, shard) {
+            let (checkpoint, tail) = match stored.iter().position(|(q, ..)| *q == p) {
+                Some(i) => {
+                    let (_, checkpoint, tail) = stored.swap_remove(i);
+                    (checkpoint, tail)
+                }
+                None => (None, Vec::new()),
+            };
+            partitions.insert(p, Partition::restore(p, config.clone(), now_us, checkpoint, tail));
+        }
+        let strays: Vec<PartitionId> = stored.iter().map(|(p, ..)| *p).collect();
+        assert!(strays.is_empty(), "stored partitions {strays:?} are not this shard's");
+        let stabilizer = (shard == 0 && layout.node == topology.stabilizer_node())
+            .then(|| Stabilizer::new(config.clone(), layout.coordinators()));
+        let mut node = Self {
+            coordinator: Coordinator::new(layout.coordinator(shard), config.clone(), now_us),
+            config,
+            topology,
+            layout,
+            shard,
+            partitions,
+            stabilizer,
+            local: VecDeque::new(),
+            outputs: VecDeque::new(),
+            session_floor: Timestamp::ZERO,
+        };
+        let undecided: Vec<(PartitionId, TxId)> =
+            node.partitions.values().flat_map(|p| p.undecided().into_iter().map(move |tx| (p.id(), tx))).collect();
+        for (p, tx) in undecided {
+            let to = Address::Coordinator(tx.coordinator);
+            node.route(Envelope { from: Address::Partition(p), to, msg: Message::QueryOutcome { tx } });
+        }
+        node.pump(now_us);
+        node
+    }
+
+    /// A client request (the driver picked this shard with [`Layout::client_shard`]).
+    pub fn handle_client(&mut self, now_us: u64, client: ClientId, request: RequestId, mut body: ClientRequest) {
+        self.raise_to_session_floor(&mut body);
+        self.coordinator.handle_client(now_us, client, request, body);
+        self.pump(now_us);
+    }
+
+    /// A client connection closed: its idle transactions abort.
+    pub fn handle_disconnect(&mut self, now_us: u64, client: ClientId) {
+        self.coordinator.handle_disconnect(client);
+        self.pump(now_us);
+    }
+
+    /// A message from another shard, node or DC (or one that reached the wrong shard: it is passed on).
+    pub fn handle_message(&mut self, now_us: u64, envelope: Envelope) {
+        self.route(envelope);
+        self.pump(now_us);
+    }
+
+    /// Records of `partition` up to `lsn` are durable.
+    pub fn handle_persisted(&mut self, now_us: u64, partition: PartitionId, lsn: Lsn) {
+        if let Some(p) = self.partitions.get_mut(&partition) {
+            p.handle_persisted(now_us, lsn);
+        }
+        self.pump(now_us);
+    }
+
+    /// Another shard of this node acknowledged a commit at this local time.
+    pub fn handle_session_floor(&mut self, at: Timestamp) {
+        self.session_floor = self.session_floor.max(at);
+    }
+
+    /// A peer DC's shape became known (its configuration, or a descriptor received at run time).
+    pub fn handle_dc_nodes(&mut self, dc: DcId, nodes: NodeIndex) {
+        self.topology.set_dc_nodes(dc, nodes);
+    }
+
+    /// Timers of every machine that are due.
+    pub fn handle_timeout(&mut self, now_us: u64) {
+        if self.coordinator.poll_timeout().is_some_and(|t| t <= now_us) {
+            self.coordinator.handle_timeout(now_us);
+        }
+        for p in self.partitions.values_mut() {
+            if p.poll_timeout().is_some_and(|t| t <= now_us) {
+                p.handle_timeout(now_us);
+            }
+        }
+        self.pump(now_us);
+    }
+
+    /// The earliest local time at which [`Node::handle_timeout`] must be called.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        let machines = self.partitions.values().filter_map(Partition::poll_timeout);
+        machines.chain(self.coordinator.poll_timeout()).min()
+    }
+
+    /// Hands over the next output, if any. Drain after every input, in order.
+    pub fn poll_output(&mut self) -> Option<NodeOutput> {
+        self.outputs.pop_front()
+    }
+
+    /// A checkpoint of every partition of this shard (see [`Partition::take_checkpoint`]).
+    pub fn take_checkpoints(&mut self) -> Vec<(PartitionId, Checkpoint)> {
+        self.partitions.values_mut().map(|p| (p.id(), p.take_checkpoint())).collect()
+    }
+
+    /// A checkpoint of one partition of this shard.
+    pub fn take_checkpoint(&mut self, p: PartitionId) -> Option<Checkpoint> {
+        self.partitions.get_mut(&p).map(Partition::take_checkpoint)
+    }
+
+    /// The shard's partitions, ascending.
+    pub fn partitions(&self) -> impl Iterator<Item = &Partition> {
+        self.partitions.values()
+    }
+
+    /// The shard's coordinator.
+    pub fn coordinator(&self) -> &Coordinator {
+        &self.coordinator
+    }
+
+    /// The DC's stabilizer, on the shard that runs it.
+    pub fn stabilizer(&self) -> Option<&Stabilizer> {
+        self.stabilizer.as_ref()
+    }
+
+    /// The topology this shard routes by.
+    pub fn topology(&self) -> &Topology {
+        &self.topology
+    }
+
+    /// The node's layout.
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    /// This shard's index.
+    pub fn shard(&self) -> usize {
+        self.shard
+    }
+
+    /// The session floor: the largest local commit time acknowledged by this node, as this shard knows it.
+    pub fn session_floor(&self) -> Timestamp {
+        self.session_floor
+    }
+
+    /// Raises the local entry of a new transaction's clock to the session floor: a client without a clock (or
+    /// with an older one) still sees what the node acknowledged before it asked.
+    fn raise_to_session_floor(&self, body: &mut ClientRequest) {
+        let clock = match body {
+            ClientRequest::Start { clock }
+            | ClientRequest::StaticRead { clock, .. }
+            | ClientRequest::StaticUpdate { clock, .. } => clock,
+            _ => return,
+        };
+        if self.session_floor == Timestamp::ZERO {
+            return;
+        }
+        let (dc, dcs) = (self.config.dc, self.config.vector_len());
+        let c = clock.get_or_insert_with(|| VectorClock::zero(dcs));
+        if c.has_dcs(dcs) && c.get(dc) < self.session_floor {
+            c.set(dc, self.session_floor);
+        }
+    }
+
+    /// Sends a message to wherever its receiver runs.
+    fn route(&mut self, e: Envelope) {
+        match self.layout.locate(&self.topology, e.to) {
+            Location::Shard(s) if s == self.shard => self.local.push_back(e),
+            Location::Shard(s) => self.outputs.push_back(NodeOutput::Transmit(Destination::Shard(s), e)),
+            Location::Node(n) => self.outputs.push_back(NodeOutput::Transmit(Destination::Node(n), e)),
+            Location::Dc(dc, n) => self.outputs.push_back(NodeOutput::Transmit(Destination::Dc(dc, n), e)),
+            Location::Gone(c) => {
+                // The coordinator died with an earlier run of this node and will never decide: a partition asking
+                // learns so, and settles the transaction with the DC's other partitions. Anything else is moot.
+                if let (Message::QueryOutcome { tx }, Address::Partition(_)) = (&e.msg, e.from) {
+                    let msg = Message::CoordinatorGone { tx: *tx };
+                    self.route(Envelope { from: Address::Coordinator(c), to: e.from, msg });
+                }
+            }
+            // A peer DC not connected yet: replication resends once it is.
+            Location::Nowhere => {}
+        }
+    }
+
+    /// Delivers a message to one of this shard's machines.
+    fn deliver(&mut self, now_us: u64, e: Envelope) {
+        match e.to {
+            Address::Partition(p) | Address::Peer(_, p) => {
+                if let Some(partition) = self.partitions.get_mut(&p) {
+                    partition.handle_message(now_us, e.from, e.msg);
+                }
+            }
+            Address::Coordinator(c) if c == self.coordinator.id() => {
+                self.coordinator.handle_message(now_us, e.from, e.msg)
+            }
+            Address::Coordinator(_) => {}
+            Address::Stabilizer => {
+                if let Some(s) = self.stabilizer.as_mut() {
+                    s.handle_message(e.from, e.msg);
+                }
+            }
+        }
+    }
+
+    /// Carries out every machine's outputs until nothing is left.
+    fn pump(&mut self, now_us: u64) {
+        loop {
+            let mut progressed = false;
+            while let Some(out) = self.coordinator.poll_output() {
+                progressed = true;
+                match out {
+                    CoordinatorOutput::Send(e) => self.route(e),
+                    CoordinatorOutput::Reply(reply) => {
+                        if let Ok(ClientResponse::Committed { commit }) = &reply.result {
+                            let at = commit.get(self.config.dc);
+                            if at > self.session_floor {
+                                self.session_floor = at;
+                                self.outputs.push_back(NodeOutput::SessionFloor(at));
+                            }
+                        }
+                        self.outputs.push_back(NodeOutput::Reply(reply));
+                    }
+                }
+            }
+            let mut sends = Vec::new();
+            for p in self.partitions.values_mut() {
+                while let Some(out) = p.poll_output() {
+                    progressed = true;
+                    match out {
+                        PartitionOutput::Send(e) => sends.push(e),
+                        PartitionOutput::Persist { lsn, record } => {
+                            self.outputs.push_back(NodeOutput::Persist { partition: p.id(), lsn, record })
+                        }
+                    }
+                }
+            }
+            if let Some(s) = self.stabilizer.as_mut() {
+                sends.extend(std::iter::from_fn(|| s.poll_output()));
+            }
+            progressed |= !sends.is_empty();
+            for e in sends {
+                self.route(e);
+            }
+            while let Some(e) = self.local.pop_front() {
+                progressed = true;
+                self.deliver(now_us, e);
+            }
+            if !progressed {
+                break;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ObjectId;
+    use causet_crdt::{CrdtType, Op};
+
+    fn config(dcs: u16, partitions: u32) -> Config {
+        Config::new(dcs, DcId(0), partitions)
+    }
+
+    fn drain(node: &mut Node) -> Vec<NodeOutput> {
+        std::iter::from_fn(|| node.poll_output()).collect()
+    }
+
+    #[test]
+    fn locate_places_partitions_coordinators_and_the_stabilizer() {
+        let mut t = Topology::new(DcId(0), 2, 6, 2);
+        let l = Layout::new(1, 2, 7);
+        // Node 1 serves partitions 1, 3, 5; by index on the node 0, 1, 2: shards 0, 1, 0.
+        assert_eq!(l.locate(&t, Address::Partition(PartitionId(3))), Location::Shard(1));
+        assert_eq!(l.locate(&t, Address::Partition(PartitionId(5))), Location::Shard(0));
+        assert_eq!(l.locate(&t, Address::Partition(PartitionId(2))), Location::Node(0));
+        assert_eq!(l.locate(&t, Address::Partition(PartitionId(6))), Location::Nowhere, "no such partition");
+        assert_eq!(l.locate(&t, Address::Stabilizer), Location::Node(0));
+        assert_eq!(l.locate(&t, Address::Peer(DcId(1), PartitionId(3))), Location::Nowhere, "shape unknown");
+        t.set_dc_nodes(DcId(1), 3);
+        assert_eq!(l.locate(&t, Address::Peer(DcId(1), PartitionId(4))), Location::Dc(DcId(1), 1));
+        assert_eq!(l.locate(&t, Address::Peer(DcId(0), PartitionId(3))), Location::Shard(1));
+        assert_eq!(l.locate(&t, Address::Coordinator(l.coordinator(1))), Location::Shard(1));
+        let earlier = CoordinatorId::compose(1, 6, 1);
+        assert_eq!(l.locate(&t, Address::Coordinator(earlier)), Location::Gone(earlier));
+        let elsewhere = CoordinatorId::compose(0, 7, 0);
+        assert_eq!(l.locate(&t, Address::Coordinator(elsewhere)), Location::Node(0));
+    }
+
+    #[test]
+    fn a_request_for_a_transaction_of_another_incarnation_is_refused() {
+        let l = Layout::new(0, 2, 3);
+        let tx = TxId { dc: DcId(0), coordinator: CoordinatorId::compose(0, 2, 1), seq: 0 };
+        assert_eq!(l.client_shard(&ClientRequest::Commit { tx }, 0), Err(TxError::UnknownTransaction(tx)));
+        let live = TxId { coordinator: l.coordinator(1), ..tx };
+        assert_eq!(l.client_shard(&ClientRequest::Commit { tx: live }, 0), Ok(1));
+        assert_eq!(l.client_shard(&ClientRequest::Start { clock: None }, 5), Ok(1));
+    }
+
+    /// A one-node, one-shard DC: a static update travels coordinator → partition → log → coordinator → client
+    /// inside the node, and its commit raises the session floor before the reply leaves.
+    #[test]
+    fn a_commit_is_replied_after_its_record_is_durable_and_raises_the_session_floor_first() {
+        let c = config(1, 2);
+        let t = Topology::new(DcId(0), 1, 2, 1);
+        let mut node = Node::recover(c, t, Layout::new(0, 1, 0), 0, 1_000, Vec::new());
+        drain(&mut node);
+        let object = ObjectId::new("k", "b", CrdtType::CounterPn);
+        let updates = vec![(object.clone(), Op::Increment(1))];
+        node.handle_client(2_000, ClientId(1), RequestId(1), ClientRequest::StaticUpdate { clock: None, updates });
+        let out = drain(&mut node);
+        let persisted: Vec<_> = out
+            .iter()
+            .filter_map(|o| match o {
+                NodeOutput::Persist { partition, lsn, .. } => Some((*partition, *lsn)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(persisted.len(), 1, "one record for a single-partition commit: {out:?}");
+        assert!(!out.iter().any(|o| matches!(o, NodeOutput::Reply(_))), "no reply before the record is durable");
+        let (p, lsn) = persisted[0];
+        node.handle_persisted(3_000, p, lsn);
+        let out = drain(&mut node);
+        let floor = out.iter().position(|o| matches!(o, NodeOutput::SessionFloor(_)));
+        let reply = out.iter().position(|o| matches!(o, NodeOutput::Reply(_)));
+        assert!(floor.is_some() && floor < reply, "the floor leaves before the reply: {out:?}");
+        assert!(node.session_floor() > Timestamp::ZERO);
+    }
+
+    #[test]
+    fn a_new_transaction_starts_at_or_above_the_session_floor() {
+        let c = config(1, 1);
+        let now_us = 10_000_000;
+        let mut node = Node::recover(c, Topology::new(DcId(0), 1, 1, 1), Layout::new(0, 1, 0), 0, now_us, Vec::new());
+        // Another shard acknowledged a commit half a second ahead of this shard's clock (a hybrid clock may run
+        // ahead of physical time).
+        let floor = Timestamp::from_micros(now_us + 500_000);
+        node.handle_session_floor(floor);
+        node.handle_client(now_us, ClientId(1), RequestId(1), ClientRequest::Start { clock: None });
+        let started = drain(&mut node).into_iter().find_map(|o| match o {
+            NodeOutput::Reply(ClientReply { result: Ok(ClientResponse::Started { snapshot, .. }), .. }) => {
+                Some(snapshot)
+            }
+            _ => None,
+        });
+        // One DC: no remote entry to wait for, so the start answers at once.
+        let snapshot = started.expect("a start in a one-DC node answers at once");
+        assert!(snapshot.get(DcId(0)) >= floor, "snapshot {snapshot} below the floor {floor}");
+    }
+
+    #[test]
+    fn a_transaction_left_prepared_by_an_earlier_incarnation_is_settled_at_recovery() {
+        let c = config(1, 1);
+        let t = Topology::new(DcId(0), 1, 1, 1);
+        let dead = CoordinatorId::compose(0, 4, 0);
+        let tx = TxId { dc: DcId(0), coordinator: dead, seq: 9 };
+        let record = LogRecord::Prepared {
+            tx,
+            snapshot: VectorClock::zero(1),
+            prepare_time: Timestamp::from_micros(500),
+            writes: Vec::new(),
+        };
+        let stored = vec![(PartitionId(0), None, vec![(Lsn(1), record)])];
+        let mut node = Node::recover(c, t, Layout::new(0, 1, 5), 0, 1_000, stored);
+        // Its coordinator is gone with incarnation 4: the question never leaves the node, the lone partition's
+        // termination finds nobody committed it, and it aborts.
+        let out = drain(&mut node);
+        assert!(out.iter().all(|o| !matches!(o, NodeOutput::Transmit(..))), "{out:?}");
+        assert!(out
+            .iter()
+            .any(|o| matches!(o, NodeOutput::Persist { record: LogRecord::Aborted { tx: t }, .. } if *t == tx)));
+        assert!(node.partitions().all(|p| p.undecided().is_empty()));
+    }
+}

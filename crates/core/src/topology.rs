@@ -1,0 +1,181 @@
+//! Where everything lives: the one place that answers placement questions, computed from the cluster's shape
+//! without asking anyone.
+//!
+//! - **object → partition**: a stable hash of bucket and key ([`Topology::partition_of`]);
+//! - **partition → replica set** inside a DC: today one node, partition `p` on node `p mod nodes`
+//!   ([`Topology::replicas`]; a Raft group of several nodes tomorrow, with [`Topology::home`] its leader);
+//! - **bucket → DCs**: which DCs hold a bucket's objects (every DC today: full replication;
+//!   [`Topology::dcs_holding`]), and so which DCs a partition's committed transactions go to
+//!   ([`Topology::replication_targets`]).
+//!
+//! The node ([`crate::node`]), the replication sender and the stabilizer ask the topology; no other module
+//! computes a placement. A placement policy (replicated partitions, Karma's rings) changes this module and nothing
+//! that routes.
+
+use crate::{DcId, ObjectId, PartitionId};
+use serde::{Deserialize, Serialize};
+
+/// A node's index inside its DC.
+pub type NodeIndex = u16;
+
+/// The nodes that hold one partition inside a DC.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplicaSet {
+    /// The replicas, the leader first.
+    pub nodes: Vec<NodeIndex>,
+}
+
+impl ReplicaSet {
+    /// The replica that serves the partition's prepares, commits and reads.
+    pub fn leader(&self) -> NodeIndex {
+        self.nodes[0]
+    }
+}
+
+/// The shape of a cluster as one DC sees it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Topology {
+    /// This DC.
+    dc: DcId,
+    /// Partitions per DC (every DC has the same).
+    partitions: u32,
+    /// Nodes of each DC, by DC index; 0 while a peer DC's shape is unknown (it has not connected yet).
+    nodes: Vec<NodeIndex>,
+}
+
+impl Topology {
+    /// The topology of DC `dc` of `dcs`, with `nodes` nodes and `partitions` partitions. Peer DCs' node counts are
+    /// unknown until [`Topology::set_dc_nodes`] gives them (a peer's configuration or descriptor does).
+    pub fn new(dc: DcId, dcs: u16, partitions: u32, nodes: NodeIndex) -> Self {
+        assert!(dc.0 < dcs, "dc {} outside 0..{dcs}", dc.0);
+        assert!(partitions > 0, "a DC needs at least one partition");
+        assert!(nodes > 0, "a DC needs at least one node");
+        let mut all = vec![0; usize::from(dcs)];
+        all[usize::from(dc.0)] = nodes;
+        Self { dc, partitions, nodes: all }
+    }
+
+    /// The topology of a DC whose nodes the configuration does not say (a state machine that addresses partitions
+    /// logically and never places them on nodes).
+    pub fn of_config(config: &crate::Config) -> Self {
+        Self::new(config.dc, config.dcs, config.partitions, 1)
+    }
+
+    /// Records how many nodes a DC has. Returns whether that changed anything.
+    pub fn set_dc_nodes(&mut self, dc: DcId, nodes: NodeIndex) -> bool {
+        let Some(slot) = self.nodes.get_mut(usize::from(dc.0)) else { return false };
+        let changed = *slot != nodes;
+        *slot = nodes;
+        changed
+    }
+
+    /// This DC.
+    pub fn dc(&self) -> DcId {
+        self.dc
+    }
+
+    /// The number of DCs.
+    pub fn dcs(&self) -> u16 {
+        self.nodes.len() as u16
+    }
+
+    /// Partitions per DC.
+    pub fn partition_count(&self) -> u32 {
+        self.partitions
+    }
+
+    /// Every partition of a DC.
+    pub fn partitions(&self) -> impl Iterator<Item = PartitionId> {
+        (0..self.partitions).map(PartitionId)
+    }
+
+    /// Nodes of a DC (0: not known yet).
+    pub fn nodes(&self, dc: DcId) -> NodeIndex {
+        self.nodes.get(usize::from(dc.0)).copied().unwrap_or(0)
+    }
+
+    /// The partition that owns an object: a stable hash of bucket and key (the type takes no part, as in
+    /// AntidoteDB).
+    pub fn partition_of(&self, object: &ObjectId) -> PartitionId {
+        object.partition(self.partitions)
+    }
+
+    /// The nodes of DC `dc` that hold partition `p` (`None` while the DC's shape is unknown).
+    pub fn replicas(&self, dc: DcId, p: PartitionId) -> Option<ReplicaSet> {
+        self.home(dc, p).map(|n| ReplicaSet { nodes: vec![n] })
+    }
+
+    /// The node of DC `dc` that serves partition `p` (`None` while the DC's shape is unknown).
+    pub fn home(&self, dc: DcId, p: PartitionId) -> Option<NodeIndex> {
+        let nodes = self.nodes(dc);
+        (nodes > 0).then(|| (p.0 % u32::from(nodes)) as NodeIndex)
+    }
+
+    /// The partitions of this DC that node `node` serves, ascending.
+    pub fn partitions_on(&self, node: NodeIndex) -> impl Iterator<Item = PartitionId> + '_ {
+        self.partitions().filter(move |p| self.home(self.dc, *p) == Some(node))
+    }
+
+    /// Where a partition sits among the partitions of its node (0, 1, 2, … in ascending partition order): a node
+    /// spreads its partitions over its shards by this index.
+    pub fn index_on_node(&self, p: PartitionId) -> u32 {
+        p.0 / u32::from(self.nodes(self.dc).max(1))
+    }
+
+    /// The node of this DC that runs the stabilizer.
+    pub fn stabilizer_node(&self) -> NodeIndex {
+        0
+    }
+
+    /// The DCs that hold a bucket's objects: every DC (full replication).
+    pub fn dcs_holding(&self, _bucket: &[u8]) -> impl Iterator<Item = DcId> {
+        (0..self.dcs()).map(DcId)
+    }
+
+    /// The DCs that receive partition `p`'s committed local transactions: every other DC holding its objects. With
+    /// full replication that is every other DC, so the answer does not depend on the partition.
+    pub fn replication_targets(&self, _p: PartitionId) -> Vec<DcId> {
+        let local = self.dc;
+        self.dcs_holding(&[]).filter(|d| *d != local).collect()
+    }
+
+    /// The DCs that send partition `p` their committed transactions (its inbound streams).
+    pub fn replication_sources(&self, p: PartitionId) -> Vec<DcId> {
+        self.replication_targets(p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_partition_has_exactly_one_home_node_and_nodes_share_the_partitions() {
+        let t = Topology::new(DcId(0), 2, 7, 3);
+        let mut seen = Vec::new();
+        for node in 0..3 {
+            seen.extend(t.partitions_on(node));
+        }
+        seen.sort();
+        assert_eq!(seen, t.partitions().collect::<Vec<_>>());
+        assert_eq!(t.home(DcId(0), PartitionId(4)), Some(1));
+        assert_eq!(t.replicas(DcId(0), PartitionId(4)).map(|r| r.leader()), Some(1));
+    }
+
+    #[test]
+    fn a_peer_dc_has_no_placement_until_its_shape_is_known() {
+        let mut t = Topology::new(DcId(0), 2, 4, 1);
+        assert_eq!(t.home(DcId(1), PartitionId(3)), None);
+        assert!(t.set_dc_nodes(DcId(1), 2));
+        assert_eq!(t.home(DcId(1), PartitionId(3)), Some(1));
+        assert!(!t.set_dc_nodes(DcId(1), 2));
+        assert!(!t.set_dc_nodes(DcId(7), 2), "a DC outside the cluster is ignored");
+    }
+
+    #[test]
+    fn full_replication_sends_every_partition_to_every_other_dc() {
+        let t = Topology::new(DcId(1), 3, 4, 1);
+        assert_eq!(t.replication_targets(PartitionId(2)), vec![DcId(0), DcId(2)]);
+        assert_eq!(t.dcs_holding(b"bucket").count(), 3);
+    }
+}
