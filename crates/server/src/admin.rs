@@ -23,7 +23,7 @@ pub async fn serve(listener: TcpListener, state: Arc<NodeState>, mut stop: watch
         .route("/admin/links/{dc}/delay", post(delay))
         .route("/admin/clock", post(clock))
         .with_state(state);
-    let shutdown = async move { crate::connection::stopped(&mut stop).await };
+    let shutdown = async move { crate::shutdown::stopped(&mut stop).await };
     if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(shutdown).await {
         tracing::error!(error = %e, "the admin server failed");
     }
@@ -40,7 +40,7 @@ async fn metrics(State(state): State<Arc<NodeState>>) -> impl IntoResponse {
             m.stable_snapshot_age_us.get_or_create(&vec![("dc", dc.to_string())]).set(now.saturating_sub(us) as i64);
         }
     }
-    for link in state.routes.wan.links() {
+    for link in state.wan.links() {
         let s = link.status();
         m.link_messages.get_or_create(&vec![("peer", s.dc.to_string()), ("outcome", "sent".into())]).set(s.sent);
         m.link_messages.get_or_create(&vec![("peer", s.dc.to_string()), ("outcome", "dropped".into())]).set(s.dropped);
@@ -73,7 +73,7 @@ fn authorized(state: &NodeState, headers: &HeaderMap) -> Result<(), (StatusCode,
 
 /// The links to every node of a DC.
 fn links(state: &NodeState, dc: u16) -> Result<Vec<Arc<crate::wan::LinkState>>, (StatusCode, String)> {
-    let links = state.routes.wan.links_to(causet_core::DcId(dc));
+    let links = state.wan.links_to(causet_core::DcId(dc));
     if links.is_empty() {
         return Err((StatusCode::NOT_FOUND, format!("no link to DC {dc}\n")));
     }
@@ -151,7 +151,7 @@ struct Status {
     now_us: u64,
     stable_snapshot: Vec<u64>,
     open_transactions: usize,
-    shard_status: Vec<crate::shard::ShardStatus>,
+    shard_status: Vec<crate::status::ShardStatus>,
     storage: serde_json::Value,
     links: Vec<crate::wan::LinkStatus>,
     clock_offset_ms: f64,
@@ -178,18 +178,18 @@ async fn status(State(state): State<Arc<NodeState>>) -> Json<Status> {
     Json(Status {
         dc: protocol.dc.0,
         dcs: protocol.dcs,
-        node: state.routes.node,
-        nodes: state.routes.nodes,
+        node: state.routes.layout.node,
+        nodes: state.routes.topology.nodes(state.routes.topology.dc()),
         partitions: protocol.partitions,
         shards: shards.len(),
-        incarnation: state.routes.incarnation,
+        incarnation: state.routes.layout.incarnation,
         clock: protocol.clock,
         now_us: state.clock.now_us(),
         stable_snapshot: stable,
         open_transactions: shards.iter().map(|s| s.open_transactions).sum(),
         shard_status: shards,
         storage,
-        links: state.routes.wan.links().iter().map(|l| l.status()).collect(),
+        links: state.wan.links().iter().map(|l| l.status()).collect(),
         clock_offset_ms: state.clock.offset_us() as f64 / 1000.0,
     })
 }

@@ -6,12 +6,13 @@
 //! decode is answered with `ApbErrorResp` and the connection stays usable; a frame over the size limit, or with no
 //! code byte, breaks the framing and closes the connection after an error reply.
 
-use crate::shard::ShardInput;
+use crate::cluster::{connect_dcs, create_dc, descriptor};
+use crate::routes::ShardInput;
+use crate::shutdown::stopped;
 use crate::NodeState;
 use bytes::BytesMut;
 use causet_core::coordinator::{ClientRequest, ClientResponse, TxError};
 use causet_core::ClientId;
-use causet_wire::encoding::DcDescriptor;
 use causet_wire::frame::{decode_frame, Frame};
 use causet_wire::proto::MessageCode;
 use causet_wire::request::{decode_request, Request};
@@ -64,12 +65,6 @@ pub async fn accept_loop(listener: TcpListener, state: Arc<NodeState>, stop: wat
             _ = stopped(&mut stopping) => break,
         }
     }
-}
-
-/// Resolves once the node is stopping.
-pub async fn stopped(stop: &mut watch::Receiver<bool>) {
-    // An error means the sender is gone: the node is stopping too.
-    let _ = stop.wait_for(|s| *s).await;
 }
 
 async fn refuse(mut socket: TcpStream, max: usize) {
@@ -162,19 +157,11 @@ async fn answer(state: &NodeState, client: ClientId, home: usize, frame: Frame) 
         }
         other => return not_supported(other.code()),
     };
-    let mut body = body;
-    raise_to_acknowledged(state, &mut body);
     let kind = ReplyKind::of(&body);
     let name = request_name(&body);
-    let shard = match transaction_of(&body) {
-        None => home,
-        Some(tx) => match state.routes.coordinator_shard(tx.coordinator) {
-            Some(shard) => shard,
-            None => {
-                let err = TxError::UnknownTransaction(tx);
-                return encode_reply(&kind, &Err(err));
-            }
-        },
+    let shard = match state.routes.layout.client_shard(&body, home) {
+        Ok(shard) => shard,
+        Err(e) => return encode_reply(&kind, &Err(e)),
     };
     let started = Instant::now();
     let starts = matches!(
@@ -194,12 +181,7 @@ async fn answer(state: &NodeState, client: ClientId, home: usize, frame: Frame) 
         m.started.inc();
     }
     match &result {
-        Ok(ClientResponse::Committed { commit }) => {
-            m.committed.inc();
-            let local = commit.get(causet_core::DcId(state.config.dc));
-            state.acknowledged.fetch_max(local.0, Ordering::Relaxed);
-        }
-        Ok(ClientResponse::StaticValues { .. }) => {
+        Ok(ClientResponse::Committed { .. } | ClientResponse::StaticValues { .. }) => {
             m.committed.inc();
         }
         Ok(ClientResponse::Aborted) | Err(TxError::Aborted(_) | TxError::Timeout(_)) => {
@@ -208,124 +190,6 @@ async fn answer(state: &NodeState, client: ClientId, home: usize, frame: Frame) 
         _ => {}
     }
     encode_reply(&kind, &result)
-}
-
-/// Raises the local entry of a new transaction's clock to the largest commit time this node acknowledged: a
-/// client without a clock (or with an older one) still sees what was acknowledged before it asked.
-fn raise_to_acknowledged(state: &NodeState, body: &mut ClientRequest) {
-    let clock = match body {
-        ClientRequest::Start { clock }
-        | ClientRequest::StaticRead { clock, .. }
-        | ClientRequest::StaticUpdate { clock, .. } => clock,
-        _ => return,
-    };
-    let acknowledged = state.acknowledged.load(Ordering::Relaxed);
-    if acknowledged == 0 {
-        return;
-    }
-    let (dc, dcs) = (causet_core::DcId(state.config.dc), usize::from(state.config.dcs));
-    let c = clock.get_or_insert_with(|| causet_core::VectorClock::zero(dcs));
-    if c.has_dcs(dcs) && c.get(dc).0 < acknowledged {
-        c.set(dc, causet_core::Timestamp(acknowledged));
-    }
-}
-
-/// `ApbCreateDC`: a DC's nodes are fixed by its configuration (`node`, `nodes`), because partitions are placed by
-/// node index; asking for a DC of as many nodes as it has succeeds, any other shape is refused with the reason.
-fn create_dc(nodes: &[String], configured: u16) -> Result<Option<Vec<u8>>, String> {
-    if nodes.len().max(1) != usize::from(configured) {
-        return Err(format!(
-            "a DC of {} nodes was asked for, but this DC is configured with {configured}: a DC's nodes are set by \
-             each node's `nodes` list (see docs/configuration.md), not formed at run time",
-            nodes.len()
-        ));
-    }
-    Ok(None)
-}
-
-/// `ApbGetConnectionDescriptor`: what another DC needs to replicate with this one.
-fn descriptor(state: &NodeState) -> Result<Vec<u8>, String> {
-    let c = &state.config;
-    let Some(addr) = state.replication_addr else {
-        return Err("this node runs a single DC (dcs = 1): start every DC with `dcs` and its own `dc` index to \
-                    connect DCs"
-            .into());
-    };
-    let d = DcDescriptor {
-        dc: causet_core::DcId(c.dc),
-        dcs: c.dcs,
-        partitions: c.partitions,
-        addresses: if c.nodes.is_empty() {
-            vec![addr.to_string()]
-        } else {
-            c.nodes.iter().map(|a| a.to_string()).collect()
-        },
-    };
-    d.encode().map_err(|e| format!("cannot encode the descriptor: {e}"))
-}
-
-/// `ApbConnectToDCs`: starts replicating with every described DC that is not this one, after checking that the
-/// DCs agree on their shape and can be reached.
-async fn connect_dcs(state: &NodeState, descriptors: Vec<DcDescriptor>) -> Result<(), String> {
-    let c = &state.config;
-    let descriptors: Vec<DcDescriptor> = descriptors.into_iter().filter(|d| d.dc.0 != c.dc || d.dcs != c.dcs).collect();
-    if descriptors.is_empty() {
-        return Ok(()); // Nothing but this DC: nothing to connect.
-    }
-    if state.replication_addr.is_none() {
-        return Err(format!(
-            "this node runs a single DC (dcs = 1) and cannot connect to {} other DCs: start every DC with `dcs` and \
-             its own `dc` index",
-            descriptors.len()
-        ));
-    }
-    let mut peers = Vec::new();
-    for d in descriptors {
-        if d.dc.0 >= c.dcs {
-            return Err(format!("DC {} is outside this cluster's {} DCs", d.dc.0, c.dcs));
-        }
-        if d.dcs != c.dcs {
-            return Err(format!("DC {} was configured for {} DCs, this DC (DC {}) for {}", d.dc.0, d.dcs, c.dc, c.dcs));
-        }
-        if d.partitions != c.partitions {
-            return Err(format!(
-                "partition counts differ: DC {} has {}, this DC (DC {}) has {}; every DC must run the same number",
-                d.dc.0, d.partitions, c.dc, c.partitions
-            ));
-        }
-        if d.addresses.is_empty() {
-            return Err(format!("the descriptor of DC {} names no address", d.dc.0));
-        }
-        let mut addrs = Vec::new();
-        for addr in &d.addresses {
-            let addr: std::net::SocketAddr =
-                addr.parse().map_err(|_| format!("DC {}'s address {addr:?} is not host:port", d.dc.0))?;
-            let reach =
-                tokio::time::timeout(std::time::Duration::from_secs(3), tokio::net::TcpStream::connect(addr)).await;
-            if !matches!(reach, Ok(Ok(_))) {
-                return Err(format!("DC {} cannot be reached at {addr}", d.dc.0));
-            }
-            addrs.push(addr);
-        }
-        let addr = crate::wan::PeerAddrs::Nodes(addrs);
-        peers.push(crate::wan::PeerConfig { dc: d.dc.0, addr, delay_ms: 0, jitter_ms: 0 });
-    }
-    for p in &peers {
-        if state.routes.wan.add_peer(p) {
-            tracing::info!(peer = p.dc, addrs = ?p.addr.nodes(), "connected to a DC through ApbConnectToDCs");
-        }
-    }
-    Ok(())
-}
-
-fn transaction_of(body: &ClientRequest) -> Option<causet_core::TxId> {
-    match body {
-        ClientRequest::Read { tx, .. }
-        | ClientRequest::Update { tx, .. }
-        | ClientRequest::Commit { tx }
-        | ClientRequest::Abort { tx } => Some(*tx),
-        _ => None,
-    }
 }
 
 fn request_name(body: &ClientRequest) -> &'static str {

@@ -9,22 +9,28 @@
 
 pub mod admin;
 pub mod clock;
+pub mod cluster;
 pub mod config;
 pub mod connection;
 pub mod metrics;
+pub mod routes;
 pub mod shard;
+pub mod shutdown;
+pub mod status;
 pub mod storage;
 pub mod wan;
 
 use crate::clock::WallClock;
 use crate::config::{ServerConfig, SyncPolicy};
 use crate::metrics::Metrics;
-use crate::shard::{Routes, Shard, ShardEnv, ShardInput, ShardStatus};
+use crate::routes::{Routes, ShardInput};
+use crate::shard::{Shard, ShardEnv};
+use crate::status::ShardStatus;
 use anyhow::Context;
-use causet_core::coordinator::Coordinator;
-use causet_core::partition::{Checkpoint, Partition};
+use causet_core::node::{Layout, StoredPartition};
+use causet_core::partition::Checkpoint;
 use causet_core::record::{LogRecord, Lsn};
-use causet_core::stabilizer::Stabilizer;
+use causet_core::topology::Topology;
 use causet_core::PartitionId;
 use causet_storage::{FjallStore, LogStore, StorageOptions, SyncMode};
 use std::net::SocketAddr;
@@ -56,8 +62,10 @@ impl storage::LogSink for StoreSink {
 pub struct NodeState {
     /// The configuration.
     pub config: ServerConfig,
-    /// Where shards live.
+    /// Where the node's shards are.
     pub routes: Routes,
+    /// Links to other nodes and DCs.
+    pub wan: wan::Wan,
     /// Metrics.
     pub metrics: Metrics,
     /// The clock.
@@ -66,9 +74,6 @@ pub struct NodeState {
     pub store: Arc<FjallStore>,
     /// Connections are numbered from here.
     pub next_client: std::sync::atomic::AtomicU64,
-    /// The largest local commit time this node acknowledged to any client. Every new transaction's snapshot is at
-    /// least this, so a transaction sees every commit acknowledged before it started, from whichever connection.
-    pub acknowledged: std::sync::atomic::AtomicU64,
     /// Where this node accepts replication links (with several DCs).
     pub replication_addr: Option<SocketAddr>,
 }
@@ -133,56 +138,50 @@ impl Node {
         let dc = causet_core::DcId(config.dc);
         let wan = wan::Wan::start(dc, config.node, &config.nodes, &config.peers, stopped.clone());
         let nodes = config.node_count();
-        let routes = Routes { inboxes, incarnation, dc, node: config.node, nodes, partitions: config.partitions, wan };
+        let mut topology = Topology::new(dc, config.dcs, config.partitions, nodes);
+        for peer in &config.peers {
+            topology.set_dc_nodes(causet_core::DcId(peer.dc), peer.addr.nodes().len() as u16);
+        }
+        let layout = Layout::new(config.node, shards, incarnation);
+        let routes = Routes { inboxes, layout, topology: topology.clone() };
 
-        // Recovery: every partition of this node from its checkpoint and log tail. Transactions left prepared
-        // without a decision ask their coordinator; those of this node's earlier incarnation learn it is gone
-        // (`Routes::dispatch`) and are settled with the DC's other partitions (the termination protocol of
-        // `causet_core::partition`), which for a one-node DC are all here.
+        // Recovery: every shard's partitions from their checkpoints and log tails. Transactions left prepared
+        // without a decision ask their coordinator; those of this node's earlier incarnation learn it is gone and
+        // are settled with the DC's other partitions (the termination protocol of `causet_core::partition`).
         let started = std::time::Instant::now();
-        let mut partitions = Vec::new();
-        let mut undecided = Vec::new();
-        for id in routes.own_partitions() {
-            let (checkpoint, tail) = store.load(id).with_context(|| format!("loading partition {}", id.0))?;
-            let records = tail.len();
-            let partition = Partition::restore(id, protocol.clone(), clock.now_us(), checkpoint, tail);
-            if records > 0 {
-                info!(partition = id.0, records, "replayed the log tail");
-            }
-            for tx in partition.undecided() {
-                let msg = causet_core::Message::QueryOutcome { tx };
-                let to = causet_core::Address::Coordinator(tx.coordinator);
-                undecided.push(causet_core::Envelope { from: causet_core::Address::Partition(id), to, msg });
-            }
-            partitions.push(partition);
-        }
-        if !undecided.is_empty() {
-            info!(
-                transactions = undecided.len(),
-                "transactions left prepared by the previous run ask their coordinator"
-            );
-        }
-        info!(partitions = partitions.len(), elapsed_ms = started.elapsed().as_millis() as u64, "recovered");
-
         let sink: Arc<dyn storage::LogSink> = Arc::new(StoreSink(store.clone()));
-        let coordinators: Vec<_> = (0..shards).map(|s| routes.coordinator(s)).collect();
-        let mut per_shard: Vec<Vec<Partition>> = (0..shards).map(|_| Vec::new()).collect();
-        for p in partitions {
-            per_shard[routes.partition_shard(p.id())].push(p);
-        }
-        let checkpoint_interval = Duration::from_secs(config.checkpoint_interval_s.max(1));
+        let env = ShardEnv {
+            routes: routes.clone(),
+            wan: wan.clone(),
+            clock: clock.clone(),
+            log: sink.clone(),
+            checkpoint_interval: Duration::from_secs(config.checkpoint_interval_s.max(1)),
+            shutdown_grace: Duration::from_millis(config.shutdown_grace_ms),
+        };
         let mut shard_tasks = Vec::new();
-        for (index, (parts, inbox)) in per_shard.into_iter().zip(receivers).enumerate() {
-            let coordinator = Coordinator::new(routes.coordinator(index), protocol.clone(), clock.now_us());
-            let stabilizer =
-                (index == 0 && config.node == 0).then(|| Stabilizer::new(protocol.clone(), coordinators.clone()));
-            let env = ShardEnv { routes: routes.clone(), clock: clock.clone(), log: sink.clone(), checkpoint_interval };
-            let shard = Shard::new(index, env, coordinator, parts, stabilizer);
+        let mut recovered = 0;
+        for (index, inbox) in receivers.into_iter().enumerate() {
+            let mut stored: Vec<StoredPartition> = Vec::new();
+            for id in layout.partitions_of_shard(&topology, index) {
+                let (checkpoint, tail) = store.load(id).with_context(|| format!("loading partition {}", id.0))?;
+                if !tail.is_empty() {
+                    info!(partition = id.0, records = tail.len(), "replaying the log tail");
+                }
+                stored.push((id, checkpoint, tail));
+            }
+            recovered += stored.len();
+            let node = causet_core::node::Node::recover(
+                protocol.clone(),
+                topology.clone(),
+                layout,
+                index,
+                clock.now_us(),
+                stored,
+            );
+            let shard = Shard::new(env.clone(), node);
             shard_tasks.push(tokio::spawn(shard.run(inbox)));
         }
-        for query in undecided {
-            routes.dispatch(query);
-        }
+        info!(partitions = recovered, elapsed_ms = started.elapsed().as_millis() as u64, "recovered");
 
         // Durability notifications go to the shards that own the partitions.
         let durable_routes = routes.clone();
@@ -214,8 +213,7 @@ impl Node {
                 .await
                 .with_context(|| format!("binding the replication port {}", config.replication_bind))?;
             let addr = listener.local_addr()?;
-            let wan = routes.wan.clone();
-            tasks.push(tokio::spawn(wan::accept_peers(listener, routes.clone(), wan, config.dcs, stopped.clone())));
+            tasks.push(tokio::spawn(wan::accept_peers(listener, routes.clone(), wan.clone(), stopped.clone())));
             Some(addr)
         } else {
             None
@@ -223,11 +221,11 @@ impl Node {
         let state = Arc::new(NodeState {
             config: config.clone(),
             routes,
+            wan,
             metrics: Metrics::new(),
             clock,
             store,
             next_client: std::sync::atomic::AtomicU64::new(1),
-            acknowledged: std::sync::atomic::AtomicU64::new(0),
             replication_addr,
         });
 
@@ -273,7 +271,7 @@ impl Node {
             t.abort();
             let _ = t.await;
         }
-        self.state.routes.wan.stop().await;
+        self.state.wan.stop().await;
         let mut store = self.state.store.clone();
         drop(self.state);
         // Connections still finishing hold the node's state for a moment.

@@ -9,7 +9,8 @@
 //! drops what it held and reconnects with backoff; the replication protocol notices the gap and resends. An
 //! operator (or a test) can cut a link, heal it, and change its delay through the admin API.
 
-use crate::shard::{Routes, ShardInput};
+use crate::routes::Routes;
+use crate::shutdown::stopped;
 use bytes::{Buf, BufMut, BytesMut};
 use causet_core::{Address, DcId, Envelope};
 use serde::{Deserialize, Serialize};
@@ -133,7 +134,8 @@ type Queued = (tokio::time::Instant, Envelope);
 /// A link's queue and state.
 type Link = (mpsc::Sender<Queued>, Arc<LinkState>);
 
-/// Where shards hand messages for other nodes: of other DCs, or of this DC. Links to other DCs can be added while
+/// Where shards hand messages for other nodes: of other DCs, or of this DC. Which node a message goes to is the
+/// sending node's decision ([`causet_core::node::Layout::locate`]); a link only carries it. Links to other DCs can be added while
 /// the node runs (AntidoteDB's `ApbConnectToDCs`).
 #[derive(Clone, Debug)]
 pub struct Wan {
@@ -219,20 +221,14 @@ impl Wan {
         links.insert((dc, node), (tx, state));
     }
 
-    /// Queues a message for the node of another DC that owns `partition`.
-    pub fn send(&self, dc: DcId, partition: causet_core::PartitionId, envelope: Envelope) {
-        let nodes = self.inner.nodes.read().unwrap_or_else(|e| e.into_inner()).get(&dc).copied();
-        let Some(nodes) = nodes else { return };
-        self.send_to(dc, (partition.0 % u32::from(nodes)) as u16, envelope);
-    }
-
     /// Queues a message for another node of this DC.
     pub fn send_member(&self, node: u16, envelope: Envelope) {
         self.send_to(self.inner.local, node, envelope);
     }
 
-    /// Queues a message for a node's link; a full queue or a cut link drops it (the protocol resends).
-    fn send_to(&self, dc: DcId, node: u16, envelope: Envelope) {
+    /// Queues a message for a node's link (of another DC, or of this one); a full queue or a cut link drops it
+    /// (the protocol resends).
+    pub fn send_to(&self, dc: DcId, node: u16, envelope: Envelope) {
         let links = self.inner.links.read().unwrap_or_else(|e| e.into_inner());
         let Some((queue, state)) = links.get(&(dc, node)) else { return };
         // The emulated delay counts from now: messages queued behind a waiting one keep their own due times.
@@ -306,7 +302,7 @@ async fn run_link(
         }
         let stream = tokio::select! {
             s = TcpStream::connect(state.addr) => s,
-            _ = crate::connection::stopped(&mut stop) => return,
+            _ = stopped(&mut stop) => return,
         };
         let mut stream = match stream {
             Ok(s) => s,
@@ -336,7 +332,7 @@ async fn run_link(
         loop {
             let (sent_at, envelope) = tokio::select! {
                 e = queue.recv() => match e { Some(e) => e, None => return },
-                _ = crate::connection::stopped(&mut stop) => return,
+                _ = stopped(&mut stop) => return,
             };
             if state.cut.load(Ordering::Relaxed) {
                 state.dropped.fetch_add(1, Ordering::Relaxed);
@@ -362,17 +358,17 @@ async fn run_link(
 
 /// Accepts links from peer DCs' nodes and from this DC's other nodes, and hands their messages to the shards that
 /// own the receivers.
-pub async fn accept_peers(listener: TcpListener, routes: Routes, wan: Wan, dcs: u16, mut stop: watch::Receiver<bool>) {
+pub async fn accept_peers(listener: TcpListener, routes: Routes, wan: Wan, mut stop: watch::Receiver<bool>) {
     loop {
         let accepted = tokio::select! {
             a = listener.accept() => a,
-            _ = crate::connection::stopped(&mut stop) => return,
+            _ = stopped(&mut stop) => return,
         };
         let Ok((socket, peer)) = accepted else { continue };
         let _ = socket.set_nodelay(true);
         let (routes, wan, stop) = (routes.clone(), wan.clone(), stop.clone());
         tokio::spawn(async move {
-            if let Err(e) = serve_peer(socket, routes, wan, dcs, stop).await {
+            if let Err(e) = serve_peer(socket, routes, wan, stop).await {
                 debug!(%peer, error = %e, "a peer link closed");
             }
         });
@@ -383,17 +379,18 @@ async fn serve_peer(
     mut socket: TcpStream,
     routes: Routes,
     wan: Wan,
-    dcs: u16,
     mut stop: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
     let origin = DcId(socket.read_u16().await?);
     let origin_node = socket.read_u16().await?;
+    let (topology, layout) = (&routes.topology, routes.layout);
+    let dcs = topology.dcs();
     anyhow::ensure!(origin.0 < dcs, "a peer announced DC {} of {dcs}", origin.0);
-    let member = origin == routes.dc;
+    let member = origin == topology.dc();
+    let nodes = topology.nodes(topology.dc());
     anyhow::ensure!(
-        !member || (origin_node < routes.nodes && origin_node != routes.node),
-        "a node announced itself as node {origin_node} of this DC's {}",
-        routes.nodes
+        !member || (origin_node < nodes && origin_node != layout.node),
+        "a node announced itself as node {origin_node} of this DC's {nodes}"
     );
     let mut buf = BytesMut::with_capacity(64 * 1024);
     loop {
@@ -412,7 +409,7 @@ async fn serve_peer(
                 if matches!(envelope.to, Address::Peer(..)) || matches!(envelope.from, Address::Peer(..)) {
                     continue;
                 }
-                routes.dispatch(envelope);
+                routes.deliver(envelope);
                 continue;
             }
             // A cut link drops what arrives too, so a cut is symmetric even if only one side was told.
@@ -424,15 +421,14 @@ async fn serve_peer(
             if !matches!(envelope.from, Address::Peer(dc, _) if dc == origin) {
                 continue;
             }
-            if partition.0 >= routes.partitions || routes.partition_node(partition) != routes.node {
+            if !routes.serves(partition) {
                 continue;
             }
-            let shard = routes.partition_shard(partition);
-            let _ = routes.inboxes[shard].send(ShardInput::Message(envelope));
+            routes.deliver(envelope);
         }
         let n = tokio::select! {
             n = socket.read_buf(&mut buf) => n?,
-            _ = crate::connection::stopped(&mut stop) => return Ok(()),
+            _ = stopped(&mut stop) => return Ok(()),
         };
         if n == 0 {
             return Ok(());
