@@ -59,13 +59,14 @@ impl SeedResult {
     pub fn summary(&self) -> String {
         let c = &self.config;
         let mut out = format!(
-            "seed {}: {} DCs × {} partitions, {} coordinators, {} sessions, {:?} clock, skew ≤ {} µs, drift ≤ {} ppm, \
-             delay {}..{} µs, crashes {}, link cuts {}; {} committed, {} aborted, {} unknown, {} crashes, {} coordinator crashes, \
+            "seed {}: {} DCs × {} partitions on {} nodes × {} shards, {} sessions, {:?} clock, skew ≤ {} µs, drift ≤ {} ppm, \
+             delay {}..{} µs, crashes {}, link cuts {}; {} committed, {} aborted, {} unknown, {} node crashes, {} instant restarts, \
              {} cuts, {} checkpoints, {} messages, {:.1} s virtual, {:.2} s wall; {} reads checked; ",
             self.seed,
             c.dcs,
             c.partitions,
-            c.coordinators,
+            c.nodes,
+            c.shards,
             c.sessions,
             c.clock,
             c.faults.skew_us_max,

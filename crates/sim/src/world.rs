@@ -1,22 +1,26 @@
-//! The deterministic simulator: one or more DCs, each with its partitions, coordinators and stabilizer, and many
-//! client sessions, in one thread with virtual time and one seeded random source.
+//! The deterministic simulator: one or more DCs, each of several nodes, and many client sessions, in one thread
+//! with virtual time and one seeded random source. Each node runs the very code the server runs: one
+//! [`causet_core::node::Node`] per shard, which routes every message by the DC's [`Topology`]; the simulator only
+//! carries what the nodes hand it (between shards, nodes and DCs), stores their records, and injects faults.
 //!
-//! The network delays every message by a random amount (small inside a DC, a WAN delay between DCs), reorders
-//! messages across links and keeps each link FIFO. Links between DCs are cut and healed. Every node has its own
-//! clock, skewed and drifting. Partitions crash and restart; their simulated disk loses every record not yet
-//! synced. Sessions may move to another DC, carrying their causal clock (Cure §IV-C). The run has a safety phase
+//! The network delays every message by a random amount (tiny between shards of a node, small inside a DC, a WAN
+//! delay between DCs), reorders messages across links and keeps each link FIFO. Links between DCs are cut and
+//! healed. Every node has its own clock, skewed and drifting. Nodes crash and restart with a new incarnation;
+//! their partitions' simulated disks lose every record not yet synced, their coordinators' transactions are in
+//! doubt. Sessions may move to another DC, carrying their causal clock (Cure §IV-C). The run has a safety phase
 //! (workload under faults) and a liveness phase: faults stop, links heal, crashed partitions restart, every session
 //! must finish, and a final read at every DC must find every acknowledged write and the same values everywhere.
 
 use crate::history::{HistOp, History, ObjectName, Outcome, TxRecord};
 use crate::workload::{record_writes, Plan, Planned, Step, Workload, WorkloadConfig};
-use causet_core::coordinator::{ClientRequest, ClientResponse, Coordinator, CoordinatorOutput, TxError};
-use causet_core::partition::{Checkpoint, Partition, PartitionOutput};
+use causet_core::coordinator::{ClientRequest, ClientResponse, TxError};
+use causet_core::node::{Destination, Layout, Node, NodeOutput, StoredPartition};
+use causet_core::partition::Checkpoint;
 use causet_core::record::{LogRecord, Lsn};
-use causet_core::stabilizer::Stabilizer;
+use causet_core::topology::{NodeIndex, Topology};
 use causet_core::{
-    Address, Bug, ClientId, ClockKind, Config, CoordinatorId, DcId, Envelope, ObjectId, PartitionId, RequestId, TxId,
-    VectorClock,
+    Address, Bug, ClientId, ClockKind, Config, CoordinatorId, DcId, Envelope, ObjectId, PartitionId, RequestId,
+    Timestamp, TxId, VectorClock,
 };
 use causet_crdt::Value;
 use rand::{RngExt, SeedableRng};
@@ -42,9 +46,9 @@ pub struct Faults {
     pub wan_delay_us_min: u64,
     /// Largest one-way delay between DCs.
     pub wan_delay_us_max: u64,
-    /// Mean time between partition crashes (0: no crashes).
+    /// Mean time between node crashes that keep the node down for a while (0: none).
     pub crash_every_us: u64,
-    /// Longest a crashed partition stays down.
+    /// Longest a crashed node stays down.
     pub downtime_us_max: u64,
     /// Longest an fsync takes.
     pub fsync_us_max: u64,
@@ -52,9 +56,9 @@ pub struct Faults {
     pub cut_every_us: u64,
     /// Longest a cut lasts.
     pub cut_us_max: u64,
-    /// Mean time between coordinator crashes (0: none). A crashed coordinator loses its state and comes back at
-    /// once under a new id (a new incarnation); messages it sent before may still arrive, and partitions holding
-    /// its prepared transactions settle them with the termination protocol.
+    /// Mean time between node crashes with an immediate restart (0: none): the node's coordinators lose their
+    /// state and come back under new ids (a new incarnation); messages they sent before may still arrive late, and
+    /// partitions holding their prepared transactions settle them with the termination protocol.
     pub coordinator_crash_every_us: u64,
 }
 
@@ -87,15 +91,17 @@ pub struct SimConfig {
     pub dcs: u16,
     /// Partitions in each DC.
     pub partitions: u32,
-    /// Coordinators in each DC.
-    pub coordinators: u32,
+    /// Nodes in each DC.
+    pub nodes: u16,
+    /// Shards (driver tasks, each with a coordinator) of every node.
+    pub shards: usize,
     /// Client sessions.
     pub sessions: u32,
     /// Virtual duration of the safety phase.
     pub duration_us: u64,
     /// Largest think time of a session between transactions.
     pub think_us_max: u64,
-    /// Probability that a session moves to another coordinator (of its DC) before a transaction.
+    /// Probability that a session moves to another node or shard (of its DC) before a transaction.
     pub switch_coordinator: f64,
     /// Probability that a session moves to another DC before a transaction.
     pub switch_dc: f64,
@@ -149,12 +155,20 @@ impl SimConfig {
             faults.coordinator_crash_every_us = extra.random_range(100_000..500_000);
         }
         let stable_reads = extra.random_bool(0.7);
+        let nodes = [1, 1, 2, 3][extra.random_range(0..4)];
+        let shards = extra.random_range(1..=2);
         Self {
             seed,
             dcs,
             partitions: rng.random_range(1..=6),
-            coordinators: rng.random_range(1..=3),
-            sessions: rng.random_range(2..=16),
+            nodes,
+            shards,
+            sessions: {
+                // The draw that once chose a number of coordinators, kept so that the draws after it stay as
+                // they were.
+                let _ = rng.random_range(1..=3u32);
+                rng.random_range(2..=16)
+            },
             duration_us: 2_000_000,
             think_us_max: rng.random_range(0..5_000),
             switch_coordinator: rng.random_range(0.0..0.3),
@@ -199,9 +213,9 @@ pub struct SimStats {
     pub messages: u64,
     /// Messages dropped by a cut link.
     pub dropped: u64,
-    /// Partition crashes.
+    /// Node crashes that kept the node down for a while.
     pub crashes: u64,
-    /// Coordinator crashes.
+    /// Node crashes with an immediate restart.
     pub coordinator_crashes: u64,
     /// Link cuts between DCs.
     pub cuts: u64,
@@ -237,33 +251,37 @@ pub struct SimOutcome {
     pub liveness: Liveness,
 }
 
-/// A state machine of some DC. Peer addresses never appear here: they are resolved to the partition they name.
-type Node = (DcId, Address);
+/// A node of some DC.
+type NodeRef = (DcId, NodeIndex);
+/// One shard of a node: where timers and client requests go.
+type Site = (DcId, NodeIndex, usize);
 
 #[derive(Debug)]
 enum Event {
-    Deliver(DcId, Envelope),
+    /// A message to a node (its shards are picked on arrival, as the server's links do).
+    Deliver(NodeRef, Envelope),
     /// A message of a crashed coordinator, held up on its way (it arrives late, in its link's order).
-    DeliverLate(DcId, Envelope),
-    /// A client request to the coordinator `to` (lost if that coordinator crashed meanwhile).
+    DeliverLate(NodeRef, Envelope),
+    /// A client request to a shard of a node (lost if that node crashed meanwhile).
     Request {
-        dc: DcId,
-        to: CoordinatorId,
+        site: Site,
+        incarnation: u64,
         client: ClientId,
         request: RequestId,
         body: ClientRequest,
     },
     Reply(causet_core::coordinator::ClientReply),
-    Timer(Node),
+    Timer(Site),
     Fsync {
         dc: DcId,
         partition: u32,
         incarnation: u64,
         lsn: Lsn,
     },
-    Crash(DcId, u32),
-    Restart(DcId, u32),
-    CrashCoordinator(DcId, u32),
+    /// A node crashes; it restarts after this long (0: at once).
+    Crash(NodeRef, u64),
+    Restart(NodeRef),
+    CrashNodeAtOnce(DcId, NodeIndex),
     Think(u64),
     Checkpoint(DcId, u32),
     Cut,
@@ -339,7 +357,9 @@ struct ActiveTx {
 struct Session {
     id: u64,
     dc: DcId,
-    coordinator: u32,
+    /// The node and shard the session talks to.
+    node: NodeIndex,
+    shard: usize,
     clock: Option<VectorClock>,
     next_request: u64,
     /// The request whose reply the session waits for.
@@ -347,23 +367,42 @@ struct Session {
     active: Option<ActiveTx>,
 }
 
+/// One simulated server process.
+#[derive(Debug)]
+struct SimNode {
+    /// Its shards, each the server's own node code; empty while the node is down.
+    shards: Vec<Node>,
+    incarnation: u64,
+}
+
+impl SimNode {
+    fn is_up(&self) -> bool {
+        !self.shards.is_empty()
+    }
+}
+
 /// One simulated DC.
 struct Dc {
     config: Config,
-    partitions: Vec<Option<Partition>>,
-    incarnations: Vec<u64>,
+    topology: Topology,
+    nodes: Vec<SimNode>,
+    /// Each partition's disk, by partition index.
     disks: Vec<Disk>,
-    /// Coordinator slots: the coordinator running in each, and its incarnation. Slot `c` is node `c` of the DC.
-    coordinators: Vec<Coordinator>,
-    coordinator_incarnations: Vec<u64>,
-    stabilizer: Stabilizer,
 }
 
 impl Dc {
-    /// The slot of a coordinator that is running (`None`: it crashed, or never was).
-    fn slot(&self, id: CoordinatorId) -> Option<usize> {
-        let slot = usize::from(id.node());
-        (self.coordinators.get(slot).map(Coordinator::id) == Some(id)).then_some(slot)
+    fn layout(&self, node: NodeIndex, shards: usize) -> Layout {
+        Layout::new(node, shards, self.nodes[usize::from(node)].incarnation)
+    }
+
+    /// The node that runs the DC's stabilizer, and the stabilizer (`None` while that node is down).
+    fn stabilizer(&self) -> Option<&causet_core::stabilizer::Stabilizer> {
+        self.nodes[usize::from(self.topology.stabilizer_node())].shards.first().and_then(Node::stabilizer)
+    }
+
+    /// A partition's home node.
+    fn home(&self, p: u32) -> NodeIndex {
+        self.topology.home(self.config.dc, PartitionId(p)).expect("a DC knows its own shape")
     }
 }
 
@@ -381,9 +420,10 @@ pub struct World {
     slots: Vec<Option<Event>>,
     free_slots: Vec<usize>,
     dcs: Vec<Dc>,
-    clocks: BTreeMap<Node, NodeClock>,
-    timers: BTreeMap<Node, u64>,
-    links: BTreeMap<(Node, Node), u64>,
+    clocks: BTreeMap<NodeRef, NodeClock>,
+    timers: BTreeMap<Site, u64>,
+    /// The last delivery time on each link (FIFO): from a shard to a node.
+    links: BTreeMap<(Site, NodeRef), u64>,
     cut: BTreeSet<(DcId, DcId)>,
     sessions: Vec<Session>,
     workload: Workload,
@@ -402,49 +442,39 @@ fn pair(a: DcId, b: DcId) -> (DcId, DcId) {
 impl World {
     /// Builds the DCs for a configuration.
     pub fn new(config: SimConfig) -> Self {
-        assert!(config.dcs >= 1 && config.coordinators >= 1 && config.partitions >= 1);
+        assert!(config.dcs >= 1 && config.nodes >= 1 && config.shards >= 1 && config.partitions >= 1);
         let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
         let now = EPOCH_US;
         let mut clocks = BTreeMap::new();
-        let node_clock = |rng: &mut ChaCha8Rng| {
-            let skew = config.faults.skew_us_max as i64;
-            let drift = config.faults.drift_ppm_max as i64;
-            NodeClock { offset_us: rng.random_range(-skew..=skew), drift_ppm: rng.random_range(-drift..=drift) }
-        };
-        let coordinator_ids: Vec<CoordinatorId> =
-            (0..config.coordinators).map(|c| CoordinatorId::compose(c as u16, 0, 0)).collect();
         let mut dcs = Vec::new();
         for d in 0..config.dcs {
             let dc = DcId(d);
-            let dc_config = config.dc_config(dc);
-            let mut partitions = Vec::new();
-            for p in 0..config.partitions {
-                let clock = node_clock(&mut rng);
-                clocks.insert((dc, Address::Partition(PartitionId(p))), clock);
-                partitions.push(Some(Partition::new(PartitionId(p), dc_config.clone(), clock.local(now))));
+            let mut topology = Topology::new(dc, config.dcs, config.partitions, config.nodes);
+            for other in 0..config.dcs {
+                topology.set_dc_nodes(DcId(other), config.nodes);
             }
-            let mut coordinators = Vec::new();
-            for c in &coordinator_ids {
-                let clock = node_clock(&mut rng);
-                clocks.insert((dc, Address::Coordinator(*c)), clock);
-                coordinators.push(Coordinator::new(*c, dc_config.clone(), clock.local(now)));
+            for n in 0..config.nodes {
+                let skew = config.faults.skew_us_max as i64;
+                let drift = config.faults.drift_ppm_max as i64;
+                let clock = NodeClock {
+                    offset_us: rng.random_range(-skew..=skew),
+                    drift_ppm: rng.random_range(-drift..=drift),
+                };
+                clocks.insert((dc, n), clock);
             }
-            clocks.insert((dc, Address::Stabilizer), NodeClock { offset_us: 0, drift_ppm: 0 });
             dcs.push(Dc {
-                stabilizer: Stabilizer::new(dc_config.clone(), coordinator_ids.clone()),
-                partitions,
-                incarnations: vec![0; config.partitions as usize],
+                config: config.dc_config(dc),
+                topology,
+                nodes: (0..config.nodes).map(|_| SimNode { shards: Vec::new(), incarnation: 0 }).collect(),
                 disks: (0..config.partitions).map(|_| Disk::default()).collect(),
-                coordinators,
-                coordinator_incarnations: vec![0; config.coordinators as usize],
-                config: dc_config,
             });
         }
         let sessions = (0..u64::from(config.sessions))
             .map(|id| Session {
                 id,
                 dc: DcId((id % u64::from(config.dcs)) as u16),
-                coordinator: (id % u64::from(config.coordinators)) as u32,
+                node: (id % u64::from(config.nodes)) as NodeIndex,
+                shard: (id / u64::from(config.nodes)) as usize % config.shards,
                 clock: None,
                 next_request: 0,
                 awaiting: None,
@@ -475,14 +505,12 @@ impl World {
             config,
         };
         for d in 0..world.config.dcs {
-            let dc = DcId(d);
-            for p in 0..world.config.partitions {
-                world.arm((dc, Address::Partition(PartitionId(p))));
-                let at = world.rng.random_range(10_000..300_000);
-                world.schedule(at, Event::Checkpoint(dc, p));
+            for n in 0..world.config.nodes {
+                world.start_node((DcId(d), n));
             }
-            for c in 0..world.config.coordinators {
-                world.arm((dc, Address::Coordinator(CoordinatorId::compose(c as u16, 0, 0))));
+            for p in 0..world.config.partitions {
+                let at = world.rng.random_range(10_000..300_000);
+                world.schedule(at, Event::Checkpoint(DcId(d), p));
             }
         }
         for s in 0..world.sessions.len() as u64 {
@@ -491,8 +519,9 @@ impl World {
         }
         if world.config.faults.crash_every_us > 0 {
             let at = world.rng.random_range(0..world.config.faults.crash_every_us * 2);
-            let (dc, p) = world.victim();
-            world.schedule(at, Event::Crash(dc, p));
+            let victim = world.victim();
+            let down = world.downtime();
+            world.schedule(at, Event::Crash(victim, down));
         }
         if world.config.faults.cut_every_us > 0 {
             let at = world.rng.random_range(0..world.config.faults.cut_every_us * 2);
@@ -508,37 +537,80 @@ impl World {
         let every = self.config.faults.coordinator_crash_every_us;
         let at = self.coordinator_rng.random_range(every / 2..=every * 3 / 2);
         let dc = DcId(self.coordinator_rng.random_range(0..self.config.dcs));
-        let slot = self.coordinator_rng.random_range(0..self.config.coordinators);
-        self.schedule(at, Event::CrashCoordinator(dc, slot));
+        let node = self.coordinator_rng.random_range(0..self.config.nodes);
+        self.schedule(at, Event::CrashNodeAtOnce(dc, node));
     }
 
-    /// A coordinator crashes: its state is lost, and a new one (the node's next incarnation) takes its slot at
-    /// once. Requests in flight to it are lost; its sessions learn nothing of their open transactions: a commit
-    /// requested is in doubt, anything else never committed.
-    fn crash_coordinator(&mut self, dc: DcId, slot: u32) {
+    fn victim(&mut self) -> NodeRef {
+        (DcId(self.rng.random_range(0..self.config.dcs)), self.rng.random_range(0..self.config.nodes))
+    }
+
+    fn downtime(&mut self) -> u64 {
+        self.rng.random_range(1..=self.config.faults.downtime_us_max.max(1))
+    }
+
+    /// Starts a node (again): every shard recovers its partitions from their disks, under the node's current
+    /// incarnation.
+    fn start_node(&mut self, node: NodeRef) {
+        let (dc, n) = node;
+        let now = self.local(node);
+        let shards = self.config.shards;
+        let d = &mut self.dcs[usize::from(dc.0)];
+        assert!(!d.nodes[usize::from(n)].is_up(), "a node starts only when it is down");
+        let layout = d.layout(n, shards);
+        let mut started = Vec::new();
+        for shard in 0..shards {
+            let stored: Vec<StoredPartition> = layout
+                .partitions_of_shard(&d.topology, shard)
+                .map(|p| {
+                    let disk = &d.disks[p.0 as usize];
+                    (p, disk.checkpoint.clone(), disk.records.clone())
+                })
+                .collect();
+            started.push(Node::recover(d.config.clone(), d.topology.clone(), layout, shard, now, stored));
+        }
+        d.nodes[usize::from(n)].shards = started;
+        for shard in 0..shards {
+            self.timers.remove(&(dc, n, shard));
+            self.drain((dc, n, shard));
+        }
+    }
+
+    /// A node crashes: every shard's state is lost (coordinators, prepared transactions not yet durable, the
+    /// stabilizer if it ran there), its partitions' disks lose what was not synced, and it restarts after
+    /// `down_us` under its next incarnation. Requests in flight to it are lost; its sessions learn nothing of their
+    /// open transactions: a commit requested is in doubt, anything else never committed.
+    fn crash(&mut self, node: NodeRef, down_us: u64) {
         if !self.faults_on {
             return;
         }
-        self.stats.coordinator_crashes += 1;
+        let (dc, n) = node;
         let d = &mut self.dcs[usize::from(dc.0)];
-        let old = d.coordinators[slot as usize].id();
-        d.coordinator_incarnations[slot as usize] += 1;
-        let new = CoordinatorId::compose(slot as u16, d.coordinator_incarnations[slot as usize], 0);
-        let clock = self.clocks[&(dc, Address::Coordinator(old))];
-        self.clocks.insert((dc, Address::Coordinator(new)), clock);
-        let config = d.config.clone();
-        d.coordinators[slot as usize] = Coordinator::new(new, config, clock.local(self.now));
-        self.timers.remove(&(dc, Address::Coordinator(old)));
-        self.arm((dc, Address::Coordinator(new)));
-        if self.coordinator_rng.random_bool(0.5) {
-            // Its last messages (a commit decision sent just before it died, say) arrive late: after the partitions
-            // ran a termination without them. The fences must make them harmless.
+        if !d.nodes[usize::from(n)].is_up() {
+            return;
+        }
+        let old = d.layout(n, self.config.shards);
+        d.nodes[usize::from(n)].shards.clear();
+        d.nodes[usize::from(n)].incarnation += 1;
+        for p in d.topology.partitions_on(n).collect::<Vec<_>>() {
+            let disk = &mut d.disks[p.0 as usize];
+            let durable = disk.durable;
+            disk.records.retain(|(lsn, _)| *lsn <= durable);
+            disk.syncing = false;
+            disk.pending.clear();
+            disk.in_sync.clear();
+        }
+        if down_us == 0 && self.coordinator_rng.random_bool(0.5) {
+            // Its coordinators' last messages (a commit decision sent just before the crash, say) arrive late:
+            // after the partitions ran a termination without them. The fences must make them harmless.
             let late = self.coordinator_rng.random_range(100_000..1_200_000);
-            self.held_up.insert((dc, old), late);
+            for c in old.coordinators() {
+                self.held_up.insert((dc, c), late);
+            }
         }
         for s in 0..self.sessions.len() {
             let session = &mut self.sessions[s];
-            if session.dc != dc || session.coordinator != slot {
+            if session.dc != dc || session.node != n {
                 continue;
             }
             let Some(mut active) = session.active.take() else { continue };
@@ -554,11 +626,13 @@ impl World {
             }
             self.finish(s as u64, active);
         }
-        self.schedule_coordinator_crash();
-    }
-
-    fn victim(&mut self) -> (DcId, u32) {
-        (DcId(self.rng.random_range(0..self.config.dcs)), self.rng.random_range(0..self.config.partitions))
+        if down_us == 0 {
+            self.stats.coordinator_crashes += 1;
+            self.start_node(node);
+        } else {
+            self.stats.crashes += 1;
+            self.schedule(down_us, Event::Restart(node));
+        }
     }
 
     /// Runs the safety phase, then the liveness phase, and returns the history.
@@ -570,9 +644,9 @@ impl World {
         self.workload_on = false;
         self.cut.clear();
         for d in 0..self.config.dcs {
-            for p in 0..self.config.partitions {
-                if self.dcs[usize::from(d)].partitions[p as usize].is_none() {
-                    self.schedule(0, Event::Restart(DcId(d), p));
+            for n in 0..self.config.nodes {
+                if !self.dcs[usize::from(d)].nodes[usize::from(n)].is_up() {
+                    self.schedule(0, Event::Restart((DcId(d), n)));
                 }
             }
         }
@@ -607,7 +681,7 @@ impl World {
 
     fn collect_stats(&mut self) {
         for dc in &self.dcs {
-            for p in dc.partitions.iter().flatten() {
+            for p in dc.nodes.iter().flat_map(|n| &n.shards).flat_map(Node::partitions) {
                 self.stats.read_effects_applied += p.store_stats().effects_applied;
                 self.stats.reads += p.store_stats().reads;
             }
@@ -628,7 +702,7 @@ impl World {
         // DC reads the same set of transactions.
         for (d, dc) in self.dcs.iter().enumerate() {
             let own = DcId(d as u16);
-            let local = dc.stabilizer.stable_snapshot().get(own);
+            let local = dc.stabilizer().map_or(Timestamp::ZERO, |s| s.stable_snapshot().get(own));
             if local > clock.get(own) {
                 clock.set(own, local);
             }
@@ -652,7 +726,8 @@ impl World {
             self.sessions.push(Session {
                 id,
                 dc,
-                coordinator: 0,
+                node: 0,
+                shard: 0,
                 clock: Some(clock.clone()),
                 next_request: 0,
                 awaiting: None,
@@ -676,8 +751,11 @@ impl World {
                 }
                 // A failed attempt is not part of the workload's history.
                 if std::env::var("CAUSET_SIM_DEBUG").is_ok() {
-                    let stables: Vec<String> =
-                        self.dcs.iter().map(|d| d.stabilizer.stable_snapshot().to_string()).collect();
+                    let stables: Vec<String> = self
+                        .dcs
+                        .iter()
+                        .map(|d| d.stabilizer().map_or("down".into(), |s| s.stable_snapshot().to_string()))
+                        .collect();
                     eprintln!(
                         "final read at DC {d} failed: {:?}; clock {clock}; stable snapshots {stables:?}",
                         self.history.txs.last().map(|t| t.outcome)
@@ -745,7 +823,7 @@ impl World {
         self.events.push(Reverse((self.now + after_us, self.seq, slot)));
     }
 
-    fn local(&self, node: Node) -> u64 {
+    fn local(&self, node: NodeRef) -> u64 {
         self.clocks[&node].local(self.now)
     }
 
@@ -759,7 +837,7 @@ impl World {
                     Envelope { from, to, msg: causet_core::Message::Replicate { since, txs, up_to } },
                 ) => {
                     let ids: Vec<String> = txs.iter().map(|t| format!("{}@{}", t.tx, t.commit)).collect();
-                    format!("Replicate to DC {} {from:?}->{to:?} since {since} up_to {up_to} txs {ids:?}", dc.0)
+                    format!("Replicate to DC {} {from:?}->{to:?} since {since} up_to {up_to} txs {ids:?}", dc.0 .0)
                 }
                 other => format!("{other:?}"),
             };
@@ -775,88 +853,63 @@ impl World {
             }
         }
         let event = match event {
-            Event::Deliver(dc, envelope) => match envelope.from {
-                Address::Coordinator(c) if self.held_up.contains_key(&(dc, c)) => {
-                    let late = self.held_up[&(dc, c)];
-                    self.schedule(late, Event::DeliverLate(dc, envelope));
+            Event::Deliver(node, envelope) => match envelope.from {
+                Address::Coordinator(c) if self.held_up.contains_key(&(node.0, c)) => {
+                    let late = self.held_up[&(node.0, c)];
+                    self.schedule(late, Event::DeliverLate(node, envelope));
                     return;
                 }
-                _ => Event::Deliver(dc, envelope),
+                _ => Event::Deliver(node, envelope),
             },
-            Event::DeliverLate(dc, envelope) => Event::Deliver(dc, envelope),
+            Event::DeliverLate(node, envelope) => Event::Deliver(node, envelope),
             other => other,
         };
         match event {
             Event::DeliverLate(..) => unreachable!("turned into a delivery above"),
-            Event::Deliver(dc, envelope) => {
-                let to = match envelope.to {
-                    Address::Peer(_, p) => Address::Partition(p),
-                    other => other,
-                };
-                let node = (dc, to);
-                let now = self.local(node);
-                self.stats.messages += 1;
+            Event::Deliver((dc, n), envelope) => {
+                let now = self.local((dc, n));
                 let d = &mut self.dcs[usize::from(dc.0)];
-                match to {
-                    Address::Partition(PartitionId(p)) => {
-                        let Some(partition) = d.partitions[p as usize].as_mut() else { return };
-                        partition.handle_message(now, envelope.from, envelope.msg);
-                    }
-                    Address::Coordinator(c) => match d.slot(c) {
-                        Some(slot) => d.coordinators[slot].handle_message(now, envelope.from, envelope.msg),
-                        None => {
-                            // The coordinator crashed: a partition asking about its transaction learns it is gone
-                            // (the server's node answers so for its earlier incarnations); the rest is lost.
-                            if let (causet_core::Message::QueryOutcome { tx }, Address::Partition(_)) =
-                                (&envelope.msg, envelope.from)
-                            {
-                                let msg = causet_core::Message::CoordinatorGone { tx: *tx };
-                                let back = Envelope { from: Address::Coordinator(c), to: envelope.from, msg };
-                                let delay = self.delay(false);
-                                self.schedule(delay, Event::Deliver(dc, back));
-                            }
-                            return;
-                        }
-                    },
-                    Address::Stabilizer => d.stabilizer.handle_message(envelope.from, envelope.msg),
-                    Address::Peer(..) => unreachable!("resolved above"),
+                if !d.nodes[usize::from(n)].is_up() {
+                    return; // Lost with the node.
                 }
-                self.drain(node);
+                self.stats.messages += 1;
+                // The receiving node picks the shard, as the server's links do; a message for another shard or
+                // node is passed on by the shard that gets it.
+                let layout = d.layout(n, self.config.shards);
+                let shard = match layout.locate(&d.topology, envelope.to) {
+                    causet_core::node::Location::Shard(s) => s,
+                    _ => 0,
+                };
+                d.nodes[usize::from(n)].shards[shard].handle_message(now, envelope);
+                self.drain((dc, n, shard));
             }
-            Event::Request { dc, to, client, request, body } => {
-                let Some(slot) = self.dcs[usize::from(dc.0)].slot(to) else { return };
-                let node = (dc, Address::Coordinator(to));
-                let now = self.local(node);
-                self.dcs[usize::from(dc.0)].coordinators[slot].handle_client(now, client, request, body);
-                self.drain(node);
+            Event::Request { site, incarnation, client, request, body } => {
+                let (dc, n, shard) = site;
+                let now = self.local((dc, n));
+                let node = &mut self.dcs[usize::from(dc.0)].nodes[usize::from(n)];
+                if !node.is_up() || node.incarnation != incarnation {
+                    return; // Lost with the node.
+                }
+                node.shards[shard].handle_client(now, client, request, body);
+                self.drain(site);
             }
             Event::Reply(reply) => self.on_reply(reply),
-            Event::Timer(node) => {
-                self.timers.remove(&node);
-                let now = self.local(node);
-                let d = &mut self.dcs[usize::from(node.0 .0)];
-                match node.1 {
-                    Address::Partition(PartitionId(p)) => {
-                        let Some(partition) = d.partitions[p as usize].as_mut() else { return };
-                        if partition.poll_timeout().is_some_and(|t| t <= now) {
-                            partition.handle_timeout(now);
-                        }
-                    }
-                    Address::Coordinator(c) => {
-                        let Some(slot) = d.slot(c) else { return };
-                        let coordinator = &mut d.coordinators[slot];
-                        if coordinator.poll_timeout().is_some_and(|t| t <= now) {
-                            coordinator.handle_timeout(now);
-                        }
-                    }
-                    Address::Stabilizer | Address::Peer(..) => {}
+            Event::Timer(site) => {
+                self.timers.remove(&site);
+                let (dc, n, shard) = site;
+                let now = self.local((dc, n));
+                let node = &mut self.dcs[usize::from(dc.0)].nodes[usize::from(n)];
+                let Some(machine) = node.shards.get_mut(shard) else { return };
+                if machine.poll_timeout().is_some_and(|t| t <= now) {
+                    machine.handle_timeout(now);
                 }
-                self.drain(node);
+                self.drain(site);
             }
             Event::Fsync { dc, partition, incarnation, lsn } => {
                 let d = &mut self.dcs[usize::from(dc.0)];
-                if d.incarnations[partition as usize] != incarnation {
-                    return; // The partition crashed meanwhile: this sync never completed.
+                let n = d.home(partition);
+                if d.nodes[usize::from(n)].incarnation != incarnation {
+                    return; // The node crashed meanwhile: this sync never completed.
                 }
                 let disk = &mut d.disks[partition as usize];
                 disk.durable = disk.durable.max(lsn);
@@ -864,21 +917,45 @@ impl World {
                 for c in std::mem::take(&mut disk.in_sync) {
                     disk.install(c);
                 }
-                let node = (dc, Address::Partition(PartitionId(partition)));
-                let now = self.local(node);
-                if let Some(p) = self.dcs[usize::from(dc.0)].partitions[partition as usize].as_mut() {
-                    p.handle_persisted(now, lsn);
+                let layout = d.layout(n, self.config.shards);
+                let shard = layout.shard_of(&d.topology, PartitionId(partition));
+                let now = self.local((dc, n));
+                let d = &mut self.dcs[usize::from(dc.0)];
+                if let Some(machine) = d.nodes[usize::from(n)].shards.get_mut(shard) {
+                    machine.handle_persisted(now, PartitionId(partition), lsn);
                 }
                 self.start_sync(dc, partition);
-                self.drain(node);
+                self.drain((dc, n, shard));
             }
-            Event::Crash(dc, p) => self.crash(dc, p),
-            Event::CrashCoordinator(dc, slot) => self.crash_coordinator(dc, slot),
-            Event::Restart(dc, p) => self.restart(dc, p),
+            Event::Crash(node, down_us) => {
+                self.crash(node, down_us);
+                if self.faults_on {
+                    let every = self.config.faults.crash_every_us;
+                    let next = self.rng.random_range(every / 2..=every * 3 / 2);
+                    let victim = self.victim();
+                    let down = self.downtime();
+                    self.schedule(next, Event::Crash(victim, down));
+                }
+            }
+            Event::CrashNodeAtOnce(dc, n) => {
+                self.crash((dc, n), 0);
+                if self.faults_on {
+                    self.schedule_coordinator_crash();
+                }
+            }
+            Event::Restart(node) => {
+                if !self.dcs[usize::from(node.0 .0)].nodes[usize::from(node.1)].is_up() {
+                    self.start_node(node);
+                }
+            }
             Event::Checkpoint(dc, p) => {
                 let d = &mut self.dcs[usize::from(dc.0)];
-                if let Some(partition) = d.partitions[p as usize].as_mut() {
-                    let checkpoint = partition.take_checkpoint();
+                let n = d.home(p);
+                let layout = d.layout(n, self.config.shards);
+                let shard = layout.shard_of(&d.topology, PartitionId(p));
+                let checkpoint =
+                    d.nodes[usize::from(n)].shards.get_mut(shard).and_then(|m| m.take_checkpoint(PartitionId(p)));
+                if let Some(checkpoint) = checkpoint {
                     if std::env::var("CAUSET_SIM_TRACE").is_ok() {
                         eprintln!(
                             "{} take checkpoint {dc:?}/{p}: lsn {:?} pvc {:?}",
@@ -921,62 +998,10 @@ impl World {
         }
     }
 
-    fn crash(&mut self, dc: DcId, p: u32) {
-        if !self.faults_on {
-            return;
-        }
-        let d = &mut self.dcs[usize::from(dc.0)];
-        if d.partitions[p as usize].take().is_some() {
-            self.stats.crashes += 1;
-            d.incarnations[p as usize] += 1;
-            let disk = &mut d.disks[p as usize];
-            let durable = disk.durable;
-            disk.records.retain(|(lsn, _)| *lsn <= durable);
-            disk.syncing = false;
-            disk.pending.clear();
-            disk.in_sync.clear();
-            let down = self.rng.random_range(1..=self.config.faults.downtime_us_max.max(1));
-            self.schedule(down, Event::Restart(dc, p));
-        }
-        let every = self.config.faults.crash_every_us;
-        let next = self.rng.random_range(every / 2..=every * 3 / 2);
-        let (vdc, vp) = self.victim();
-        self.schedule(next, Event::Crash(vdc, vp));
-    }
-
-    fn restart(&mut self, dc: DcId, p: u32) {
-        if self.dcs[usize::from(dc.0)].partitions[p as usize].is_some() {
-            return;
-        }
-        let node = (dc, Address::Partition(PartitionId(p)));
-        let now = self.local(node);
-        let d = &mut self.dcs[usize::from(dc.0)];
-        let disk = &d.disks[p as usize];
-        let (checkpoint, records) = (disk.checkpoint.clone(), disk.records.clone());
-        if std::env::var("CAUSET_SIM_TRACE").is_ok() {
-            let remote: Vec<String> = records
-                .iter()
-                .filter_map(|(l, r)| match r {
-                    LogRecord::Remote { origin, tx } => Some(format!("{l:?}:{}@{}", tx.tx, tx.commit.get(*origin))),
-                    _ => None,
-                })
-                .collect();
-            eprintln!(
-                "restore {dc:?}/{p}: checkpoint lsn {:?} pvc {:?}; durable {:?}; tail remote {remote:?}",
-                checkpoint.as_ref().map(|c| c.lsn),
-                checkpoint.as_ref().and_then(|c| c.pvc.as_ref().map(|v| v.to_string())),
-                d.disks[p as usize].durable
-            );
-        }
-        let partition = Partition::restore(PartitionId(p), d.config.clone(), now, checkpoint, records);
-        d.partitions[p as usize] = Some(partition);
-        self.timers.remove(&node);
-        self.drain(node);
-    }
-
     /// Starts an fsync covering everything written so far, unless one is in flight (group commit).
     fn start_sync(&mut self, dc: DcId, p: u32) {
         let d = &mut self.dcs[usize::from(dc.0)];
+        let incarnation = d.nodes[usize::from(d.home(p))].incarnation;
         let disk = &mut d.disks[p as usize];
         let last = disk.records.last().map(|(l, _)| *l).unwrap_or(disk.durable);
         if disk.syncing || (last <= disk.durable && disk.pending.is_empty()) {
@@ -986,59 +1011,45 @@ impl World {
         disk.syncing = true;
         disk.in_sync = std::mem::take(&mut disk.pending);
         let took = self.rng.random_range(1..=self.config.faults.fsync_us_max.max(1));
-        let incarnation = d.incarnations[p as usize];
         self.schedule(took, Event::Fsync { dc, partition: p, incarnation, lsn });
     }
 
-    /// Carries out a node's outputs and arms its timer.
-    fn drain(&mut self, node: Node) {
-        let (dc, address) = node;
-        let mut sends = Vec::new();
-        let d = &mut self.dcs[usize::from(dc.0)];
-        match address {
-            Address::Partition(PartitionId(p)) => {
-                let Some(partition) = d.partitions[p as usize].as_mut() else { return };
-                let mut persisted = false;
-                while let Some(out) = partition.poll_output() {
-                    match out {
-                        PartitionOutput::Send(e) => sends.push(e),
-                        PartitionOutput::Persist { lsn, record } => {
-                            d.disks[p as usize].records.push((lsn, record));
-                            persisted = true;
-                        }
-                    }
+    /// Carries out a shard's outputs and arms its timer.
+    fn drain(&mut self, site: Site) {
+        let (dc, n, shard) = site;
+        let mut outputs = Vec::new();
+        {
+            let node = &mut self.dcs[usize::from(dc.0)].nodes[usize::from(n)];
+            let Some(machine) = node.shards.get_mut(shard) else { return };
+            outputs.extend(std::iter::from_fn(|| machine.poll_output()));
+        }
+        let mut synced = BTreeSet::new();
+        for out in outputs {
+            match out {
+                NodeOutput::Transmit(to, e) => self.send(site, to, e),
+                NodeOutput::Persist { partition, lsn, record } => {
+                    self.dcs[usize::from(dc.0)].disks[partition.0 as usize].records.push((lsn, record));
+                    synced.insert(partition.0);
                 }
-                if persisted {
-                    self.start_sync(dc, p);
-                }
-            }
-            Address::Coordinator(c) => {
-                let Some(slot) = d.slot(c) else { return };
-                let mut replies = Vec::new();
-                while let Some(out) = d.coordinators[slot].poll_output() {
-                    match out {
-                        CoordinatorOutput::Send(e) => sends.push(e),
-                        CoordinatorOutput::Reply(r) => replies.push(r),
-                    }
-                }
-                for r in replies {
+                NodeOutput::Reply(r) => {
                     let delay = self.delay(false);
                     self.schedule(delay, Event::Reply(r));
                 }
-            }
-            Address::Stabilizer => {
-                while let Some(e) = d.stabilizer.poll_output() {
-                    sends.push(e);
+                NodeOutput::SessionFloor(at) => {
+                    // The server hands the floor to the node's other shards before the reply that follows leaves.
+                    let node = &mut self.dcs[usize::from(dc.0)].nodes[usize::from(n)];
+                    for (i, other) in node.shards.iter_mut().enumerate() {
+                        if i != shard {
+                            other.handle_session_floor(at);
+                        }
+                    }
                 }
             }
-            Address::Peer(..) => unreachable!("nodes are never peer addresses"),
         }
-        if address != Address::Stabilizer {
-            self.arm(node);
+        for p in synced {
+            self.start_sync(dc, p);
         }
-        for e in sends {
-            self.send(dc, e);
-        }
+        self.arm(site);
     }
 
     fn delay(&mut self, wan: bool) -> u64 {
@@ -1047,64 +1058,74 @@ impl World {
         self.rng.random_range(lo..=hi.max(lo))
     }
 
-    /// Sends over the link from sender to receiver: random delay, FIFO per link; a cut link drops the message.
-    fn send(&mut self, from_dc: DcId, envelope: Envelope) {
-        let (to_dc, to) = match envelope.to {
-            Address::Peer(dc, p) => (dc, Address::Partition(p)),
-            other => (from_dc, other),
+    /// Sends over the link from a shard to a node: random delay, FIFO per link; a cut link between DCs drops the
+    /// message.
+    fn send(&mut self, from: Site, to: Destination, envelope: Envelope) {
+        let (from_dc, from_node, _) = from;
+        let target = match to {
+            Destination::Shard(_) => (from_dc, from_node),
+            Destination::Node(n) => (from_dc, n),
+            Destination::Dc(dc, n) => (dc, n),
         };
-        if to_dc != from_dc && self.cut.contains(&pair(from_dc, to_dc)) {
+        if target.0 != from_dc && self.cut.contains(&pair(from_dc, target.0)) {
             self.stats.dropped += 1;
             return;
         }
-        let from = match envelope.from {
-            Address::Peer(_, p) => Address::Partition(p),
-            other => other,
+        let mut delay = match to {
+            // Between shards of one process: an in-process channel.
+            Destination::Shard(_) => self.rng.random_range(1..=self.config.faults.delay_us_min.max(1)),
+            Destination::Node(_) => self.delay(false),
+            Destination::Dc(..) => self.delay(true),
         };
-        let mut delay = self.delay(to_dc != from_dc);
         if self.config.faults.coordinator_crash_every_us > 0
-            && matches!((from, to), (Address::Coordinator(_), Address::Partition(_)))
+            && matches!((envelope.from, envelope.to), (Address::Coordinator(_), Address::Partition(_)))
             && self.coordinator_rng.random_bool(0.02)
         {
             // A straggler: the coordinator's message (and its link behind it) is held up long enough to arrive
             // after the coordinator crashed and a termination ran: the fences must make it harmless.
             delay += self.coordinator_rng.random_range(100_000..1_200_000);
         }
-        let link = ((from_dc, from), (to_dc, to));
+        let link = (from, target);
         let last = self.links.get(&link).copied().unwrap_or(0);
         let at = (self.now + delay).max(last + 1);
         self.links.insert(link, at);
-        self.schedule(at - self.now, Event::Deliver(to_dc, envelope));
+        self.schedule(at - self.now, Event::Deliver(target, envelope));
     }
 
-    fn arm(&mut self, node: Node) {
-        let d = &self.dcs[usize::from(node.0 .0)];
-        let deadline = match node.1 {
-            Address::Partition(PartitionId(p)) => match &d.partitions[p as usize] {
-                Some(partition) => partition.poll_timeout(),
-                None => None,
-            },
-            Address::Coordinator(c) => d.slot(c).and_then(|slot| d.coordinators[slot].poll_timeout()),
-            Address::Stabilizer | Address::Peer(..) => None,
-        };
-        let Some(local_deadline) = deadline else { return };
-        let at = self.clocks[&node].virtual_at(local_deadline, self.now);
-        if self.timers.get(&node).is_some_and(|armed| *armed <= at) {
+    fn arm(&mut self, site: Site) {
+        let (dc, n, shard) = site;
+        let node = &self.dcs[usize::from(dc.0)].nodes[usize::from(n)];
+        let Some(local_deadline) = node.shards.get(shard).and_then(Node::poll_timeout) else { return };
+        let at = self.clocks[&(dc, n)].virtual_at(local_deadline, self.now);
+        if self.timers.get(&site).is_some_and(|armed| *armed <= at) {
             return;
         }
-        self.timers.insert(node, at);
-        self.schedule(at - self.now, Event::Timer(node));
+        self.timers.insert(site, at);
+        self.schedule(at - self.now, Event::Timer(site));
     }
 
     fn begin_tx(&mut self, s: u64, plan: Plan) {
         let index = self.history.txs.len();
         let session = &mut self.sessions[s as usize];
         if self.config.switch_coordinator > 0.0 && self.rng.random_bool(self.config.switch_coordinator) {
-            session.coordinator = self.rng.random_range(0..self.config.coordinators);
+            session.node = self.rng.random_range(0..self.config.nodes);
+            session.shard = self.rng.random_range(0..self.config.shards);
         }
         if self.config.switch_dc > 0.0 && self.rng.random_bool(self.config.switch_dc) {
             // Cure §IV-C: the session moves to another DC with its clock; its start waits for that DC to catch up.
             session.dc = DcId(self.rng.random_range(0..self.config.dcs));
+        }
+        let d = &self.dcs[usize::from(session.dc.0)];
+        if !d.nodes[usize::from(session.node)].is_up() {
+            // A client whose node is down connects to another node of its DC, or waits while the DC has none.
+            match (0..self.config.nodes).find(|n| d.nodes[usize::from(*n)].is_up()) {
+                Some(n) => session.node = n,
+                None => {
+                    let think = self.rng.random_range(1_000..=20_000);
+                    self.schedule(think, Event::Think(s));
+                    return;
+                }
+            }
         }
         let record = TxRecord {
             index,
@@ -1148,10 +1169,15 @@ impl World {
         let request = RequestId(session.next_request);
         session.next_request += 1;
         session.awaiting = Some(request);
-        let dc = session.dc;
-        let to = self.dcs[usize::from(dc.0)].coordinators[session.coordinator as usize].id();
+        let (dc, n) = (session.dc, session.node);
+        let d = &self.dcs[usize::from(dc.0)];
+        let layout = d.layout(n, self.config.shards);
+        // The server's connection picks the shard the same way: the transaction's coordinator, or the session's own.
+        let shard = layout.client_shard(&body, session.shard).expect("a session talks to the node that runs its tx");
+        let incarnation = d.nodes[usize::from(n)].incarnation;
         let delay = self.delay(false);
-        self.schedule(delay, Event::Request { dc, to, client: ClientId(s), request, body });
+        let site = (dc, n, shard);
+        self.schedule(delay, Event::Request { site, incarnation, client: ClientId(s), request, body });
     }
 
     fn on_reply(&mut self, reply: causet_core::coordinator::ClientReply) {
