@@ -15,11 +15,13 @@ pub mod plot;
 mod progress;
 pub mod report;
 pub mod runner;
+pub mod target;
 pub mod visibility;
 pub mod workload;
 
 pub use report::Report;
-pub use runner::{run_point, DcTarget, RunResult, Target};
+pub use runner::{run_point, RunResult};
+pub use target::{DcTarget, Target};
 pub use workload::{Point, Workload};
 
 use std::path::{Path, PathBuf};

@@ -2,11 +2,22 @@
 //! errors and the time left; refreshed in place on a terminal, a plain line every few seconds otherwise.
 
 use crate::histogram::new_histogram;
-use crate::runner::Live;
+use hdrhistogram::Histogram;
 use std::io::{IsTerminal, Write};
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+/// Counters shared by the sessions and the progress line.
+#[derive(Default)]
+pub(crate) struct Live {
+    pub committed: AtomicU64,
+    pub errors: AtomicU64,
+    /// Latencies since the last progress tick, one histogram per session (locked once per tick by the printer).
+    pub recent: Vec<Mutex<Histogram<u64>>>,
+}
 
 /// Seconds between plain lines when stderr is not a terminal.
 const PLAIN_EVERY_S: u64 = 5;

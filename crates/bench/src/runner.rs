@@ -3,7 +3,7 @@
 
 use crate::histogram::{new_histogram, HistogramSummary};
 use crate::keys::{key_name, KeyChooser};
-use crate::progress::Progress;
+use crate::progress::{Live, Progress};
 use crate::visibility::{self, VisibilityResult};
 use crate::workload::{CrdtKind, Point, Workload};
 use causet_client::{Client, ClientError};
@@ -14,30 +14,11 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// One DC of the target.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct DcTarget {
-    /// The DC's index.
-    pub dc: u16,
-    /// Its nodes' client addresses (sessions spread over them).
-    pub clients: Vec<SocketAddr>,
-    /// Its nodes' admin addresses, for the server-side metrics (empty if unknown).
-    pub admins: Vec<SocketAddr>,
-}
-
-/// What the load runs against.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Target {
-    /// The DCs, by index.
-    pub dcs: Vec<DcTarget>,
-    /// Partitions per DC (multiplies `keys.per_partition`).
-    pub partitions: u32,
-}
+pub use crate::target::{DcTarget, Target};
 
 /// The kinds of transaction, as latency is reported.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -155,15 +136,6 @@ fn server_time_between(
         .filter(|(_, (_, n))| *n > 0)
         .map(|(kind, (sum, n))| (kind, ServerTime { requests: n, mean_us: sum * 1e6 / n as f64 }))
         .collect()
-}
-
-/// Counters shared by the sessions and the progress line.
-#[derive(Default)]
-pub(crate) struct Live {
-    pub committed: AtomicU64,
-    pub errors: AtomicU64,
-    /// Latencies since the last progress tick, one histogram per session (locked once per tick by the printer).
-    pub recent: Vec<Mutex<Histogram<u64>>>,
 }
 
 struct Shared {

@@ -7,7 +7,7 @@
 //!   here once the entry passes it).
 
 use crate::histogram::{new_histogram, HistogramSummary};
-use crate::runner::Target;
+use crate::target::Target;
 use causet_client::Client;
 use causet_core::ObjectId;
 use causet_crdt::{CrdtType, Op, Value};
