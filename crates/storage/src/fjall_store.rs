@@ -15,6 +15,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+/// Durability reports waiting for the receiver at most; beyond, the writer coalesces them (one position per
+/// partition) until there is room.
+const NOTIFY_CAPACITY: usize = 64;
+const _: () = assert!(NOTIFY_CAPACITY >= 2, "one slot of the report channel is kept for the final report");
+/// How soon the writer retries handing reports to a receiver whose channel was full.
+const NOTIFY_RETRY: Duration = Duration::from_millis(1);
+
 /// The durable log and checkpoints of one node's partitions in a fjall database (layout and durability: see the
 /// crate documentation).
 pub struct FjallStore {
@@ -128,16 +135,17 @@ impl FjallStore {
             })
             .collect();
 
-        let shared = Arc::new(Shared::default());
+        let shared = Arc::new(Shared { queue_capacity: options.queue_capacity, ..Shared::default() });
         *shared.stats() = stats.clone();
         let (sender, receiver) = mpsc::sync_channel(options.queue_capacity);
-        let (notify, durable) = tokio::sync::mpsc::unbounded_channel();
+        let (notify, durable) = tokio::sync::mpsc::channel(NOTIFY_CAPACITY);
         let writer = Writer {
             db: db.clone(),
             log: log.clone(),
             checkpoints: checkpoints.clone(),
             receiver,
             notify,
+            undelivered: BTreeMap::new(),
             shared: shared.clone(),
             next_sync: match options.sync {
                 SyncMode::Always => None,
@@ -186,6 +194,12 @@ impl FjallStore {
         self.queue.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// Whether `ops` more appends or checkpoints fit in the writer's queue now, so that enqueueing them does not
+    /// wait. A caller on an async runtime that finds no room hands its writes to a blocking thread instead.
+    pub fn has_room(&self, ops: usize) -> bool {
+        self.shared.queued.load(Ordering::Relaxed) + ops <= self.shared.queue_capacity
+    }
+
     /// Checks and enqueues one op; `check` sees the partition's cursor and may refuse.
     fn enqueue(
         &self,
@@ -201,6 +215,8 @@ impl FjallStore {
         let cursor = queue.cursors.entry(partition).or_default();
         let before = *cursor;
         check(cursor)?;
+        // Counted before the op can reach the writer, which uncounts it on receipt.
+        self.shared.queued.fetch_add(1, Ordering::Relaxed);
         let sent = match queue.sender.try_send(op()) {
             Ok(()) => Ok(()),
             Err(TrySendError::Full(op)) => {
@@ -210,6 +226,9 @@ impl FjallStore {
             }
             Err(TrySendError::Disconnected(_)) => Err(()),
         };
+        if sent.is_err() {
+            self.shared.queued.fetch_sub(1, Ordering::Relaxed);
+        }
         if sent.is_err() {
             *queue.cursors.entry(partition).or_default() = before;
             // The writer is gone, which it only is after recording its failure (or a panic).
@@ -439,7 +458,10 @@ struct Writer {
     log: Keyspace,
     checkpoints: Keyspace,
     receiver: Receiver<Op>,
-    notify: tokio::sync::mpsc::UnboundedSender<DurableBatch>,
+    notify: tokio::sync::mpsc::Sender<DurableBatch>,
+    /// Durable positions not yet handed to the receiver (its channel was full), coalesced per partition: at most
+    /// one entry per partition, so a slow receiver costs no memory beyond that.
+    undelivered: BTreeMap<PartitionId, Lsn>,
     shared: Arc<Shared>,
     options: StorageOptions,
     partitions: HashMap<PartitionId, WriterPartition>,
@@ -461,9 +483,31 @@ impl Writer {
         }
     }
 
+    /// Hands the undelivered durable positions to the receiver if its channel has room; a dropped receiver only
+    /// means nobody listens any more. While the writer runs it leaves the channel's last slot free, so that its
+    /// final report at close always finds room, whether or not the receiver still reads.
+    fn deliver(&mut self, closing: bool) {
+        if self.undelivered.is_empty() || (!closing && self.notify.capacity() <= 1) {
+            return;
+        }
+        let batch: DurableBatch = self.undelivered.iter().map(|(p, l)| (*p, *l)).collect();
+        match self.notify.try_send(batch) {
+            Ok(()) | Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => self.undelivered.clear(),
+            Err(tokio::sync::mpsc::error::TrySendError::Full(_)) => {}
+        }
+    }
+
     fn serve(&mut self) -> Result<()> {
         loop {
-            let first = match self.next_sync {
+            // While reports wait for room in the receiver's channel, wake up soon to retry.
+            let next_sync = match (self.next_sync, self.undelivered.is_empty()) {
+                (next, true) => next,
+                (next, false) => {
+                    let retry = Instant::now() + NOTIFY_RETRY;
+                    Some(next.map_or(retry, |n| n.min(retry)))
+                }
+            };
+            let first = match next_sync {
                 None => match self.receiver.recv() {
                     Ok(op) => op,
                     Err(_) => break,
@@ -471,7 +515,10 @@ impl Writer {
                 Some(due) => match self.receiver.recv_timeout(due.saturating_duration_since(Instant::now())) {
                     Ok(op) => op,
                     Err(RecvTimeoutError::Timeout) => {
-                        self.periodic_sync()?;
+                        if self.next_sync.is_some_and(|due| Instant::now() >= due) {
+                            self.periodic_sync()?;
+                        }
+                        self.deliver(false);
                         continue;
                     }
                     Err(RecvTimeoutError::Disconnected) => break,
@@ -488,6 +535,7 @@ impl Writer {
                     Err(_) => break,
                 }
             }
+            self.shared.queued.fetch_sub(ops.len(), Ordering::Relaxed);
             let batch = self.build(ops)?;
             self.write(batch)?;
         }
@@ -496,6 +544,8 @@ impl Writer {
             self.sync()?;
             self.publish_stats();
         }
+        // The last report takes the slot kept free for it.
+        self.deliver(true);
         Ok(())
     }
 
@@ -598,10 +648,11 @@ impl Writer {
             }
         }
         self.publish_stats();
-        if !batch.durable.is_empty() {
-            // A dropped receiver only means nobody listens any more.
-            let _ = self.notify.send(batch.durable.into_iter().collect());
+        for (partition, lsn) in batch.durable {
+            let slot = self.undelivered.entry(partition).or_insert(lsn);
+            *slot = (*slot).max(lsn);
         }
+        self.deliver(false);
         Ok(())
     }
 
@@ -689,6 +740,37 @@ mod tests {
         // Other partitions are unaffected.
         assert!(store.load(PartitionId(3)).unwrap().1.is_empty());
         store.close().unwrap();
+    }
+
+    #[test]
+    fn a_receiver_that_stops_reading_holds_neither_the_writer_nor_more_than_one_report_per_partition() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, mut rx) = open(dir.path());
+        // Many more batches than the report channel holds, while nobody reads: every append is taken.
+        let batches = (NOTIFY_CAPACITY * 4) as u64;
+        for lsn in 1..=batches {
+            for p in 0..3 {
+                store.append(PartitionId(p), Lsn(lsn), record(lsn)).unwrap();
+            }
+            // Let the writer make this a batch of its own and report it.
+            while !store.has_room(store.shared.queue_capacity) {
+                std::thread::yield_now();
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        store.close().unwrap();
+        // Every position is reported, the last ones coalesced, and the channel held at most its capacity.
+        let mut last = BTreeMap::new();
+        let mut reports = 0;
+        while let Some(batch) = rx.blocking_recv().unwrap() {
+            reports += 1;
+            for (p, lsn) in batch {
+                let previous = last.insert(p, lsn);
+                assert!(previous < Some(lsn), "reports for {p:?} are strictly increasing");
+            }
+        }
+        assert!(reports <= NOTIFY_CAPACITY + 1, "{reports} reports for a channel of {NOTIFY_CAPACITY}");
+        assert_eq!(last.values().copied().collect::<Vec<_>>(), vec![Lsn(batches); 3]);
     }
 
     #[test]

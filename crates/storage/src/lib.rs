@@ -245,6 +245,10 @@ pub(crate) struct Shared {
     stats: Mutex<StorageStats>,
     /// Appends that found the queue full (counted by the enqueuing side, so kept apart from `stats`).
     queue_full_waits: AtomicU64,
+    /// Ops enqueued and not yet taken by the writer.
+    queued: std::sync::atomic::AtomicUsize,
+    /// The writer queue's capacity.
+    queue_capacity: usize,
 }
 
 impl Shared {
@@ -266,7 +270,7 @@ impl Shared {
 /// Durability reports of a store (see [`LogStore`]). Reports for one partition are strictly increasing.
 #[derive(Debug)]
 pub struct DurableReceiver {
-    rx: tokio::sync::mpsc::UnboundedReceiver<DurableBatch>,
+    rx: tokio::sync::mpsc::Receiver<DurableBatch>,
     shared: Arc<Shared>,
 }
 
