@@ -45,6 +45,7 @@ async fn metrics(State(state): State<Arc<NodeState>>) -> impl IntoResponse {
         m.link_messages.get_or_create(&vec![("peer", s.dc.to_string()), ("outcome", "sent".into())]).set(s.sent);
         m.link_messages.get_or_create(&vec![("peer", s.dc.to_string()), ("outcome", "dropped".into())]).set(s.dropped);
     }
+    m.shard_messages_dropped.set(state.routes.dropped.load(std::sync::atomic::Ordering::Relaxed));
     let stats = state.store.stats();
     m.log_records.set(stats.logs.values().map(|l| l.records).sum());
     m.log_bytes.set(stats.logs.values().map(|l| l.bytes).sum());

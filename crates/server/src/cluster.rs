@@ -90,7 +90,7 @@ pub async fn connect_dcs(state: &NodeState, descriptors: Vec<DcDescriptor>) -> R
             tracing::info!(peer = p.dc, addrs = ?p.addr.nodes(), "connected to a DC through ApbConnectToDCs");
             // The shards route to the new DC's nodes from now on.
             let (dc, nodes) = (causet_core::DcId(p.dc), p.addr.nodes().len() as u16);
-            state.routes.broadcast(|| ShardInput::DcNodes(dc, nodes));
+            state.routes.broadcast(|| ShardInput::DcNodes(dc, nodes)).await;
         }
     }
     Ok(())

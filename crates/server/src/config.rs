@@ -38,6 +38,10 @@ pub struct ServerConfig {
     pub partitions: u32,
     /// Threads that run the protocol state machines (0: one per core, at most one per partition).
     pub shards: usize,
+    /// Most inputs waiting in one shard's inbox. When it is full, client connections, links from other nodes and
+    /// the durability notifier wait for room (back-pressure), and messages between the node's shards are dropped
+    /// and counted (`causet_shard_messages_dropped`; the protocol resends).
+    pub shard_inbox: usize,
     /// `hybrid` (default) or `physical`.
     pub clock: ClockKind,
     /// `cure` (default), or the baselines `gentlerain` and `eventual` (not causally consistent), for comparisons.
@@ -91,6 +95,7 @@ impl Default for ServerConfig {
             max_frame_bytes: 16 * 1024 * 1024,
             partitions: 8,
             shards: 0,
+            shard_inbox: 65_536,
             clock: ClockKind::Hybrid,
             protocol: causet_core::Protocol::Cure,
             sync: SyncPolicy::Always,
@@ -151,6 +156,9 @@ impl ServerConfig {
         let bad = |m: &str| Err(ConfigError::Invalid(m.to_string()));
         if self.partitions == 0 || self.partitions > 4096 {
             return bad("partitions must be between 1 and 4096");
+        }
+        if self.shard_inbox < 64 {
+            return bad("shard_inbox must be at least 64");
         }
         if self.max_connections == 0 {
             return bad("max_connections must be at least 1");

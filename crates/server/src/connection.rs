@@ -115,9 +115,7 @@ async fn serve(socket: TcpStream, state: Arc<NodeState>, mut stop: watch::Receiv
     let _ = writer.shutdown().await;
     // Abort what the client left open, on every shard (a descriptor may have travelled to another connection's
     // shard; aborting there only affects this client's own idle transactions).
-    for inbox in &state.routes.inboxes {
-        let _ = inbox.send(ShardInput::Disconnect(client));
-    }
+    state.routes.broadcast(|| ShardInput::Disconnect(client)).await;
     state.metrics.connections.dec();
 }
 
@@ -169,7 +167,7 @@ async fn answer(state: &NodeState, client: ClientId, home: usize, frame: Frame) 
         ClientRequest::Start { .. } | ClientRequest::StaticRead { .. } | ClientRequest::StaticUpdate { .. }
     );
     let (reply, answer) = oneshot::channel();
-    let result = match state.routes.inboxes[shard].send(ShardInput::Client { client, body, reply }) {
+    let result = match state.routes.inboxes[shard].send(ShardInput::Client { client, body, reply }).await {
         Ok(()) => answer.await.unwrap_or_else(|_| Err(TxError::Aborted("the node is shutting down".into()))),
         Err(_) => Err(TxError::Aborted("the node is shutting down".into())),
     };

@@ -37,7 +37,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{oneshot, watch};
 use tracing::{info, warn};
 
 /// The storage engine seen as the shards' log.
@@ -55,6 +55,10 @@ impl storage::LogSink for StoreSink {
         if let Err(e) = self.0.checkpoint(partition, checkpoint) {
             tracing::error!(partition = partition.0, error = %e, "the log refused a checkpoint");
         }
+    }
+
+    fn has_room(&self, writes: usize) -> bool {
+        self.0.has_room(writes)
     }
 }
 
@@ -84,7 +88,7 @@ impl NodeState {
         let mut out = Vec::new();
         for inbox in &self.routes.inboxes {
             let (tx, rx) = oneshot::channel();
-            if inbox.send(ShardInput::Status(tx)).is_ok() {
+            if inbox.send(ShardInput::Status(tx)).await.is_ok() {
                 if let Ok(s) = rx.await {
                     out.push(s);
                 }
@@ -127,13 +131,6 @@ impl Node {
         let protocol = config.protocol();
         let shards = config.shard_count();
 
-        let mut inboxes = Vec::new();
-        let mut receivers = Vec::new();
-        for _ in 0..shards {
-            let (tx, rx) = mpsc::unbounded_channel();
-            inboxes.push(tx);
-            receivers.push(rx);
-        }
         let (stop, stopped) = watch::channel(false);
         let dc = causet_core::DcId(config.dc);
         let wan = wan::Wan::start(dc, config.node, &config.nodes, &config.peers, stopped.clone());
@@ -143,7 +140,7 @@ impl Node {
             topology.set_dc_nodes(causet_core::DcId(peer.dc), peer.addr.nodes().len() as u16);
         }
         let layout = Layout::new(config.node, shards, incarnation);
-        let routes = Routes { inboxes, layout, topology: topology.clone() };
+        let (routes, receivers) = Routes::new(layout, topology.clone(), config.shard_inbox);
 
         // Recovery: every shard's partitions from their checkpoints and log tails. Transactions left prepared
         // without a decision ask their coordinator; those of this node's earlier incarnation learn it is gone and
@@ -202,7 +199,7 @@ impl Node {
                 }
                 for (s, positions) in by_shard.into_iter().enumerate() {
                     if !positions.is_empty() {
-                        let _ = durable_routes.inboxes[s].send(ShardInput::Durable(positions));
+                        durable_routes.send(s, ShardInput::Durable(positions)).await;
                     }
                 }
             }
@@ -258,7 +255,7 @@ impl Node {
         let mut waits = Vec::new();
         for inbox in &self.state.routes.inboxes {
             let (tx, rx) = oneshot::channel();
-            if inbox.send(ShardInput::Shutdown(tx)).is_ok() {
+            if inbox.send(ShardInput::Shutdown(tx)).await.is_ok() {
                 waits.push(rx);
             }
         }

@@ -39,6 +39,8 @@ pub struct Metrics {
     /// Per DC, microseconds between now and the stable snapshot's entry for that DC, at scrape time. For a peer DC
     /// it bounds remote visibility: a commit of that DC becomes readable here once the entry passes its time.
     pub stable_snapshot_age_us: Family<Vec<(&'static str, String)>, Gauge>,
+    /// Messages between this node's shards dropped at a full inbox, at scrape time.
+    pub shard_messages_dropped: Gauge<u64, AtomicU64>,
     /// Messages sent and dropped on each link to a peer DC, at scrape time.
     pub link_messages: Family<Vec<(&'static str, String)>, Gauge<u64, AtomicU64>>,
 }
@@ -69,6 +71,12 @@ impl Metrics {
         let fsyncs = Gauge::<u64, AtomicU64>::default();
         let stable_snapshot_age_us = Family::<Vec<(&'static str, String)>, Gauge>::default();
         let link_messages = Family::<Vec<(&'static str, String)>, Gauge<u64, AtomicU64>>::default();
+        let shard_messages_dropped = Gauge::<u64, AtomicU64>::default();
+        registry.register(
+            "shard_messages_dropped",
+            "Messages between the node's shards dropped at a full inbox",
+            shard_messages_dropped.clone(),
+        );
         registry.register("transactions_started", "Transactions started", started.clone());
         registry.register("transactions_committed", "Transactions committed", committed.clone());
         registry.register("transactions_aborted", "Transactions aborted or failed", aborted.clone());
@@ -103,6 +111,7 @@ impl Metrics {
             fsyncs,
             stable_snapshot_age_us,
             link_messages,
+            shard_messages_dropped,
         }
     }
 

@@ -7,6 +7,8 @@ use causet_core::node::{Layout, Location};
 use causet_core::record::Lsn;
 use causet_core::topology::Topology;
 use causet_core::{ClientId, DcId, Envelope, PartitionId, Timestamp};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
 /// What a shard receives.
@@ -27,8 +29,6 @@ pub enum ShardInput {
     Message(Envelope),
     /// Records up to these positions are durable.
     Durable(Vec<(PartitionId, Lsn)>),
-    /// Another shard of the node acknowledged a commit at this local time.
-    SessionFloor(Timestamp),
     /// A peer DC's shape became known: it has this many nodes.
     DcNodes(DcId, u16),
     /// Report the shard's state.
@@ -38,38 +38,83 @@ pub enum ShardInput {
 }
 
 /// Where a node's shards are.
+///
+/// Inboxes are bounded. Inputs from outside the shards wait for room ([`Routes::send`]): a connection stops reading
+/// its client, a link stops reading its peer, the durability notifier stops, so a flood slows its source instead
+/// of growing memory. Messages from one shard to another never wait (two shards waiting for each other's room
+/// would deadlock): a full inbox drops them ([`Routes::try_send`]) and counts the drop, as a full link to another
+/// node does; the protocol resends what matters (decisions, outcome queries, replication, reports), and a lost
+/// read or prepare times out and aborts its transaction.
 #[derive(Clone, Debug)]
 pub struct Routes {
     /// Every shard's inbox.
-    pub inboxes: Vec<mpsc::UnboundedSender<ShardInput>>,
+    pub inboxes: Vec<mpsc::Sender<ShardInput>>,
     /// This node: its index, shards and incarnation.
     pub layout: Layout,
     /// The DC's shape, as configured (peer DCs' shapes may become known later: the shards learn them through
     /// [`ShardInput::DcNodes`]).
     pub topology: Topology,
+    /// The node's session floor, shared by its shards: the largest local commit time any shard acknowledged
+    /// ([`causet_core::node::NodeOutput::SessionFloor`]); a shard raises its node's floor to it before each client
+    /// request.
+    pub session_floor: Arc<AtomicU64>,
+    /// Messages between shards dropped at a full inbox.
+    pub dropped: Arc<AtomicU64>,
 }
 
 impl Routes {
-    /// Hands a message from the network to the shard that runs its receiver. A message for another node (a stale
-    /// sender) goes to shard 0, whose node passes it on or answers for a coordinator that is gone.
-    pub fn deliver(&self, envelope: Envelope) {
+    /// The shards' inboxes, each holding at most `capacity` inputs, and their receiving ends.
+    pub fn new(layout: Layout, topology: Topology, capacity: usize) -> (Routes, Vec<mpsc::Receiver<ShardInput>>) {
+        let (inboxes, receivers) = (0..layout.shards).map(|_| mpsc::channel(capacity.max(1))).unzip();
+        let routes = Routes {
+            inboxes,
+            layout,
+            topology,
+            session_floor: Arc::new(AtomicU64::new(0)),
+            dropped: Arc::new(AtomicU64::new(0)),
+        };
+        (routes, receivers)
+    }
+
+    /// Hands a message from the network to the shard that runs its receiver, waiting for room. A message for
+    /// another node (a stale sender) goes to shard 0, whose node passes it on or answers for a coordinator that is
+    /// gone.
+    pub async fn deliver(&self, envelope: Envelope) {
         let shard = match self.layout.locate(&self.topology, envelope.to) {
             Location::Shard(s) => s,
             _ => 0,
         };
-        self.send(shard, ShardInput::Message(envelope));
+        self.send(shard, ShardInput::Message(envelope)).await;
     }
 
-    /// Sends an input to a shard. A closed inbox means the node is shutting down; the input is moot.
-    pub fn send(&self, shard: usize, input: ShardInput) {
-        let _ = self.inboxes[shard].send(input);
+    /// Sends an input to a shard, waiting for room. A closed inbox means the node is shutting down; the input is
+    /// moot.
+    pub async fn send(&self, shard: usize, input: ShardInput) {
+        let _ = self.inboxes[shard].send(input).await;
     }
 
-    /// Sends an input to every shard.
-    pub fn broadcast(&self, input: impl Fn() -> ShardInput) {
-        for inbox in &self.inboxes {
-            let _ = inbox.send(input());
+    /// Sends an input from one shard to another without waiting: a full inbox drops it, counted.
+    pub fn try_send(&self, shard: usize, input: ShardInput) {
+        if let Err(mpsc::error::TrySendError::Full(_)) = self.inboxes[shard].try_send(input) {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// Sends an input to every shard, waiting for room.
+    pub async fn broadcast(&self, input: impl Fn() -> ShardInput) {
+        for inbox in &self.inboxes {
+            let _ = inbox.send(input()).await;
+        }
+    }
+
+    /// Raises the node's session floor.
+    pub fn raise_session_floor(&self, at: Timestamp) {
+        self.session_floor.fetch_max(at.0, Ordering::Relaxed);
+    }
+
+    /// The node's session floor.
+    pub fn session_floor(&self) -> Timestamp {
+        Timestamp(self.session_floor.load(Ordering::Relaxed))
     }
 
     /// The shard that owns a partition of this node.

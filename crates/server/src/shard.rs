@@ -3,9 +3,7 @@
 //! [`Wan`], records to the log, replies to the connections that wait for them. Every routing decision is the
 //! node's.
 //!
-//! Inbox bounds: client requests arrive at most one per connection at a time (the protocol is request/response),
-//! so they are bounded by the connection limit; internal messages are bounded by the open-transaction limit of the
-//! coordinators times the partitions a transaction touches.
+//! The inbox is bounded ([`Routes`] says who waits for room and what is dropped).
 
 use crate::clock::WallClock;
 use crate::routes::{Routes, ShardInput};
@@ -14,7 +12,9 @@ use crate::storage::LogSink;
 use crate::wan::Wan;
 use causet_core::coordinator::{ClientResponse, TxError};
 use causet_core::node::{Destination, Node, NodeOutput};
-use causet_core::{ClientId, RequestId};
+use causet_core::partition::Checkpoint;
+use causet_core::record::{LogRecord, Lsn};
+use causet_core::{ClientId, PartitionId, RequestId};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,10 +37,18 @@ pub struct ShardEnv {
     pub shutdown_grace: Duration,
 }
 
+/// A write for the log, held until the shard hands its batch over.
+enum LogWrite {
+    Append(PartitionId, Lsn, LogRecord),
+    Checkpoint(PartitionId, Checkpoint),
+}
+
 /// One shard's node and driver state.
 pub struct Shard {
     env: ShardEnv,
     node: Node,
+    /// Writes of the current pass, handed to the log after it ([`Shard::write_log`]).
+    unwritten: Vec<LogWrite>,
     pending: HashMap<(ClientId, RequestId), oneshot::Sender<Result<ClientResponse, TxError>>>,
     next_request: u64,
 }
@@ -48,17 +56,18 @@ pub struct Shard {
 impl Shard {
     /// A shard driving `node`.
     pub fn new(env: ShardEnv, node: Node) -> Self {
-        let mut shard = Self { env, node, pending: HashMap::new(), next_request: 0 };
+        let mut shard = Self { env, node, unwritten: Vec::new(), pending: HashMap::new(), next_request: 0 };
         shard.carry_out();
         shard
     }
 
     /// Runs until the inbox closes.
-    pub async fn run(mut self, mut inbox: mpsc::UnboundedReceiver<ShardInput>) {
+    pub async fn run(mut self, mut inbox: mpsc::Receiver<ShardInput>) {
         let checkpoint_interval = self.env.checkpoint_interval;
         let mut next_checkpoint = tokio::time::Instant::now() + checkpoint_interval;
         let mut shutdown: Option<(oneshot::Sender<()>, tokio::time::Instant)> = None;
         loop {
+            self.write_log().await;
             let deadline = self.env.clock.instant_at(self.node.poll_timeout().unwrap_or(u64::MAX));
             tokio::select! {
                 input = inbox.recv() => {
@@ -80,6 +89,7 @@ impl Shard {
             if let Some((_, until)) = &shutdown {
                 if self.pending.is_empty() || tokio::time::Instant::now() >= *until {
                     self.checkpoint();
+                    self.write_log().await;
                     let (done, _) = shutdown.take().expect("checked");
                     let _ = done.send(());
                     // Keep serving durability notifications and messages until the node drops the inboxes.
@@ -95,6 +105,8 @@ impl Shard {
                 let request = RequestId(self.next_request);
                 self.next_request += 1;
                 self.pending.insert((client, request), reply);
+                // Whatever another shard acknowledged before this request arrived.
+                self.node.handle_session_floor(self.env.routes.session_floor());
                 self.node.handle_client(now, client, request, body);
             }
             ShardInput::Disconnect(client) => self.node.handle_disconnect(now, client),
@@ -104,7 +116,6 @@ impl Shard {
                     self.node.handle_persisted(now, p, lsn);
                 }
             }
-            ShardInput::SessionFloor(at) => self.node.handle_session_floor(at),
             ShardInput::DcNodes(dc, nodes) => self.node.handle_dc_nodes(dc, nodes),
             ShardInput::Status(reply) => {
                 let _ = reply.send(ShardStatus::of(&self.node));
@@ -116,7 +127,24 @@ impl Shard {
 
     fn checkpoint(&mut self) {
         for (p, checkpoint) in self.node.take_checkpoints() {
-            self.env.log.checkpoint(p, checkpoint);
+            self.unwritten.push(LogWrite::Checkpoint(p, checkpoint));
+        }
+    }
+
+    /// Hands the pass's writes to the log. When the log's queue has no room (the disk is behind), the writes wait
+    /// on a blocking thread, never on a runtime worker, and this shard takes no input until they are queued: the
+    /// back-pressure reaches whoever fills its inbox.
+    async fn write_log(&mut self) {
+        if self.unwritten.is_empty() {
+            return;
+        }
+        let writes = std::mem::take(&mut self.unwritten);
+        if self.env.log.has_room(writes.len()) {
+            write_all(&*self.env.log, writes);
+        } else {
+            let log = self.env.log.clone();
+            // A failed join means the blocking thread panicked; the log reports its own failures.
+            let _ = tokio::task::spawn_blocking(move || write_all(&*log, writes)).await;
         }
     }
 
@@ -124,23 +152,29 @@ impl Shard {
     fn carry_out(&mut self) {
         while let Some(out) = self.node.poll_output() {
             match out {
-                NodeOutput::Transmit(Destination::Shard(s), e) => self.env.routes.send(s, ShardInput::Message(e)),
+                NodeOutput::Transmit(Destination::Shard(s), e) => self.env.routes.try_send(s, ShardInput::Message(e)),
                 NodeOutput::Transmit(Destination::Node(n), e) => self.env.wan.send_member(n, e),
                 NodeOutput::Transmit(Destination::Dc(dc, n), e) => self.env.wan.send_to(dc, n, e),
-                NodeOutput::Persist { partition, lsn, record } => self.env.log.append(partition, lsn, record),
+                NodeOutput::Persist { partition, lsn, record } => {
+                    self.unwritten.push(LogWrite::Append(partition, lsn, record))
+                }
                 NodeOutput::Reply(reply) => {
                     if let Some(waiting) = self.pending.remove(&(reply.client, reply.request)) {
                         let _ = waiting.send(reply.result);
                     }
                 }
-                NodeOutput::SessionFloor(at) => {
-                    // Before the reply that follows: a client told of this commit reaches any shard after it.
-                    let me = self.node.shard();
-                    for s in (0..self.env.routes.inboxes.len()).filter(|s| *s != me) {
-                        self.env.routes.send(s, ShardInput::SessionFloor(at));
-                    }
-                }
+                // Before the reply that follows: a client told of this commit reaches any shard after it.
+                NodeOutput::SessionFloor(at) => self.env.routes.raise_session_floor(at),
             }
+        }
+    }
+}
+
+fn write_all(log: &dyn LogSink, writes: Vec<LogWrite>) {
+    for w in writes {
+        match w {
+            LogWrite::Append(p, lsn, record) => log.append(p, lsn, record),
+            LogWrite::Checkpoint(p, checkpoint) => log.checkpoint(p, checkpoint),
         }
     }
 }

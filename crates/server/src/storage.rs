@@ -11,4 +11,6 @@ pub trait LogSink: Send + Sync {
     fn append(&self, partition: PartitionId, lsn: Lsn, record: LogRecord);
     /// Writes a checkpoint after every record appended before it.
     fn checkpoint(&self, partition: PartitionId, checkpoint: Checkpoint);
+    /// Whether `writes` more appends or checkpoints are taken now without waiting for the disk.
+    fn has_room(&self, writes: usize) -> bool;
 }

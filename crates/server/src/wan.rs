@@ -409,7 +409,7 @@ async fn serve_peer(
                 if matches!(envelope.to, Address::Peer(..)) || matches!(envelope.from, Address::Peer(..)) {
                     continue;
                 }
-                routes.deliver(envelope);
+                routes.deliver(envelope).await;
                 continue;
             }
             // A cut link drops what arrives too, so a cut is symmetric even if only one side was told.
@@ -424,7 +424,7 @@ async fn serve_peer(
             if !routes.serves(partition) {
                 continue;
             }
-            routes.deliver(envelope);
+            routes.deliver(envelope).await;
         }
         let n = tokio::select! {
             n = socket.read_buf(&mut buf) => n?,
