@@ -26,7 +26,7 @@ pub mod time;
 pub use config::{Bug, Config};
 pub use ids::{ClientId, CoordinatorId, DcId, ObjectId, PartitionId, RequestId, TxId};
 pub use message::{Address, Envelope, Message};
-pub use protocol::Protocol;
+pub use protocol::{Protocol, ProtocolRules};
 pub use time::{Clock, ClockKind, Timestamp, VectorClock};
 
 /// A deterministic hasher for the core's hash maps, so that the simulator replays identically.
