@@ -11,6 +11,7 @@
 
 #![warn(missing_docs)]
 
+pub mod bugs;
 pub mod config;
 pub mod coordinator;
 pub mod ids;
@@ -23,7 +24,8 @@ pub mod stabilizer;
 pub mod store;
 pub mod time;
 
-pub use config::{Bug, Config};
+pub use bugs::Bug;
+pub use config::Config;
 pub use ids::{ClientId, CoordinatorId, DcId, ObjectId, PartitionId, RequestId, TxId};
 pub use message::{Address, Envelope, Message};
 pub use protocol::{Protocol, ProtocolRules};
