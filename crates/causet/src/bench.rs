@@ -3,11 +3,12 @@
 //! same seed; writes `report.json`, `report.md` and SVG plots.
 
 use crate::cluster::{self, ClusterFile, StartOptions};
-use anyhow::{bail, Context};
+use anyhow::Context;
 use causet_bench::report::{ClusterShape, Machine, Report};
 use causet_bench::runner::RunResult;
 use causet_bench::workload::{self, OneOrMany, Workload};
 use causet_bench::{DcTarget, Target};
+use causet_core::Protocol;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -31,8 +32,8 @@ pub struct BenchArgs {
     /// Start a fresh local cluster for each of these protocols in turn (cure, gentlerain, eventual) and run the
     /// same workload with the same seed on each; ratios are to the first. Without --addr, --cluster-dir or
     /// --compare, one local cluster runs `cure`.
-    #[arg(long, value_delimiter = ',')]
-    pub compare: Vec<String>,
+    #[arg(long, value_delimiter = ',', value_parser = crate::cli::protocol())]
+    pub compare: Vec<Protocol>,
     /// With --compare: run the whole comparison this many times (each protocol in turn, a fresh cluster each
     /// time); ratios are taken within a repetition and targets judged on their median.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
@@ -206,16 +207,11 @@ pub fn main(args: BenchArgs) -> anyhow::Result<PathBuf> {
         let file = cluster::load(dir)?;
         let target = target_of(&file);
         report.cluster = shape("existing", &target, Some(file.wan_delay_ms), None);
-        report.protocols = vec![file.protocol.clone()];
-        run_all(&runtime, &w, &target, &file.protocol, 0, &mut report)?;
+        report.protocols = vec![file.protocol.to_string()];
+        run_all(&runtime, &w, &target, file.protocol.name(), 0, &mut report)?;
     } else {
-        let protocols = if args.compare.is_empty() { vec!["cure".to_string()] } else { args.compare.clone() };
-        for p in &protocols {
-            if !["cure", "gentlerain", "eventual"].contains(&p.as_str()) {
-                bail!("--compare: unknown protocol {p:?}: use cure, gentlerain or eventual");
-            }
-        }
-        report.protocols = protocols.clone();
+        let protocols = if args.compare.is_empty() { vec![Protocol::default()] } else { args.compare.clone() };
+        report.protocols = protocols.iter().map(Protocol::to_string).collect();
         let rounds = (0..args.repeat).flat_map(|r| protocols.iter().map(move |p| (r, p)));
         for (repeat, protocol) in rounds {
             let c = &w.file.cluster;
@@ -227,14 +223,14 @@ pub fn main(args: BenchArgs) -> anyhow::Result<PathBuf> {
                 dir: out.join(format!("cluster-{protocol}")),
                 base_port: 0,
                 sync: c.sync.clone(),
-                protocol: protocol.clone(),
+                protocol: *protocol,
                 ..Default::default()
             };
             eprintln!("starting a local {}-DC cluster running {protocol} in {}", c.dcs, options.dir.display());
             let running = Running(cluster::start(&options)?);
             let target = target_of(&running.0);
             report.cluster = shape("local", &target, Some(c.wan_delay_ms), Some(c.sync.clone()));
-            run_all(&runtime, &w, &target, protocol, repeat, &mut report)?;
+            run_all(&runtime, &w, &target, protocol.name(), repeat, &mut report)?;
             drop(running);
         }
     }

@@ -5,6 +5,7 @@
 //! the [`ClusterFile`], [`kill_node`] and [`restart_node`] are the nemesis's process faults, [`stop`] ends it.
 
 use anyhow::{bail, Context};
+use causet_core::Protocol;
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -47,8 +48,8 @@ pub struct ClusterFile {
     pub nodes_per_dc: u16,
     /// Partitions per DC.
     pub partitions: u32,
-    /// `cure`, `gentlerain` or `eventual`.
-    pub protocol: String,
+    /// The protocol every DC runs.
+    pub protocol: Protocol,
     /// The admin token of every node (fault injection).
     pub admin_token: String,
     /// One-way delay between DCs, ms.
@@ -90,8 +91,8 @@ pub struct StartOptions {
     pub base_port: u16,
     /// `always` or `periodic`.
     pub sync: String,
-    /// `cure`, `gentlerain` or `eventual`.
-    pub protocol: String,
+    /// The protocol every DC runs.
+    pub protocol: Protocol,
     /// Extra lines appended to every node's TOML configuration (e.g. `checkpoint_interval_s = 5`).
     pub extra_config: String,
     /// The `causet` binary to run [default: this process's own executable; tests pass
@@ -110,7 +111,7 @@ impl Default for StartOptions {
             dir: PathBuf::from("./causet-cluster"),
             base_port: 8087,
             sync: "always".into(),
-            protocol: "cure".into(),
+            protocol: Protocol::Cure,
             extra_config: String::new(),
             exe: None,
         }
@@ -165,9 +166,6 @@ fn start_once(o: &StartOptions) -> anyhow::Result<ClusterFile> {
     }
     if !["always", "periodic"].contains(&o.sync.as_str()) {
         bail!("--sync takes always or periodic, not {:?}", o.sync);
-    }
-    if !["cure", "gentlerain", "eventual"].contains(&o.protocol.as_str()) {
-        bail!("--protocol takes cure, gentlerain or eventual, not {:?}", o.protocol);
     }
     if cluster_file(&o.dir).exists() {
         if let Ok(existing) = load(&o.dir) {
@@ -266,7 +264,7 @@ fn start_once(o: &StartOptions) -> anyhow::Result<ClusterFile> {
         dcs: o.dcs,
         nodes_per_dc: o.nodes_per_dc,
         partitions: o.partitions,
-        protocol: o.protocol.clone(),
+        protocol: o.protocol,
         admin_token: token,
         wan_delay_ms: o.wan_delay_ms,
         exe,

@@ -3,4 +3,5 @@
 
 pub mod bench;
 pub mod check;
+pub mod cli;
 pub mod cluster;

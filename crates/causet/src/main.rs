@@ -54,8 +54,8 @@ enum Command {
         history: Option<std::path::PathBuf>,
         /// The protocol every DC runs: cure (default), gentlerain, or eventual (not causally consistent: the checker
         /// flags it on multi-DC seeds).
-        #[arg(long, default_value = "cure")]
-        protocol: String,
+        #[arg(long, value_parser = causet::cli::protocol(), default_value = "cure")]
+        protocol: causet_core::Protocol,
     },
 }
 
@@ -88,9 +88,9 @@ enum ClusterCommand {
         /// `always` or `periodic`.
         #[arg(long, default_value = "always")]
         sync: String,
-        /// `cure`, `gentlerain` or `eventual`.
-        #[arg(long, default_value = "cure")]
-        protocol: String,
+        /// The protocol every DC runs.
+        #[arg(long, value_parser = causet::cli::protocol(), default_value = "cure")]
+        protocol: causet_core::Protocol,
     },
     /// Connect running DCs to each other through AntidoteDB's cluster-management messages: fetch every DC's
     /// connection descriptor (ApbGetConnectionDescriptor) and hand all of them to every DC (ApbConnectToDCs).
@@ -306,12 +306,6 @@ fn main() -> anyhow::Result<()> {
             causet::bench::main(*args)?;
         }
         Command::Sim { seed, seeds, from, bug, history, protocol } => {
-            let protocol = match protocol.as_str() {
-                "cure" => causet_core::Protocol::Cure,
-                "gentlerain" => causet_core::Protocol::GentleRain,
-                "eventual" => causet_core::Protocol::Eventual,
-                other => bail!("unknown protocol {other:?}: use cure, gentlerain or eventual"),
-            };
             let bug = match bug.as_deref() {
                 None => None,
                 Some(name) => match causet_sim::parse_bug(name) {

@@ -7,7 +7,7 @@
 //! A client reply for a committed update transaction leaves only after every touched partition has made the
 //! commit durable, so an acknowledged commit survives any crash.
 
-use crate::config::Bug;
+use crate::bugs::{self, Bug};
 use crate::message::RemoteError;
 use crate::topology::Topology;
 use crate::{
@@ -789,7 +789,7 @@ impl Coordinator {
         let waiting = by_partition.keys().copied().collect();
         // A transaction that touches one partition needs no second phase: that partition's prepare time is the
         // largest. The deliberate bugs keep the full protocol so that they stay observable.
-        let alone = by_partition.len() == 1 && self.config.bug.is_none();
+        let alone = by_partition.len() == 1 && bugs::active(&self.config).is_none();
         tx.phase = Phase::Preparing {
             request,
             alone,
@@ -824,10 +824,8 @@ impl Coordinator {
             return;
         }
         // Cure Alg. 1 line 33: the commit time is the largest prepare time.
-        let commit_time = match self.config.bug {
-            Some(Bug::CommitAtMinPrepareTime) => *min_prepare,
-            _ => *max_prepare,
-        };
+        let commit_time =
+            if bugs::has(&self.config, Bug::CommitAtMinPrepareTime) { *min_prepare } else { *max_prepare };
         let request = *request;
         let mut commit = tx.snapshot.clone();
         commit.set(self.config.dc, commit_time);

@@ -13,6 +13,7 @@
 
 #![warn(missing_docs)]
 
+pub mod bugs;
 pub mod config;
 pub mod coordinator;
 pub mod ids;
@@ -27,10 +28,11 @@ pub mod store;
 pub mod time;
 pub mod topology;
 
-pub use config::{Bug, Config};
+pub use bugs::Bug;
+pub use config::Config;
 pub use ids::{ClientId, CoordinatorId, DcId, ObjectId, PartitionId, RequestId, TxId};
 pub use message::{Address, Envelope, Message};
-pub use protocol::Protocol;
+pub use protocol::{Protocol, ProtocolRules};
 pub use time::{Clock, ClockKind, Timestamp, VectorClock};
 
 /// A deterministic hasher for the core's hash maps, so that the simulator replays identically.

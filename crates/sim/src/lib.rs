@@ -113,8 +113,7 @@ pub fn bug_name(bug: causet_core::Bug) -> &'static str {
 
 /// Parses a bug's command-line name.
 pub fn parse_bug(name: &str) -> Option<causet_core::Bug> {
-    use causet_core::Bug::*;
-    [SkipReadWait, CommitAtMinPrepareTime, IgnorePreparedInPvc].into_iter().find(|b| bug_name(*b) == name)
+    causet_core::Bug::ALL.into_iter().find(|b| bug_name(*b) == name)
 }
 
 /// Runs a configuration and checks its history.

@@ -18,6 +18,7 @@ pub mod session;
 use crate::cluster::{self, ClusterFile, StartOptions};
 use anyhow::Context;
 use causet_client::{Client, VectorClock};
+use causet_core::Protocol;
 use causet_sim::checker::{self, Report};
 use causet_sim::history::{History, Outcome, TxRecord};
 use causet_sim::workload::{Planned, Workload, WorkloadConfig};
@@ -44,8 +45,8 @@ pub struct CheckArgs {
     #[arg(long, default_value_t = 60.0)]
     pub duration: f64,
     /// The protocol every DC runs: cure, gentlerain, or eventual (a known-bad baseline the check must flag).
-    #[arg(long, default_value = "cure")]
-    pub protocol: String,
+    #[arg(long, value_parser = crate::cli::protocol(), default_value = "cure")]
+    pub protocol: Protocol,
     /// Data centres.
     #[arg(long, default_value_t = 3)]
     pub dcs: u16,
@@ -354,7 +355,7 @@ pub fn run(args: &CheckArgs, progress: &mut dyn FnMut(&str)) -> anyhow::Result<C
         jitter_ms: args.jitter_ms,
         dir: dir.clone(),
         base_port: 0,
-        protocol: args.protocol.clone(),
+        protocol: args.protocol,
         exe: args.exe.clone(),
         ..Default::default()
     };
@@ -568,7 +569,7 @@ pub fn run(args: &CheckArgs, progress: &mut dyn FnMut(&str)) -> anyhow::Result<C
             faults: applied,
             run: RunInfo {
                 seed,
-                protocol: args.protocol.clone(),
+                protocol: args.protocol.to_string(),
                 dcs: args.dcs,
                 nodes_per_dc: args.nodes_per_dc,
                 partitions: args.partitions,
