@@ -12,8 +12,10 @@
 //! defined here: `reads` (snapshot reads and waiting requests), `participant` (the two-phase-commit participant),
 //! `termination` (settling a transaction whose coordinator is gone, with its safety argument), `remote` (applying
 //! other DCs' transactions and shipping this partition's own), and `recovery` (checkpoints and restoring from
-//! them).
+//! them). `apply` is the one path by which a durable log record changes the state, live and at recovery; its
+//! documentation says what each record does when written and once durable.
 
+mod apply;
 mod participant;
 mod reads;
 mod recovery;
@@ -114,11 +116,11 @@ struct PreparedTx {
 /// What happens once a log position is durable.
 #[derive(Clone, Debug)]
 enum AfterDurable {
+    /// Release a message that promises what the record holds.
     Send(Envelope),
-    /// Make the commit visible, then tell the coordinator.
-    ApplyCommit(TxId, Message),
-    /// Make the first pending remote transaction of this origin visible.
-    ApplyRemote(DcId),
+    /// Apply a record this partition wrote (and staged when it wrote it: see the `apply` module), then release
+    /// the reply, if any.
+    Apply(LogRecord, Option<Envelope>),
 }
 
 /// A partition of one DC.
@@ -146,8 +148,9 @@ pub struct Partition {
     fenced: VecDeque<TxId>,
     sender: Sender,
     inbound: BTreeMap<DcId, Inbound>,
-    /// Origin commit times of remote transactions persisted but not yet applied, per origin.
-    remote_pending: BTreeMap<DcId, VecDeque<ReplicatedTx>>,
+    /// Per origin, the stream positions of the remote transactions this partition logged and has not applied yet
+    /// (the records themselves wait in `after_durable`).
+    remote_pending: BTreeMap<DcId, VecDeque<(Timestamp, TxId)>>,
     /// Per origin, the stream position of the last remote transaction applied.
     remote_applied: BTreeMap<DcId, (Timestamp, TxId)>,
     next_replication_us: u64,
@@ -333,15 +336,11 @@ impl Partition {
             let (_, action) = self.after_durable.pop_front().expect("front exists");
             match action {
                 AfterDurable::Send(envelope) => self.outputs.push_back(PartitionOutput::Send(envelope)),
-                AfterDurable::ApplyCommit(tx, reply) => {
-                    self.apply_commit(tx);
-                    self.send(Address::Coordinator(tx.coordinator), reply);
-                    applied = true;
-                }
-                AfterDurable::ApplyRemote(origin) => {
-                    let tx = self.remote_pending.get_mut(&origin).and_then(|p| p.pop_front());
-                    let tx = tx.expect("a remote transaction is pending until applied, in order");
-                    self.apply_remote(origin, tx);
+                AfterDurable::Apply(record, reply) => {
+                    self.apply(now_us, record);
+                    if let Some(envelope) = reply {
+                        self.outputs.push_back(PartitionOutput::Send(envelope));
+                    }
                     applied = true;
                 }
             }
@@ -426,8 +425,8 @@ impl Partition {
             if let Some(head) = inbound.queue.front() {
                 bound = bound.min(head.commit.get(*origin).prev());
             }
-            if let Some(first) = self.remote_pending.get(origin).and_then(|p| p.front()) {
-                bound = bound.min(first.commit.get(*origin).prev());
+            if let Some((first, _)) = self.remote_pending.get(origin).and_then(|p| p.front()) {
+                bound = bound.min(first.prev());
             }
             if bound > self.pvc.get(*origin) {
                 self.pvc.set(*origin, bound);
@@ -442,12 +441,17 @@ impl Partition {
     }
 
     fn send(&mut self, to: Address, msg: Message) {
-        let from = Address::Partition(self.id);
-        self.outputs.push_back(PartitionOutput::Send(Envelope { from, to, msg }));
+        let envelope = self.envelope(to, msg);
+        self.outputs.push_back(PartitionOutput::Send(envelope));
+    }
+
+    /// An envelope from this partition.
+    fn envelope(&self, to: Address, msg: Message) -> Envelope {
+        Envelope { from: Address::Partition(self.id), to, msg }
     }
 
     fn send_after_durable(&mut self, lsn: Lsn, to: Address, msg: Message) {
-        let envelope = Envelope { from: Address::Partition(self.id), to, msg };
+        let envelope = self.envelope(to, msg);
         if lsn <= self.durable_lsn {
             self.outputs.push_back(PartitionOutput::Send(envelope));
         } else {

@@ -54,10 +54,15 @@ impl Partition {
                 commit: commit.clone(),
                 writes: writes.clone(),
             };
+            // Staged: prepared with its commit decided. Once durable, the record's prepare half is already here, so
+            // what is left to apply is its commit half (see the `apply` module).
             self.insert_prepared(tx, snapshot, prepare_time, writes, now_us);
             self.prepared.get_mut(&tx).expect("just inserted").committing = Some(commit.clone());
             let lsn = self.persist(record);
-            self.after_durable.push_back((lsn, AfterDurable::ApplyCommit(tx, Message::Committed { tx, commit })));
+            let reply =
+                self.envelope(Address::Coordinator(tx.coordinator), Message::Committed { tx, commit: commit.clone() });
+            let durable = LogRecord::Committed { tx, commit };
+            self.after_durable.push_back((lsn, AfterDurable::Apply(durable, Some(reply))));
             return;
         }
         let record = LogRecord::Prepared { tx, snapshot: snapshot.clone(), prepare_time, writes: writes.clone() };
@@ -140,12 +145,15 @@ impl Partition {
             assert!(commit.get(local) >= p.prepare_time, "cure: the commit time is the largest prepare time");
             assert!(p.snapshot.le(&commit), "cure: a commit vector dominates the snapshot");
         }
+        // Staged: the decision is recorded now, so that a resent decision or a termination's question finds it;
+        // the effects become visible once the record is durable.
         p.committing = Some(commit.clone());
-        let lsn = self.persist(LogRecord::Committed { tx, commit });
-        self.after_durable.push_back((lsn, AfterDurable::ApplyCommit(tx, Message::CommitAck { tx })));
+        let lsn = self.persist(LogRecord::Committed { tx, commit: commit.clone() });
+        let ack = self.envelope(Address::Coordinator(tx.coordinator), Message::CommitAck { tx });
+        self.after_durable.push_back((lsn, AfterDurable::Apply(LogRecord::Committed { tx, commit }, Some(ack))));
     }
 
-    /// Makes a committed transaction's effects visible. Called once its commit record is durable.
+    /// Makes a committed transaction's effects visible. Called by `apply` once its commit record is durable.
     pub(super) fn apply_commit(&mut self, tx: TxId) {
         self.terminations.remove(&tx);
         let p = self.remove_prepared(tx).expect("a committing transaction is prepared");

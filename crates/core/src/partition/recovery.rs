@@ -1,12 +1,15 @@
 //! Checkpoints, and rebuilding a partition from a checkpoint and the log records after it.
 
-use super::{Checkpoint, Partition, PreparedImage};
+use super::{AfterDurable, Checkpoint, Partition, PreparedImage};
 use crate::record::{LogRecord, Lsn};
-use crate::{ClockKind, Config, PartitionId, Timestamp};
+use crate::replication::ReplicatedTx;
+use crate::{ClockKind, Config, DcId, PartitionId, Timestamp};
 
 impl Partition {
     /// Rebuilds a partition from a complete checkpoint (every object) and the log records after it: the body of
-    /// [`Partition::restore`].
+    /// [`Partition::restore`]. The checkpoint's images of state are loaded as they are; every record, and what
+    /// the checkpoint holds of records not yet applied, goes through [`Partition::apply`], the path the live
+    /// partition's records took when they became durable.
     pub(super) fn rebuild(
         id: PartitionId,
         config: Config,
@@ -42,15 +45,16 @@ impl Partition {
                 }
                 p.remote_applied.insert(origin, (at, tx));
             }
+            // What the checkpoint holds of records not yet applied when it was taken goes through `apply` like the
+            // log tail: the pending remote transactions, and the prepared transactions with their decided commits.
             for (origin, tx) in c.remote_pending {
-                p.replay_remote(origin, tx);
+                p.apply(now_us, LogRecord::Remote { origin, tx });
             }
-            for image in c.prepared {
-                floor = floor.max(image.prepare_time);
-                p.insert_prepared(image.tx, image.snapshot, image.prepare_time, image.writes, now_us);
-                if let Some(commit) = image.commit {
-                    p.prepared.get_mut(&image.tx).expect("just inserted").committing = Some(commit);
-                    p.apply_commit(image.tx);
+            for PreparedImage { tx, snapshot, prepare_time, writes, commit } in c.prepared {
+                floor = floor.max(prepare_time);
+                p.apply(now_us, LogRecord::Prepared { tx, snapshot, prepare_time, writes });
+                if let Some(commit) = commit {
+                    p.apply(now_us, LogRecord::Committed { tx, commit });
                 }
             }
         }
@@ -59,30 +63,10 @@ impl Partition {
                 continue; // Covered by the checkpoint (truncation may lag behind it).
             }
             p.last_lsn = lsn;
-            match record {
-                LogRecord::Prepared { tx, snapshot, prepare_time, writes } => {
-                    floor = floor.max(prepare_time);
-                    p.insert_prepared(tx, snapshot, prepare_time, writes, now_us);
-                }
-                LogRecord::Committed { tx, commit } => {
-                    floor = floor.max(commit.get(local));
-                    if let Some(prepared) = p.prepared.get_mut(&tx) {
-                        prepared.committing = Some(commit);
-                        p.apply_commit(tx);
-                    }
-                }
-                LogRecord::CommittedAlone { tx, snapshot, commit, writes } => {
-                    let prepare_time = commit.get(local);
-                    floor = floor.max(prepare_time);
-                    p.insert_prepared(tx, snapshot, prepare_time, writes, now_us);
-                    p.prepared.get_mut(&tx).expect("just inserted").committing = Some(commit);
-                    p.apply_commit(tx);
-                }
-                LogRecord::Remote { origin, tx } => p.replay_remote(origin, tx),
-                LogRecord::Aborted { tx } => {
-                    p.remove_prepared(tx);
-                }
+            if let Some(exposed) = exposed_time(&record, local) {
+                floor = floor.max(exposed);
             }
+            p.apply(now_us, record);
         }
         p.durable_lsn = p.last_lsn;
         // Before the crash this partition may have exposed (in pvc reports and reads) timestamps up to its clock,
@@ -119,11 +103,33 @@ impl Partition {
             peer_acked: self.sender.image().1,
             pvc: Some(self.pvc.clone()),
             remote_applied: self.remote_applied.iter().map(|(d, (at, tx))| (*d, *at, *tx)).collect(),
-            remote_pending: self
-                .remote_pending
-                .iter()
-                .flat_map(|(origin, txs)| txs.iter().map(|tx| (*origin, tx.clone())))
-                .collect(),
+            remote_pending: self.remote_pending_image(),
         }
+    }
+
+    /// The remote transactions logged and not yet applied, by origin and in each origin's order: their records
+    /// wait in `after_durable`, in log order, which is each origin's order.
+    fn remote_pending_image(&self) -> Vec<(DcId, ReplicatedTx)> {
+        let mut pending: Vec<(DcId, ReplicatedTx)> = self
+            .after_durable
+            .iter()
+            .filter_map(|(_, action)| match action {
+                AfterDurable::Apply(LogRecord::Remote { origin, tx }, _) => Some((*origin, tx.clone())),
+                _ => None,
+            })
+            .collect();
+        // Stable: each origin's transactions keep their order.
+        pending.sort_by_key(|(origin, _)| *origin);
+        pending
+    }
+}
+
+/// The local time a record shows this partition exposed: its prepare time, or a commit time (which pvc may have
+/// reported). A restored clock starts above all of them.
+fn exposed_time(record: &LogRecord, local: DcId) -> Option<Timestamp> {
+    match record {
+        LogRecord::Prepared { prepare_time, .. } => Some(*prepare_time),
+        LogRecord::Committed { commit, .. } | LogRecord::CommittedAlone { commit, .. } => Some(commit.get(local)),
+        LogRecord::Remote { .. } | LogRecord::Aborted { .. } => None,
     }
 }

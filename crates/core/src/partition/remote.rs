@@ -30,20 +30,35 @@ impl Partition {
         self.serve_waiting(now_us);
     }
 
-    /// Applies a durable remote transaction found at recovery. Remote records are logged in the origin's order,
-    /// contiguously after what the checkpoint holds, so the stream is complete up to just below this one (another
-    /// transaction may share its commit time); a resend brings the rest.
-    pub(super) fn replay_remote(&mut self, origin: DcId, tx: ReplicatedTx) {
-        let Some(inbound) = self.inbound.get_mut(&origin) else { return };
-        let position = (tx.commit.get(origin), Some(tx.tx));
-        if position > inbound.received {
-            inbound.received = position;
-            inbound.up_to = inbound.up_to.max(position.0.prev());
-            self.apply_remote(origin, tx);
-        }
+    /// Whether this partition logged the remote transaction itself and has not applied it yet (the live path:
+    /// it was received and queued when logged); if so, it is no longer pending.
+    pub(super) fn take_staged_remote(&mut self, origin: DcId, tx: &ReplicatedTx) -> bool {
+        let Some(pending) = self.remote_pending.get_mut(&origin).filter(|p| !p.is_empty()) else { return false };
+        let staged = pending.pop_front();
+        assert_eq!(
+            staged,
+            Some((tx.commit.get(origin), tx.tx)),
+            "remote records become durable in the order they were logged"
+        );
+        true
     }
 
-    /// Makes a remote transaction visible (its record is durable). pvc for its origin advances in
+    /// Receives a durable remote transaction this partition did not stage (recovery), and says whether it is new.
+    /// Remote records are logged in the origin's order, contiguously after what the checkpoint holds, so the
+    /// stream is complete up to just below this one (another transaction may share its commit time); a resend
+    /// brings the rest.
+    pub(super) fn receive_logged_remote(&mut self, origin: DcId, tx: &ReplicatedTx) -> bool {
+        let Some(inbound) = self.inbound.get_mut(&origin) else { return false };
+        let position = (tx.commit.get(origin), Some(tx.tx));
+        if position <= inbound.received {
+            return false;
+        }
+        inbound.received = position;
+        inbound.up_to = inbound.up_to.max(position.0.prev());
+        true
+    }
+
+    /// Makes a remote transaction visible. Called by `apply` once its record is durable. pvc for its origin advances in
     /// [`Partition::refresh_pvc`]: Cure Alg. 4 line 17 sets pvc[i] = T.c[i], which assumes commit times unique per
     /// origin; here another transaction of the same origin may share T's commit time and still be queued, so pvc[i]
     /// stops just below the first transaction not yet applied.
@@ -76,9 +91,10 @@ impl Partition {
                 }
                 let inbound = self.inbound.get_mut(&origin).expect("origins come from the map");
                 let tx = inbound.queue.pop_front().expect("head exists");
+                // Staged: received, and pending until its record is durable (which holds pvc[origin] below it).
                 let lsn = self.persist(LogRecord::Remote { origin, tx: tx.clone() });
-                self.remote_pending.entry(origin).or_default().push_back(tx);
-                self.after_durable.push_back((lsn, AfterDurable::ApplyRemote(origin)));
+                self.remote_pending.entry(origin).or_default().push_back((tx.commit.get(origin), tx.tx));
+                self.after_durable.push_back((lsn, AfterDurable::Apply(LogRecord::Remote { origin, tx }, None)));
             }
         }
         self.refresh_pvc(now_us);
