@@ -54,8 +54,9 @@
 
 use super::Partition;
 use crate::record::LogRecord;
+use crate::store::VersionStore;
 
-impl Partition {
+impl<S: VersionStore> Partition<S> {
     /// Applies a durable record (see the module documentation for what each kind does). `now_us` is the local
     /// physical clock, from which a transaction prepared here schedules its outcome query.
     pub(crate) fn apply(&mut self, now_us: u64, record: LogRecord) {
@@ -94,6 +95,7 @@ mod tests {
     use super::super::{Partition, PartitionOutput};
     use crate::record::{LogRecord, Lsn};
     use crate::replication::ReplicatedTx;
+    use crate::store::VersionStore;
     use crate::VectorClock;
     use crate::{Address, ClockKind, Config, CoordinatorId, DcId, Message, ObjectId, PartitionId, Timestamp, TxId};
     use causet_crdt::{Crdt, CrdtType, Effect, EffectCtx, Op};

@@ -27,7 +27,7 @@ use self::termination::Termination;
 use crate::config::Bug;
 use crate::record::{LogRecord, Lsn};
 use crate::replication::{Inbound, ReplicatedTx, Sender};
-use crate::store::{ObjectImage, Store, StoreStats};
+use crate::store::{ObjectImage, Store, StoreStats, VersionStore};
 use crate::DcId;
 use crate::{Address, Clock, Config, Envelope, Message, ObjectId, PartitionId, Timestamp, TxId, VectorClock};
 use causet_crdt::Effect;
@@ -123,15 +123,16 @@ enum AfterDurable {
     Apply(LogRecord, Option<Envelope>),
 }
 
-/// A partition of one DC.
+/// A partition of one DC, over a multi-version object store `S` (the in-memory [`Store`] unless built with
+/// [`Partition::with_store`]).
 #[derive(Debug)]
-pub struct Partition {
+pub struct Partition<S = Store> {
     id: PartitionId,
     config: Config,
     clock: Clock,
     /// The latest snapshot this partition can serve (Cure Table II).
     pvc: VectorClock,
-    store: Store,
+    store: S,
     prepared: BTreeMap<TxId, PreparedTx>,
     /// Prepare times of `prepared`, to find the smallest quickly.
     prepare_times: BTreeSet<(Timestamp, TxId)>,
@@ -156,34 +157,13 @@ pub struct Partition {
     next_replication_us: u64,
 }
 
+// The constructors that name no store build a partition over the in-memory `Store`; they live in their own impl
+// block so that `Partition::new(..)` infers the default store, as `HashMap::new` does its default hasher.
 impl Partition {
     /// A new, empty partition. `now_us` is the local physical clock.
     pub fn new(id: PartitionId, config: Config, now_us: u64) -> Self {
-        assert!(id.0 < config.partitions, "partition {} outside 0..{}", id.0, config.partitions);
-        let dcs = config.vector_len();
-        Self {
-            id,
-            clock: Clock::new(config.clock),
-            pvc: VectorClock::zero(dcs),
-            store: Store::new(dcs),
-            prepared: BTreeMap::new(),
-            prepare_times: BTreeSet::new(),
-            waiting: Vec::new(),
-            last_lsn: Lsn(0),
-            durable_lsn: Lsn(0),
-            after_durable: VecDeque::new(),
-            outputs: VecDeque::new(),
-            next_report_us: now_us,
-            recent_commits: VecDeque::new(),
-            terminations: BTreeMap::new(),
-            fenced: VecDeque::new(),
-            sender: Sender::new(config.dc, config.dcs, config.resend_after_us),
-            inbound: (0..config.dcs).map(DcId).filter(|d| *d != config.dc).map(|d| (d, Inbound::default())).collect(),
-            remote_pending: BTreeMap::new(),
-            remote_applied: BTreeMap::new(),
-            next_replication_us: now_us,
-            config,
-        }
+        let store = Store::new(config.vector_len());
+        Self::with_store(id, config, now_us, store)
     }
 
     /// Rebuilds a partition from its durable log, in log order. Prepared transactions without a decision stay
@@ -206,7 +186,53 @@ impl Partition {
         checkpoint: Option<Checkpoint>,
         tail: impl IntoIterator<Item = (Lsn, LogRecord)>,
     ) -> Self {
-        Self::rebuild(id, config, now_us, checkpoint, tail)
+        let store = Store::new(config.vector_len());
+        Self::restore_with_store(id, config, now_us, store, checkpoint, tail)
+    }
+}
+
+impl<S: VersionStore> Partition<S> {
+    /// A new partition over `store`, which must be empty and hold vectors of [`Config::vector_len`] entries.
+    /// `now_us` is the local physical clock.
+    pub fn with_store(id: PartitionId, config: Config, now_us: u64, store: S) -> Self {
+        assert!(id.0 < config.partitions, "partition {} outside 0..{}", id.0, config.partitions);
+        let dcs = config.vector_len();
+        Self {
+            id,
+            clock: Clock::new(config.clock),
+            pvc: VectorClock::zero(dcs),
+            store,
+            prepared: BTreeMap::new(),
+            prepare_times: BTreeSet::new(),
+            waiting: Vec::new(),
+            last_lsn: Lsn(0),
+            durable_lsn: Lsn(0),
+            after_durable: VecDeque::new(),
+            outputs: VecDeque::new(),
+            next_report_us: now_us,
+            recent_commits: VecDeque::new(),
+            terminations: BTreeMap::new(),
+            fenced: VecDeque::new(),
+            sender: Sender::new(config.dc, config.dcs, config.resend_after_us),
+            inbound: (0..config.dcs).map(DcId).filter(|d| *d != config.dc).map(|d| (d, Inbound::default())).collect(),
+            remote_pending: BTreeMap::new(),
+            remote_applied: BTreeMap::new(),
+            next_replication_us: now_us,
+            config,
+        }
+    }
+
+    /// [`Partition::restore`] over `store`, which must be empty and hold vectors of [`Config::vector_len`]
+    /// entries.
+    pub fn restore_with_store(
+        id: PartitionId,
+        config: Config,
+        now_us: u64,
+        store: S,
+        checkpoint: Option<Checkpoint>,
+        tail: impl IntoIterator<Item = (Lsn, LogRecord)>,
+    ) -> Self {
+        Self::rebuild(Self::with_store(id, config, now_us, store), now_us, checkpoint, tail)
     }
 
     /// A checkpoint of everything up to the last record handed out. Its object images cover only the objects
@@ -263,7 +289,7 @@ impl Partition {
 
     /// Objects ever written, and effects kept unfolded.
     pub fn store_size(&self) -> (usize, usize) {
-        (self.store.len(), self.store.versions())
+        (self.store.objects(), self.store.versions())
     }
 
     /// The last log position handed out, and the last reported durable.

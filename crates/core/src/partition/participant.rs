@@ -5,10 +5,11 @@ use super::{AfterDurable, Partition, PreparedTx, Request};
 use crate::message::RemoteError;
 use crate::record::LogRecord;
 use crate::replication::ReplicatedTx;
+use crate::store::VersionStore;
 use crate::{Address, Message, ObjectId, Timestamp, TxId, VectorClock};
 use causet_crdt::{CrdtType, Effect, Stamp};
 
-impl Partition {
+impl<S: VersionStore> Partition<S> {
     pub(super) fn prepare(
         &mut self,
         now_us: u64,

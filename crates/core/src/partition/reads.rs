@@ -5,6 +5,7 @@
 use super::Partition;
 use crate::config::Bug;
 use crate::message::RemoteError;
+use crate::store::VersionStore;
 use crate::{Address, ClockKind, Message, ObjectId, TxId, VectorClock};
 use causet_crdt::Effect;
 
@@ -29,7 +30,7 @@ pub(super) struct Waiting {
     pub(super) deadline_us: u64,
 }
 
-impl Partition {
+impl<S: VersionStore> Partition<S> {
     pub(super) fn on_request(&mut self, now_us: u64, request: Request) {
         let snapshot = request.snapshot();
         if let Err(e) = self.validate_snapshot(now_us, snapshot) {

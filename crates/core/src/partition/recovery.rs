@@ -3,21 +3,20 @@
 use super::{AfterDurable, Checkpoint, Partition, PreparedImage};
 use crate::record::{LogRecord, Lsn};
 use crate::replication::ReplicatedTx;
-use crate::{ClockKind, Config, DcId, PartitionId, Timestamp};
+use crate::store::VersionStore;
+use crate::{ClockKind, DcId, Timestamp};
 
-impl Partition {
+impl<S: VersionStore> Partition<S> {
     /// Rebuilds a partition from a complete checkpoint (every object) and the log records after it: the body of
-    /// [`Partition::restore`]. The checkpoint's images of state are loaded as they are; every record, and what
+    /// [`Partition::restore`], from the new partition `p`. The checkpoint's images of state are loaded as they are; every record, and what
     /// the checkpoint holds of records not yet applied, goes through [`Partition::apply`], the path the live
     /// partition's records took when they became durable.
     pub(super) fn rebuild(
-        id: PartitionId,
-        config: Config,
+        mut p: Self,
         now_us: u64,
         checkpoint: Option<Checkpoint>,
         tail: impl IntoIterator<Item = (Lsn, LogRecord)>,
     ) -> Self {
-        let mut p = Partition::new(id, config, now_us);
         let mut floor = Timestamp::ZERO;
         let local = p.config.dc;
         if let Some(c) = checkpoint {

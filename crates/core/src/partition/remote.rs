@@ -5,10 +5,11 @@
 use super::{AfterDurable, Partition, PartitionOutput};
 use crate::record::LogRecord;
 use crate::replication::ReplicatedTx;
+use crate::store::VersionStore;
 use crate::{Address, DcId, Envelope, Message, Timestamp};
 use causet_crdt::Stamp;
 
-impl Partition {
+impl<S: VersionStore> Partition<S> {
     /// Queues a batch of another DC's transactions and applies what it can.
     pub(super) fn on_replicate(
         &mut self,

@@ -22,6 +22,7 @@
 
 use super::Partition;
 use crate::message::TxKnowledge;
+use crate::store::VersionStore;
 use crate::{Address, Message, PartitionId, TxId};
 use std::collections::BTreeSet;
 
@@ -39,7 +40,7 @@ pub(super) struct Termination {
     prepared: BTreeSet<PartitionId>,
 }
 
-impl Partition {
+impl<S: VersionStore> Partition<S> {
     /// The termination protocol, step 1 (see the module documentation).
     pub(super) fn on_coordinator_gone(&mut self, now_us: u64, tx: TxId) {
         let Some(p) = self.prepared.get_mut(&tx) else { return };
