@@ -5,6 +5,8 @@
 //! it lies below `vs` and applies only the effects visible at `vs` but not in the cache; garbage collection folds
 //! the effects every future snapshot contains into the base. A read's cost is the number of effects since the
 //! nearest materialised version, never the object's whole history.
+//!
+//! [`VersionStore`] is what a partition needs from such a store; [`Store`] implements it in memory.
 
 use crate::message::RemoteError;
 use crate::{DcId, DetHashMap, ObjectId, Timestamp, VectorClock};
@@ -61,9 +63,55 @@ pub struct StoreStats {
     pub effects_folded: u64,
 }
 
-/// The objects of one partition.
+/// What a partition needs from its multi-version object store: committed effects at their commit vectors, reads
+/// at a snapshot, garbage collection below a frontier, certification, and checkpoint images. [`Store`] is the
+/// in-memory implementation every partition runs today; [`crate::partition::Partition`] is generic over this
+/// trait (with `Store` as its default), so its hot read path is statically dispatched.
+pub trait VersionStore {
+    /// Adds a committed effect on an object, at its commit vector, ordered among the object's effects by `stamp`.
+    /// The partition inserts an effect only at a commit vector no snapshot already read from contains.
+    fn insert(&mut self, id: &ObjectId, commit: &VectorClock, stamp: Stamp, effect: Effect);
+
+    /// The object's state at the snapshot: every effect whose commit vector the snapshot contains. A snapshot not
+    /// at or above the garbage-collection frontier is refused ([`RemoteError::SnapshotTooOld`]).
+    fn read(&mut self, id: &ObjectId, snapshot: &VectorClock) -> Result<Crdt, RemoteError>;
+
+    /// The object's state with every committed effect, whatever its snapshot: what a new effect will land on.
+    fn latest(&self, id: &ObjectId) -> Crdt;
+
+    /// Whether a transaction of DC `dc` committed an effect on the object after `time` (write-write
+    /// certification).
+    fn written_by_dc_after(&self, id: &ObjectId, dc: DcId, time: Timestamp) -> bool;
+
+    /// The garbage-collection frontier: every snapshot read from now on is at or above it.
+    fn frontier(&self) -> &VectorClock;
+
+    /// Moves the frontier up to `frontier` (ignored unless it dominates the current one) and folds away the
+    /// versions every future snapshot contains.
+    fn collect(&mut self, frontier: &VectorClock);
+
+    /// Images of the objects changed since the last call, and forgets that they changed (checkpoints).
+    fn take_dirty_images(&mut self) -> Vec<(ObjectId, ObjectImage)>;
+
+    /// Loads an object image (recovery from a checkpoint).
+    fn load(&mut self, id: ObjectId, image: ObjectImage);
+
+    /// Sets the garbage-collection frontier without folding (recovery from a checkpoint).
+    fn restore_frontier(&mut self, frontier: VectorClock);
+
+    /// Counters of the work reads and garbage collection did.
+    fn stats(&self) -> &StoreStats;
+
+    /// The number of objects that were ever written.
+    fn objects(&self) -> usize;
+
+    /// The number of effects kept unfolded, over all objects.
+    fn versions(&self) -> usize;
+}
+
+/// The objects of one partition, in memory.
 #[derive(Clone, Debug)]
-pub(crate) struct Store {
+pub struct Store {
     objects: DetHashMap<ObjectId, VersionedObject>,
     /// Objects with effects not folded into their base.
     unfolded: BTreeSet<ObjectId>,
@@ -80,7 +128,8 @@ fn apply(state: &mut Crdt, effect: &Effect, stamp: Stamp) {
 }
 
 impl Store {
-    pub(crate) fn new(dcs: usize) -> Self {
+    /// An empty store for vectors of `dcs` entries.
+    pub fn new(dcs: usize) -> Self {
         Self {
             objects: DetHashMap::default(),
             unfolded: BTreeSet::new(),
@@ -89,9 +138,11 @@ impl Store {
             stats: StoreStats::default(),
         }
     }
+}
 
+impl VersionStore for Store {
     /// Images of the objects changed since the last call, and forgets that they changed.
-    pub(crate) fn take_dirty_images(&mut self) -> Vec<(ObjectId, ObjectImage)> {
+    fn take_dirty_images(&mut self) -> Vec<(ObjectId, ObjectImage)> {
         let dirty = std::mem::take(&mut self.dirty);
         dirty
             .into_iter()
@@ -104,7 +155,7 @@ impl Store {
     }
 
     /// Loads an object image (recovery from a checkpoint).
-    pub(crate) fn load(&mut self, id: ObjectId, image: ObjectImage) {
+    fn load(&mut self, id: ObjectId, image: ObjectImage) {
         if !image.versions.is_empty() {
             self.unfolded.insert(id.clone());
         }
@@ -113,26 +164,26 @@ impl Store {
     }
 
     /// Sets the garbage-collection frontier without folding (recovery from a checkpoint).
-    pub(crate) fn restore_frontier(&mut self, frontier: VectorClock) {
+    fn restore_frontier(&mut self, frontier: VectorClock) {
         self.frontier = frontier;
     }
 
-    pub(crate) fn stats(&self) -> &StoreStats {
+    fn stats(&self) -> &StoreStats {
         &self.stats
     }
 
     /// The number of objects that were ever written.
-    pub(crate) fn len(&self) -> usize {
+    fn objects(&self) -> usize {
         self.objects.len()
     }
 
     /// The number of effects kept unfolded, over all objects.
-    pub(crate) fn versions(&self) -> usize {
+    fn versions(&self) -> usize {
         self.unfolded.iter().map(|id| self.objects[id].versions.len()).sum()
     }
 
     /// The object's state at the snapshot.
-    pub(crate) fn read(&mut self, id: &ObjectId, snapshot: &VectorClock) -> Result<Crdt, RemoteError> {
+    fn read(&mut self, id: &ObjectId, snapshot: &VectorClock) -> Result<Crdt, RemoteError> {
         if !self.frontier.le(snapshot) {
             return Err(RemoteError::SnapshotTooOld);
         }
@@ -165,7 +216,7 @@ impl Store {
     }
 
     /// The object's state with every committed effect, whatever its snapshot: what a new effect will land on.
-    pub(crate) fn latest(&self, id: &ObjectId) -> Crdt {
+    fn latest(&self, id: &ObjectId) -> Crdt {
         let Some(object) = self.objects.get(id) else {
             return Crdt::new(id.ty);
         };
@@ -177,17 +228,17 @@ impl Store {
     }
 
     /// Whether a transaction of DC `dc` committed an effect on the object after `time` (certification).
-    pub(crate) fn written_by_dc_after(&self, id: &ObjectId, dc: DcId, time: Timestamp) -> bool {
+    fn written_by_dc_after(&self, id: &ObjectId, dc: DcId, time: Timestamp) -> bool {
         self.objects.get(id).is_some_and(|o| o.versions.iter().any(|v| v.commit.get(dc) > time))
     }
 
     /// The garbage-collection frontier: every snapshot read from now on is at or above it.
-    pub(crate) fn frontier(&self) -> &VectorClock {
+    fn frontier(&self) -> &VectorClock {
         &self.frontier
     }
 
     /// Adds a committed effect.
-    pub(crate) fn insert(&mut self, id: &ObjectId, commit: &VectorClock, stamp: Stamp, effect: Effect) {
+    fn insert(&mut self, id: &ObjectId, commit: &VectorClock, stamp: Stamp, effect: Effect) {
         let object = self.objects.entry(id.clone()).or_insert_with(|| VersionedObject::new(id.ty));
         let at = object.versions.partition_point(|v| v.stamp <= stamp);
         object.versions.insert(at, Version { commit: commit.clone(), stamp, effect });
@@ -203,7 +254,7 @@ impl Store {
     }
 
     /// Folds into the base state every effect that every future snapshot contains.
-    pub(crate) fn collect(&mut self, frontier: &VectorClock) {
+    fn collect(&mut self, frontier: &VectorClock) {
         if !self.frontier.le(frontier) {
             return;
         }

@@ -1,0 +1,214 @@
+//! Applying a durable log record: the one entry point through which a record that is durable changes the
+//! partition's state, whether the record was just written by this partition (the live path,
+//! [`Partition::handle_persisted`]), read back from the log at recovery ([`Partition::restore`]), or, later,
+//! received by a replica that did not write it.
+//!
+//! # Records are staged when written, applied when durable
+//!
+//! A record this partition writes changes its state in two steps. Some of its effect cannot wait for the disk:
+//! a prepared transaction must hold pvc back and take part in certification from the moment its prepare time is
+//! issued, or a read or a conflicting prepare could slip in below it before the record is durable. The rest must
+//! wait for the disk: nothing a client or another DC may observe (a visible commit, a remote transaction's
+//! effects) may be lost by a crash. So the live path *stages* a record when it writes it, and [`Partition::apply`]
+//! does the rest once the record is durable:
+//!
+//! - `Prepared`: staged, the transaction is prepared (it holds pvc back and is certified against). Applied, it is
+//!   prepared unless it was staged; durability adds nothing else.
+//! - `Committed`: staged, the commit vector is recorded on the prepared transaction (a resent decision or a
+//!   termination's question finds it). Applied, it is recorded unless staged, and the effects become visible
+//!   (the store, the replication sender, the clock, the recent commits).
+//! - `CommittedAlone`: staged, the transaction is prepared with its commit recorded. Applied, it is a `Prepared`
+//!   and a `Committed` record in one.
+//! - `Remote`: staged, the transaction was received and its position is pending (holding pvc for its origin below
+//!   it). Applied, it is received unless staged (a duplicate of what was received is skipped), and its effects
+//!   become visible.
+//! - `Aborted`: staged, the transaction is no longer prepared. Applied, it is forgotten unless staged.
+//!
+//! `apply` is idempotent with respect to staging: given a staged record it does only what durability adds; given
+//! a record nothing staged (recovery, a replica) it does both steps at once. Recovery therefore replays exactly
+//! what the live path did, in the log's order.
+//!
+//! # Where the live path still differs
+//!
+//! The live path applies its `Committed`, `CommittedAlone` and `Remote` records through `apply` when
+//! [`Partition::handle_persisted`] reports them durable (they wait in `after_durable`); recovery applies every
+//! record, and what a checkpoint holds of records not yet applied, through it. Otherwise:
+//!
+//! - `Prepared` and `Aborted` records add nothing once durable, so the live path does not wait for them: a
+//!   prepare's answer is released at durability ([`AfterDurable::Send`]), and an abort needs no durability at all
+//!   (a prepared record without a decision is resolved by asking the coordinator).
+//! - A `CommittedAlone` record carries the transaction's effects; the live path staged its prepare half when it
+//!   wrote it, so once durable it applies the `Committed` half (same transaction, same commit vector) rather
+//!   than keep a second copy of the effects until then.
+//! - The clock. A restored partition raises its clock's floor above every time its log shows it exposed
+//!   (prepare and commit times), in [`Partition::restore`]; the live clock issued those prepare times itself, and a
+//!   physical clock must not jump to a commit time another partition chose, so `apply` leaves the floor alone.
+//! - Log positions ([`Lsn`](crate::record::Lsn)) are the log's bookkeeping, kept by the caller, not by `apply`.
+//! - State that does not survive a crash is not rebuilt: an abort also ends a termination this partition leads
+//!   and drops a prepare still waiting for the clock ([`Partition::handle_message`]); a restored partition has
+//!   neither.
+//! - A record is staged at most once, by the partition that wrote it: `apply` recognises a staged `Remote` record
+//!   by the pending position it left, so a partition must not both stage and be handed a record it did not write.
+//!
+//! [`AfterDurable::Send`]: super::AfterDurable::Send
+
+use super::Partition;
+use crate::record::LogRecord;
+use crate::store::VersionStore;
+
+impl<S: VersionStore> Partition<S> {
+    /// Applies a durable record (see the module documentation for what each kind does). `now_us` is the local
+    /// physical clock, from which a transaction prepared here schedules its outcome query.
+    pub(crate) fn apply(&mut self, now_us: u64, record: LogRecord) {
+        match record {
+            LogRecord::Prepared { tx, snapshot, prepare_time, writes } => {
+                if !self.prepared.contains_key(&tx) {
+                    self.insert_prepared(tx, snapshot, prepare_time, writes, now_us);
+                }
+            }
+            LogRecord::Committed { tx, commit } => {
+                // Not prepared here: there are no effects to make visible. A partition logs a commit only for a
+                // transaction it holds prepared, so its own log does not lead here.
+                let Some(prepared) = self.prepared.get_mut(&tx) else { return };
+                prepared.committing.get_or_insert(commit);
+                self.apply_commit(tx);
+            }
+            LogRecord::CommittedAlone { tx, snapshot, commit, writes } => {
+                let prepare_time = commit.get(self.config.dc);
+                self.apply(now_us, LogRecord::Prepared { tx, snapshot, prepare_time, writes });
+                self.apply(now_us, LogRecord::Committed { tx, commit });
+            }
+            LogRecord::Remote { origin, tx } => {
+                if self.take_staged_remote(origin, &tx) || self.receive_logged_remote(origin, &tx) {
+                    self.apply_remote(origin, tx);
+                }
+            }
+            LogRecord::Aborted { tx } => {
+                self.remove_prepared(tx);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Partition, PartitionOutput};
+    use crate::record::{LogRecord, Lsn};
+    use crate::replication::ReplicatedTx;
+    use crate::store::VersionStore;
+    use crate::VectorClock;
+    use crate::{Address, ClockKind, Config, CoordinatorId, DcId, Message, ObjectId, PartitionId, Timestamp, TxId};
+    use causet_crdt::{Crdt, CrdtType, Effect, EffectCtx, Op};
+
+    const COORD: Address = Address::Coordinator(CoordinatorId(0));
+
+    fn tx(dc: u16, seq: u64) -> TxId {
+        TxId { dc: DcId(dc), coordinator: CoordinatorId(0), seq }
+    }
+
+    fn add(t: TxId, key: &str, elem: &str) -> (ObjectId, Effect) {
+        let mut ctx = EffectCtx::new(t.tag(), 0);
+        let op = Op::Add(vec![elem.as_bytes().to_vec()]);
+        (ObjectId::new(key, "b", CrdtType::SetAw), Crdt::new(CrdtType::SetAw).generate(&op, &mut ctx).expect("fits"))
+    }
+
+    fn vc(entries: [u64; 2]) -> VectorClock {
+        VectorClock::from_entries(entries.iter().map(|m| Timestamp::from_micros(*m)).collect())
+    }
+
+    /// Delivers a message, makes every record it wrote durable at once, and keeps the records as the log.
+    fn step(p: &mut Partition, log: &mut Vec<(Lsn, LogRecord)>, now: u64, from: Address, msg: Message) -> Vec<Message> {
+        p.handle_message(now, from, msg);
+        let mut sent = Vec::new();
+        loop {
+            let mut last = None;
+            while let Some(out) = p.poll_output() {
+                match out {
+                    PartitionOutput::Send(e) => sent.push(e.msg),
+                    PartitionOutput::Persist { lsn, record } => {
+                        last = Some(lsn);
+                        log.push((lsn, record));
+                    }
+                }
+            }
+            match last {
+                Some(lsn) => p.handle_persisted(now, lsn),
+                None => return sent,
+            }
+        }
+    }
+
+    fn prepare_time(sent: &[Message]) -> Timestamp {
+        sent.iter()
+            .find_map(|m| match m {
+                Message::Prepared { prepare_time, .. } => Some(*prepare_time),
+                _ => None,
+            })
+            .expect("prepared")
+    }
+
+    #[test]
+    fn recovering_the_log_through_apply_rebuilds_the_state_the_live_path_reached() {
+        // A physical clock, so that the restored clock (raised to what the log shows) and the live one agree once
+        // physical time passes both.
+        let mut config = Config::new(2, DcId(0), 1);
+        config.clock = ClockKind::Physical;
+        let mut p = Partition::new(PartitionId(0), config.clone(), 1_000);
+        let mut log = Vec::new();
+
+        // Prepare then commit; prepare-and-commit; prepare then abort; a remote transaction; one left undecided.
+        let writes = vec![add(tx(0, 1), "x", "a")];
+        let sent =
+            step(&mut p, &mut log, 1_000, COORD, Message::Prepare { tx: tx(0, 1), snapshot: vc([900, 0]), writes });
+        let pt = prepare_time(&sent);
+        let commit = VectorClock::from_entries(vec![pt, Timestamp::ZERO]);
+        step(&mut p, &mut log, 1_100, COORD, Message::Commit { tx: tx(0, 1), commit });
+        let writes = vec![add(tx(0, 2), "y", "b"), add(tx(0, 2), "x", "b")];
+        let snapshot = vc([1_150, 0]);
+        step(&mut p, &mut log, 1_200, COORD, Message::PrepareAndCommit { tx: tx(0, 2), snapshot, writes });
+        let writes = vec![add(tx(0, 3), "x", "c")];
+        step(&mut p, &mut log, 1_300, COORD, Message::Prepare { tx: tx(0, 3), snapshot: vc([1_250, 0]), writes });
+        step(&mut p, &mut log, 1_400, COORD, Message::Abort { tx: tx(0, 3) });
+        let remote_commit = vc([0, 500]);
+        let remote = ReplicatedTx {
+            tx: tx(1, 1),
+            snapshot: vc([0, 0]),
+            commit: remote_commit.clone(),
+            writes: vec![add(tx(1, 1), "z", "r")],
+        };
+        let up_to = remote_commit.get(DcId(1)).prev();
+        let from_peer = Address::Peer(DcId(1), PartitionId(0));
+        step(
+            &mut p,
+            &mut log,
+            1_500,
+            from_peer,
+            Message::Replicate { since: Timestamp::ZERO, txs: vec![remote], up_to },
+        );
+        let writes = vec![add(tx(0, 4), "x", "d")];
+        step(&mut p, &mut log, 1_600, COORD, Message::Prepare { tx: tx(0, 4), snapshot: vc([1_550, 0]), writes });
+        let kinds: std::collections::BTreeSet<String> =
+            log.iter().map(|(_, r)| format!("{r:?}").split(' ').next().unwrap_or_default().to_owned()).collect();
+        assert_eq!(kinds.len(), 5, "every kind of record is in the log: {kinds:?}");
+
+        let mut r = Partition::recover(PartitionId(0), config, 2_000, log);
+        assert_eq!(r.undecided(), vec![tx(0, 4)]);
+        assert_eq!(r.prepared_count(), p.prepared_count());
+        for t in [tx(0, 1), tx(0, 2), tx(0, 3)] {
+            assert_eq!(r.recent_commit(t), p.recent_commit(t), "{t:?}");
+        }
+        assert_eq!(r.remote_applied, p.remote_applied);
+        // Once physical time passes every timestamp both have seen, pvc, the clock and everything a checkpoint
+        // holds (objects, prepared transactions, commits, what is still to ship, applied remote positions) agree.
+        p.handle_timeout(10_000);
+        r.handle_timeout(10_000);
+        assert_eq!(r.pvc(), p.pvc());
+        for key in ["x", "y", "z"] {
+            let id = ObjectId::new(key, "b", CrdtType::SetAw);
+            let mut at = p.pvc().clone();
+            at.set(DcId(1), remote_commit.get(DcId(1)));
+            assert_eq!(r.store.read(&id, &at), p.store.read(&id, &at), "{key}");
+        }
+        assert_eq!(r.take_checkpoint(), p.take_checkpoint());
+    }
+}

@@ -1,0 +1,487 @@
+//! The partition state machine (Cure Alg. 2): multi-version objects, snapshot reads, prepare, commit, abort, and
+//! the partition's pvc.
+//!
+//! Inputs: [`Partition::handle_message`], [`Partition::handle_persisted`], [`Partition::handle_timeout`].
+//! Outputs: [`Partition::poll_output`] (messages, and records to persist) and [`Partition::poll_timeout`].
+//!
+//! Durability is part of the contract: a `Prepared` answer and a `CommitAck` are released only after the driver
+//! reports their log record durable, and a commit becomes visible to reads only then, so nothing a client saw can
+//! be lost by a crash.
+//!
+//! The partition's concerns live in one private module each, all of them `impl Partition` blocks over the state
+//! defined here: `reads` (snapshot reads and waiting requests), `participant` (the two-phase-commit participant),
+//! `termination` (settling a transaction whose coordinator is gone, with its safety argument), `remote` (applying
+//! other DCs' transactions and shipping this partition's own), and `recovery` (checkpoints and restoring from
+//! them). `apply` is the one path by which a durable log record changes the state, live and at recovery; its
+//! documentation says what each record does when written and once durable.
+
+mod apply;
+mod participant;
+mod reads;
+mod recovery;
+mod remote;
+mod termination;
+
+use self::reads::{Request, Waiting};
+use self::termination::Termination;
+use crate::config::Bug;
+use crate::record::{LogRecord, Lsn};
+use crate::replication::{Inbound, ReplicatedTx, Sender};
+use crate::store::{ObjectImage, Store, StoreStats, VersionStore};
+use crate::DcId;
+use crate::{Address, Clock, Config, Envelope, Message, ObjectId, PartitionId, Timestamp, TxId, VectorClock};
+use causet_crdt::Effect;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// A transaction prepared at a partition, as a checkpoint keeps it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PreparedImage {
+    /// The transaction.
+    pub tx: TxId,
+    /// Its snapshot.
+    pub snapshot: VectorClock,
+    /// The partition's prepare time.
+    pub prepare_time: Timestamp,
+    /// Its effects here.
+    pub writes: Vec<(ObjectId, Effect)>,
+    /// The commit vector, when the commit was decided and its record written before the checkpoint.
+    pub commit: Option<VectorClock>,
+}
+
+/// What a partition holds after every log record up to `lsn`: restoring it and replaying the records after `lsn`
+/// rebuilds the partition, so the log up to `lsn` can be truncated.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// The last log record the checkpoint covers.
+    pub lsn: Lsn,
+    /// The clock's high-water mark.
+    pub clock: Timestamp,
+    /// The garbage-collection frontier.
+    pub frontier: VectorClock,
+    /// Object images. From [`Partition::take_checkpoint`], only the objects changed since the previous checkpoint
+    /// (a storage engine keeps the latest image of each object); for [`Partition::restore`], every object.
+    pub objects: Vec<(ObjectId, ObjectImage)>,
+    /// Every transaction prepared and not yet visible.
+    pub prepared: Vec<PreparedImage>,
+    /// Recent commit decisions, newest last.
+    pub recent_commits: Vec<(TxId, VectorClock)>,
+    /// Local transactions some peer DC has not acknowledged yet.
+    #[serde(default)]
+    pub unreplicated: Vec<ReplicatedTx>,
+    /// What each peer DC acknowledged.
+    #[serde(default)]
+    pub peer_acked: Vec<(DcId, Timestamp)>,
+    /// The pvc: its remote entries say up to where each origin's transactions are applied.
+    #[serde(default)]
+    pub pvc: Option<VectorClock>,
+    /// Remote transactions logged before the checkpoint but not yet applied when it was taken: their records are
+    /// truncated with the log, so the checkpoint carries them (they are durable once the checkpoint is).
+    #[serde(default)]
+    pub remote_pending: Vec<(DcId, ReplicatedTx)>,
+    /// Per origin, the stream position of the last remote transaction applied: pvc may lag behind it (it also waits
+    /// for the origin's promise), and a restored partition must not apply it again when the origin resends.
+    #[serde(default)]
+    pub remote_applied: Vec<(DcId, Timestamp, TxId)>,
+}
+
+/// What a partition asks its driver to do.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PartitionOutput {
+    /// Deliver a message.
+    Send(Envelope),
+    /// Append a record to this partition's log; call [`Partition::handle_persisted`] once it is durable.
+    Persist {
+        /// The record's position: records are numbered 1, 2, 3, … and become durable in that order.
+        lsn: Lsn,
+        /// The record.
+        record: LogRecord,
+    },
+}
+
+#[derive(Clone, Debug)]
+struct PreparedTx {
+    snapshot: VectorClock,
+    prepare_time: Timestamp,
+    writes: Vec<(ObjectId, Effect)>,
+    /// The commit vector, once the coordinator decided and the commit record is on its way to disk.
+    committing: Option<VectorClock>,
+    /// When to ask the coordinator about the outcome, should it not come.
+    query_at_us: u64,
+    /// The coordinator is gone and a termination asked about this transaction: the coordinator's decisions are
+    /// ignored; the termination's decide.
+    fenced: bool,
+}
+
+/// What happens once a log position is durable.
+#[derive(Clone, Debug)]
+enum AfterDurable {
+    /// Release a message that promises what the record holds.
+    Send(Envelope),
+    /// Apply a record this partition wrote (and staged when it wrote it: see the `apply` module), then release
+    /// the reply, if any.
+    Apply(LogRecord, Option<Envelope>),
+}
+
+/// A partition of one DC, over a multi-version object store `S` (the in-memory [`Store`] unless built with
+/// [`Partition::with_store`]).
+#[derive(Debug)]
+pub struct Partition<S = Store> {
+    id: PartitionId,
+    config: Config,
+    clock: Clock,
+    /// The latest snapshot this partition can serve (Cure Table II).
+    pvc: VectorClock,
+    store: S,
+    prepared: BTreeMap<TxId, PreparedTx>,
+    /// Prepare times of `prepared`, to find the smallest quickly.
+    prepare_times: BTreeSet<(Timestamp, TxId)>,
+    waiting: Vec<Waiting>,
+    last_lsn: Lsn,
+    durable_lsn: Lsn,
+    after_durable: VecDeque<(Lsn, AfterDurable)>,
+    outputs: VecDeque<PartitionOutput>,
+    next_report_us: u64,
+    recent_commits: VecDeque<(TxId, VectorClock)>,
+    /// Terminations this partition leads.
+    terminations: BTreeMap<TxId, Termination>,
+    /// Transactions this partition promised never to prepare, oldest first.
+    fenced: VecDeque<TxId>,
+    sender: Sender,
+    inbound: BTreeMap<DcId, Inbound>,
+    /// Per origin, the stream positions of the remote transactions this partition logged and has not applied yet
+    /// (the records themselves wait in `after_durable`).
+    remote_pending: BTreeMap<DcId, VecDeque<(Timestamp, TxId)>>,
+    /// Per origin, the stream position of the last remote transaction applied.
+    remote_applied: BTreeMap<DcId, (Timestamp, TxId)>,
+    next_replication_us: u64,
+}
+
+// The constructors that name no store build a partition over the in-memory `Store`; they live in their own impl
+// block so that `Partition::new(..)` infers the default store, as `HashMap::new` does its default hasher.
+impl Partition {
+    /// A new, empty partition. `now_us` is the local physical clock.
+    pub fn new(id: PartitionId, config: Config, now_us: u64) -> Self {
+        let store = Store::new(config.vector_len());
+        Self::with_store(id, config, now_us, store)
+    }
+
+    /// Rebuilds a partition from its durable log, in log order. Prepared transactions without a decision stay
+    /// prepared (holding pvc back) until their coordinator answers [`Message::QueryOutcome`] or the node resolves
+    /// them ([`Partition::undecided`]).
+    pub fn recover(
+        id: PartitionId,
+        config: Config,
+        now_us: u64,
+        records: impl IntoIterator<Item = (Lsn, LogRecord)>,
+    ) -> Self {
+        Self::restore(id, config, now_us, None, records)
+    }
+
+    /// Rebuilds a partition from a complete checkpoint (every object) and the log records after it.
+    pub fn restore(
+        id: PartitionId,
+        config: Config,
+        now_us: u64,
+        checkpoint: Option<Checkpoint>,
+        tail: impl IntoIterator<Item = (Lsn, LogRecord)>,
+    ) -> Self {
+        let store = Store::new(config.vector_len());
+        Self::restore_with_store(id, config, now_us, store, checkpoint, tail)
+    }
+}
+
+impl<S: VersionStore> Partition<S> {
+    /// A new partition over `store`, which must be empty and hold vectors of [`Config::vector_len`] entries.
+    /// `now_us` is the local physical clock.
+    pub fn with_store(id: PartitionId, config: Config, now_us: u64, store: S) -> Self {
+        assert!(id.0 < config.partitions, "partition {} outside 0..{}", id.0, config.partitions);
+        let dcs = config.vector_len();
+        Self {
+            id,
+            clock: Clock::new(config.clock),
+            pvc: VectorClock::zero(dcs),
+            store,
+            prepared: BTreeMap::new(),
+            prepare_times: BTreeSet::new(),
+            waiting: Vec::new(),
+            last_lsn: Lsn(0),
+            durable_lsn: Lsn(0),
+            after_durable: VecDeque::new(),
+            outputs: VecDeque::new(),
+            next_report_us: now_us,
+            recent_commits: VecDeque::new(),
+            terminations: BTreeMap::new(),
+            fenced: VecDeque::new(),
+            sender: Sender::new(config.dc, config.dcs, config.resend_after_us),
+            inbound: (0..config.dcs).map(DcId).filter(|d| *d != config.dc).map(|d| (d, Inbound::default())).collect(),
+            remote_pending: BTreeMap::new(),
+            remote_applied: BTreeMap::new(),
+            next_replication_us: now_us,
+            config,
+        }
+    }
+
+    /// [`Partition::restore`] over `store`, which must be empty and hold vectors of [`Config::vector_len`]
+    /// entries.
+    pub fn restore_with_store(
+        id: PartitionId,
+        config: Config,
+        now_us: u64,
+        store: S,
+        checkpoint: Option<Checkpoint>,
+        tail: impl IntoIterator<Item = (Lsn, LogRecord)>,
+    ) -> Self {
+        Self::rebuild(Self::with_store(id, config, now_us, store), now_us, checkpoint, tail)
+    }
+
+    /// A checkpoint of everything up to the last record handed out. Its object images cover only the objects
+    /// changed since the previous call. The driver must make it durable after every record up to its `lsn`.
+    pub fn take_checkpoint(&mut self) -> Checkpoint {
+        self.checkpoint()
+    }
+
+    /// Local transactions some peer DC has not acknowledged.
+    pub fn replication_backlog(&self) -> usize {
+        self.sender.backlog()
+    }
+
+    /// Remote transactions received and not yet applied, per origin DC.
+    pub fn inbound_backlog(&self) -> Vec<(DcId, usize)> {
+        self.inbound.iter().map(|(d, i)| (*d, i.queue.len())).collect()
+    }
+
+    /// Transactions prepared here whose decision is unknown: their coordinator's answer (or, when it is gone, a
+    /// termination) settles them.
+    pub fn undecided(&self) -> Vec<TxId> {
+        self.prepared.iter().filter(|(_, p)| p.committing.is_none()).map(|(tx, _)| *tx).collect()
+    }
+
+    /// The commit vector of a transaction committed here recently.
+    pub fn recent_commit(&self, tx: TxId) -> Option<&VectorClock> {
+        self.recent_commits.iter().rev().find(|(t, _)| *t == tx).map(|(_, c)| c)
+    }
+
+    /// This partition's id.
+    pub fn id(&self) -> PartitionId {
+        self.id
+    }
+
+    /// The pvc as last computed.
+    pub fn pvc(&self) -> &VectorClock {
+        &self.pvc
+    }
+
+    /// Transactions prepared and not yet decided (or whose commit is not yet durable).
+    pub fn prepared_count(&self) -> usize {
+        self.prepared.len()
+    }
+
+    /// Requests waiting for their snapshot.
+    pub fn waiting_count(&self) -> usize {
+        self.waiting.len()
+    }
+
+    /// Counters of the object store.
+    pub fn store_stats(&self) -> &StoreStats {
+        self.store.stats()
+    }
+
+    /// Objects ever written, and effects kept unfolded.
+    pub fn store_size(&self) -> (usize, usize) {
+        (self.store.objects(), self.store.versions())
+    }
+
+    /// The last log position handed out, and the last reported durable.
+    pub fn lsns(&self) -> (Lsn, Lsn) {
+        (self.last_lsn, self.durable_lsn)
+    }
+
+    /// Hands over the next output, if any. Drain after every input.
+    pub fn poll_output(&mut self) -> Option<PartitionOutput> {
+        self.outputs.pop_front()
+    }
+
+    /// The local time at which [`Partition::handle_timeout`] must next be called.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        let mut next = self.next_report_us;
+        if self.config.dcs > 1 {
+            next = next.min(self.next_replication_us);
+        }
+        for w in &self.waiting {
+            next = next.min(w.deadline_us);
+            if let Some(at) = self.clock_wait_us(&w.request) {
+                next = next.min(at);
+            }
+        }
+        for p in self.prepared.values() {
+            if p.committing.is_none() {
+                next = next.min(p.query_at_us);
+            }
+        }
+        Some(next)
+    }
+
+    /// Timers: pvc reports, requests waiting for the clock or giving up, outcome queries.
+    pub fn handle_timeout(&mut self, now_us: u64) {
+        self.refresh_pvc(now_us);
+        if now_us >= self.next_report_us {
+            self.send(Address::Stabilizer, Message::PvcReport { pvc: self.pvc.clone() });
+            self.next_report_us = now_us + self.config.stable_interval_us.max(1);
+        }
+        if self.config.dcs > 1 && now_us >= self.next_replication_us {
+            self.next_replication_us = now_us + self.config.replication_interval_us.max(1);
+            self.replicate(now_us);
+        }
+        let mut queries = Vec::new();
+        for (tx, p) in self.prepared.iter_mut() {
+            if p.committing.is_none() && now_us >= p.query_at_us {
+                p.query_at_us = now_us + self.config.retry_interval_us.max(1);
+                queries.push(*tx);
+            }
+        }
+        for tx in queries {
+            if self.terminations.contains_key(&tx) {
+                self.ask_status(tx);
+            } else {
+                self.send(Address::Coordinator(tx.coordinator), Message::QueryOutcome { tx });
+            }
+        }
+        self.serve_waiting(now_us);
+    }
+
+    /// The driver reports every record up to `lsn` durable.
+    pub fn handle_persisted(&mut self, now_us: u64, lsn: Lsn) {
+        assert!(lsn <= self.last_lsn, "durable position {lsn:?} was never handed out");
+        if lsn <= self.durable_lsn {
+            return;
+        }
+        self.durable_lsn = lsn;
+        let mut applied = false;
+        while self.after_durable.front().is_some_and(|(at, _)| *at <= lsn) {
+            let (_, action) = self.after_durable.pop_front().expect("front exists");
+            match action {
+                AfterDurable::Send(envelope) => self.outputs.push_back(PartitionOutput::Send(envelope)),
+                AfterDurable::Apply(record, reply) => {
+                    self.apply(now_us, record);
+                    if let Some(envelope) = reply {
+                        self.outputs.push_back(PartitionOutput::Send(envelope));
+                    }
+                    applied = true;
+                }
+            }
+        }
+        if applied {
+            self.process_inbound(now_us);
+            self.serve_waiting(now_us);
+        }
+    }
+
+    /// A message from another state machine of the DC.
+    pub fn handle_message(&mut self, now_us: u64, from: Address, msg: Message) {
+        match msg {
+            Message::Read { tx, request, snapshot, objects } => {
+                self.on_request(now_us, Request::Read { from, tx, request, snapshot, objects })
+            }
+            Message::Prepare { tx, snapshot, writes } => {
+                self.on_request(now_us, Request::Prepare { from, tx, snapshot, writes, alone: false })
+            }
+            Message::PrepareAndCommit { tx, snapshot, writes } => {
+                self.on_request(now_us, Request::Prepare { from, tx, snapshot, writes, alone: true })
+            }
+            Message::Commit { tx, commit } => self.on_commit(from, tx, commit),
+            Message::Abort { tx } => self.on_abort(now_us, from, tx),
+            Message::Stable { stable, gc } => self.on_stable(stable, gc),
+            Message::CoordinatorGone { tx } => self.on_coordinator_gone(now_us, tx),
+            Message::TxStatus { tx } => {
+                if let Address::Partition(_) = from {
+                    self.on_status_query(from, tx);
+                }
+            }
+            Message::TxStatusReply { tx, status } => {
+                if let Address::Partition(q) = from {
+                    self.on_status_reply(now_us, q, tx, status);
+                }
+            }
+            Message::Replicate { since, txs, up_to } => {
+                if let Address::Peer(origin, _) = from {
+                    self.on_replicate(now_us, origin, since, txs, up_to);
+                }
+            }
+            Message::ReplicateAck { up_to, gap } => {
+                if let Address::Peer(peer, _) = from {
+                    self.sender.acked(peer, up_to, gap, now_us);
+                }
+            }
+            // Messages for other state machines: a misrouted message is dropped, never a crash.
+            _ => {}
+        }
+    }
+
+    fn on_stable(&mut self, stable: VectorClock, gc: VectorClock) {
+        if gc.has_dcs(self.config.vector_len()) {
+            self.store.collect(&gc);
+        }
+        if stable.has_dcs(self.config.vector_len()) {
+            // Every partition's pvc passed these commits, so none still holds them prepared: no termination will
+            // ask about them again.
+            let local = stable.get(self.config.dc);
+            self.recent_commits.retain(|(_, commit)| commit.get(self.config.dc) > local);
+        }
+    }
+
+    /// Cure Alg. 2 UpdateClock: pvc[j] follows the clock but stays below the smallest prepare time.
+    fn refresh_pvc(&mut self, now_us: u64) {
+        let local = self.config.dc;
+        let mut candidate = self.clock.current(now_us);
+        if self.config.bug != Some(Bug::IgnorePreparedInPvc) {
+            if let Some((min_prepared, _)) = self.prepare_times.first() {
+                candidate = candidate.min(min_prepared.prev());
+            }
+        }
+        let old = self.pvc.get(local);
+        if self.config.bug.is_none() {
+            assert!(candidate >= old, "cure: pvc never moves backwards ({candidate} < {old})");
+        }
+        self.pvc.set(local, candidate.max(old));
+        // Remote entries: everything of an origin below its queue's head (or below a persisted transaction not yet
+        // applied) is applied, and nothing else is coming at or below the origin's promise.
+        for (origin, inbound) in &self.inbound {
+            let mut bound = inbound.up_to;
+            if let Some(head) = inbound.queue.front() {
+                bound = bound.min(head.commit.get(*origin).prev());
+            }
+            if let Some((first, _)) = self.remote_pending.get(origin).and_then(|p| p.front()) {
+                bound = bound.min(first.prev());
+            }
+            if bound > self.pvc.get(*origin) {
+                self.pvc.set(*origin, bound);
+            }
+        }
+    }
+
+    fn persist(&mut self, record: LogRecord) -> Lsn {
+        self.last_lsn = Lsn(self.last_lsn.0 + 1);
+        self.outputs.push_back(PartitionOutput::Persist { lsn: self.last_lsn, record });
+        self.last_lsn
+    }
+
+    fn send(&mut self, to: Address, msg: Message) {
+        let envelope = self.envelope(to, msg);
+        self.outputs.push_back(PartitionOutput::Send(envelope));
+    }
+
+    /// An envelope from this partition.
+    fn envelope(&self, to: Address, msg: Message) -> Envelope {
+        Envelope { from: Address::Partition(self.id), to, msg }
+    }
+
+    fn send_after_durable(&mut self, lsn: Lsn, to: Address, msg: Message) {
+        let envelope = self.envelope(to, msg);
+        if lsn <= self.durable_lsn {
+            self.outputs.push_back(PartitionOutput::Send(envelope));
+        } else {
+            self.after_durable.push_back((lsn, AfterDurable::Send(envelope)));
+        }
+    }
+}

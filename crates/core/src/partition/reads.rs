@@ -1,0 +1,143 @@
+//! Snapshot reads and the requests that wait for their snapshot (Cure Alg. 2): a read is served once its whole
+//! snapshot is available here, a prepare once the clock passed its snapshot's local entry; until then both wait,
+//! and give up at their deadline.
+
+use super::Partition;
+use crate::config::Bug;
+use crate::message::RemoteError;
+use crate::store::VersionStore;
+use crate::{Address, ClockKind, Message, ObjectId, TxId, VectorClock};
+use causet_crdt::Effect;
+
+#[derive(Clone, Debug)]
+pub(super) enum Request {
+    Read { from: Address, tx: TxId, request: u64, snapshot: VectorClock, objects: Vec<ObjectId> },
+    Prepare { from: Address, tx: TxId, snapshot: VectorClock, writes: Vec<(ObjectId, Effect)>, alone: bool },
+}
+
+impl Request {
+    pub(super) fn snapshot(&self) -> &VectorClock {
+        match self {
+            Request::Read { snapshot, .. } | Request::Prepare { snapshot, .. } => snapshot,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub(super) struct Waiting {
+    pub(super) request: Request,
+    /// When the request gives up.
+    pub(super) deadline_us: u64,
+}
+
+impl<S: VersionStore> Partition<S> {
+    pub(super) fn on_request(&mut self, now_us: u64, request: Request) {
+        let snapshot = request.snapshot();
+        if let Err(e) = self.validate_snapshot(now_us, snapshot) {
+            self.refuse(&request, e);
+            return;
+        }
+        if let Some(request) = self.try_serve(now_us, request) {
+            if self.waiting.len() >= self.config.max_waiting_requests {
+                self.refuse(&request, RemoteError::Busy);
+                return;
+            }
+            let deadline_us = now_us.saturating_add(self.config.wait_timeout_us);
+            self.waiting.push(Waiting { request, deadline_us });
+        }
+    }
+
+    fn validate_snapshot(&self, now_us: u64, snapshot: &VectorClock) -> Result<(), RemoteError> {
+        if !snapshot.has_dcs(self.config.vector_len()) {
+            return Err(RemoteError::InvalidSnapshot(format!(
+                "{} entries for {} DCs",
+                snapshot.len(),
+                self.config.dcs
+            )));
+        }
+        let local = snapshot.get(self.config.dc);
+        let limit = now_us.saturating_add(self.config.max_clock_ahead_us);
+        if local.micros() > limit && local > self.clock.last() {
+            return Err(RemoteError::InvalidSnapshot(format!(
+                "local entry {local} is more than {} µs ahead of this partition's clock",
+                self.config.max_clock_ahead_us
+            )));
+        }
+        Ok(())
+    }
+
+    /// Serves the request if its snapshot is available, else hands it back to wait.
+    fn try_serve(&mut self, now_us: u64, request: Request) -> Option<Request> {
+        let local = self.config.dc;
+        let is_read = matches!(request, Request::Read { .. });
+        let skip_wait =
+            is_read && (self.config.bug == Some(Bug::SkipReadWait) || !self.config.protocol.reads_snapshots());
+        let snapshot = request.snapshot();
+        if !skip_wait {
+            // With a hybrid clock the partition moves its clock up to the snapshot instead of waiting for physical
+            // time to get there; only the wait for earlier prepared transactions remains.
+            self.clock.observe(snapshot.get(local));
+            self.refresh_pvc(now_us);
+            let available = match &request {
+                // Cure Alg. 2 line 6: the whole snapshot must be available here.
+                Request::Read { .. } => snapshot.le(&self.pvc),
+                // A prepare time must exceed the snapshot's local entry, so the commit lands above the snapshot.
+                Request::Prepare { .. } => self.clock.current(now_us) >= snapshot.get(local),
+            };
+            if !available {
+                return Some(request);
+            }
+        }
+        match request {
+            Request::Read { from, tx, request, snapshot, objects } => {
+                let result = if self.config.protocol.reads_snapshots() {
+                    objects.iter().map(|id| self.store.read(id, &snapshot)).collect()
+                } else {
+                    // Eventual consistency: the latest applied state, whatever the snapshot.
+                    Ok(objects.iter().map(|id| self.store.latest(id)).collect())
+                };
+                self.send(from, Message::ReadReply { tx, request, result });
+            }
+            Request::Prepare { from, tx, snapshot, writes, alone } => {
+                self.prepare(now_us, from, tx, snapshot, writes, alone)
+            }
+        }
+        None
+    }
+
+    pub(super) fn serve_waiting(&mut self, now_us: u64) {
+        if self.waiting.is_empty() {
+            return;
+        }
+        let waiting = std::mem::take(&mut self.waiting);
+        for w in waiting {
+            if let Some(request) = self.try_serve(now_us, w.request) {
+                if now_us >= w.deadline_us {
+                    self.refuse(&request, RemoteError::Timeout);
+                } else {
+                    self.waiting.push(Waiting { request, deadline_us: w.deadline_us });
+                }
+            }
+        }
+    }
+
+    /// When a request waiting on the physical clock can next be served (physical clocks only).
+    pub(super) fn clock_wait_us(&self, request: &Request) -> Option<u64> {
+        if self.config.clock != ClockKind::Physical {
+            return None;
+        }
+        let snapshot = request.snapshot();
+        let local = snapshot.get(self.config.dc);
+        (local >= self.clock.last()).then(|| local.micros() + 1)
+    }
+
+    fn refuse(&mut self, request: &Request, reason: RemoteError) {
+        match request {
+            Request::Read { from, tx, request, .. } => {
+                let msg = Message::ReadReply { tx: *tx, request: *request, result: Err(reason) };
+                self.send(*from, msg);
+            }
+            Request::Prepare { from, tx, .. } => self.send(*from, Message::PrepareRefused { tx: *tx, reason }),
+        }
+    }
+}

@@ -1,0 +1,134 @@
+//! Checkpoints, and rebuilding a partition from a checkpoint and the log records after it.
+
+use super::{AfterDurable, Checkpoint, Partition, PreparedImage};
+use crate::record::{LogRecord, Lsn};
+use crate::replication::ReplicatedTx;
+use crate::store::VersionStore;
+use crate::{ClockKind, DcId, Timestamp};
+
+impl<S: VersionStore> Partition<S> {
+    /// Rebuilds a partition from a complete checkpoint (every object) and the log records after it: the body of
+    /// [`Partition::restore`], from the new partition `p`. The checkpoint's images of state are loaded as they are; every record, and what
+    /// the checkpoint holds of records not yet applied, goes through [`Partition::apply`], the path the live
+    /// partition's records took when they became durable.
+    pub(super) fn rebuild(
+        mut p: Self,
+        now_us: u64,
+        checkpoint: Option<Checkpoint>,
+        tail: impl IntoIterator<Item = (Lsn, LogRecord)>,
+    ) -> Self {
+        let mut floor = Timestamp::ZERO;
+        let local = p.config.dc;
+        if let Some(c) = checkpoint {
+            p.last_lsn = c.lsn;
+            floor = c.clock;
+            p.store.restore_frontier(c.frontier);
+            for (object, image) in c.objects {
+                p.store.load(object, image);
+            }
+            for (tx, commit) in c.recent_commits {
+                p.remember_commit(tx, commit);
+            }
+            p.sender.restore(c.unreplicated, c.peer_acked);
+            if let Some(pvc) = c.pvc.filter(|v| v.has_dcs(p.config.vector_len())) {
+                for (dc, inbound) in p.inbound.iter_mut() {
+                    inbound.received_through(pvc.get(*dc));
+                }
+                let local_entry = p.pvc.get(local);
+                p.pvc = pvc;
+                p.pvc.set(local, local_entry);
+            }
+            for (origin, at, tx) in c.remote_applied {
+                if let Some(inbound) = p.inbound.get_mut(&origin) {
+                    inbound.received = inbound.received.max((at, Some(tx)));
+                }
+                p.remote_applied.insert(origin, (at, tx));
+            }
+            // What the checkpoint holds of records not yet applied when it was taken goes through `apply` like the
+            // log tail: the pending remote transactions, and the prepared transactions with their decided commits.
+            for (origin, tx) in c.remote_pending {
+                p.apply(now_us, LogRecord::Remote { origin, tx });
+            }
+            for PreparedImage { tx, snapshot, prepare_time, writes, commit } in c.prepared {
+                floor = floor.max(prepare_time);
+                p.apply(now_us, LogRecord::Prepared { tx, snapshot, prepare_time, writes });
+                if let Some(commit) = commit {
+                    p.apply(now_us, LogRecord::Committed { tx, commit });
+                }
+            }
+        }
+        for (lsn, record) in tail {
+            if lsn <= p.last_lsn {
+                continue; // Covered by the checkpoint (truncation may lag behind it).
+            }
+            p.last_lsn = lsn;
+            if let Some(exposed) = exposed_time(&record, local) {
+                floor = floor.max(exposed);
+            }
+            p.apply(now_us, record);
+        }
+        p.durable_lsn = p.last_lsn;
+        // Before the crash this partition may have exposed (in pvc reports and reads) timestamps up to its clock,
+        // which a hybrid clock may have pushed up to `max_clock_ahead_us` past physical time. Never issue a prepare
+        // time at or below those: start above both the log and that bound.
+        if p.config.clock == ClockKind::Hybrid {
+            floor = floor.max(Timestamp::from_micros(now_us.saturating_add(p.config.max_clock_ahead_us)));
+        }
+        p.clock.raise_floor(floor);
+        p.refresh_pvc(now_us);
+        p
+    }
+
+    /// The body of [`Partition::take_checkpoint`].
+    pub(super) fn checkpoint(&mut self) -> Checkpoint {
+        Checkpoint {
+            lsn: self.last_lsn,
+            clock: self.clock.last(),
+            frontier: self.store.frontier().clone(),
+            objects: self.store.take_dirty_images(),
+            prepared: self
+                .prepared
+                .iter()
+                .map(|(tx, p)| PreparedImage {
+                    tx: *tx,
+                    snapshot: p.snapshot.clone(),
+                    prepare_time: p.prepare_time,
+                    writes: p.writes.clone(),
+                    commit: p.committing.clone(),
+                })
+                .collect(),
+            recent_commits: self.recent_commits.iter().cloned().collect(),
+            unreplicated: self.sender.image().0,
+            peer_acked: self.sender.image().1,
+            pvc: Some(self.pvc.clone()),
+            remote_applied: self.remote_applied.iter().map(|(d, (at, tx))| (*d, *at, *tx)).collect(),
+            remote_pending: self.remote_pending_image(),
+        }
+    }
+
+    /// The remote transactions logged and not yet applied, by origin and in each origin's order: their records
+    /// wait in `after_durable`, in log order, which is each origin's order.
+    fn remote_pending_image(&self) -> Vec<(DcId, ReplicatedTx)> {
+        let mut pending: Vec<(DcId, ReplicatedTx)> = self
+            .after_durable
+            .iter()
+            .filter_map(|(_, action)| match action {
+                AfterDurable::Apply(LogRecord::Remote { origin, tx }, _) => Some((*origin, tx.clone())),
+                _ => None,
+            })
+            .collect();
+        // Stable: each origin's transactions keep their order.
+        pending.sort_by_key(|(origin, _)| *origin);
+        pending
+    }
+}
+
+/// The local time a record shows this partition exposed: its prepare time, or a commit time (which pvc may have
+/// reported). A restored clock starts above all of them.
+fn exposed_time(record: &LogRecord, local: DcId) -> Option<Timestamp> {
+    match record {
+        LogRecord::Prepared { prepare_time, .. } => Some(*prepare_time),
+        LogRecord::Committed { commit, .. } | LogRecord::CommittedAlone { commit, .. } => Some(commit.get(local)),
+        LogRecord::Remote { .. } | LogRecord::Aborted { .. } => None,
+    }
+}
