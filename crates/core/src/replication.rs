@@ -44,7 +44,6 @@ pub struct PeerProgress {
 #[derive(Clone, Debug)]
 pub struct Sender {
     local: DcId,
-    dcs: u16,
     /// Committed local transactions, by commit time, not yet acknowledged by every peer.
     log: BTreeMap<(Timestamp, TxId), ReplicatedTx>,
     peers: BTreeMap<DcId, PeerProgress>,
@@ -69,15 +68,16 @@ pub struct Outgoing {
 }
 
 impl Sender {
-    /// A sender for DC `local` of `dcs`.
-    pub fn new(local: DcId, dcs: u16, resend_after_us: u64) -> Self {
-        let peers = (0..dcs).map(DcId).filter(|d| *d != local).map(|d| (d, PeerProgress::default())).collect();
-        Self { local, dcs, log: BTreeMap::new(), peers, batch_max: 256, resend_after_us }
+    /// A sender for DC `local` to the DCs `targets` (the topology's replication targets of its partition).
+    pub fn new(local: DcId, targets: Vec<DcId>, resend_after_us: u64) -> Self {
+        assert!(!targets.contains(&local), "a DC does not replicate to itself");
+        let peers = targets.into_iter().map(|d| (d, PeerProgress::default())).collect();
+        Self { local, log: BTreeMap::new(), peers, batch_max: 256, resend_after_us }
     }
 
     /// Records a local transaction that just became visible here.
     pub fn committed(&mut self, tx: ReplicatedTx) {
-        if self.dcs <= 1 {
+        if self.peers.is_empty() {
             return; // Nobody to replicate to.
         }
         let at = tx.commit.get(self.local);

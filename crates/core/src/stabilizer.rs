@@ -9,6 +9,7 @@
 //! the driver retires the coordinators of a node that restarted ([`Stabilizer::retire`]). Until every expected
 //! coordinator has reported, the frontier does not move.
 
+use crate::topology::Topology;
 use crate::{Address, Config, CoordinatorId, Envelope, Message, PartitionId, VectorClock};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -16,6 +17,8 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 #[derive(Debug)]
 pub struct Stabilizer {
     config: Config,
+    /// The DC's partitions, whose pvc it takes the minimum of.
+    topology: Topology,
     coordinators: BTreeSet<CoordinatorId>,
     /// The latest incarnation heard of, per node.
     incarnations: BTreeMap<u16, u32>,
@@ -33,6 +36,7 @@ impl Stabilizer {
         let dcs = config.vector_len();
         Self {
             pvcs: vec![None; config.partitions as usize],
+            topology: Topology::of_config(&config),
             incarnations: coordinators.iter().map(|c| (c.node(), c.incarnation())).collect(),
             coordinators: coordinators.into_iter().collect(),
             oldest: BTreeMap::new(),
@@ -143,7 +147,7 @@ impl Stabilizer {
             .coordinators
             .iter()
             .map(|c| Address::Coordinator(*c))
-            .chain((0..self.config.partitions).map(|p| Address::Partition(PartitionId(p))));
+            .chain(self.topology.partitions().map(Address::Partition));
         for to in targets {
             self.outputs.push_back(Envelope { from: Address::Stabilizer, to, msg: msg.clone() });
         }

@@ -24,10 +24,11 @@ mod termination;
 
 use self::reads::{Request, Waiting};
 use self::termination::Termination;
-use crate::config::Bug;
+use crate::bugs::{self, Bug};
 use crate::record::{LogRecord, Lsn};
 use crate::replication::{Inbound, ReplicatedTx, Sender};
 use crate::store::{ObjectImage, Store, StoreStats, VersionStore};
+use crate::topology::Topology;
 use crate::DcId;
 use crate::{Address, Clock, Config, Envelope, Message, ObjectId, PartitionId, Timestamp, TxId, VectorClock};
 use causet_crdt::Effect;
@@ -129,6 +130,9 @@ enum AfterDurable {
 pub struct Partition<S = Store> {
     id: PartitionId,
     config: Config,
+    /// Where the DC's other partitions and the peer DCs are: who a termination asks, who replication ships to
+    /// and hears from.
+    topology: Topology,
     clock: Clock,
     /// The latest snapshot this partition can serve (Cure Table II).
     pvc: VectorClock,
@@ -197,6 +201,7 @@ impl<S: VersionStore> Partition<S> {
     pub fn with_store(id: PartitionId, config: Config, now_us: u64, store: S) -> Self {
         assert!(id.0 < config.partitions, "partition {} outside 0..{}", id.0, config.partitions);
         let dcs = config.vector_len();
+        let topology = Topology::of_config(&config);
         Self {
             id,
             clock: Clock::new(config.clock),
@@ -213,8 +218,9 @@ impl<S: VersionStore> Partition<S> {
             recent_commits: VecDeque::new(),
             terminations: BTreeMap::new(),
             fenced: VecDeque::new(),
-            sender: Sender::new(config.dc, config.dcs, config.resend_after_us),
-            inbound: (0..config.dcs).map(DcId).filter(|d| *d != config.dc).map(|d| (d, Inbound::default())).collect(),
+            sender: Sender::new(config.dc, topology.replication_targets(id), config.resend_after_us),
+            inbound: topology.replication_sources(id).into_iter().map(|d| (d, Inbound::default())).collect(),
+            topology,
             remote_pending: BTreeMap::new(),
             remote_applied: BTreeMap::new(),
             next_replication_us: now_us,
@@ -434,13 +440,13 @@ impl<S: VersionStore> Partition<S> {
     fn refresh_pvc(&mut self, now_us: u64) {
         let local = self.config.dc;
         let mut candidate = self.clock.current(now_us);
-        if self.config.bug != Some(Bug::IgnorePreparedInPvc) {
+        if !bugs::has(&self.config, Bug::IgnorePreparedInPvc) {
             if let Some((min_prepared, _)) = self.prepare_times.first() {
                 candidate = candidate.min(min_prepared.prev());
             }
         }
         let old = self.pvc.get(local);
-        if self.config.bug.is_none() {
+        if bugs::checks_invariants(&self.config) {
             assert!(candidate >= old, "cure: pvc never moves backwards ({candidate} < {old})");
         }
         self.pvc.set(local, candidate.max(old));

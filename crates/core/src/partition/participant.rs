@@ -2,6 +2,7 @@
 //! prepare-and-commit.
 
 use super::{AfterDurable, Partition, PreparedTx, Request};
+use crate::bugs;
 use crate::message::RemoteError;
 use crate::record::LogRecord;
 use crate::replication::ReplicatedTx;
@@ -41,7 +42,7 @@ impl<S: VersionStore> Partition<S> {
         let prepare_time = self.clock.tick(now_us);
         let local = self.config.dc;
         assert!(prepare_time > snapshot.get(local), "cure: a prepare time exceeds the snapshot's local entry");
-        if self.config.bug.is_none() {
+        if bugs::checks_invariants(&self.config) {
             assert!(prepare_time > self.pvc.get(local), "cure: a prepare time exceeds every pvc already exposed");
         }
         if alone {
@@ -142,7 +143,7 @@ impl<S: VersionStore> Partition<S> {
         if !commit.has_dcs(self.config.vector_len()) {
             return; // A malformed decision is dropped; the coordinator resends.
         }
-        if self.config.bug.is_none() {
+        if bugs::checks_invariants(&self.config) {
             assert!(commit.get(local) >= p.prepare_time, "cure: the commit time is the largest prepare time");
             assert!(p.snapshot.le(&commit), "cure: a commit vector dominates the snapshot");
         }
@@ -159,7 +160,7 @@ impl<S: VersionStore> Partition<S> {
         self.terminations.remove(&tx);
         let p = self.remove_prepared(tx).expect("a committing transaction is prepared");
         let commit = p.committing.expect("apply_commit follows a commit decision");
-        if self.config.bug.is_none() {
+        if bugs::checks_invariants(&self.config) {
             assert!(
                 !commit.le(self.store.frontier()),
                 "cure: a commit lands above the garbage-collection frontier, where every future snapshot sees it"

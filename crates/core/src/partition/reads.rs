@@ -3,7 +3,7 @@
 //! and give up at their deadline.
 
 use super::Partition;
-use crate::config::Bug;
+use crate::bugs::{self, Bug};
 use crate::message::RemoteError;
 use crate::store::VersionStore;
 use crate::{Address, ClockKind, Message, ObjectId, TxId, VectorClock};
@@ -71,7 +71,7 @@ impl<S: VersionStore> Partition<S> {
         let local = self.config.dc;
         let is_read = matches!(request, Request::Read { .. });
         let skip_wait =
-            is_read && (self.config.bug == Some(Bug::SkipReadWait) || !self.config.protocol.reads_snapshots());
+            is_read && (bugs::has(&self.config, Bug::SkipReadWait) || !self.config.protocol.reads_snapshots());
         let snapshot = request.snapshot();
         if !skip_wait {
             // With a hybrid clock the partition moves its clock up to the snapshot instead of waiting for physical

@@ -60,8 +60,7 @@ impl<S: VersionStore> Partition<S> {
     /// Asks every partition that has not answered yet.
     pub(super) fn ask_status(&mut self, tx: TxId) {
         let Some(t) = self.terminations.get(&tx) else { return };
-        let missing: Vec<PartitionId> =
-            (0..self.config.partitions).map(PartitionId).filter(|q| !t.answered.contains(q)).collect();
+        let missing: Vec<PartitionId> = self.topology.partitions().filter(|q| !t.answered.contains(q)).collect();
         for q in missing {
             self.send(Address::Partition(q), Message::TxStatus { tx });
         }
@@ -125,7 +124,7 @@ impl<S: VersionStore> Partition<S> {
     /// Every partition answered and none committed: abort, here and at every partition holding it prepared.
     fn decide_if_complete(&mut self, now_us: u64, tx: TxId) {
         let Some(t) = self.terminations.get(&tx) else { return };
-        if t.answered.len() < self.config.partitions as usize {
+        if t.answered.len() < self.topology.partition_count() as usize {
             return;
         }
         let t = self.terminations.remove(&tx).expect("checked");
