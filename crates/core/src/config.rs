@@ -56,6 +56,9 @@ pub struct Config {
     pub max_open_transactions: usize,
     /// Most requests (reads and prepares) one partition keeps waiting at once.
     pub max_waiting_requests: usize,
+    /// Most remote transactions one partition keeps waiting for their dependencies, per origin DC; beyond, it asks
+    /// the origin to resend later.
+    pub max_inbound_queue: usize,
     /// A deliberate bug, for checker validation only. Honoured only where the build allows it; the state machines
     /// ask [`crate::bugs`] rather than reading this.
     pub bug: Option<Bug>,
@@ -85,6 +88,7 @@ impl Config {
             stable_read_max_lag_us: 10_000,
             max_open_transactions: 100_000,
             max_waiting_requests: 100_000,
+            max_inbound_queue: 100_000,
             bug: None,
         }
     }

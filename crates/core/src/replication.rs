@@ -191,20 +191,38 @@ pub struct Inbound {
 
 impl Inbound {
     /// Takes a message in, dropping duplicates of what was received before. A message that does not continue the
-    /// stream (the messages before it were lost) is dropped whole and a resend requested.
-    pub fn receive(&mut self, origin: DcId, since: Timestamp, txs: Vec<ReplicatedTx>, up_to: Timestamp) {
+    /// stream (the messages before it were lost) is dropped whole and a resend requested. At most `max_queue`
+    /// transactions wait: what does not fit is dropped, the origin's promise is trusted only below the first
+    /// transaction dropped, and a resend is requested, so a receiver that falls behind its origin holds a bounded
+    /// queue and catches up from the origin's log (go-back-N).
+    pub fn receive(
+        &mut self,
+        origin: DcId,
+        since: Timestamp,
+        txs: Vec<ReplicatedTx>,
+        up_to: Timestamp,
+        max_queue: usize,
+    ) {
         if since > self.up_to {
             self.gap = true;
             return;
         }
+        let mut promise = up_to;
         for tx in txs {
             let position = (tx.commit.get(origin), Some(tx.tx));
-            if position > self.received {
-                self.received = position;
-                self.queue.push_back(tx);
+            if position <= self.received {
+                continue;
             }
+            if self.queue.len() >= max_queue {
+                // Another transaction of the same commit time may follow the last one taken: promise only below.
+                promise = promise.min(position.0.prev());
+                self.gap = true;
+                break;
+            }
+            self.received = position;
+            self.queue.push_back(tx);
         }
-        self.up_to = self.up_to.max(up_to);
+        self.up_to = self.up_to.max(promise);
     }
 
     /// Everything at or below this origin time was received (restore from a checkpoint: nothing below the
@@ -221,4 +239,37 @@ impl TxId {
     pub const MIN: TxId = TxId { dc: DcId(0), coordinator: crate::CoordinatorId(0), seq: 0 };
     /// The largest id, for range bounds.
     pub const MAX: TxId = TxId { dc: DcId(u16::MAX), coordinator: crate::CoordinatorId(u32::MAX), seq: u64::MAX };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::CoordinatorId;
+
+    fn tx(seq: u64, at: u64) -> ReplicatedTx {
+        let commit = VectorClock::from_entries(vec![Timestamp(0), Timestamp(at)]);
+        let id = TxId { dc: DcId(1), coordinator: CoordinatorId(0), seq };
+        ReplicatedTx { tx: id, snapshot: VectorClock::zero(2), commit, writes: Vec::new() }
+    }
+
+    #[test]
+    fn a_full_inbound_queue_drops_the_rest_promises_only_below_it_and_asks_for_a_resend() {
+        let origin = DcId(1);
+        let mut inbound = Inbound::default();
+        // Five transactions, two sharing commit time 20; room for two.
+        let txs = vec![tx(1, 10), tx(2, 20), tx(3, 20), tx(4, 30), tx(5, 40)];
+        inbound.receive(origin, Timestamp(0), txs.clone(), Timestamp(50), 2);
+        assert_eq!(inbound.queue.len(), 2);
+        assert!(inbound.gap, "the receiver asks for what it dropped");
+        // Transaction 3 shares time 20 with the last one taken: the promise stops below 20.
+        assert_eq!(inbound.up_to, Timestamp(19));
+        // The origin resends from what was acknowledged; duplicates are skipped, the rest fits once room is made.
+        inbound.gap = false;
+        inbound.queue.clear();
+        inbound.receive(origin, Timestamp(0), txs, Timestamp(50), 100);
+        let seqs: Vec<u64> = inbound.queue.iter().map(|t| t.tx.seq).collect();
+        assert_eq!(seqs, vec![3, 4, 5]);
+        assert_eq!(inbound.up_to, Timestamp(50));
+        assert!(!inbound.gap);
+    }
 }

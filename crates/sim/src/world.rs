@@ -95,6 +95,8 @@ pub struct SimConfig {
     pub nodes: u16,
     /// Shards (driver tasks, each with a coordinator) of every node.
     pub shards: usize,
+    /// Most remote transactions a partition keeps waiting per origin.
+    pub max_inbound_queue: usize,
     /// Client sessions.
     pub sessions: u32,
     /// Virtual duration of the safety phase.
@@ -157,12 +159,15 @@ impl SimConfig {
         let stable_reads = extra.random_bool(0.7);
         let nodes = [1, 1, 2, 3][extra.random_range(0..4)];
         let shards = extra.random_range(1..=2);
+        // A tiny inbound queue in some seeds: receivers drop what does not fit and the origins resend.
+        let max_inbound_queue = if extra.random_bool(0.3) { extra.random_range(1..=4) } else { 100_000 };
         Self {
             seed,
             dcs,
             partitions: rng.random_range(1..=6),
             nodes,
             shards,
+            max_inbound_queue,
             sessions: {
                 // The draw that once chose a number of coordinators, kept so that the draws after it stay as
                 // they were.
@@ -196,6 +201,7 @@ impl SimConfig {
         c.wait_timeout_us = 400_000;
         c.tx_idle_timeout_us = 1_000_000;
         c.resend_after_us = 100_000;
+        c.max_inbound_queue = self.max_inbound_queue;
         c
     }
 }

@@ -26,7 +26,7 @@ impl<S: VersionStore> Partition<S> {
         {
             return; // Malformed: dropped; the sender resends.
         }
-        inbound.receive(origin, since, txs, up_to);
+        inbound.receive(origin, since, txs, up_to, self.config.max_inbound_queue);
         self.process_inbound(now_us);
         self.serve_waiting(now_us);
     }
