@@ -223,8 +223,11 @@ impl Node {
         }
         let strays: Vec<PartitionId> = stored.iter().map(|(p, ..)| *p).collect();
         assert!(strays.is_empty(), "stored partitions {strays:?} are not this shard's");
-        let stabilizer = (shard == 0 && layout.node == topology.stabilizer_node())
-            .then(|| Stabilizer::new(config.clone(), layout.coordinators()));
+        let stabilizer = (shard == 0 && layout.node == topology.stabilizer_node()).then(|| {
+            let mut s = Stabilizer::new(config.clone(), layout.coordinators());
+            s.expect_nodes(topology.nodes(topology.dc()));
+            s
+        });
         let mut node = Self {
             coordinator: Coordinator::new(layout.coordinator(shard), config.clone(), now_us),
             config,

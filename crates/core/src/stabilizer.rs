@@ -19,6 +19,8 @@ pub struct Stabilizer {
     config: Config,
     /// The DC's partitions, whose pvc it takes the minimum of.
     topology: Topology,
+    /// Nodes of the DC that must each have a coordinator report before the frontier moves (0: none required).
+    nodes_expected: u16,
     coordinators: BTreeSet<CoordinatorId>,
     /// The latest incarnation heard of, per node.
     incarnations: BTreeMap<u16, u32>,
@@ -37,6 +39,7 @@ impl Stabilizer {
         Self {
             pvcs: vec![None; config.partitions as usize],
             topology: Topology::of_config(&config),
+            nodes_expected: 0,
             incarnations: coordinators.iter().map(|c| (c.node(), c.incarnation())).collect(),
             coordinators: coordinators.into_iter().collect(),
             oldest: BTreeMap::new(),
@@ -100,6 +103,14 @@ impl Stabilizer {
         }
     }
 
+    /// Holds the garbage-collection frontier until a coordinator of every one of the DC's `nodes` nodes has
+    /// reported. A stabilizer that starts afresh (its node restarted) knows only its own node's coordinators; the
+    /// other nodes' coordinators may be running transactions at old snapshots, and a frontier that passed them
+    /// would make their reads fail as too old.
+    pub fn expect_nodes(&mut self, nodes: u16) {
+        self.nodes_expected = nodes;
+    }
+
     /// Forgets the coordinators `gone` says are gone for good (a node restarted: its earlier coordinators died
     /// with it), so the frontier no longer waits for them.
     pub fn retire(&mut self, gone: impl Fn(CoordinatorId) -> bool) {
@@ -127,7 +138,8 @@ impl Stabilizer {
         }
         let stable = stable.expect("a DC has at least one partition");
         let mut gc = stable.clone();
-        let all_reported = self.coordinators.iter().all(|c| self.oldest.contains_key(c));
+        let every_node = (0..self.nodes_expected).all(|n| self.oldest.keys().any(|c| c.node() == n));
+        let all_reported = every_node && self.coordinators.iter().all(|c| self.oldest.contains_key(c));
         if all_reported {
             for o in self.oldest.values() {
                 gc.merge_min(o);

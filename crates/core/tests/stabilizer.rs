@@ -74,3 +74,19 @@ fn a_report_from_a_nodes_new_incarnation_retires_its_earlier_coordinators() {
     s.handle_message(Address::Coordinator(old), Message::OldestSnapshot { snapshot: vc(20) });
     assert_eq!(s.coordinators().collect::<Vec<_>>(), vec![new]);
 }
+
+#[test]
+fn a_restarted_stabilizer_holds_the_frontier_until_every_node_has_a_coordinator_reporting() {
+    let config = Config::new(1, DcId(0), 1);
+    // The stabilizer's node (node 0) restarted: it knows only its own new coordinator.
+    let node0 = CoordinatorId::compose(0, 1, 0);
+    let node1 = CoordinatorId::compose(1, 0, 0);
+    let mut s = Stabilizer::new(config, vec![node0]);
+    s.expect_nodes(2);
+    report(&mut s, 0, 100);
+    s.handle_message(Address::Coordinator(node0), Message::OldestSnapshot { snapshot: vc(90) });
+    assert_eq!(s.stable_snapshot(), &vc(100));
+    assert_eq!(s.gc_frontier(), &vc(0), "node 1 may run a transaction at an old snapshot: the frontier waits");
+    s.handle_message(Address::Coordinator(node1), Message::OldestSnapshot { snapshot: vc(40) });
+    assert_eq!(s.gc_frontier(), &vc(40), "node 1's oldest snapshot bounds the frontier");
+}
