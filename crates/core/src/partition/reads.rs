@@ -5,6 +5,7 @@
 use super::Partition;
 use crate::bugs::{self, Bug};
 use crate::message::RemoteError;
+use crate::protocol::ReadVersion;
 use crate::store::VersionStore;
 use crate::{Address, ClockKind, Message, ObjectId, TxId, VectorClock};
 use causet_crdt::Effect;
@@ -70,8 +71,8 @@ impl<S: VersionStore> Partition<S> {
     fn try_serve(&mut self, now_us: u64, request: Request) -> Option<Request> {
         let local = self.config.dc;
         let is_read = matches!(request, Request::Read { .. });
-        let skip_wait =
-            is_read && (bugs::has(&self.config, Bug::SkipReadWait) || !self.config.protocol.reads_snapshots());
+        let rules = self.config.protocol.rules();
+        let skip_wait = is_read && (bugs::has(&self.config, Bug::SkipReadWait) || !rules.read_waits_for_snapshot());
         let snapshot = request.snapshot();
         if !skip_wait {
             // With a hybrid clock the partition moves its clock up to the snapshot instead of waiting for physical
@@ -80,7 +81,7 @@ impl<S: VersionStore> Partition<S> {
             self.refresh_pvc(now_us);
             let available = match &request {
                 // Cure Alg. 2 line 6: the whole snapshot must be available here.
-                Request::Read { .. } => snapshot.le(&self.pvc),
+                Request::Read { .. } => rules.may_serve_read(snapshot, &self.pvc),
                 // A prepare time must exceed the snapshot's local entry, so the commit lands above the snapshot.
                 Request::Prepare { .. } => self.clock.current(now_us) >= snapshot.get(local),
             };
@@ -90,11 +91,10 @@ impl<S: VersionStore> Partition<S> {
         }
         match request {
             Request::Read { from, tx, request, snapshot, objects } => {
-                let result = if self.config.protocol.reads_snapshots() {
-                    objects.iter().map(|id| self.store.read(id, &snapshot)).collect()
-                } else {
+                let result = match rules.read_version() {
+                    ReadVersion::AtSnapshot => objects.iter().map(|id| self.store.read(id, &snapshot)).collect(),
                     // Eventual consistency: the latest applied state, whatever the snapshot.
-                    Ok(objects.iter().map(|id| self.store.latest(id)).collect())
+                    ReadVersion::Latest => Ok(objects.iter().map(|id| self.store.latest(id)).collect()),
                 };
                 self.send(from, Message::ReadReply { tx, request, result });
             }

@@ -87,7 +87,7 @@ impl<S: VersionStore> Partition<S> {
                 let mut needed = head.snapshot.clone();
                 needed.set(origin, Timestamp::ZERO);
                 self.refresh_pvc(now_us);
-                if self.config.protocol.tracks_dependencies() && !needed.le(&self.pvc) {
+                if !self.config.protocol.rules().may_apply_remote(&needed, &self.pvc) {
                     break;
                 }
                 let inbound = self.inbound.get_mut(&origin).expect("origins come from the map");
