@@ -32,7 +32,7 @@ enum Command {
     Check(Box<causet::check::CheckArgs>),
     /// Run the deterministic simulator: one seed (--seed), or many (--seeds) from a starting seed.
     ///
-    /// Each seed derives its topology, clock skew and drift, message delays, partition crashes and workload, runs
+    /// Each seed derives its topology, clock skew and drift, message delays, node crashes and workload, runs
     /// the real protocol state machines in virtual time, and checks the recorded history for Transactional Causal+
     /// Consistency and for lost acknowledged writes. A failing seed prints the command that replays it.
     Sim {

@@ -416,7 +416,7 @@ impl Dc {
 pub struct World {
     config: SimConfig,
     rng: ChaCha8Rng,
-    /// Draws of the coordinator crashes (apart, so seeds without them run as before they existed).
+    /// Draws of the immediate node restarts (apart, so seeds without them draw everything else as before).
     coordinator_rng: ChaCha8Rng,
     /// Crashed coordinators whose messages still in flight are held up, by how long.
     held_up: BTreeMap<(DcId, CoordinatorId), u64>,

@@ -1,5 +1,5 @@
 //! The simulator's seeds as tests: a fixed set of seeds with faults (clock skew and drift, message delay and
-//! reordering, partition crashes that lose unsynced writes) must produce TCC histories with no lost write; the
+//! reordering, node crashes that lose unsynced writes) must produce TCC histories with no lost write; the
 //! deliberately broken protocol variants must be caught; a seed must replay identically.
 //!
 //! Environment: `CAUSET_SIM_SEEDS=N` runs N seeds instead of the default; `CAUSET_SIM_SEED=S` runs only seed S.
@@ -34,9 +34,9 @@ fn fixed_seeds_under_faults_give_tcc_histories_and_lose_no_acknowledged_write() 
             failures.push(result.summary());
         }
     }
-    eprintln!("{committed} transactions committed and checked, {reads} reads, {crashes} partition crashes");
+    eprintln!("{committed} transactions committed and checked, {reads} reads, {crashes} node crashes");
     assert!(committed > 1_000, "the seeds ran too few transactions to mean anything ({committed})");
-    assert!(crashes > 10, "the seeds crashed too few partitions to test recovery ({crashes})");
+    assert!(crashes > 10, "the seeds crashed too few nodes to test recovery ({crashes})");
     assert!(checkpoints > 10, "the seeds took too few checkpoints to test restoring them ({checkpoints})");
     assert!(failures.is_empty(), "{} seeds failed:\n{}", failures.len(), failures.join("\n\n"));
 }
