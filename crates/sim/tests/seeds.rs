@@ -149,3 +149,22 @@ fn seeds_that_once_failed_stay_fixed() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
+
+/// Seeds that fail since the simulator runs whole nodes (a node's coordinators, partitions and stabilizer crash
+/// together): the final read finds more increments than acknowledged and in-doubt transactions explain (5507,
+/// 6142, 5195), values no transaction wrote (5758), or DCs that diverge (5787). Found by
+/// `causet sim --seeds 1500 --from 5000`; the cause is not known yet (without checkpoints, seed 5507 passes, which
+/// points at checkpoint and restore under node crashes). Run with `cargo test -p causet-sim --test seeds --
+/// --ignored`; once they pass, they join `seeds_that_once_failed_stay_fixed`.
+#[test]
+#[ignore = "known failures under node crashes, under investigation"]
+fn seeds_failing_under_node_crashes_pass() {
+    let mut failures = Vec::new();
+    for seed in [5195, 5507, 5758, 5787, 6142] {
+        let result = run_seed(seed, None);
+        if !result.passed() {
+            failures.push(result.summary());
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
