@@ -397,7 +397,7 @@ impl Coordinator {
             self.next_report_us = now_us + self.config.stable_interval_us.max(1);
             // New transactions take their remote entries from the protocol's view of the stable snapshot (lower than
             // it under GentleRain): that is the floor of what this coordinator may still read.
-            let mut oldest = self.config.protocol.remote_snapshot(&self.stable, self.config.dc);
+            let mut oldest = self.config.protocol.rules().remote_snapshot(&self.stable, self.config.dc);
             for tx in self.txs.values() {
                 oldest.merge_min(&tx.snapshot);
             }
@@ -518,11 +518,11 @@ impl Coordinator {
     }
 
     fn remote_entries_stable(&self, clock: &VectorClock) -> bool {
-        if !self.config.protocol.reads_snapshots() {
+        if !self.config.protocol.rules().read_waits_for_snapshot() {
             return true; // Eventual consistency promises nothing to a client's clock.
         }
         let local = usize::from(self.config.dc.0);
-        let snapshot = self.config.protocol.remote_snapshot(&self.stable, self.config.dc);
+        let snapshot = self.config.protocol.rules().remote_snapshot(&self.stable, self.config.dc);
         let pairs = clock.entries().iter().zip(snapshot.entries()).enumerate();
         pairs.filter(|(i, _)| *i != local).all(|(_, (c, s))| c <= s)
     }
@@ -536,7 +536,7 @@ impl Coordinator {
     /// coordinator's reported stable snapshot, so the versions such a read needs are still there.
     fn begin(&mut self, now_us: u64, start: PendingStart) {
         let local = self.config.dc;
-        let mut snapshot = self.config.protocol.remote_snapshot(&self.stable, local);
+        let mut snapshot = self.config.protocol.rules().remote_snapshot(&self.stable, local);
         self.clock.observe(start.clock.get(local));
         let (clock, stable) = (self.clock.current(now_us), self.stable.get(local));
         let fresh_stable = stable.micros().saturating_add(self.config.stable_read_max_lag_us) >= clock.micros();

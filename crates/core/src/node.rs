@@ -336,16 +336,6 @@ impl Node {
         self.stabilizer.as_ref()
     }
 
-    /// The topology this shard routes by.
-    pub fn topology(&self) -> &Topology {
-        &self.topology
-    }
-
-    /// The node's layout.
-    pub fn layout(&self) -> Layout {
-        self.layout
-    }
-
     /// This shard's index.
     pub fn shard(&self) -> usize {
         self.shard

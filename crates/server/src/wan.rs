@@ -14,7 +14,7 @@ use crate::shutdown::stopped;
 use bytes::{Buf, BufMut, BytesMut};
 use causet_core::{Address, DcId, Envelope};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -148,8 +148,8 @@ struct WanInner {
     node: u16,
     /// Outgoing links by (DC, node).
     links: RwLock<BTreeMap<(DcId, u16), Link>>,
-    /// Nodes per peer DC.
-    nodes: RwLock<BTreeMap<DcId, u16>>,
+    /// Peer DCs whose links were added (how many nodes each has is the topology's business).
+    peer_dcs: Mutex<BTreeSet<DcId>>,
     stop: watch::Receiver<bool>,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
@@ -169,7 +169,7 @@ impl Wan {
                 local,
                 node,
                 links: RwLock::new(BTreeMap::new()),
-                nodes: RwLock::new(BTreeMap::new()),
+                peer_dcs: Mutex::new(BTreeSet::new()),
                 stop,
                 tasks: Mutex::new(Vec::new()),
             }),
@@ -188,12 +188,8 @@ impl Wan {
     /// Adds links to every node of a peer DC unless the DC has links already; returns whether it added them.
     pub fn add_peer(&self, peer: &PeerConfig) -> bool {
         let addrs = peer.addr.nodes();
-        {
-            let mut nodes = self.inner.nodes.write().unwrap_or_else(|e| e.into_inner());
-            if nodes.contains_key(&DcId(peer.dc)) || addrs.is_empty() {
-                return false;
-            }
-            nodes.insert(DcId(peer.dc), addrs.len() as u16);
+        if addrs.is_empty() || !self.inner.peer_dcs.lock().unwrap_or_else(|e| e.into_inner()).insert(DcId(peer.dc)) {
+            return false;
         }
         for (n, addr) in addrs.into_iter().enumerate() {
             self.add_link(DcId(peer.dc), n as u16, addr, peer.delay_ms, peer.jitter_ms);

@@ -391,14 +391,16 @@ impl SimNode {
 struct Dc {
     config: Config,
     topology: Topology,
+    /// Shards of every node.
+    shards: usize,
     nodes: Vec<SimNode>,
     /// Each partition's disk, by partition index.
     disks: Vec<Disk>,
 }
 
 impl Dc {
-    fn layout(&self, node: NodeIndex, shards: usize) -> Layout {
-        Layout::new(node, shards, self.nodes[usize::from(node)].incarnation)
+    fn layout(&self, node: NodeIndex) -> Layout {
+        Layout::new(node, self.shards, self.nodes[usize::from(node)].incarnation)
     }
 
     /// The node that runs the DC's stabilizer, and the stabilizer (`None` while that node is down).
@@ -409,6 +411,12 @@ impl Dc {
     /// A partition's home node.
     fn home(&self, p: u32) -> NodeIndex {
         self.topology.home(self.config.dc, PartitionId(p)).expect("a DC knows its own shape")
+    }
+
+    /// A partition's home node and the shard of that node that runs it.
+    fn site_of(&self, p: u32) -> (NodeIndex, usize) {
+        let n = self.home(p);
+        (n, self.layout(n).shard_of(&self.topology, PartitionId(p)))
     }
 }
 
@@ -471,6 +479,7 @@ impl World {
             dcs.push(Dc {
                 config: config.dc_config(dc),
                 topology,
+                shards: config.shards,
                 nodes: (0..config.nodes).map(|_| SimNode { shards: Vec::new(), incarnation: 0 }).collect(),
                 disks: (0..config.partitions).map(|_| Disk::default()).collect(),
             });
@@ -563,7 +572,7 @@ impl World {
         let shards = self.config.shards;
         let d = &mut self.dcs[usize::from(dc.0)];
         assert!(!d.nodes[usize::from(n)].is_up(), "a node starts only when it is down");
-        let layout = d.layout(n, shards);
+        let layout = d.layout(n);
         let mut started = Vec::new();
         for shard in 0..shards {
             let stored: Vec<StoredPartition> = layout
@@ -595,7 +604,7 @@ impl World {
         if !d.nodes[usize::from(n)].is_up() {
             return;
         }
-        let old = d.layout(n, self.config.shards);
+        let old = d.layout(n);
         d.nodes[usize::from(n)].shards.clear();
         d.nodes[usize::from(n)].incarnation += 1;
         for p in d.topology.partitions_on(n).collect::<Vec<_>>() {
@@ -881,7 +890,7 @@ impl World {
                 self.stats.messages += 1;
                 // The receiving node picks the shard, as the server's links do; a message for another shard or
                 // node is passed on by the shard that gets it.
-                let layout = d.layout(n, self.config.shards);
+                let layout = d.layout(n);
                 let shard = match layout.locate(&d.topology, envelope.to) {
                     causet_core::node::Location::Shard(s) => s,
                     _ => 0,
@@ -913,7 +922,7 @@ impl World {
             }
             Event::Fsync { dc, partition, incarnation, lsn } => {
                 let d = &mut self.dcs[usize::from(dc.0)];
-                let n = d.home(partition);
+                let (n, shard) = d.site_of(partition);
                 if d.nodes[usize::from(n)].incarnation != incarnation {
                     return; // The node crashed meanwhile: this sync never completed.
                 }
@@ -923,8 +932,6 @@ impl World {
                 for c in std::mem::take(&mut disk.in_sync) {
                     disk.install(c);
                 }
-                let layout = d.layout(n, self.config.shards);
-                let shard = layout.shard_of(&d.topology, PartitionId(partition));
                 let now = self.local((dc, n));
                 let d = &mut self.dcs[usize::from(dc.0)];
                 if let Some(machine) = d.nodes[usize::from(n)].shards.get_mut(shard) {
@@ -956,9 +963,7 @@ impl World {
             }
             Event::Checkpoint(dc, p) => {
                 let d = &mut self.dcs[usize::from(dc.0)];
-                let n = d.home(p);
-                let layout = d.layout(n, self.config.shards);
-                let shard = layout.shard_of(&d.topology, PartitionId(p));
+                let (n, shard) = d.site_of(p);
                 let checkpoint =
                     d.nodes[usize::from(n)].shards.get_mut(shard).and_then(|m| m.take_checkpoint(PartitionId(p)));
                 if let Some(checkpoint) = checkpoint {
@@ -1177,7 +1182,7 @@ impl World {
         session.awaiting = Some(request);
         let (dc, n) = (session.dc, session.node);
         let d = &self.dcs[usize::from(dc.0)];
-        let layout = d.layout(n, self.config.shards);
+        let layout = d.layout(n);
         // The server's connection picks the shard the same way: the transaction's coordinator, or the session's own.
         let shard = layout.client_shard(&body, session.shard).expect("a session talks to the node that runs its tx");
         let incarnation = d.nodes[usize::from(n)].incarnation;

@@ -85,26 +85,6 @@ impl Protocol {
         }
     }
 
-    /// The snapshot a new transaction may take for the remote entries, given the DC's stable snapshot
-    /// ([`ProtocolRules::remote_snapshot`]).
-    pub fn remote_snapshot(self, stable: &VectorClock, local: DcId) -> VectorClock {
-        self.rules().remote_snapshot(stable, local)
-    }
-
-    /// Whether reads wait until the partition can serve their snapshot, and read at it. This answers two of the
-    /// rules' questions at once ([`ProtocolRules::read_waits_for_snapshot`] and [`ProtocolRules::read_version`]),
-    /// which every variant answers alike; callers that need only one should ask the rules.
-    pub fn reads_snapshots(self) -> bool {
-        let rules = self.rules();
-        rules.read_waits_for_snapshot() && rules.read_version() == ReadVersion::AtSnapshot
-    }
-
-    /// Whether remote transactions wait for their causal dependencies before they apply
-    /// ([`ProtocolRules::tracks_dependencies`]).
-    pub fn tracks_dependencies(self) -> bool {
-        self.rules().tracks_dependencies()
-    }
-
     /// The name in configuration files, on the command line and in reports.
     pub fn name(self) -> &'static str {
         self.rules().name()
@@ -182,12 +162,5 @@ mod tests {
             assert!(!Protocol::ALL[i + 1..].contains(p));
             assert_eq!(p.rules().name(), p.name());
         }
-    }
-
-    #[test]
-    fn legacy_predicates_agree_with_the_rules() {
-        assert!(Protocol::Cure.reads_snapshots() && Protocol::Cure.tracks_dependencies());
-        assert!(Protocol::GentleRain.reads_snapshots() && Protocol::GentleRain.tracks_dependencies());
-        assert!(!Protocol::Eventual.reads_snapshots() && !Protocol::Eventual.tracks_dependencies());
     }
 }
