@@ -276,6 +276,9 @@ enum Event {
     Deliver(NodeRef, Envelope),
     /// A message of a crashed coordinator, held up on its way (it arrives late, in its link's order).
     DeliverLate(NodeRef, Envelope),
+    /// The node's answer for a coordinator of its earlier incarnation ([`causet_core::Message::CoordinatorGone`]):
+    /// it leaves after the crash, so it is not one of the crashed coordinator's messages that are held up.
+    DeliverForGone(NodeRef, Envelope),
     /// A client request to a shard of a node (lost if that node crashed meanwhile).
     Request {
         site: Site,
@@ -697,17 +700,98 @@ impl World {
             }
         }
         if problems.is_empty() {
-            if self.config.faults.coordinator_crash_every_us > 0 {
-                // Stragglers from crashed coordinators may still be on their way: let them land (and commit what
-                // they commit) before the final reads, which must all see the same transactions.
-                self.drive_until(self.now + 1_500_000);
-            }
+            problems.extend(self.settle());
+        }
+        if problems.is_empty() {
             problems.extend(self.final_reads());
         }
         self.collect_stats();
         self.stats.virtual_us = self.now - EPOCH_US;
         let liveness = if problems.is_empty() { Liveness::Ok } else { Liveness::Failed(problems) };
         SimOutcome { history: self.history, stats: self.stats, liveness }
+    }
+
+    /// Drives until nothing can commit any more, and every DC's stable snapshot covers every commit of the DC, so
+    /// that the final reads, one DC after another, all see the same transactions: every node is up, no
+    /// coordinator's message to a partition is on its way (a straggler, or a crashed coordinator's message held up,
+    /// may still prepare or commit), and no partition holds a transaction prepared (its termination may still
+    /// commit it, and it holds the DC's stable snapshot below commits made after its prepare). A partition's clock
+    /// then exceeds each of its commits (a hybrid clock may run well ahead of physical time); once its pvc caught
+    /// up with it, the DC's stable snapshot must reach the largest of its partitions' pvcs. Returns what did not
+    /// settle in time.
+    fn settle(&mut self) -> Vec<String> {
+        let deadline = self.now + 30_000_000;
+        loop {
+            let unsettled = self.unsettled();
+            if unsettled.is_empty() {
+                break;
+            }
+            if self.now >= deadline {
+                return unsettled;
+            }
+            self.drive_until(self.now + 10_000);
+        }
+        self.drive_until(self.now + 10_000);
+        let targets: Vec<Timestamp> = (self.dcs.iter().enumerate())
+            .map(|(d, dc)| {
+                let own = DcId(d as u16);
+                let pvcs = dc.nodes.iter().flat_map(|n| &n.shards).flat_map(Node::partitions);
+                pvcs.map(|p| p.pvc().get(own)).max().unwrap_or(Timestamp::ZERO)
+            })
+            .collect();
+        loop {
+            let behind: Vec<String> = (self.dcs.iter().enumerate())
+                .filter_map(|(d, dc)| {
+                    let stable = dc.stabilizer().map_or(Timestamp::ZERO, |s| s.stable_snapshot().get(DcId(d as u16)));
+                    (stable < targets[d]).then(|| {
+                        format!(
+                            "DC {d}: the stable snapshot stays at {stable}, below its partitions' pvc {}",
+                            targets[d]
+                        )
+                    })
+                })
+                .collect();
+            if behind.is_empty() {
+                return Vec::new();
+            }
+            if self.now >= deadline {
+                return behind;
+            }
+            self.drive_until(self.now + 10_000);
+        }
+    }
+
+    /// Why the DCs may still commit something: one line per reason (empty once settled).
+    fn unsettled(&self) -> Vec<String> {
+        let mut reasons = Vec::new();
+        for (d, dc) in self.dcs.iter().enumerate() {
+            for (n, node) in dc.nodes.iter().enumerate() {
+                if !node.is_up() {
+                    reasons.push(format!("DC {d}: node {n} never restarted"));
+                }
+            }
+            for p in dc.nodes.iter().flat_map(|n| &n.shards).flat_map(Node::partitions) {
+                if p.prepared_count() > 0 {
+                    let undecided = p.undecided();
+                    reasons.push(format!(
+                        "DC {d}: partition {} still holds {} transactions prepared, undecided: {undecided:?}",
+                        p.id().0,
+                        p.prepared_count()
+                    ));
+                }
+            }
+        }
+        let in_flight = self.slots.iter().flatten().filter(|e| match e {
+            Event::Deliver(_, e) | Event::DeliverLate(_, e) | Event::DeliverForGone(_, e) => {
+                matches!((e.from, e.to), (Address::Coordinator(_), Address::Partition(_)))
+            }
+            _ => false,
+        });
+        let in_flight = in_flight.count();
+        if in_flight > 0 {
+            reasons.push(format!("{in_flight} messages of coordinators to partitions still on their way"));
+        }
+        reasons
     }
 
     fn collect_stats(&mut self) {
@@ -729,8 +813,8 @@ impl World {
             }
         }
         // Commits in doubt (their client never heard) may lie beyond every session's clock: each DC's own entry of
-        // its stable snapshot, once the workload stopped, covers every commit there, acknowledged or not, so every
-        // DC reads the same set of transactions.
+        // its stable snapshot, once the DCs settled (see `settle`), covers every commit there, acknowledged or not,
+        // so every DC reads the same set of transactions.
         for (d, dc) in self.dcs.iter().enumerate() {
             let own = DcId(d as u16);
             let local = dc.stabilizer().map_or(Timestamp::ZERO, |s| s.stable_snapshot().get(own));
@@ -768,6 +852,7 @@ impl World {
             // clock, and times out otherwise): retry a few times.
             let mut done = None;
             for _ in 0..20 {
+                let recorded = self.history.txs.len();
                 self.begin_tx(id, Plan::StaticRead(planned.clone()));
                 let deadline = self.now + 10_000_000;
                 while self.sessions[id as usize].active.is_some() && self.now < deadline {
@@ -775,12 +860,15 @@ impl World {
                         break;
                     }
                 }
-                let last = self.history.txs.last().expect("the final read was recorded");
-                if last.session == id && last.outcome == Outcome::Committed {
-                    done = Some(last.index);
+                // The attempt is recorded only if it began (`begin_tx` does not begin one while every node of its
+                // DC is down). Nothing else records meanwhile: the workload's sessions have finished, faults are off.
+                let attempt = self.history.txs[recorded..].last().map(|t| (t.index, t.outcome));
+                if let Some((index, Outcome::Committed)) = attempt {
+                    done = Some(index);
                     break;
                 }
-                // A failed attempt is not part of the workload's history.
+                // A failed attempt is not part of the workload's history (and when there was none, the last record
+                // is a workload transaction, the in-doubt one of a crashed node's session, say: it stays).
                 if std::env::var("CAUSET_SIM_DEBUG").is_ok() {
                     let stables: Vec<String> = self
                         .dcs
@@ -789,10 +877,10 @@ impl World {
                         .collect();
                     eprintln!(
                         "final read at DC {d} failed: {:?}; clock {clock}; stable snapshots {stables:?}",
-                        self.history.txs.last().map(|t| t.outcome)
+                        attempt.map(|(_, outcome)| outcome)
                     );
                 }
-                self.history.txs.pop();
+                self.history.txs.truncate(recorded);
                 self.drive_until(self.now + 200_000);
             }
             let Some(index) = done else {
@@ -892,11 +980,13 @@ impl World {
                 }
                 _ => Event::Deliver(node, envelope),
             },
-            Event::DeliverLate(node, envelope) => Event::Deliver(node, envelope),
+            Event::DeliverLate(node, envelope) | Event::DeliverForGone(node, envelope) => {
+                Event::Deliver(node, envelope)
+            }
             other => other,
         };
         match event {
-            Event::DeliverLate(..) => unreachable!("turned into a delivery above"),
+            Event::DeliverLate(..) | Event::DeliverForGone(..) => unreachable!("turned into a delivery above"),
             Event::Deliver((dc, n), envelope) => {
                 let now = self.local((dc, n));
                 let d = &mut self.dcs[usize::from(dc.0)];
@@ -1144,7 +1234,15 @@ impl World {
         let last = self.links.get(&link).copied().unwrap_or(0);
         let at = (self.now + delay).max(last + 1);
         self.links.insert(link, at);
-        self.schedule(at - self.now, Event::Deliver(target, envelope));
+        // A crashed coordinator's messages still on their way are held up where they arrive (see `held_up`); one
+        // that leaves in its name now is the node answering for it, after the crash, and arrives in time.
+        let event = match envelope.from {
+            Address::Coordinator(c) if self.held_up.contains_key(&(target.0, c)) => {
+                Event::DeliverForGone(target, envelope)
+            }
+            _ => Event::Deliver(target, envelope),
+        };
+        self.schedule(at - self.now, event);
     }
 
     fn arm(&mut self, site: Site) {
