@@ -66,8 +66,10 @@ enum Op {
         lsn: Lsn,
         state: Vec<u8>,
         objects: Vec<(Vec<u8>, Vec<u8>)>,
-        /// The log from here on is kept.
-        keep_from: Option<Lsn>,
+    },
+    Hold {
+        partition: PartitionId,
+        lsn: Option<Lsn>,
     },
     /// Makes the writer fail, as an engine error would.
     #[cfg(test)]
@@ -82,6 +84,7 @@ impl Op {
             Op::Checkpoint { state, objects, .. } => {
                 state.len() + objects.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>()
             }
+            Op::Hold { .. } => 0,
             #[cfg(test)]
             Op::Fail => 0,
         }
@@ -318,7 +321,7 @@ impl LogStore for FjallStore {
                     objects,
                     prepared: state.prepared,
                     recent_commits: state.recent_commits,
-                    keep_log_from: state.keep_log_from,
+                    unreplicated: state.unreplicated,
                     peer_acked: state.peer_acked,
                     pvc: state.pvc,
                     remote_pending: state.remote_pending,
@@ -359,7 +362,7 @@ impl LogStore for FjallStore {
             frontier: &checkpoint.frontier,
             prepared: &checkpoint.prepared,
             recent_commits: &checkpoint.recent_commits,
-            keep_log_from: checkpoint.keep_log_from,
+            unreplicated: &checkpoint.unreplicated,
             peer_acked: &checkpoint.peer_acked,
             pvc: &checkpoint.pvc,
             remote_pending: &checkpoint.remote_pending,
@@ -370,7 +373,7 @@ impl LogStore for FjallStore {
             .iter()
             .map(|(object, image)| Ok((codec::object_key(partition, object)?, codec::encode(image)?)))
             .collect::<Result<Vec<_>>>()?;
-        let (lsn, keep_from) = (checkpoint.lsn, checkpoint.keep_log_from);
+        let lsn = checkpoint.lsn;
         self.enqueue(
             partition,
             |cursor| {
@@ -381,8 +384,12 @@ impl LogStore for FjallStore {
                 cursor.checkpoint = lsn;
                 Ok(())
             },
-            || Op::Checkpoint { partition, lsn, state, objects, keep_from },
+            || Op::Checkpoint { partition, lsn, state, objects },
         )
+    }
+
+    fn hold_truncation(&self, partition: PartitionId, lsn: Option<Lsn>) -> Result<()> {
+        self.enqueue(partition, |_| Ok(()), || Op::Hold { partition, lsn })
     }
 
     fn read_log(&self, partition: PartitionId, after: Lsn, max_records: usize) -> Result<Vec<(Lsn, LogRecord)>> {
@@ -423,7 +430,7 @@ impl std::fmt::Debug for FjallStore {
 struct WriterPartition {
     /// The last checkpoint's lsn.
     checkpoint: Lsn,
-    /// The truncation hold: records above it are kept (the last checkpoint's `keep_log_from`, less one).
+    /// The truncation hold.
     hold: Option<Lsn>,
     /// Every log record up to here is deleted (or never existed).
     truncated_through: Lsn,
@@ -557,15 +564,17 @@ impl Writer {
                     *durable = lsn;
                     batch.records += 1;
                 }
-                Op::Checkpoint { partition, lsn, state, objects, keep_from } => {
+                Op::Checkpoint { partition, lsn, state, objects } => {
                     batch.writes.insert((Space::Checkpoint, codec::state_key(partition)), Some(state));
                     for (key, image) in objects {
                         batch.writes.insert((Space::Checkpoint, key), Some(image));
                     }
-                    let written = self.partition(partition);
-                    written.checkpoint = lsn;
-                    written.hold = keep_from.map(|from| Lsn(from.0.saturating_sub(1)));
+                    self.partition(partition).checkpoint = lsn;
                     self.stats.checkpoints_written += 1;
+                    self.truncate(partition, &mut batch)?;
+                }
+                Op::Hold { partition, lsn } => {
+                    self.partition(partition).hold = lsn;
                     self.truncate(partition, &mut batch)?;
                 }
                 #[cfg(test)]
@@ -776,7 +785,7 @@ mod tests {
             frontier: &VectorClock::zero(1),
             prepared: &[],
             recent_commits: &[],
-            keep_log_from: None,
+            unreplicated: &[],
             peer_acked: &[],
             pvc: &None,
             remote_pending: &[],
@@ -835,7 +844,7 @@ mod tests {
             objects: Vec::new(),
             prepared: Vec::new(),
             recent_commits: Vec::new(),
-            keep_log_from: None,
+            unreplicated: Vec::new(),
             peer_acked: Vec::new(),
             pvc: None,
             remote_pending: Vec::new(),

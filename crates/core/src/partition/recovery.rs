@@ -29,9 +29,7 @@ impl<S: VersionStore> Partition<S> {
             for (tx, commit) in c.recent_commits {
                 p.remember_commit(tx, commit);
             }
-            // Nothing committed before the checkpoint lies above its clock: the replicator reads those it still
-            // ships back from the log, which the checkpoint kept from `keep_log_from`.
-            p.replicator.restore(c.peer_acked, c.clock, c.keep_log_from);
+            p.sender.restore(c.unreplicated, c.peer_acked);
             if let Some(pvc) = c.pvc.filter(|v| v.has_dcs(p.config.vector_len())) {
                 for (dc, inbound) in p.inbound.iter_mut() {
                     inbound.received_through(pvc.get(*dc));
@@ -49,13 +47,13 @@ impl<S: VersionStore> Partition<S> {
             // What the checkpoint holds of records not yet applied when it was taken goes through `apply` like the
             // log tail: the pending remote transactions, and the prepared transactions with their decided commits.
             for (origin, tx) in c.remote_pending {
-                p.apply(now_us, c.lsn, LogRecord::Remote { origin, tx });
+                p.apply(now_us, LogRecord::Remote { origin, tx });
             }
-            for PreparedImage { tx, snapshot, prepare_time, writes, commit, lsn } in c.prepared {
+            for PreparedImage { tx, snapshot, prepare_time, writes, commit } in c.prepared {
                 floor = floor.max(prepare_time);
-                p.apply(now_us, lsn, LogRecord::Prepared { tx, snapshot, prepare_time, writes });
+                p.apply(now_us, LogRecord::Prepared { tx, snapshot, prepare_time, writes });
                 if let Some(commit) = commit {
-                    p.apply(now_us, lsn, LogRecord::Committed { tx, commit });
+                    p.apply(now_us, LogRecord::Committed { tx, commit });
                 }
             }
         }
@@ -67,7 +65,7 @@ impl<S: VersionStore> Partition<S> {
             if let Some(exposed) = exposed_time(&record, local) {
                 floor = floor.max(exposed);
             }
-            p.apply(now_us, lsn, record);
+            p.apply(now_us, record);
         }
         p.durable_lsn = p.last_lsn;
         // Before the crash this partition may have exposed (in pvc reports and reads) timestamps up to its clock,
@@ -97,12 +95,11 @@ impl<S: VersionStore> Partition<S> {
                     prepare_time: p.prepare_time,
                     writes: p.writes.clone(),
                     commit: p.committing.clone(),
-                    lsn: p.lsn,
                 })
                 .collect(),
             recent_commits: self.recent_commits.iter().cloned().collect(),
-            keep_log_from: self.replicator.keep_log_from(self.prepared.values().map(|p| p.lsn).min()),
-            peer_acked: self.replicator.acked_image(),
+            unreplicated: self.sender.image().0,
+            peer_acked: self.sender.image().1,
             pvc: Some(self.pvc.clone()),
             remote_applied: self.remote_applied.iter().map(|(d, (at, tx))| (*d, *at, *tx)).collect(),
             remote_pending: self.remote_pending_image(),
