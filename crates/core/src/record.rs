@@ -52,4 +52,11 @@ pub enum LogRecord {
         /// The transaction.
         tx: TxId,
     },
+    /// A termination was told this partition's state of the transaction (its coordinator is gone), and the
+    /// partition promised to stick to it: prepared here, it ignores the dead coordinator's decision from now on;
+    /// not prepared here, it never prepares it. Written before the answer leaves, so the promise survives a crash.
+    Fenced {
+        /// The transaction.
+        tx: TxId,
+    },
 }

@@ -462,8 +462,12 @@ fn a_partition_fenced_by_a_termination_ignores_the_dead_coordinators_late_commit
     let mut dc = Dc::new(2);
     let t0 = prepare(&mut dc.parts[0], 1_000, tx(3), vc(900), vec![(set("x"), add(tx(3), "a"))]);
     prepare(&mut dc.parts[1], 1_000, tx(3), vc(900), vec![(set("y"), add(tx(3), "b"))]);
-    // p0 answers p1's termination first (Prepared, fenced) ...
+    // p0 answers p1's termination first (Prepared, fenced), once its promise is durable ...
     dc.parts[0].handle_message(1_000, Address::Partition(PartitionId(1)), Message::TxStatus { tx: tx(3) });
+    let (sent, persisted) = drain(&mut dc.parts[0]);
+    assert!(sent.is_empty(), "answered before the promise is durable: {sent:?}");
+    assert!(matches!(persisted[..], [(_, LogRecord::Fenced { tx: t })] if t == tx(3)));
+    dc.parts[0].handle_persisted(1_000, persisted[0].0);
     let (sent, _) = drain(&mut dc.parts[0]);
     assert!(sent.iter().any(|e| matches!(&e.msg, Message::TxStatusReply { status: TxKnowledge::Prepared, .. })));
     // ... then the dead coordinator's commit arrives at p0: ignored, so p0 cannot commit what p1 will abort.
@@ -480,6 +484,8 @@ fn a_termination_waits_for_every_partition_and_asks_again() {
     prepare(&mut dc.parts[0], 1_000, tx(4), vc(900), vec![(set("x"), add(tx(4), "a"))]);
     // p1 does not answer (its node is down): the question is lost; p0 keeps the transaction prepared.
     dc.parts[0].handle_message(1_000, COORD, Message::CoordinatorGone { tx: tx(4) });
+    let (_, persisted) = drain(&mut dc.parts[0]);
+    dc.parts[0].handle_persisted(1_000, persisted.last().expect("the asker's own promise").0);
     let (sent, _) = drain(&mut dc.parts[0]);
     assert!(sent
         .iter()
@@ -492,4 +498,46 @@ fn a_termination_waits_for_every_partition_and_asks_again() {
     let ask = sent.into_iter().find(|e| e.msg == Message::TxStatus { tx: tx(4) }).expect("asked again");
     dc.deliver(ask.from, 1, ask.msg);
     assert!(dc.parts[0].undecided().is_empty(), "aborted once p1 answered");
+}
+
+#[test]
+fn a_termination_promise_survives_the_crash_of_the_partition_that_made_it() {
+    // tx 5 prepared on p0 and p1; the coordinator decided commit and died, its commits held up in the network.
+    let mut dc = Dc::new(2);
+    let mut log0 = Vec::new();
+    dc.parts[0].handle_message(
+        1_000,
+        COORD,
+        Message::Prepare { tx: tx(5), snapshot: vc(900), writes: vec![(set("x"), add(tx(5), "a"))] },
+    );
+    let (_, persisted) = drain(&mut dc.parts[0]);
+    log0.extend(persisted);
+    dc.parts[0].handle_persisted(1_000, log0.last().expect("the prepare").0);
+    let t0 = match &log0[0].1 {
+        LogRecord::Prepared { prepare_time, .. } => *prepare_time,
+        other => panic!("{other:?}"),
+    };
+    drain(&mut dc.parts[0]);
+    let t1 = prepare(&mut dc.parts[1], 1_000, tx(5), vc(900), vec![(set("y"), add(tx(5), "b"))]);
+    let late_commit = Message::Commit { tx: tx(5), commit: VectorClock::from_entries(vec![t0.max(t1)]) };
+    // p0 answers p1's termination: Prepared, a promise to ignore the dead coordinator, logged before the answer.
+    dc.parts[0].handle_message(1_000, Address::Partition(PartitionId(1)), Message::TxStatus { tx: tx(5) });
+    let (_, persisted) = drain(&mut dc.parts[0]);
+    log0.extend(persisted);
+    dc.parts[0].handle_persisted(1_000, log0.last().expect("the promise").0);
+    let (sent, _) = drain(&mut dc.parts[0]);
+    let answer = sent.into_iter().find(|e| matches!(e.msg, Message::TxStatusReply { .. })).expect("answered");
+    // p0 crashes and restarts from its log; then the dead coordinator's late commit reaches it.
+    let mut c = config(ClockKind::Hybrid);
+    c.partitions = 2;
+    dc.parts[0] = Partition::recover(PartitionId(0), c, 2_000, log0);
+    dc.deliver(COORD, 0, late_commit);
+    assert_eq!(dc.parts[0].undecided(), vec![tx(5)], "the restarted partition kept its promise");
+    // p1 hears the answer, every partition answered Prepared: abort, everywhere.
+    dc.parts[1].handle_message(1_000, COORD, Message::CoordinatorGone { tx: tx(5) });
+    dc.deliver(answer.from, 1, answer.msg);
+    for (p, key) in [(0, "x"), (1, "y")] {
+        assert!(dc.parts[p].undecided().is_empty());
+        assert!(elems(dc.value(p as u32, key)).is_empty(), "p{p} committed what the termination aborted");
+    }
 }

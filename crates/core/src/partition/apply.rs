@@ -23,6 +23,9 @@
 //!   it). Applied, it is received unless staged (a duplicate of what was received is skipped), and its effects
 //!   become visible.
 //! - `Aborted`: staged, the transaction is no longer prepared. Applied, it is forgotten unless staged.
+//! - `Fenced`: staged, the promise made to a termination is kept (a prepared transaction ignores its dead
+//!   coordinator's decision; an absent one is never prepared). Applied, the same, unless staged; the answer that
+//!   makes the promise leaves only once the record is durable.
 //!
 //! `apply` is idempotent with respect to staging: given a staged record it does only what durability adds; given
 //! a record nothing staged (recovery, a replica) it does both steps at once. Recovery therefore replays exactly
@@ -34,7 +37,7 @@
 //! [`Partition::handle_persisted`] reports them durable (they wait in `after_durable`); recovery applies every
 //! record, and what a checkpoint holds of records not yet applied, through it. Otherwise:
 //!
-//! - `Prepared` and `Aborted` records add nothing once durable, so the live path does not wait for them: a
+//! - `Prepared`, `Aborted` and `Fenced` records add nothing once durable, so the live path does not wait for them: a
 //!   prepare's answer is released at durability ([`AfterDurable::Send`]), and an abort needs no durability at all
 //!   (a prepared record without a decision is resolved by asking the coordinator).
 //! - A `CommittedAlone` record carries the transaction's effects; the live path staged its prepare half when it
@@ -86,6 +89,7 @@ impl<S: VersionStore> Partition<S> {
             LogRecord::Aborted { tx } => {
                 self.remove_prepared(tx);
             }
+            LogRecord::Fenced { tx } => self.fence(tx),
         }
     }
 }

@@ -48,6 +48,9 @@ pub struct PreparedImage {
     pub writes: Vec<(ObjectId, Effect)>,
     /// The commit vector, when the commit was decided and its record written before the checkpoint.
     pub commit: Option<VectorClock>,
+    /// A termination was answered `Prepared` for it: the dead coordinator's decision is ignored.
+    #[serde(default)]
+    pub fenced: bool,
 }
 
 /// What a partition holds after every log record up to `lsn`: restoring it and replaying the records after `lsn`
@@ -70,6 +73,9 @@ pub struct Checkpoint {
     /// Local transactions some peer DC has not acknowledged yet.
     #[serde(default)]
     pub unreplicated: Vec<ReplicatedTx>,
+    /// Transactions this partition promised a termination never to prepare, oldest first.
+    #[serde(default)]
+    pub fenced: Vec<TxId>,
     /// What each peer DC acknowledged.
     #[serde(default)]
     pub peer_acked: Vec<(DcId, Timestamp)>,

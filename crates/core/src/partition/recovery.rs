@@ -49,9 +49,15 @@ impl<S: VersionStore> Partition<S> {
             for (origin, tx) in c.remote_pending {
                 p.apply(now_us, LogRecord::Remote { origin, tx });
             }
-            for PreparedImage { tx, snapshot, prepare_time, writes, commit } in c.prepared {
+            for tx in c.fenced {
+                p.apply(now_us, LogRecord::Fenced { tx });
+            }
+            for PreparedImage { tx, snapshot, prepare_time, writes, commit, fenced } in c.prepared {
                 floor = floor.max(prepare_time);
                 p.apply(now_us, LogRecord::Prepared { tx, snapshot, prepare_time, writes });
+                if fenced {
+                    p.apply(now_us, LogRecord::Fenced { tx });
+                }
                 if let Some(commit) = commit {
                     p.apply(now_us, LogRecord::Committed { tx, commit });
                 }
@@ -95,8 +101,10 @@ impl<S: VersionStore> Partition<S> {
                     prepare_time: p.prepare_time,
                     writes: p.writes.clone(),
                     commit: p.committing.clone(),
+                    fenced: p.fenced,
                 })
                 .collect(),
+            fenced: self.fenced.iter().copied().collect(),
             recent_commits: self.recent_commits.iter().cloned().collect(),
             unreplicated: self.sender.image().0,
             peer_acked: self.sender.image().1,
@@ -129,6 +137,6 @@ fn exposed_time(record: &LogRecord, local: DcId) -> Option<Timestamp> {
     match record {
         LogRecord::Prepared { prepare_time, .. } => Some(*prepare_time),
         LogRecord::Committed { commit, .. } | LogRecord::CommittedAlone { commit, .. } => Some(commit.get(local)),
-        LogRecord::Remote { .. } | LogRecord::Aborted { .. } => None,
+        LogRecord::Remote { .. } | LogRecord::Aborted { .. } | LogRecord::Fenced { .. } => None,
     }
 }

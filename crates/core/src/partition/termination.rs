@@ -9,7 +9,10 @@
 //! 1. it asks every other partition of the DC [`Message::TxStatus`];
 //! 2. each answers from what it has, and promises to stick to it: `Committed(vector)` (durably committed, or
 //!    remembered as such), `Prepared` (and from now on ignores the dead coordinator's commit or abort), or
-//!    `Absent` (and from now on refuses to prepare it);
+//!    `Absent` (and from now on refuses to prepare it). A promise is logged ([`LogRecord::Fenced`]) and the
+//!    answer leaves once it is durable, so a crash of the answerer cannot break it (a restarted partition that
+//!    forgot it could take the dead coordinator's late commit after answering `Prepared` to a termination that
+//!    then aborts). The asker logs its own promise before it asks;
 //! 3. one `Committed` answer decides commit at that vector; `Prepared` or `Absent` from every partition decides
 //!    abort, and the asker sends its decision to the partitions that answered `Prepared`.
 //!
@@ -22,6 +25,7 @@
 
 use super::Partition;
 use crate::message::TxKnowledge;
+use crate::record::LogRecord;
 use crate::store::VersionStore;
 use crate::{Address, Message, PartitionId, TxId};
 use std::collections::BTreeSet;
@@ -47,22 +51,44 @@ impl<S: VersionStore> Partition<S> {
         if p.committing.is_some() || self.terminations.contains_key(&tx) {
             return;
         }
-        p.fenced = true;
         p.query_at_us = now_us.saturating_add(self.config.retry_interval_us.max(1));
         let mut t = Termination::default();
         t.answered.insert(self.id);
         t.prepared.insert(self.id);
         self.terminations.insert(tx, t);
+        // This partition ignores the dead coordinator from now on, durably before anyone hears of a decision: the
+        // questions (and so the decision, which needs their answers) wait for the record.
+        self.fence(tx);
         self.ask_status(tx);
         self.decide_if_complete(now_us, tx);
     }
 
-    /// Asks every partition that has not answered yet.
+    /// Keeps a termination's promise about `tx` (see [`LogRecord::Fenced`]), and logs it unless already kept. The
+    /// caller sends what depends on it after the log's last record is durable.
+    pub(super) fn fence(&mut self, tx: TxId) {
+        if let Some(p) = self.prepared.get_mut(&tx) {
+            if p.fenced {
+                return;
+            }
+            p.fenced = true;
+        } else {
+            if self.fenced.contains(&tx) {
+                return;
+            }
+            if self.fenced.len() >= FENCE_MEMORY {
+                self.fenced.pop_front();
+            }
+            self.fenced.push_back(tx);
+        }
+        self.persist(LogRecord::Fenced { tx });
+    }
+
+    /// Asks every partition that has not answered yet, once everything logged so far is durable.
     pub(super) fn ask_status(&mut self, tx: TxId) {
         let Some(t) = self.terminations.get(&tx) else { return };
         let missing: Vec<PartitionId> = self.topology.partitions().filter(|q| !t.answered.contains(q)).collect();
         for q in missing {
-            self.send(Address::Partition(q), Message::TxStatus { tx });
+            self.send_after_durable(self.last_lsn, Address::Partition(q), Message::TxStatus { tx });
         }
     }
 
@@ -76,8 +102,10 @@ impl<S: VersionStore> Partition<S> {
                     self.send_after_durable(self.last_lsn, from, msg);
                 }
                 None => {
-                    p.fenced = true;
-                    self.send(from, Message::TxStatusReply { tx, status: TxKnowledge::Prepared });
+                    // The promise must survive this partition: answer once it is durable.
+                    self.fence(tx);
+                    let msg = Message::TxStatusReply { tx, status: TxKnowledge::Prepared };
+                    self.send_after_durable(self.last_lsn, from, msg);
                 }
             }
             return;
@@ -86,14 +114,9 @@ impl<S: VersionStore> Partition<S> {
             self.send(from, Message::TxStatusReply { tx, status: TxKnowledge::Committed(commit) });
             return;
         }
-        if !self.fenced.contains(&tx) {
-            if self.fenced.len() >= FENCE_MEMORY {
-                self.fenced.pop_front();
-            }
-            self.fenced.push_back(tx);
-        }
         // A prepare of it still waiting for the clock is refused when served (see `prepare`).
-        self.send(from, Message::TxStatusReply { tx, status: TxKnowledge::Absent });
+        self.fence(tx);
+        self.send_after_durable(self.last_lsn, from, Message::TxStatusReply { tx, status: TxKnowledge::Absent });
     }
 
     /// Step 3: collect the answers; decide.
