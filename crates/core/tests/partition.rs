@@ -531,6 +531,8 @@ fn a_termination_promise_survives_the_crash_of_the_partition_that_made_it() {
     let mut c = config(ClockKind::Hybrid);
     c.partitions = 2;
     dc.parts[0] = Partition::recover(PartitionId(0), c, 2_000, log0);
+    let (_, relogged) = drain(&mut dc.parts[0]);
+    assert!(relogged.is_empty(), "recovery logs nothing (a promise applied from the log is not logged again)");
     dc.deliver(COORD, 0, late_commit);
     assert_eq!(dc.parts[0].undecided(), vec![tx(5)], "the restarted partition kept its promise");
     // p1 hears the answer, every partition answered Prepared: abort, everywhere.

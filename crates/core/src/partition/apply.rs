@@ -89,7 +89,9 @@ impl<S: VersionStore> Partition<S> {
             LogRecord::Aborted { tx } => {
                 self.remove_prepared(tx);
             }
-            LogRecord::Fenced { tx } => self.fence(tx),
+            LogRecord::Fenced { tx } => {
+                self.fence(tx);
+            }
         }
     }
 }

@@ -58,29 +58,37 @@ impl<S: VersionStore> Partition<S> {
         self.terminations.insert(tx, t);
         // This partition ignores the dead coordinator from now on, durably before anyone hears of a decision: the
         // questions (and so the decision, which needs their answers) wait for the record.
-        self.fence(tx);
+        self.fence_and_log(tx);
         self.ask_status(tx);
         self.decide_if_complete(now_us, tx);
     }
 
-    /// Keeps a termination's promise about `tx` (see [`LogRecord::Fenced`]), and logs it unless already kept. The
-    /// caller sends what depends on it after the log's last record is durable.
-    pub(super) fn fence(&mut self, tx: TxId) {
+    /// Keeps a termination's promise about `tx` (see [`LogRecord::Fenced`]) and logs it, unless already kept. The
+    /// caller sends what depends on it once the log's last record is durable.
+    pub(super) fn fence_and_log(&mut self, tx: TxId) {
+        if self.fence(tx) {
+            self.persist(LogRecord::Fenced { tx });
+        }
+    }
+
+    /// Keeps a termination's promise about `tx`; says whether it is new. (Recovery applies a logged promise
+    /// through this; it must not log it again.)
+    pub(super) fn fence(&mut self, tx: TxId) -> bool {
         if let Some(p) = self.prepared.get_mut(&tx) {
             if p.fenced {
-                return;
+                return false;
             }
             p.fenced = true;
         } else {
             if self.fenced.contains(&tx) {
-                return;
+                return false;
             }
             if self.fenced.len() >= FENCE_MEMORY {
                 self.fenced.pop_front();
             }
             self.fenced.push_back(tx);
         }
-        self.persist(LogRecord::Fenced { tx });
+        true
     }
 
     /// Asks every partition that has not answered yet, once everything logged so far is durable.
@@ -103,7 +111,7 @@ impl<S: VersionStore> Partition<S> {
                 }
                 None => {
                     // The promise must survive this partition: answer once it is durable.
-                    self.fence(tx);
+                    self.fence_and_log(tx);
                     let msg = Message::TxStatusReply { tx, status: TxKnowledge::Prepared };
                     self.send_after_durable(self.last_lsn, from, msg);
                 }
@@ -115,7 +123,7 @@ impl<S: VersionStore> Partition<S> {
             return;
         }
         // A prepare of it still waiting for the clock is refused when served (see `prepare`).
-        self.fence(tx);
+        self.fence_and_log(tx);
         self.send_after_durable(self.last_lsn, from, Message::TxStatusReply { tx, status: TxKnowledge::Absent });
     }
 
