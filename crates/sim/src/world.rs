@@ -411,6 +411,11 @@ impl Dc {
         self.nodes[usize::from(self.topology.stabilizer_node())].shards.first().and_then(Node::stabilizer)
     }
 
+    /// The partitions running on the DC's nodes that are up.
+    fn partitions(&self) -> impl Iterator<Item = &causet_core::partition::Partition> {
+        self.nodes.iter().flat_map(|n| &n.shards).flat_map(Node::partitions)
+    }
+
     /// A partition's home node.
     fn home(&self, p: u32) -> NodeIndex {
         self.topology.home(self.config.dc, PartitionId(p)).expect("a DC knows its own shape")
@@ -705,26 +710,16 @@ impl World {
     /// settle in time.
     fn settle(&mut self) -> Vec<String> {
         let deadline = self.now + 30_000_000;
-        loop {
-            let unsettled = self.unsettled();
-            if unsettled.is_empty() {
-                break;
-            }
-            if self.now >= deadline {
-                return unsettled;
-            }
-            self.drive_until(self.now + 10_000);
+        let unsettled = self.drive_while(deadline, Self::unsettled);
+        if !unsettled.is_empty() {
+            return unsettled;
         }
         self.drive_until(self.now + 10_000);
         let targets: Vec<Timestamp> = (self.dcs.iter().enumerate())
-            .map(|(d, dc)| {
-                let own = DcId(d as u16);
-                let pvcs = dc.nodes.iter().flat_map(|n| &n.shards).flat_map(Node::partitions);
-                pvcs.map(|p| p.pvc().get(own)).max().unwrap_or(Timestamp::ZERO)
-            })
+            .map(|(d, dc)| dc.partitions().map(|p| p.pvc().get(DcId(d as u16))).max().unwrap_or(Timestamp::ZERO))
             .collect();
-        loop {
-            let behind: Vec<String> = (self.dcs.iter().enumerate())
+        self.drive_while(deadline, |world| {
+            (world.dcs.iter().enumerate())
                 .filter_map(|(d, dc)| {
                     let stable = dc.stabilizer().map_or(Timestamp::ZERO, |s| s.stable_snapshot().get(DcId(d as u16)));
                     (stable < targets[d]).then(|| {
@@ -734,12 +729,16 @@ impl World {
                         )
                     })
                 })
-                .collect();
-            if behind.is_empty() {
-                return Vec::new();
-            }
-            if self.now >= deadline {
-                return behind;
+                .collect()
+        })
+    }
+
+    /// Runs the world in steps of 10 ms while `reasons` gives any, until `deadline`; returns the reasons left.
+    fn drive_while(&mut self, deadline: u64, reasons: impl Fn(&Self) -> Vec<String>) -> Vec<String> {
+        loop {
+            let left = reasons(self);
+            if left.is_empty() || self.now >= deadline {
+                return left;
             }
             self.drive_until(self.now + 10_000);
         }
@@ -754,7 +753,7 @@ impl World {
                     reasons.push(format!("DC {d}: node {n} never restarted"));
                 }
             }
-            for p in dc.nodes.iter().flat_map(|n| &n.shards).flat_map(Node::partitions) {
+            for p in dc.partitions() {
                 if p.prepared_count() > 0 {
                     let undecided = p.undecided();
                     reasons.push(format!(
@@ -780,7 +779,7 @@ impl World {
 
     fn collect_stats(&mut self) {
         for dc in &self.dcs {
-            for p in dc.nodes.iter().flat_map(|n| &n.shards).flat_map(Node::partitions) {
+            for p in dc.partitions() {
                 self.stats.read_effects_applied += p.store_stats().effects_applied;
                 self.stats.reads += p.store_stats().reads;
             }
