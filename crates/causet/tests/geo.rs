@@ -55,9 +55,13 @@ impl Dc {
     }
 
     fn admin_post(&self, path: &str) -> String {
+        self.admin("POST", path)
+    }
+
+    fn admin(&self, method: &str, path: &str) -> String {
         use std::io::{Read, Write};
         let mut s = std::net::TcpStream::connect(self.admin).expect("admin connects");
-        write!(s, "POST {path} HTTP/1.0\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: 0\r\n\r\n")
+        write!(s, "{method} {path} HTTP/1.0\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: 0\r\n\r\n")
             .expect("writes");
         let mut out = String::new();
         s.read_to_string(&mut out).expect("reads");
@@ -74,6 +78,10 @@ impl Drop for Dc {
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").expect("a free port").local_addr().expect("an address").port()
 }
+
+/// Each partition keeps at most this many unacknowledged transactions in memory: small, so that a DC that was
+/// cut off or down is caught up from the senders' logs, read back.
+const WINDOW: usize = 4;
 
 fn cluster(dir: &Path, dcs: u16) -> Vec<Dc> {
     cluster_with(dir, dcs, true, |_| 4)
@@ -99,7 +107,7 @@ fn cluster_with(dir: &Path, dcs: u16, linked: bool, partitions: impl Fn(u16) -> 
             format!(
                 "data_dir = \"{}\"\nclient_bind = \"127.0.0.1:{client}\"\nadmin_bind = \"127.0.0.1:{admin}\"\n\
                  replication_bind = \"127.0.0.1:{replication}\"\ndc = {dc}\ndcs = {dcs}\npartitions = {}\n\
-                 admin_token = \"{TOKEN}\"\ncheckpoint_interval_s = 1\n{peers}",
+                 admin_token = \"{TOKEN}\"\ncheckpoint_interval_s = 1\nreplication_window = {WINDOW}\n{peers}",
                 dir.join(format!("dc{dc}")).display(),
                 partitions(dc)
             ),
@@ -222,8 +230,30 @@ fn three_dcs_causality_atomicity_cuts_and_catch_up() {
         let caught = read_until(dcs[2].client, std::slice::from_ref(&missed), Some(&clock), |s| s[0].len() == 30).await;
         assert_eq!(caught[0].len(), 30, "the restarted DC caught up; log:\n{}", dcs[2].log_tail());
 
+        // A sender that crashes while a peer is cut off: what the peer lacks is beyond the window, in the sender's
+        // log, and the restarted sender (its window empty) reads it back from the log its checkpoints kept.
+        assert!(dcs[0].admin_post("/admin/links/2/cut").contains("cut"));
+        assert!(dcs[2].admin_post("/admin/links/0/cut").contains("cut"));
+        let behind = Set::aw("sender-crashed", "geo");
+        for i in 0..30 {
+            writer.static_update(None, vec![behind.add(format!("s{i}"))]).await.expect("writes during the cut");
+        }
+        assert!(
+            dcs[0].admin("GET", "/status").contains("\"replication_spilled\":true"),
+            "what DC 2 lacks outgrew DC 0's window of {WINDOW}, into the log"
+        );
+        // Past a checkpoint (every second), so that the log the checkpoint keeps is what the restart finds.
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        dcs[0].kill();
+        dcs[0].spawn();
+        assert!(dcs[2].admin_post("/admin/links/0/heal").contains("healed"));
+        let mut writer = Client::connect(dcs[0].client).await.expect("reconnects to the restarted DC 0");
+        let clock = writer.static_update(None, vec![behind.add("after-restart")]).await.expect("writes after restart");
+        let caught = read_until(dcs[2].client, std::slice::from_ref(&behind), Some(&clock), |s| s[0].len() == 31).await;
+        assert_eq!(caught[0].len(), 31, "DC 2 got what the crashed sender logged; log:\n{}", dcs[0].log_tail());
+
         // Convergence: every DC returns the same values for everything written.
-        let all = [x.clone(), y.clone(), z.clone(), during.clone(), missed.clone()];
+        let all = [x.clone(), y.clone(), z.clone(), during.clone(), missed.clone(), behind.clone()];
         let mut views = Vec::new();
         for d in &dcs {
             views.push(read_until(d.client, &all, Some(&clock), |_| true).await);

@@ -40,6 +40,10 @@ pub struct Config {
     /// How often a partition ships its committed transactions (or a heartbeat) to the other DCs, and acknowledges
     /// what it applied from them.
     pub replication_interval_us: u64,
+    /// Most local transactions a partition keeps in memory for peer DCs that have not acknowledged them; beyond,
+    /// the oldest are read back from the log when a peer needs them, so a DC that is away costs the others disk,
+    /// not memory.
+    pub replication_window: usize,
     /// A peer that acknowledged nothing for this long is resent everything it has not acknowledged.
     pub resend_after_us: u64,
     /// Static read-only transactions read at the DC's stable snapshot, raised to the client's clock, instead of at
@@ -83,6 +87,7 @@ impl Config {
             max_clock_ahead_us: 1_000_000,
             certify_writes: false,
             replication_interval_us: 1_000,
+            replication_window: 8_192,
             resend_after_us: 500_000,
             stable_reads: true,
             stable_read_max_lag_us: 10_000,

@@ -168,6 +168,15 @@ pub enum NodeOutput {
         /// The record.
         record: LogRecord,
     },
+    /// Read a partition's durable log from just after `after`, at most
+    /// [`LOG_READ_RECORDS`](crate::replication::LOG_READ_RECORDS) records, and hand them to
+    /// [`Node::handle_log_read`].
+    ReadLog {
+        /// The partition.
+        partition: PartitionId,
+        /// Read the records after this position.
+        after: Lsn,
+    },
     /// Answer a client.
     Reply(ClientReply),
     /// The session floor rose to this local commit time: hand it to the node's other shards before delivering
@@ -273,6 +282,15 @@ impl Node {
     pub fn handle_persisted(&mut self, now_us: u64, partition: PartitionId, lsn: Lsn) {
         if let Some(p) = self.partitions.get_mut(&partition) {
             p.handle_persisted(now_us, lsn);
+        }
+        self.pump(now_us);
+    }
+
+    /// The driver read a partition's log as a [`NodeOutput::ReadLog`] asked: the records after its position,
+    /// ascending, fewer than asked (or none) where the log ends.
+    pub fn handle_log_read(&mut self, now_us: u64, partition: PartitionId, records: Vec<(Lsn, LogRecord)>) {
+        if let Some(p) = self.partitions.get_mut(&partition) {
+            p.handle_log_read(records);
         }
         self.pump(now_us);
     }
@@ -433,6 +451,9 @@ impl Node {
                         PartitionOutput::Send(e) => sends.push(e),
                         PartitionOutput::Persist { lsn, record } => {
                             self.outputs.push_back(NodeOutput::Persist { partition: p.id(), lsn, record })
+                        }
+                        PartitionOutput::ReadLog { after } => {
+                            self.outputs.push_back(NodeOutput::ReadLog { partition: p.id(), after })
                         }
                     }
                 }

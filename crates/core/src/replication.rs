@@ -1,16 +1,44 @@
 //! Geo-replication of one partition (Cure Alg. 3, the sender; the receiver's queues live in the partition).
 //!
-//! A partition ships its committed local transactions, in commit-time order, to the same partition in every other
-//! DC. A transaction may leave only once no local transaction can still commit below it (its commit time is at or
-//! below pvc[local], Alg. 3 line 4); every message carries that bound (`up_to`), so an empty message is Cure's
-//! heartbeat. Each peer acknowledges what it has durably applied; the sender keeps every transaction some peer has
-//! not acknowledged and resends from the acknowledged position when a peer falls silent (a cut link, a restart),
-//! so a DC that was away catches up by itself (AntidoteDB #420).
+//! A partition ships its committed local transactions, in commit-time order, to the same partition in every DC
+//! the topology names. A transaction may leave only once no local transaction can still commit below it (its
+//! commit time is at or below pvc[local], Alg. 3 line 4); every message carries that bound (`up_to`), so an empty
+//! message is Cure's heartbeat. Each peer acknowledges what it has durably applied; the sender resends from the
+//! acknowledged position when a peer falls silent (a cut link, a restart), so a DC that was away catches up by
+//! itself (AntidoteDB #420).
+//!
+//! # A bounded window, and the log behind it
+//!
+//! The [`Replicator`] keeps only the newest unacknowledged transactions in memory: every one of commit time above
+//! `start`, at most [`Config::replication_window`](crate::Config::replication_window) of them (more only while
+//! the newest are not yet final). When the window overflows, the oldest final ones are dropped from memory and
+//! `start` rises past them; they stay in the partition's log, whose records from `spill_from` on the partition
+//! keeps ([`Replicator::keep_log_from`], carried by every checkpoint so that truncation spares them). A peer that
+//! needs transactions at or below `start` (it was away, or a go-back-N resend took it back) is caught up from the
+//! log: the replicator asks its driver to read the log from `spill_from` ([`Replicator::next_read`]), rebuilds
+//! the committed transactions from the records ([`Replicator::log_read`]), and ships the oldest window's worth of
+//! those the peer lacks; then the next, until the peer reaches `start` and is served from memory again.
+//!
+//! The log is in the order records were written, not commit-time order (a transaction prepared early may commit
+//! late), so a read goes from `spill_from` to the last durable record and keeps the oldest transactions it meets.
+//! Everything of commit time at or below pvc[local] is durable (pvc stays below every prepared transaction), so
+//! a read that ends at the durable position at its start sees every transaction up to pvc[local] at its start,
+//! and a peer is never promised more than that.
+//!
+//! Nothing of the backlog is in checkpoints: after a crash the replicator starts with an empty window and
+//! `start` above every commit the partition had made, and catches its peers up from the log.
 
+use crate::record::{LogRecord, Lsn};
 use crate::{DcId, ObjectId, Timestamp, TxId, VectorClock};
 use causet_crdt::Effect;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
+
+/// A transaction's effects on one partition.
+type Writes = Vec<(ObjectId, Effect)>;
+
+/// How many log records one read of the log asks for.
+pub const LOG_READ_RECORDS: usize = 1_024;
 
 /// A committed transaction's effects on one partition, as shipped to the other DCs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -25,32 +53,82 @@ pub struct ReplicatedTx {
     pub writes: Vec<(ObjectId, Effect)>,
 }
 
-/// What the sender knows of one peer DC.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// What the replicator knows of one peer DC.
+#[derive(Clone, Debug, Default)]
 pub struct PeerProgress {
     /// Everything of origin-commit time at or below this is durably applied at the peer.
     pub acked: Timestamp,
     /// Everything at or below this was sent (since the last resend).
     pub sent: Timestamp,
     /// When the peer last acknowledged progress (local µs).
-    #[serde(skip)]
-    pub last_heard_us: u64,
+    last_heard_us: u64,
     /// After a gap: the position the peer reported, to claim in the next message instead of `sent`.
-    #[serde(skip)]
-    pub resume_from: Option<Timestamp>,
+    resume_from: Option<Timestamp>,
+    /// Transactions read back from the log for this peer, in commit order, all above `sent`.
+    catchup: VecDeque<ReplicatedTx>,
+    /// Every transaction at or below this (and above `sent`) is in `catchup`.
+    catchup_to: Timestamp,
+    /// While pvc[local] is below `start` (after a restart), the peer's next read waits until then.
+    next_read_us: u64,
 }
 
-/// The sending side of one partition.
+/// An unacknowledged transaction in the window, with the first log position it is rebuilt from.
 #[derive(Clone, Debug)]
-pub struct Sender {
+struct Unacked {
+    tx: ReplicatedTx,
+    lsn: Lsn,
+}
+
+/// A read of the log under way, for one peer.
+#[derive(Clone, Debug)]
+struct LogRead {
+    peer: DcId,
+    /// The peer's position when the read began: it gets what lies above.
+    from: Timestamp,
+    /// Collected at or below this: `start` and pvc[local] when the read began, the lower.
+    to: Timestamp,
+    /// `start` when the read began.
+    start: Timestamp,
+    /// The acknowledgement floor when the read began: transactions at or below it are no longer needed.
+    floor: Timestamp,
+    /// The last durable record when the read began: the read ends there.
+    until: Lsn,
+    /// The next read is of the records after this.
+    after: Lsn,
+    /// A read is with the driver.
+    asked: bool,
+    /// Prepared records met, waiting for their decision: the first log position, the snapshot, the effects.
+    prepared: BTreeMap<TxId, (Lsn, VectorClock, Writes)>,
+    /// The oldest transactions found for the peer.
+    found: BTreeMap<(Timestamp, TxId), ReplicatedTx>,
+    /// The oldest commit time left out of `found` for want of room.
+    left_out: Option<Timestamp>,
+    /// The first log position of the unacknowledged transactions met at or below `start`.
+    first_needed: Option<Lsn>,
+    /// The first log position of the transactions that left the window while the read went on.
+    spilled: Option<Lsn>,
+}
+
+/// The sending side of one partition's geo-replication (see the module documentation).
+#[derive(Clone, Debug)]
+pub struct Replicator {
     local: DcId,
-    /// Committed local transactions, by commit time, not yet acknowledged by every peer.
-    log: BTreeMap<(Timestamp, TxId), ReplicatedTx>,
+    /// Every committed local transaction of commit time above `start` that some peer has not acknowledged.
+    recent: BTreeMap<(Timestamp, TxId), Unacked>,
+    /// Unacknowledged transactions at or below this are in the log only.
+    start: Timestamp,
+    /// Their records lie at or after this position (`None`: there are none).
+    spill_from: Option<Lsn>,
     peers: BTreeMap<DcId, PeerProgress>,
+    /// Most transactions kept in `recent`, and in one peer's catch-up.
+    window: usize,
     /// Most transactions in one message.
     batch_max: usize,
     /// Resend from the acknowledged position when a peer has not acknowledged for this long.
     resend_after_us: u64,
+    read: Option<LogRead>,
+    /// The peer the last read was for.
+    last_read_peer: Option<DcId>,
 }
 
 /// One message to send: to the same partition in `to`.
@@ -67,31 +145,92 @@ pub struct Outgoing {
     pub up_to: Timestamp,
 }
 
-impl Sender {
-    /// A sender for DC `local` to the DCs `targets` (the topology's replication targets of its partition).
-    pub fn new(local: DcId, targets: Vec<DcId>, resend_after_us: u64) -> Self {
+fn min_lsn(a: Option<Lsn>, b: Lsn) -> Option<Lsn> {
+    Some(a.map_or(b, |a| a.min(b)))
+}
+
+impl Replicator {
+    /// A replicator for DC `local` to the DCs `targets` (the topology's replication targets of its partition),
+    /// keeping at most `window` unacknowledged transactions in memory.
+    pub fn new(local: DcId, targets: Vec<DcId>, resend_after_us: u64, window: usize) -> Self {
         assert!(!targets.contains(&local), "a DC does not replicate to itself");
         let peers = targets.into_iter().map(|d| (d, PeerProgress::default())).collect();
-        Self { local, log: BTreeMap::new(), peers, batch_max: 256, resend_after_us }
+        Self {
+            local,
+            recent: BTreeMap::new(),
+            start: Timestamp::ZERO,
+            spill_from: None,
+            peers,
+            window: window.max(1),
+            batch_max: 256,
+            resend_after_us,
+            read: None,
+            last_read_peer: None,
+        }
     }
 
-    /// Records a local transaction that just became visible here.
-    pub fn committed(&mut self, tx: ReplicatedTx) {
+    /// A local transaction just became visible here. `lsn` is the first log record it is rebuilt from (its
+    /// prepare record); `pvc_local` is the partition's pvc[local], below which transactions are final.
+    pub fn committed(&mut self, tx: ReplicatedTx, lsn: Lsn, pvc_local: Timestamp) {
         if self.peers.is_empty() {
             return; // Nobody to replicate to.
         }
         let at = tx.commit.get(self.local);
-        self.log.insert((at, tx.tx), tx);
+        if at <= self.start {
+            // Below the window (a transaction restored prepared after a restart, committing below what the
+            // partition committed before it): it is read back from the log like the rest.
+            self.spill(lsn);
+            return;
+        }
+        self.recent.insert((at, tx.tx), Unacked { tx, lsn });
+        self.evict(pvc_local);
     }
 
-    /// Transactions not yet acknowledged by every peer.
+    /// Unacknowledged transactions in memory.
     pub fn backlog(&self) -> usize {
-        self.log.len()
+        self.recent.len()
+    }
+
+    /// Whether some unacknowledged transactions are in the log only.
+    pub fn spilled(&self) -> bool {
+        self.spill_from.is_some()
     }
 
     /// Peers' progress.
     pub fn peers(&self) -> &BTreeMap<DcId, PeerProgress> {
         &self.peers
+    }
+
+    /// Everything at or below this every peer acknowledged.
+    fn floor(&self) -> Timestamp {
+        self.peers.values().map(|p| p.acked).min().unwrap_or(Timestamp::ZERO)
+    }
+
+    /// A transaction of log position `lsn` left the window (or never entered it).
+    fn spill(&mut self, lsn: Lsn) {
+        self.spill_from = min_lsn(self.spill_from, lsn);
+        if let Some(read) = self.read.as_mut() {
+            read.spilled = min_lsn(read.spilled, lsn);
+        }
+    }
+
+    /// Drops the oldest final transactions from memory while the window holds more than it may. Transactions
+    /// sharing a commit time leave together, so that `start` is a boundary in commit time.
+    fn evict(&mut self, pvc_local: Timestamp) {
+        while self.recent.len() > self.window {
+            let Some((&(oldest, _), _)) = self.recent.first_key_value() else { break };
+            if oldest > pvc_local {
+                break; // Not final: a transaction may still commit below it, so `start` cannot pass it.
+            }
+            while let Some(entry) = self.recent.first_entry() {
+                if entry.key().0 != oldest {
+                    break;
+                }
+                let lsn = entry.remove().lsn;
+                self.spill(lsn);
+            }
+            self.start = self.start.max(oldest);
+        }
     }
 
     /// A peer acknowledged everything at or below `up_to`; with `gap`, it missed messages and needs everything
@@ -109,18 +248,26 @@ impl Sender {
             // only what the peer reports now.
             p.sent = p.acked;
             p.resume_from = Some(up_to.min(p.acked));
+            p.catchup.clear();
+            p.catchup_to = Timestamp::ZERO;
         }
         p.last_heard_us = now_us;
-        let floor = self.peers.values().map(|p| p.acked).min().unwrap_or(Timestamp::ZERO);
+        let floor = self.floor();
         // Forget what every peer has.
-        while self.log.first_key_value().is_some_and(|((at, _), _)| *at <= floor) {
-            self.log.pop_first();
+        while self.recent.first_key_value().is_some_and(|((at, _), _)| *at <= floor) {
+            self.recent.pop_first();
+        }
+        if floor >= self.start {
+            self.spill_from = None; // Every peer has what the log alone held.
         }
     }
 
-    /// The messages to send now, given the local entry of pvc: transactions at or below it are final.
-    pub fn poll(&mut self, pvc_local: Timestamp, now_us: u64) -> Vec<Outgoing> {
+    /// The messages to send now, given the local entry of pvc (transactions at or below it are final) and the
+    /// last durable log position (where a read of the log that starts now ends).
+    pub fn poll(&mut self, pvc_local: Timestamp, durable: Lsn, now_us: u64) -> Vec<Outgoing> {
+        self.evict(pvc_local);
         let mut out = Vec::new();
+        let mut needs_read = Vec::new();
         for (dc, p) in self.peers.iter_mut() {
             if p.last_heard_us == 0 {
                 p.last_heard_us = now_us;
@@ -129,43 +276,238 @@ impl Sender {
                 // Silent peer: go back to what it acknowledged (go-back-N); the receiver drops duplicates.
                 p.sent = p.acked;
                 p.last_heard_us = now_us;
+                p.catchup.clear();
+                p.catchup_to = Timestamp::ZERO;
             }
             let since = p.resume_from.take().map_or(p.sent, |r| r.min(p.sent));
             let mut txs = Vec::new();
             let mut up_to = pvc_local;
-            for ((at, _), tx) in self.log.range((p.sent.next(), TxId::MIN)..) {
-                if *at > pvc_local {
-                    break;
+            if p.sent < self.start {
+                // Catching up from the log: ship what was read back for it, or wait for a read.
+                while p.catchup.front().is_some_and(|t| t.commit.get(self.local) <= p.sent) {
+                    p.catchup.pop_front();
                 }
-                if txs.len() >= self.batch_max {
-                    // The rest next time: promise only up to just below the first one left out.
-                    up_to = at.prev();
-                    break;
+                if p.catchup_to <= p.sent {
+                    p.catchup.clear();
+                    needs_read.push(*dc);
+                    up_to = p.sent;
+                } else {
+                    while txs.len() < self.batch_max {
+                        let Some(tx) = p.catchup.pop_front() else { break };
+                        txs.push(tx);
+                    }
+                    up_to = p.catchup.front().map_or(p.catchup_to, |next| next.commit.get(self.local).prev());
                 }
-                txs.push(tx.clone());
+            } else {
+                for ((at, _), u) in self.recent.range((p.sent.next(), TxId::MIN)..) {
+                    if *at > pvc_local {
+                        break;
+                    }
+                    if txs.len() >= self.batch_max {
+                        // The rest next time: promise only up to just below the first one left out.
+                        up_to = at.prev();
+                        break;
+                    }
+                    txs.push(u.tx.clone());
+                }
             }
             // Even with nothing new this goes out: a heartbeat keeps the peer's pvc for this DC moving.
             p.sent = p.sent.max(up_to);
             out.push(Outgoing { to: *dc, since, txs, up_to: p.sent });
         }
+        // Peers take turns: those after the one read for last go first.
+        let last = self.last_read_peer;
+        needs_read.sort_by_key(|dc| (Some(*dc) <= last, *dc));
+        for peer in needs_read {
+            if self.read.is_some() {
+                break;
+            }
+            self.begin_read(peer, pvc_local, durable, now_us);
+        }
         out
     }
 
-    /// What a checkpoint keeps: the unacknowledged transactions and the peers' progress.
-    pub fn image(&self) -> (Vec<ReplicatedTx>, Vec<(DcId, Timestamp)>) {
-        (self.log.values().cloned().collect(), self.peers.iter().map(|(d, p)| (*d, p.acked)).collect())
+    /// Starts reading the log for a peer that needs transactions at or below `start`, unless a read is under way.
+    fn begin_read(&mut self, peer: DcId, pvc_local: Timestamp, durable: Lsn, now_us: u64) {
+        if self.read.is_some() {
+            return;
+        }
+        let floor = self.floor();
+        let (start, resend_after_us) = (self.start, self.resend_after_us);
+        let p = self.peers.get_mut(&peer).expect("a peer of this replicator");
+        let to = start.min(pvc_local);
+        if to <= p.sent {
+            return; // Nothing the peer lacks is final yet.
+        }
+        if pvc_local < start {
+            // After a restart pvc[local] climbs towards `start` in small steps: read at that pace at most.
+            if now_us < p.next_read_us {
+                return;
+            }
+            p.next_read_us = now_us.saturating_add(resend_after_us);
+        }
+        let Some(from_lsn) = self.spill_from else {
+            // Nothing unacknowledged is in the log: the peer lacks nothing at or below `to`.
+            p.catchup_to = to;
+            return;
+        };
+        self.last_read_peer = Some(peer);
+        self.read = Some(LogRead {
+            peer,
+            from: p.sent,
+            to,
+            start,
+            floor,
+            until: durable,
+            after: Lsn(from_lsn.0.saturating_sub(1)),
+            asked: false,
+            prepared: BTreeMap::new(),
+            found: BTreeMap::new(),
+            left_out: None,
+            first_needed: None,
+            spilled: None,
+        });
+        if from_lsn > durable {
+            self.finish_read();
+        }
     }
 
-    /// Restores from a checkpoint image.
-    pub fn restore(&mut self, txs: Vec<ReplicatedTx>, acked: Vec<(DcId, Timestamp)>) {
-        for tx in txs {
-            self.committed(tx);
+    /// The log position after which the driver should read next (at most [`LOG_READ_RECORDS`] records, handed
+    /// to [`Replicator::log_read`]), if a read is due.
+    pub fn next_read(&mut self) -> Option<Lsn> {
+        let read = self.read.as_mut().filter(|r| !r.asked)?;
+        read.asked = true;
+        Some(read.after)
+    }
+
+    /// The records the driver read, ascending from just after the position [`Replicator::next_read`] gave; fewer
+    /// than asked (or none) when the log ends.
+    pub fn log_read(&mut self, records: Vec<(Lsn, LogRecord)>) {
+        let local = self.local;
+        let window = self.window;
+        let Some(read) = self.read.as_mut() else { return };
+        read.asked = false;
+        let mut done = records.len() < LOG_READ_RECORDS;
+        for (lsn, record) in records {
+            if lsn > read.until {
+                done = true;
+                break;
+            }
+            read.after = lsn;
+            read.take(lsn, record, local, window);
         }
+        if done || read.after >= read.until {
+            self.finish_read();
+        }
+    }
+
+    /// A read of the log reached its end: the peer gets what was found, and the log is kept from the first
+    /// record an unacknowledged transaction at or below `start` still needs.
+    fn finish_read(&mut self) {
+        let Some(read) = self.read.take() else { return };
+        self.spill_from = match (read.first_needed, read.spilled) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if self.floor() >= self.start {
+            self.spill_from = None;
+        }
+        if let Some(p) = self.peers.get_mut(&read.peer) {
+            if p.sent == read.from {
+                // Every transaction found lies below the first one left out, and the read saw every one at or
+                // below `to` (they were durable when it began).
+                p.catchup_to = read.left_out.map_or(read.to, |t| t.prev().min(read.to));
+                p.catchup = read.found.into_values().collect();
+            }
+        }
+    }
+
+    /// The first log position this partition must keep for replication (`None`: none), given the first log
+    /// position of the transactions it holds prepared (which may commit and then be needed).
+    pub fn keep_log_from(&self, prepared: Option<Lsn>) -> Option<Lsn> {
+        if self.peers.is_empty() {
+            return None;
+        }
+        let mut keep = prepared;
+        if let Some(spilled) = self.spill_from {
+            keep = min_lsn(keep, spilled);
+        }
+        for u in self.recent.values() {
+            keep = min_lsn(keep, u.lsn);
+        }
+        keep
+    }
+
+    /// What each peer acknowledged, for a checkpoint.
+    pub fn acked_image(&self) -> Vec<(DcId, Timestamp)> {
+        self.peers.iter().map(|(d, p)| (*d, p.acked)).collect()
+    }
+
+    /// Restores after a restart from a checkpoint: what each peer acknowledged, `start` (no transaction committed
+    /// before the checkpoint lies above it: the checkpoint's clock), and where the log is kept from. Transactions
+    /// of the log after the checkpoint are handed in again by [`Replicator::committed`].
+    pub fn restore(&mut self, acked: Vec<(DcId, Timestamp)>, start: Timestamp, keep_log_from: Option<Lsn>) {
         for (dc, at) in acked {
             if let Some(p) = self.peers.get_mut(&dc) {
                 p.acked = p.acked.max(at);
                 p.sent = p.acked;
             }
+        }
+        self.start = start.max(self.floor());
+        self.spill_from = keep_log_from;
+        if self.floor() >= self.start {
+            self.spill_from = None;
+        }
+    }
+}
+
+impl LogRead {
+    /// Takes in one record of the log.
+    fn take(&mut self, lsn: Lsn, record: LogRecord, local: DcId, room: usize) {
+        match record {
+            LogRecord::Prepared { tx, snapshot, writes, .. } if !writes.is_empty() => {
+                self.prepared.insert(tx, (lsn, snapshot, writes));
+            }
+            LogRecord::Committed { tx, commit } => {
+                if let Some((first, snapshot, writes)) = self.prepared.remove(&tx) {
+                    self.consider(ReplicatedTx { tx, snapshot, commit, writes }, first, local, room);
+                }
+            }
+            LogRecord::CommittedAlone { tx, snapshot, commit, writes } if !writes.is_empty() => {
+                self.consider(ReplicatedTx { tx, snapshot, commit, writes }, lsn, local, room);
+            }
+            LogRecord::Aborted { tx } => {
+                self.prepared.remove(&tx);
+            }
+            _ => {}
+        }
+    }
+
+    /// A committed transaction rebuilt from the log, whose first record is at `first`.
+    fn consider(&mut self, tx: ReplicatedTx, first: Lsn, local: DcId, room: usize) {
+        let at = tx.commit.get(local);
+        if at <= self.floor || at > self.start {
+            return; // Acknowledged by every peer, or in the window.
+        }
+        self.first_needed = min_lsn(self.first_needed, first);
+        if at <= self.from || at > self.to || self.left_out.is_some_and(|t| at >= t) {
+            return;
+        }
+        self.found.insert((at, tx.tx), tx);
+        // Keep the oldest: drop the newest commit time whole while there is more than room and more than one time.
+        while self.found.len() > room {
+            let (Some((&(oldest, _), _)), Some((&(newest, _), _))) =
+                (self.found.first_key_value(), self.found.last_key_value())
+            else {
+                break;
+            };
+            if oldest == newest {
+                break;
+            }
+            while self.found.last_key_value().is_some_and(|((t, _), _)| *t == newest) {
+                self.found.pop_last();
+            }
+            self.left_out = Some(self.left_out.map_or(newest, |t| t.min(newest)));
         }
     }
 }
@@ -245,11 +587,190 @@ impl TxId {
 mod tests {
     use super::*;
     use crate::CoordinatorId;
+    use crate::ObjectId;
 
     fn tx(seq: u64, at: u64) -> ReplicatedTx {
         let commit = VectorClock::from_entries(vec![Timestamp(0), Timestamp(at)]);
         let id = TxId { dc: DcId(1), coordinator: CoordinatorId(0), seq };
         ReplicatedTx { tx: id, snapshot: VectorClock::zero(2), commit, writes: Vec::new() }
+    }
+
+    const PEER: DcId = DcId(1);
+
+    /// A local transaction of DC 0, committed at `at`.
+    fn local(seq: u64, at: u64) -> ReplicatedTx {
+        let commit = VectorClock::from_entries(vec![Timestamp(at), Timestamp(0)]);
+        let id = TxId { dc: DcId(0), coordinator: CoordinatorId(0), seq };
+        use causet_crdt::{Crdt, CrdtType, EffectCtx, Op};
+        let mut ctx = EffectCtx::new(id.tag(), 0);
+        let effect = Crdt::new(CrdtType::SetAw).generate(&Op::Add(vec![vec![seq as u8]]), &mut ctx).expect("fits");
+        let writes = vec![(ObjectId::new("k", "b", CrdtType::SetAw), effect)];
+        ReplicatedTx { tx: id, snapshot: VectorClock::zero(2), commit, writes }
+    }
+
+    /// A log and a replicator over it: transactions are logged as a prepare and a later commit record (or one
+    /// record), in the order given, which need not be commit order.
+    struct Rig {
+        log: Vec<(Lsn, LogRecord)>,
+        r: Replicator,
+        pvc: Timestamp,
+        now: u64,
+    }
+
+    impl Rig {
+        fn new(window: usize) -> Self {
+            Self {
+                log: Vec::new(),
+                r: Replicator::new(DcId(0), vec![PEER], 1_000_000, window),
+                pvc: Timestamp(0),
+                now: 1,
+            }
+        }
+
+        fn append(&mut self, record: LogRecord) -> Lsn {
+            let lsn = Lsn(self.log.len() as u64 + 1);
+            self.log.push((lsn, record));
+            lsn
+        }
+
+        /// Logs a transaction's prepare record; returns its position.
+        fn prepare(&mut self, tx: &ReplicatedTx) -> Lsn {
+            let prepare_time = tx.commit.get(DcId(0));
+            let (tx, snapshot, writes) = (tx.tx, tx.snapshot.clone(), tx.writes.clone());
+            self.append(LogRecord::Prepared { tx, snapshot, prepare_time, writes })
+        }
+
+        /// Logs its commit record and hands it to the replicator, as the partition does once it is durable.
+        fn commit(&mut self, tx: ReplicatedTx, prepared_at: Lsn) {
+            self.append(LogRecord::Committed { tx: tx.tx, commit: tx.commit.clone() });
+            self.r.committed(tx, prepared_at, self.pvc);
+        }
+
+        /// Polls until the replicator neither ships nor reads anything new; returns what the peer received.
+        fn ship(&mut self) -> Vec<Outgoing> {
+            let mut out = Vec::new();
+            for _ in 0..1_000 {
+                self.now += 1;
+                let durable = Lsn(self.log.len() as u64);
+                let sent = self.r.poll(self.pvc, durable, self.now);
+                let mut progressed = sent.iter().any(|o| !o.txs.is_empty());
+                out.extend(sent);
+                while let Some(after) = self.r.next_read() {
+                    let records = self.log.iter().filter(|(l, _)| *l > after).take(LOG_READ_RECORDS).cloned().collect();
+                    self.r.log_read(records);
+                    progressed = true;
+                }
+                if !progressed && out.last().is_some_and(|o| o.up_to >= self.pvc) {
+                    break;
+                }
+            }
+            out
+        }
+    }
+
+    /// What a peer that applies `messages` in order holds: the transactions, and the promise.
+    fn received(messages: &[Outgoing], from: Timestamp) -> (Vec<u64>, Timestamp) {
+        let mut up_to = from;
+        let mut seqs = Vec::new();
+        for m in messages {
+            assert!(m.since <= up_to, "a message that does not continue the stream: {m:?}");
+            for tx in &m.txs {
+                let at = tx.commit.get(DcId(0));
+                assert!(at > up_to, "{tx:?} arrived below a promise already made ({up_to})");
+                up_to = at;
+                seqs.push(tx.tx.seq);
+            }
+            assert!(m.up_to >= up_to, "a promise below a transaction it carries");
+            up_to = m.up_to;
+        }
+        (seqs, up_to)
+    }
+
+    #[test]
+    fn a_peer_beyond_the_window_is_caught_up_from_the_log_in_commit_order() {
+        let mut rig = Rig::new(3);
+        // Twenty transactions, committed at 10, 20, …, 200, each logged as prepare + commit; every other pair is
+        // logged in the opposite order of commit times (the later prepared first).
+        let txs: Vec<ReplicatedTx> = (1..=20).map(|i| local(i, i * 10)).collect();
+        for pair in txs.chunks(2) {
+            let (a, b) = (&pair[0], &pair[1]);
+            let (pa, pb) = (rig.prepare(b), rig.prepare(a));
+            rig.pvc = a.commit.get(DcId(0)).prev();
+            rig.commit(b.clone(), pa);
+            rig.commit(a.clone(), pb);
+        }
+        rig.pvc = Timestamp(1_000);
+        // The peer heard nothing yet: the window holds the newest three; the rest come from the log.
+        let out = rig.ship();
+        assert!(rig.r.backlog() <= 3, "the window holds {} transactions", rig.r.backlog());
+        let (seqs, up_to) = received(&out, Timestamp::ZERO);
+        assert_eq!(seqs, (1..=20).collect::<Vec<_>>());
+        assert_eq!(up_to, Timestamp(1_000));
+        // The log is kept from the first transaction not acknowledged (or earlier: the position tightens as reads
+        // pass it); once everything is acknowledged, nothing is kept.
+        assert_eq!(rig.r.keep_log_from(None), Some(Lsn(1)));
+        rig.r.acked(PEER, Timestamp(100), false, rig.now);
+        let eleventh = rig.log.iter().find(|(_, r)| matches!(r, LogRecord::Prepared { tx, .. } if tx.seq == 11));
+        assert!(rig.r.keep_log_from(None) <= eleventh.map(|(lsn, _)| *lsn));
+        rig.r.acked(PEER, Timestamp(1_000), false, rig.now);
+        assert_eq!(rig.r.keep_log_from(None), None);
+        assert_eq!(rig.r.keep_log_from(Some(Lsn(7))), Some(Lsn(7)), "a prepared transaction's record is kept");
+        assert_eq!(rig.r.backlog(), 0);
+    }
+
+    #[test]
+    fn a_resend_after_a_gap_reads_back_what_the_peer_lost_and_skips_aborted_and_remote_records() {
+        let mut rig = Rig::new(2);
+        let txs: Vec<ReplicatedTx> = (1..=8).map(|i| local(i, i * 10)).collect();
+        for tx in &txs[..4] {
+            let at = rig.prepare(tx);
+            rig.commit(tx.clone(), at);
+        }
+        // An aborted prepare, and a remote transaction, in between.
+        let aborted = local(100, 45);
+        rig.prepare(&aborted);
+        rig.append(LogRecord::Aborted { tx: aborted.tx });
+        rig.append(LogRecord::Remote { origin: PEER, tx: tx(50, 5) });
+        for tx in &txs[4..] {
+            let at = rig.prepare(tx);
+            rig.commit(tx.clone(), at);
+        }
+        rig.pvc = Timestamp(100);
+        let (seqs, _) = received(&rig.ship(), Timestamp::ZERO);
+        assert_eq!(seqs, (1..=8).collect::<Vec<_>>());
+        // The peer restarted and lost everything above 30: it reports a gap; the rest is resent from the log.
+        rig.r.acked(PEER, Timestamp(30), true, rig.now);
+        let out = rig.ship();
+        assert_eq!(out[0].since, Timestamp(30));
+        let mut resent: Vec<u64> = out.iter().flat_map(|o| o.txs.iter().map(|t| t.tx.seq)).collect();
+        resent.dedup();
+        assert_eq!(resent, vec![4, 5, 6, 7, 8]);
+    }
+
+    #[test]
+    fn after_a_restart_the_peers_are_caught_up_from_the_log_the_checkpoint_kept() {
+        let mut rig = Rig::new(100);
+        let txs: Vec<ReplicatedTx> = (1..=6).map(|i| local(i, i * 10)).collect();
+        for tx in &txs {
+            let at = rig.prepare(tx);
+            rig.commit(tx.clone(), at);
+        }
+        rig.pvc = Timestamp(60);
+        rig.ship();
+        rig.r.acked(PEER, Timestamp(20), false, rig.now);
+        let keep = rig.r.keep_log_from(None);
+        assert_eq!(keep, Some(Lsn(5)), "the third transaction's prepare record");
+        // A restart: a checkpoint after the sixth, at clock 60; one more transaction after it, in the log tail.
+        let mut restarted = Replicator::new(DcId(0), vec![PEER], 1_000_000, 100);
+        restarted.restore(vec![(PEER, Timestamp(20))], Timestamp(60), keep);
+        rig.r = restarted;
+        let seventh = local(7, 70);
+        let at = rig.prepare(&seventh);
+        rig.commit(seventh, at);
+        rig.pvc = Timestamp(80);
+        let (seqs, up_to) = received(&rig.ship(), Timestamp(20));
+        assert_eq!(seqs, vec![3, 4, 5, 6, 7]);
+        assert_eq!(up_to, Timestamp(80));
     }
 
     #[test]

@@ -58,6 +58,8 @@ impl Dc {
                     match out {
                         PartitionOutput::Send(e) => queue.push_back(e),
                         PartitionOutput::Persist { lsn, .. } => durable = Some(lsn),
+                        // One DC: replication never reads the log back.
+                        PartitionOutput::ReadLog { .. } => unreachable!("one DC replicates nowhere"),
                     }
                 }
                 if let Some(lsn) = durable {

@@ -80,6 +80,10 @@ pub struct ServerConfig {
     pub peers: Vec<crate::wan::PeerConfig>,
     /// How often partitions ship their committed transactions (or a heartbeat) to the other DCs, ms.
     pub replication_interval_ms: u64,
+    /// Most local transactions each partition keeps in memory for other DCs that have not acknowledged them;
+    /// beyond, the oldest are read back from the log when a DC needs them (the log keeps them until every DC
+    /// acknowledged).
+    pub replication_window: usize,
     /// The token the admin API's fault-injection endpoints require (`Authorization: Bearer <token>`); without
     /// one they are disabled.
     pub admin_token: Option<String>,
@@ -114,6 +118,7 @@ impl Default for ServerConfig {
             replication_bind: "127.0.0.1:8089".parse().expect("a valid address"),
             peers: Vec::new(),
             replication_interval_ms: 1,
+            replication_window: 8_192,
             admin_token: None,
         }
     }
@@ -190,6 +195,9 @@ impl ServerConfig {
         if self.nodes.len() as u32 > self.partitions {
             return bad("a DC needs at least one partition per node");
         }
+        if self.replication_window == 0 {
+            return bad("replication_window must be positive");
+        }
         if self.replication_interval_ms == 0 {
             return bad("replication_interval_ms must be positive");
         }
@@ -221,6 +229,7 @@ impl ServerConfig {
     pub fn protocol(&self) -> causet_core::Config {
         let mut c = causet_core::Config::new(self.dcs, causet_core::DcId(self.dc), self.partitions);
         c.replication_interval_us = self.replication_interval_ms * 1_000;
+        c.replication_window = self.replication_window;
         c.clock = self.clock;
         c.protocol = self.protocol;
         c.certify_writes = self.certify_writes;

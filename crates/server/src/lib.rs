@@ -60,6 +60,13 @@ impl storage::LogSink for StoreSink {
     fn has_room(&self, writes: usize) -> bool {
         self.0.has_room(writes)
     }
+
+    fn read_log(&self, partition: PartitionId, after: Lsn) -> Vec<(Lsn, LogRecord)> {
+        self.0.read_log(partition, after, causet_core::replication::LOG_READ_RECORDS).unwrap_or_else(|e| {
+            tracing::error!(partition = partition.0, error = %e, "reading the log back failed");
+            Vec::new()
+        })
+    }
 }
 
 /// What connections and the admin server share.

@@ -29,6 +29,8 @@ pub enum ShardInput {
     Message(Envelope),
     /// Records up to these positions are durable.
     Durable(Vec<(PartitionId, Lsn)>),
+    /// Records read back from a partition's log, as the shard's node asked.
+    LogRead(PartitionId, Vec<(Lsn, causet_core::record::LogRecord)>),
     /// A peer DC's shape became known: it has this many nodes.
     DcNodes(DcId, u16),
     /// Report the shard's state.

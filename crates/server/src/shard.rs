@@ -116,6 +116,7 @@ impl Shard {
                     self.node.handle_persisted(now, p, lsn);
                 }
             }
+            ShardInput::LogRead(p, records) => self.node.handle_log_read(now, p, records),
             ShardInput::DcNodes(dc, nodes) => self.node.handle_dc_nodes(dc, nodes),
             ShardInput::Status(reply) => {
                 let _ = reply.send(ShardStatus::of(&self.node));
@@ -148,6 +149,18 @@ impl Shard {
         }
     }
 
+    /// Reads a partition's log on a blocking thread and hands the records back through the inbox. The node asks
+    /// for one read at a time per partition, so these are few.
+    fn read_log(&self, partition: PartitionId, after: Lsn) {
+        let (log, routes, shard) = (self.env.log.clone(), self.env.routes.clone(), self.node.shard());
+        tokio::spawn(async move {
+            let read = tokio::task::spawn_blocking(move || log.read_log(partition, after)).await;
+            // A failed join means the blocking thread panicked: the read ends with nothing, and the node reads
+            // again when it next needs to.
+            routes.send(shard, ShardInput::LogRead(partition, read.unwrap_or_default())).await;
+        });
+    }
+
     /// Carries out the node's outputs, in order.
     fn carry_out(&mut self) {
         while let Some(out) = self.node.poll_output() {
@@ -158,6 +171,7 @@ impl Shard {
                 NodeOutput::Persist { partition, lsn, record } => {
                     self.unwritten.push(LogWrite::Append(partition, lsn, record))
                 }
+                NodeOutput::ReadLog { partition, after } => self.read_log(partition, after),
                 NodeOutput::Reply(reply) => {
                     if let Some(waiting) = self.pending.remove(&(reply.client, reply.request)) {
                         let _ = waiting.send(reply.result);

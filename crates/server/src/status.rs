@@ -33,6 +33,9 @@ pub struct PartitionStatus {
     pub versions: usize,
     /// Local transactions some peer DC has not acknowledged yet.
     pub replication_backlog: usize,
+    /// Some local transactions a peer DC has not acknowledged no longer fit the replication window: they are in
+    /// the log only, and read back from it when the peer needs them.
+    pub replication_spilled: bool,
     /// Remote transactions received and waiting for their dependencies, per origin DC.
     pub inbound_backlog: Vec<(u16, usize)>,
 }
@@ -52,6 +55,7 @@ impl ShardStatus {
                     objects,
                     versions,
                     replication_backlog: p.replication_backlog(),
+                    replication_spilled: p.replication_spilled(),
                     inbound_backlog: p.inbound_backlog().into_iter().map(|(d, n)| (d.0, n)).collect(),
                 }
             })

@@ -1,11 +1,11 @@
-//! The shards' view of the log: append records, write checkpoints. The storage engine's writer thread batches
+//! The shards' view of the log: append records, write checkpoints, read the log back for replication. The storage engine's writer thread batches
 //! them and reports durability back to the owning shards.
 
 use causet_core::partition::Checkpoint;
 use causet_core::record::{LogRecord, Lsn};
 use causet_core::PartitionId;
 
-/// Where shards send what must become durable.
+/// Where shards send what must become durable, and read the log back from.
 pub trait LogSink: Send + Sync {
     /// Appends a record; its durability is reported later.
     fn append(&self, partition: PartitionId, lsn: Lsn, record: LogRecord);
@@ -13,4 +13,7 @@ pub trait LogSink: Send + Sync {
     fn checkpoint(&self, partition: PartitionId, checkpoint: Checkpoint);
     /// Whether `writes` more appends or checkpoints are taken now without waiting for the disk.
     fn has_room(&self, writes: usize) -> bool;
+    /// Up to [`LOG_READ_RECORDS`](causet_core::replication::LOG_READ_RECORDS) durable records of a partition's log after `after`, ascending. Blocking: call it
+    /// on a blocking thread. A failed read is logged and returns nothing (the read ends there).
+    fn read_log(&self, partition: PartitionId, after: Lsn) -> Vec<(Lsn, LogRecord)>;
 }

@@ -61,7 +61,7 @@ impl SeedResult {
         let mut out = format!(
             "seed {}: {} DCs × {} partitions on {} nodes × {} shards, {} sessions, {:?} clock, skew ≤ {} µs, drift ≤ {} ppm, \
              delay {}..{} µs, crashes {}, link cuts {}; {} committed, {} aborted, {} unknown, {} node crashes, {} instant restarts, \
-             {} cuts, {} checkpoints, {} messages, {:.1} s virtual, {:.2} s wall; {} reads checked; ",
+             {} cuts, {} checkpoints, {} log reads, {} messages, {:.1} s virtual, {:.2} s wall; {} reads checked; ",
             self.seed,
             c.dcs,
             c.partitions,
@@ -82,6 +82,7 @@ impl SeedResult {
             self.stats.coordinator_crashes,
             self.stats.cuts,
             self.stats.checkpoints,
+            self.stats.log_reads,
             self.stats.messages,
             self.stats.virtual_us as f64 / 1e6,
             self.wall_s,

@@ -97,6 +97,8 @@ pub struct SimConfig {
     pub shards: usize,
     /// Most remote transactions a partition keeps waiting per origin.
     pub max_inbound_queue: usize,
+    /// Most unacknowledged local transactions a partition keeps in memory; the rest are read back from the log.
+    pub replication_window: usize,
     /// Client sessions.
     pub sessions: u32,
     /// Virtual duration of the safety phase.
@@ -161,6 +163,8 @@ impl SimConfig {
         let shards = extra.random_range(1..=2);
         // A tiny inbound queue in some seeds: receivers drop what does not fit and the origins resend.
         let max_inbound_queue = if extra.random_bool(0.3) { extra.random_range(1..=4) } else { 100_000 };
+        // A tiny replication window in some seeds: senders read what peers lack back from the log.
+        let replication_window = if extra.random_bool(0.4) { extra.random_range(1..=16) } else { 8_192 };
         Self {
             seed,
             dcs,
@@ -168,6 +172,7 @@ impl SimConfig {
             nodes,
             shards,
             max_inbound_queue,
+            replication_window,
             sessions: {
                 // The draw that once chose a number of coordinators, kept so that the draws after it stay as
                 // they were.
@@ -202,6 +207,7 @@ impl SimConfig {
         c.tx_idle_timeout_us = 1_000_000;
         c.resend_after_us = 100_000;
         c.max_inbound_queue = self.max_inbound_queue;
+        c.replication_window = self.replication_window;
         c
     }
 }
@@ -227,6 +233,8 @@ pub struct SimStats {
     pub cuts: u64,
     /// Checkpoints taken.
     pub checkpoints: u64,
+    /// Reads of a partition's log (replication catching a peer up from it).
+    pub log_reads: u64,
     /// Events processed.
     pub events: u64,
     /// Virtual time simulated, µs.
@@ -293,6 +301,13 @@ enum Event {
     CrashNodeAtOnce(DcId, NodeIndex),
     Think(u64),
     Checkpoint(DcId, u32),
+    /// Records read back from a partition's log, for the node that asked (lost if it crashed meanwhile).
+    LogRead {
+        dc: DcId,
+        partition: u32,
+        incarnation: u64,
+        records: Vec<(Lsn, LogRecord)>,
+    },
     Cut,
     Heal(DcId, DcId),
 }
@@ -346,8 +361,9 @@ impl Disk {
                 Checkpoint { objects: objects.into_iter().collect(), ..c }
             }
         };
-        let lsn = merged.lsn;
-        self.records.retain(|(l, _)| *l > lsn);
+        // Truncate what the checkpoint covers, but not what it keeps for replication to read back.
+        let (lsn, keep) = (merged.lsn, merged.keep_log_from.unwrap_or(Lsn(u64::MAX)));
+        self.records.retain(|(l, _)| *l > lsn || *l >= keep);
         self.checkpoint = Some(merged);
     }
 }
@@ -1029,6 +1045,19 @@ impl World {
                 self.start_sync(dc, partition);
                 self.drain((dc, n, shard));
             }
+            Event::LogRead { dc, partition, incarnation, records } => {
+                let d = &mut self.dcs[usize::from(dc.0)];
+                let (n, shard) = d.site_of(partition);
+                if d.nodes[usize::from(n)].incarnation != incarnation {
+                    return; // The node crashed meanwhile: its new incarnation did not ask.
+                }
+                let now = self.local((dc, n));
+                let d = &mut self.dcs[usize::from(dc.0)];
+                if let Some(machine) = d.nodes[usize::from(n)].shards.get_mut(shard) {
+                    machine.handle_log_read(now, PartitionId(partition), records);
+                }
+                self.drain((dc, n, shard));
+            }
             Event::Crash(node, down_us) => {
                 self.crash(node, down_us);
                 if self.faults_on {
@@ -1130,6 +1159,21 @@ impl World {
                 NodeOutput::Persist { partition, lsn, record } => {
                     self.dcs[usize::from(dc.0)].disks[partition.0 as usize].records.push((lsn, record));
                     synced.insert(partition.0);
+                }
+                NodeOutput::ReadLog { partition, after } => {
+                    let d = &self.dcs[usize::from(dc.0)];
+                    let disk = &d.disks[partition.0 as usize];
+                    let records: Vec<(Lsn, LogRecord)> = disk
+                        .records
+                        .iter()
+                        .filter(|(lsn, _)| *lsn > after && *lsn <= disk.durable)
+                        .take(causet_core::replication::LOG_READ_RECORDS)
+                        .cloned()
+                        .collect();
+                    let incarnation = d.nodes[usize::from(n)].incarnation;
+                    self.stats.log_reads += 1;
+                    let delay = self.delay(false);
+                    self.schedule(delay, Event::LogRead { dc, partition: partition.0, incarnation, records });
                 }
                 NodeOutput::Reply(r) => {
                     let delay = self.delay(false);

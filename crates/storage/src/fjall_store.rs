@@ -66,10 +66,8 @@ enum Op {
         lsn: Lsn,
         state: Vec<u8>,
         objects: Vec<(Vec<u8>, Vec<u8>)>,
-    },
-    Hold {
-        partition: PartitionId,
-        lsn: Option<Lsn>,
+        /// The log from here on is kept.
+        keep_from: Option<Lsn>,
     },
     /// Makes the writer fail, as an engine error would.
     #[cfg(test)]
@@ -84,7 +82,6 @@ impl Op {
             Op::Checkpoint { state, objects, .. } => {
                 state.len() + objects.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>()
             }
-            Op::Hold { .. } => 0,
             #[cfg(test)]
             Op::Fail => 0,
         }
@@ -321,7 +318,7 @@ impl LogStore for FjallStore {
                     objects,
                     prepared: state.prepared,
                     recent_commits: state.recent_commits,
-                    unreplicated: state.unreplicated,
+                    keep_log_from: state.keep_log_from,
                     fenced: state.fenced,
                     peer_acked: state.peer_acked,
                     pvc: state.pvc,
@@ -363,7 +360,7 @@ impl LogStore for FjallStore {
             frontier: &checkpoint.frontier,
             prepared: &checkpoint.prepared,
             recent_commits: &checkpoint.recent_commits,
-            unreplicated: &checkpoint.unreplicated,
+            keep_log_from: checkpoint.keep_log_from,
             fenced: &checkpoint.fenced,
             peer_acked: &checkpoint.peer_acked,
             pvc: &checkpoint.pvc,
@@ -375,7 +372,7 @@ impl LogStore for FjallStore {
             .iter()
             .map(|(object, image)| Ok((codec::object_key(partition, object)?, codec::encode(image)?)))
             .collect::<Result<Vec<_>>>()?;
-        let lsn = checkpoint.lsn;
+        let (lsn, keep_from) = (checkpoint.lsn, checkpoint.keep_log_from);
         self.enqueue(
             partition,
             |cursor| {
@@ -386,12 +383,8 @@ impl LogStore for FjallStore {
                 cursor.checkpoint = lsn;
                 Ok(())
             },
-            || Op::Checkpoint { partition, lsn, state, objects },
+            || Op::Checkpoint { partition, lsn, state, objects, keep_from },
         )
-    }
-
-    fn hold_truncation(&self, partition: PartitionId, lsn: Option<Lsn>) -> Result<()> {
-        self.enqueue(partition, |_| Ok(()), || Op::Hold { partition, lsn })
     }
 
     fn read_log(&self, partition: PartitionId, after: Lsn, max_records: usize) -> Result<Vec<(Lsn, LogRecord)>> {
@@ -432,7 +425,7 @@ impl std::fmt::Debug for FjallStore {
 struct WriterPartition {
     /// The last checkpoint's lsn.
     checkpoint: Lsn,
-    /// The truncation hold.
+    /// The truncation hold: records above it are kept (the last checkpoint's `keep_log_from`, less one).
     hold: Option<Lsn>,
     /// Every log record up to here is deleted (or never existed).
     truncated_through: Lsn,
@@ -566,17 +559,15 @@ impl Writer {
                     *durable = lsn;
                     batch.records += 1;
                 }
-                Op::Checkpoint { partition, lsn, state, objects } => {
+                Op::Checkpoint { partition, lsn, state, objects, keep_from } => {
                     batch.writes.insert((Space::Checkpoint, codec::state_key(partition)), Some(state));
                     for (key, image) in objects {
                         batch.writes.insert((Space::Checkpoint, key), Some(image));
                     }
-                    self.partition(partition).checkpoint = lsn;
+                    let written = self.partition(partition);
+                    written.checkpoint = lsn;
+                    written.hold = keep_from.map(|from| Lsn(from.0.saturating_sub(1)));
                     self.stats.checkpoints_written += 1;
-                    self.truncate(partition, &mut batch)?;
-                }
-                Op::Hold { partition, lsn } => {
-                    self.partition(partition).hold = lsn;
                     self.truncate(partition, &mut batch)?;
                 }
                 #[cfg(test)]
@@ -787,7 +778,7 @@ mod tests {
             frontier: &VectorClock::zero(1),
             prepared: &[],
             recent_commits: &[],
-            unreplicated: &[],
+            keep_log_from: None,
             fenced: &[],
             peer_acked: &[],
             pvc: &None,
@@ -847,7 +838,7 @@ mod tests {
             objects: Vec::new(),
             prepared: Vec::new(),
             recent_commits: Vec::new(),
-            unreplicated: Vec::new(),
+            keep_log_from: None,
             fenced: Vec::new(),
             peer_acked: Vec::new(),
             pvc: None,

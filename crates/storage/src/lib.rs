@@ -9,9 +9,9 @@
 //!   batch, runs one fsync ([`SyncMode::Always`]), and then reports on the [`DurableReceiver`], for each partition
 //!   in the batch, the highest lsn now durable. Concurrent appends of many partitions share one fsync.
 //! - [`LogStore::checkpoint`] enqueues a checkpoint; it is written in one batch, after every record enqueued
-//!   before it, and lets the writer delete the log records it covers, but never those above the partition's
-//!   truncation hold ([`LogStore::hold_truncation`]), which the geo-replication layer sets to keep the entries
-//!   other DCs have not acknowledged.
+//!   before it, and lets the writer delete the log records it covers, but never those from the checkpoint's
+//!   `keep_log_from` on, which geo-replication still reads back for other DCs that have not acknowledged them
+//!   ([`LogStore::read_log`]).
 //! - [`LogStore::load`] recovers a partition: its complete checkpoint and the log records after it.
 //!
 //! # On-disk layout
@@ -83,8 +83,7 @@ pub type Recovered = (Option<Checkpoint>, Vec<(Lsn, LogRecord)>);
 
 /// The durable log and checkpoints of the partitions of one node.
 ///
-/// Writes are asynchronous: [`LogStore::append`], [`LogStore::checkpoint`] and [`LogStore::hold_truncation`]
-/// enqueue and return; they take effect in the order they were called. Durability is reported separately, by
+/// Writes are asynchronous: [`LogStore::append`] and [`LogStore::checkpoint`] enqueue and return; they take effect in the order they were called. Durability is reported separately, by
 /// the receiver the store was opened with (for [`FjallStore`], a [`DurableReceiver`]), as batches of
 /// `(partition, lsn)`: every record of that partition up to that lsn is durable. Reports for one partition are
 /// strictly increasing, and every appended record is eventually covered by one, unless the store fails.
@@ -107,17 +106,11 @@ pub trait LogStore: Send + Sync {
 
     /// Enqueues a checkpoint. It is written atomically (object images upserted by object id, prepared set,
     /// recent commits, lsn, clock and frontier in one batch), strictly after every record enqueued before it.
-    /// Afterwards the log records up to `checkpoint.lsn` are deleted, but none above the partition's truncation
-    /// hold. Its lsn must lie between the previous checkpoint's and the last appended lsn
+    /// Afterwards the log records up to `checkpoint.lsn` are deleted, but none from `checkpoint.keep_log_from` on
+    /// (the checkpoint's truncation hold, which the next checkpoint replaces). Its lsn must lie between the previous checkpoint's and the last appended lsn
     /// ([`StorageError::CheckpointOutOfOrder`] otherwise). Encoding happens in the caller: a large checkpoint
     /// belongs on a blocking thread.
     fn checkpoint(&self, partition: PartitionId, checkpoint: Checkpoint) -> Result<()>;
-
-    /// Sets the partition's truncation hold: log records above `lsn` are kept even when a checkpoint covers them
-    /// (`None`: no hold). Takes effect in order with the other writes; raising it lets truncation catch up with
-    /// the last checkpoint. Records already deleted stay deleted, so set the hold before the first checkpoint.
-    /// The hold is not persisted: set it again after a restart, before checkpointing.
-    fn hold_truncation(&self, partition: PartitionId, lsn: Option<Lsn>) -> Result<()>;
 
     /// Up to `max_records` log records of the partition after `after`, ascending, as written to the engine (for
     /// resending to other DCs what they have not acknowledged).
@@ -155,7 +148,7 @@ pub enum SyncMode {
 pub struct StorageOptions {
     /// When to fsync.
     pub sync: SyncMode,
-    /// The most writes (appends, checkpoints, holds) waiting for the writer; an append beyond it waits.
+    /// The most writes (appends and checkpoints) waiting for the writer; an append beyond it waits.
     pub queue_capacity: usize,
     /// The most writes in one batch (one fsync).
     pub batch_writes_max: usize,

@@ -106,39 +106,42 @@ fn incremental_checkpoints_merge_to_the_latest_image_of_each_object() {
 }
 
 #[test]
-fn truncation_never_passes_the_hold() {
+fn truncation_spares_the_log_a_checkpoint_keeps() {
     let dir = tempfile::tempdir().unwrap();
     let (store, mut rx) = open(dir.path());
-    store.hold_truncation(P0, Some(Lsn(3))).unwrap();
+    let keeping = |lsn: u64, objects, keep: Option<u64>| causet_core::partition::Checkpoint {
+        keep_log_from: keep.map(Lsn),
+        ..checkpoint(Lsn(lsn), objects)
+    };
     append_range(&store, P0, 1, 10);
-    store.checkpoint(P0, checkpoint(Lsn(8), vec![(object("a"), image(1))])).unwrap();
+    store.checkpoint(P0, keeping(8, vec![(object("a"), image(1))], Some(4))).unwrap();
     barrier(&store, &mut rx, 1);
     let kept = |store: &FjallStore| lsns(&store.read_log(P0, Lsn(0), 100).unwrap());
-    assert_eq!(kept(&store), (4..=10).collect::<Vec<_>>(), "records above the hold stay");
+    assert_eq!(kept(&store), (4..=10).collect::<Vec<_>>(), "records from keep_log_from on stay");
     // Recovery still starts from the checkpoint.
     assert_eq!(lsns(&store.load(P0).unwrap().1), vec![9, 10]);
     assert_eq!(store.stats().logs[&P0].records, 7);
 
-    // Raising the hold lets truncation catch up, up to the checkpoint.
-    store.hold_truncation(P0, Some(Lsn(6))).unwrap();
+    // A later checkpoint that keeps less lets truncation catch up, up to the checkpoint.
+    store.checkpoint(P0, keeping(8, vec![], Some(7))).unwrap();
     barrier(&store, &mut rx, 2);
     assert_eq!(kept(&store), vec![7, 8, 9, 10]);
-    store.hold_truncation(P0, None).unwrap();
+    store.checkpoint(P0, keeping(8, vec![], None)).unwrap();
     barrier(&store, &mut rx, 3);
-    assert_eq!(kept(&store), vec![9, 10], "without a hold the checkpoint bounds truncation");
+    assert_eq!(kept(&store), vec![9, 10], "keeping nothing, the checkpoint bounds truncation");
     assert_eq!(store.stats().logs[&P0].records, 2);
     assert_eq!(store.stats().records_truncated, 8);
 
-    // A hold set before the next checkpoint keeps what it covers, across a restart.
-    store.hold_truncation(P0, Some(Lsn(10))).unwrap();
+    // What a checkpoint keeps stays kept across a restart, and is read back from where it is asked.
     append_range(&store, P0, 11, 14);
-    store.checkpoint(P0, checkpoint(Lsn(14), vec![])).unwrap();
+    store.checkpoint(P0, keeping(14, vec![], Some(11))).unwrap();
     wait_durable(&mut rx, &[(P0, Lsn(14))]);
     store.close().unwrap();
     let (store, _rx) = open(dir.path());
     assert_eq!(kept(&store), vec![11, 12, 13, 14]);
     assert_eq!(lsns(&store.read_log(P0, Lsn(11), 2).unwrap()), vec![12, 13]);
     assert!(store.load(P0).unwrap().1.is_empty());
+    assert_eq!(store.load(P0).unwrap().0.unwrap().keep_log_from, Some(Lsn(11)));
     store.close().unwrap();
 }
 

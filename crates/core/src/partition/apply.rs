@@ -56,17 +56,18 @@
 //! [`AfterDurable::Send`]: super::AfterDurable::Send
 
 use super::Partition;
-use crate::record::LogRecord;
+use crate::record::{LogRecord, Lsn};
 use crate::store::VersionStore;
 
 impl<S: VersionStore> Partition<S> {
     /// Applies a durable record (see the module documentation for what each kind does). `now_us` is the local
     /// physical clock, from which a transaction prepared here schedules its outcome query.
-    pub(crate) fn apply(&mut self, now_us: u64, record: LogRecord) {
+    /// `lsn` is the record's log position.
+    pub(crate) fn apply(&mut self, now_us: u64, lsn: Lsn, record: LogRecord) {
         match record {
             LogRecord::Prepared { tx, snapshot, prepare_time, writes } => {
                 if !self.prepared.contains_key(&tx) {
-                    self.insert_prepared(tx, snapshot, prepare_time, writes, now_us);
+                    self.insert_prepared(tx, snapshot, prepare_time, writes, now_us, lsn);
                 }
             }
             LogRecord::Committed { tx, commit } => {
@@ -78,8 +79,8 @@ impl<S: VersionStore> Partition<S> {
             }
             LogRecord::CommittedAlone { tx, snapshot, commit, writes } => {
                 let prepare_time = commit.get(self.config.dc);
-                self.apply(now_us, LogRecord::Prepared { tx, snapshot, prepare_time, writes });
-                self.apply(now_us, LogRecord::Committed { tx, commit });
+                self.apply(now_us, lsn, LogRecord::Prepared { tx, snapshot, prepare_time, writes });
+                self.apply(now_us, lsn, LogRecord::Committed { tx, commit });
             }
             LogRecord::Remote { origin, tx } => {
                 if self.take_staged_remote(origin, &tx) || self.receive_logged_remote(origin, &tx) {
@@ -135,6 +136,7 @@ mod tests {
                         last = Some(lsn);
                         log.push((lsn, record));
                     }
+                    PartitionOutput::ReadLog { .. } => {}
                 }
             }
             match last {

@@ -26,7 +26,7 @@ use self::reads::{Request, Waiting};
 use self::termination::Termination;
 use crate::bugs::{self, Bug};
 use crate::record::{LogRecord, Lsn};
-use crate::replication::{Inbound, ReplicatedTx, Sender};
+use crate::replication::{Inbound, ReplicatedTx, Replicator};
 use crate::store::{ObjectImage, Store, StoreStats, VersionStore};
 use crate::topology::Topology;
 use crate::DcId;
@@ -51,6 +51,8 @@ pub struct PreparedImage {
     /// A termination was answered `Prepared` for it: the dead coordinator's decision is ignored.
     #[serde(default)]
     pub fenced: bool,
+    /// The log position of its prepare record.
+    pub lsn: Lsn,
 }
 
 /// What a partition holds after every log record up to `lsn`: restoring it and replaying the records after `lsn`
@@ -70,9 +72,11 @@ pub struct Checkpoint {
     pub prepared: Vec<PreparedImage>,
     /// Recent commit decisions, newest last.
     pub recent_commits: Vec<(TxId, VectorClock)>,
-    /// Local transactions some peer DC has not acknowledged yet.
+    /// The log from this position on is still needed, though the checkpoint covers part of it: it holds local
+    /// transactions some peer DC has not acknowledged (and prepared ones that may commit), which replication reads
+    /// back. Truncation spares it.
     #[serde(default)]
-    pub unreplicated: Vec<ReplicatedTx>,
+    pub keep_log_from: Option<Lsn>,
     /// Transactions this partition promised a termination never to prepare, oldest first.
     #[serde(default)]
     pub fenced: Vec<TxId>,
@@ -104,6 +108,13 @@ pub enum PartitionOutput {
         /// The record.
         record: LogRecord,
     },
+    /// Read this partition's durable log from just after `after`, at most
+    /// [`LOG_READ_RECORDS`](crate::replication::LOG_READ_RECORDS) records, and hand them to
+    /// [`Partition::handle_log_read`] (replication catching a peer DC up from the log).
+    ReadLog {
+        /// Read the records after this position.
+        after: Lsn,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -118,6 +129,8 @@ struct PreparedTx {
     /// The coordinator is gone and a termination asked about this transaction: the coordinator's decisions are
     /// ignored; the termination's decide.
     fenced: bool,
+    /// The log position of its prepare record, from which replication reads it back.
+    lsn: Lsn,
 }
 
 /// What happens once a log position is durable.
@@ -157,7 +170,7 @@ pub struct Partition<S = Store> {
     terminations: BTreeMap<TxId, Termination>,
     /// Transactions this partition promised never to prepare, oldest first.
     fenced: VecDeque<TxId>,
-    sender: Sender,
+    replicator: Replicator,
     inbound: BTreeMap<DcId, Inbound>,
     /// Per origin, the stream positions of the remote transactions this partition logged and has not applied yet
     /// (the records themselves wait in `after_durable`).
@@ -224,7 +237,12 @@ impl<S: VersionStore> Partition<S> {
             recent_commits: VecDeque::new(),
             terminations: BTreeMap::new(),
             fenced: VecDeque::new(),
-            sender: Sender::new(config.dc, topology.replication_targets(id), config.resend_after_us),
+            replicator: Replicator::new(
+                config.dc,
+                topology.replication_targets(id),
+                config.resend_after_us,
+                config.replication_window,
+            ),
             inbound: topology.replication_sources(id).into_iter().map(|d| (d, Inbound::default())).collect(),
             topology,
             remote_pending: BTreeMap::new(),
@@ -253,9 +271,22 @@ impl<S: VersionStore> Partition<S> {
         self.checkpoint()
     }
 
-    /// Local transactions some peer DC has not acknowledged.
+    /// Local transactions some peer DC has not acknowledged, in memory (at most about
+    /// [`Config::replication_window`]; the rest are read back from the log).
     pub fn replication_backlog(&self) -> usize {
-        self.sender.backlog()
+        self.replicator.backlog()
+    }
+
+    /// Whether some local transactions a peer DC has not acknowledged are in the log only.
+    pub fn replication_spilled(&self) -> bool {
+        self.replicator.spilled()
+    }
+
+    /// The driver read the log as a [`PartitionOutput::ReadLog`] asked: the records after its position, ascending,
+    /// fewer than asked (or none) where the log ends.
+    pub fn handle_log_read(&mut self, records: Vec<(Lsn, LogRecord)>) {
+        self.replicator.log_read(records);
+        self.ask_log_read();
     }
 
     /// Remote transactions received and not yet applied, per origin DC.
@@ -371,11 +402,11 @@ impl<S: VersionStore> Partition<S> {
         self.durable_lsn = lsn;
         let mut applied = false;
         while self.after_durable.front().is_some_and(|(at, _)| *at <= lsn) {
-            let (_, action) = self.after_durable.pop_front().expect("front exists");
+            let (lsn_of_action, action) = self.after_durable.pop_front().expect("front exists");
             match action {
                 AfterDurable::Send(envelope) => self.outputs.push_back(PartitionOutput::Send(envelope)),
                 AfterDurable::Apply(record, reply) => {
-                    self.apply(now_us, record);
+                    self.apply(now_us, lsn_of_action, record);
                     if let Some(envelope) = reply {
                         self.outputs.push_back(PartitionOutput::Send(envelope));
                     }
@@ -422,7 +453,7 @@ impl<S: VersionStore> Partition<S> {
             }
             Message::ReplicateAck { up_to, gap } => {
                 if let Address::Peer(peer, _) = from {
-                    self.sender.acked(peer, up_to, gap, now_us);
+                    self.replicator.acked(peer, up_to, gap, now_us);
                 }
             }
             // Messages for other state machines: a misrouted message is dropped, never a crash.

@@ -4,7 +4,7 @@
 use super::{AfterDurable, Partition, PreparedTx, Request};
 use crate::bugs;
 use crate::message::RemoteError;
-use crate::record::LogRecord;
+use crate::record::{LogRecord, Lsn};
 use crate::replication::ReplicatedTx;
 use crate::store::VersionStore;
 use crate::{Address, Message, ObjectId, Timestamp, TxId, VectorClock};
@@ -58,9 +58,9 @@ impl<S: VersionStore> Partition<S> {
             };
             // Staged: prepared with its commit decided. Once durable, the record's prepare half is already here, so
             // what is left to apply is its commit half (see the `apply` module).
-            self.insert_prepared(tx, snapshot, prepare_time, writes, now_us);
-            self.prepared.get_mut(&tx).expect("just inserted").committing = Some(commit.clone());
             let lsn = self.persist(record);
+            self.insert_prepared(tx, snapshot, prepare_time, writes, now_us, lsn);
+            self.prepared.get_mut(&tx).expect("just inserted").committing = Some(commit.clone());
             let reply =
                 self.envelope(Address::Coordinator(tx.coordinator), Message::Committed { tx, commit: commit.clone() });
             let durable = LogRecord::Committed { tx, commit };
@@ -68,8 +68,8 @@ impl<S: VersionStore> Partition<S> {
             return;
         }
         let record = LogRecord::Prepared { tx, snapshot: snapshot.clone(), prepare_time, writes: writes.clone() };
-        self.insert_prepared(tx, snapshot, prepare_time, writes, now_us);
         let lsn = self.persist(record);
+        self.insert_prepared(tx, snapshot, prepare_time, writes, now_us, lsn);
         self.send_after_durable(lsn, from, Message::Prepared { tx, prepare_time });
     }
 
@@ -114,10 +114,11 @@ impl<S: VersionStore> Partition<S> {
         prepare_time: Timestamp,
         writes: Vec<(ObjectId, Effect)>,
         now_us: u64,
+        lsn: Lsn,
     ) {
         let query_at_us = now_us.saturating_add(self.config.op_timeout_us.max(self.config.retry_interval_us));
-        self.prepared
-            .insert(tx, PreparedTx { snapshot, prepare_time, writes, committing: None, query_at_us, fenced: false });
+        let prepared = PreparedTx { snapshot, prepare_time, writes, committing: None, query_at_us, fenced: false, lsn };
+        self.prepared.insert(tx, prepared);
         self.prepare_times.insert((prepare_time, tx));
     }
 
@@ -170,7 +171,7 @@ impl<S: VersionStore> Partition<S> {
         if self.config.dcs > 1 && !p.writes.is_empty() {
             let shipped =
                 ReplicatedTx { tx, snapshot: p.snapshot.clone(), commit: commit.clone(), writes: p.writes.clone() };
-            self.sender.committed(shipped);
+            self.replicator.committed(shipped, p.lsn, self.pvc.get(self.config.dc));
         }
         for (id, effect) in p.writes {
             self.store.insert(&id, &commit, stamp, effect);

@@ -29,7 +29,9 @@ impl<S: VersionStore> Partition<S> {
             for (tx, commit) in c.recent_commits {
                 p.remember_commit(tx, commit);
             }
-            p.sender.restore(c.unreplicated, c.peer_acked);
+            // Nothing committed before the checkpoint lies above its clock: the replicator reads those it still
+            // ships back from the log, which the checkpoint kept from `keep_log_from`.
+            p.replicator.restore(c.peer_acked, c.clock, c.keep_log_from);
             if let Some(pvc) = c.pvc.filter(|v| v.has_dcs(p.config.vector_len())) {
                 for (dc, inbound) in p.inbound.iter_mut() {
                     inbound.received_through(pvc.get(*dc));
@@ -47,19 +49,19 @@ impl<S: VersionStore> Partition<S> {
             // What the checkpoint holds of records not yet applied when it was taken goes through `apply` like the
             // log tail: the pending remote transactions, and the prepared transactions with their decided commits.
             for (origin, tx) in c.remote_pending {
-                p.apply(now_us, LogRecord::Remote { origin, tx });
+                p.apply(now_us, c.lsn, LogRecord::Remote { origin, tx });
             }
             for tx in c.fenced {
-                p.apply(now_us, LogRecord::Fenced { tx });
+                p.apply(now_us, c.lsn, LogRecord::Fenced { tx });
             }
-            for PreparedImage { tx, snapshot, prepare_time, writes, commit, fenced } in c.prepared {
+            for PreparedImage { tx, snapshot, prepare_time, writes, commit, fenced, lsn } in c.prepared {
                 floor = floor.max(prepare_time);
-                p.apply(now_us, LogRecord::Prepared { tx, snapshot, prepare_time, writes });
+                p.apply(now_us, lsn, LogRecord::Prepared { tx, snapshot, prepare_time, writes });
                 if fenced {
-                    p.apply(now_us, LogRecord::Fenced { tx });
+                    p.apply(now_us, lsn, LogRecord::Fenced { tx });
                 }
                 if let Some(commit) = commit {
-                    p.apply(now_us, LogRecord::Committed { tx, commit });
+                    p.apply(now_us, lsn, LogRecord::Committed { tx, commit });
                 }
             }
         }
@@ -71,7 +73,7 @@ impl<S: VersionStore> Partition<S> {
             if let Some(exposed) = exposed_time(&record, local) {
                 floor = floor.max(exposed);
             }
-            p.apply(now_us, record);
+            p.apply(now_us, lsn, record);
         }
         p.durable_lsn = p.last_lsn;
         // Before the crash this partition may have exposed (in pvc reports and reads) timestamps up to its clock,
@@ -102,12 +104,13 @@ impl<S: VersionStore> Partition<S> {
                     writes: p.writes.clone(),
                     commit: p.committing.clone(),
                     fenced: p.fenced,
+                    lsn: p.lsn,
                 })
                 .collect(),
             fenced: self.fenced.iter().copied().collect(),
             recent_commits: self.recent_commits.iter().cloned().collect(),
-            unreplicated: self.sender.image().0,
-            peer_acked: self.sender.image().1,
+            keep_log_from: self.replicator.keep_log_from(self.prepared.values().map(|p| p.lsn).min()),
+            peer_acked: self.replicator.acked_image(),
             pvc: Some(self.pvc.clone()),
             remote_applied: self.remote_applied.iter().map(|(d, (at, tx))| (*d, *at, *tx)).collect(),
             remote_pending: self.remote_pending_image(),

@@ -1,6 +1,6 @@
 //! Geo-replication at a partition: receiving and applying the transactions of other DCs (Cure Alg. 4, with the
 //! inbound queues), and shipping this partition's own committed transactions (Cure Alg. 3, through
-//! [`crate::replication::Sender`]) with the acknowledgements of what arrived.
+//! [`crate::replication::Replicator`]) with the acknowledgements of what arrived.
 
 use super::{AfterDurable, Partition, PartitionOutput};
 use crate::record::LogRecord;
@@ -106,7 +106,7 @@ impl<S: VersionStore> Partition<S> {
         self.refresh_pvc(now_us);
         let local = self.config.dc;
         let from = Address::Peer(local, self.id);
-        for o in self.sender.poll(self.pvc.get(local), now_us) {
+        for o in self.replicator.poll(self.pvc.get(local), self.durable_lsn, now_us) {
             let msg = Message::Replicate { since: o.since, txs: o.txs, up_to: o.up_to };
             self.outputs.push_back(PartitionOutput::Send(Envelope { from, to: Address::Peer(o.to, self.id), msg }));
         }
@@ -117,6 +117,14 @@ impl<S: VersionStore> Partition<S> {
         for (origin, up_to, gap) in acks {
             let msg = Message::ReplicateAck { up_to, gap };
             self.outputs.push_back(PartitionOutput::Send(Envelope { from, to: Address::Peer(origin, self.id), msg }));
+        }
+        self.ask_log_read();
+    }
+
+    /// Asks the driver for the next read of the log, if the replicator wants one.
+    pub(super) fn ask_log_read(&mut self) {
+        if let Some(after) = self.replicator.next_read() {
+            self.outputs.push_back(PartitionOutput::ReadLog { after });
         }
     }
 }
