@@ -70,6 +70,9 @@ pub struct PeerProgress {
     catchup_to: Timestamp,
     /// While pvc[local] is below `start` (after a restart), the peer's next read waits until then.
     next_read_us: u64,
+    /// Most transactions in one message to this peer: halved each time the peer drops what it was sent without
+    /// making progress (its inbound queue is full), doubled back as it makes progress.
+    batch: usize,
 }
 
 /// An unacknowledged transaction in the window, with the first log position it is rebuilt from.
@@ -154,7 +157,9 @@ impl Replicator {
     /// keeping at most `window` unacknowledged transactions in memory.
     pub fn new(local: DcId, targets: Vec<DcId>, resend_after_us: u64, window: usize) -> Self {
         assert!(!targets.contains(&local), "a DC does not replicate to itself");
-        let peers = targets.into_iter().map(|d| (d, PeerProgress::default())).collect();
+        let batch_max = 256;
+        let peers =
+            targets.into_iter().map(|d| (d, PeerProgress { batch: batch_max, ..PeerProgress::default() })).collect();
         Self {
             local,
             recent: BTreeMap::new(),
@@ -162,7 +167,7 @@ impl Replicator {
             spill_from: None,
             peers,
             window: window.max(1),
-            batch_max: 256,
+            batch_max,
             resend_after_us,
             read: None,
             last_read_peer: None,
@@ -237,9 +242,15 @@ impl Replicator {
     /// after `up_to` again.
     pub fn acked(&mut self, peer: DcId, up_to: Timestamp, gap: bool, now_us: u64) {
         let Some(p) = self.peers.get_mut(&peer) else { return };
-        if up_to > p.acked {
+        let progressed = up_to > p.acked;
+        if progressed {
             p.acked = up_to;
             p.sent = p.sent.max(up_to);
+            p.batch = (p.batch * 2).min(self.batch_max);
+        } else if gap {
+            // The peer dropped what it was sent and could take none of it: send less until it catches up, rather
+            // than resend a full batch every interval.
+            p.batch = (p.batch / 2).max(1);
         }
         if gap {
             // Resend everything after what the peer acknowledged. A peer that restarted may report less than it
@@ -292,7 +303,7 @@ impl Replicator {
                     needs_read.push(*dc);
                     up_to = p.sent;
                 } else {
-                    while txs.len() < self.batch_max {
+                    while txs.len() < p.batch {
                         let Some(tx) = p.catchup.pop_front() else { break };
                         txs.push(tx);
                     }
@@ -303,7 +314,7 @@ impl Replicator {
                     if *at > pvc_local {
                         break;
                     }
-                    if txs.len() >= self.batch_max {
+                    if txs.len() >= p.batch {
                         // The rest next time: promise only up to just below the first one left out.
                         up_to = at.prev();
                         break;
@@ -771,6 +782,35 @@ mod tests {
         let (seqs, up_to) = received(&rig.ship(), Timestamp(20));
         assert_eq!(seqs, vec![3, 4, 5, 6, 7]);
         assert_eq!(up_to, Timestamp(80));
+    }
+
+    #[test]
+    fn a_peer_that_drops_what_it_is_sent_gets_smaller_batches_until_it_makes_progress() {
+        let mut rig = Rig::new(10_000);
+        for i in 1..=1_000 {
+            let tx = local(i, i * 10);
+            let at = rig.prepare(&tx);
+            rig.commit(tx, at);
+        }
+        rig.pvc = Timestamp(100_000);
+        let sizes = |rig: &mut Rig| -> usize {
+            rig.now += 1;
+            let out = rig.r.poll(rig.pvc, Lsn(rig.log.len() as u64), rig.now);
+            out[0].txs.len()
+        };
+        assert_eq!(sizes(&mut rig), 256);
+        // The peer's queue is full: it takes nothing and asks for a resend, again and again.
+        let mut seen = Vec::new();
+        for _ in 0..10 {
+            rig.r.acked(PEER, Timestamp::ZERO, true, rig.now);
+            seen.push(sizes(&mut rig));
+        }
+        assert_eq!(seen, vec![128, 64, 32, 16, 8, 4, 2, 1, 1, 1]);
+        // It makes progress: batches grow back.
+        rig.r.acked(PEER, Timestamp(10), true, rig.now);
+        assert_eq!(sizes(&mut rig), 2);
+        rig.r.acked(PEER, Timestamp(30), false, rig.now);
+        assert_eq!(sizes(&mut rig), 4);
     }
 
     #[test]
