@@ -122,6 +122,8 @@ pub struct Replicator {
     start: Timestamp,
     /// Their records lie at or after this position (`None`: there are none).
     spill_from: Option<Lsn>,
+    /// The newest commit time of a local transaction handed in.
+    newest: Timestamp,
     peers: BTreeMap<DcId, PeerProgress>,
     /// Most transactions kept in `recent`, and in one peer's catch-up.
     window: usize,
@@ -165,6 +167,7 @@ impl Replicator {
             recent: BTreeMap::new(),
             start: Timestamp::ZERO,
             spill_from: None,
+            newest: Timestamp::ZERO,
             peers,
             window: window.max(1),
             batch_max,
@@ -181,6 +184,7 @@ impl Replicator {
             return; // Nobody to replicate to.
         }
         let at = tx.commit.get(self.local);
+        self.newest = self.newest.max(at);
         if at <= self.start {
             // Below the window (a transaction restored prepared after a restart, committing below what the
             // partition committed before it): it is read back from the log like the rest.
@@ -303,9 +307,16 @@ impl Replicator {
                     needs_read.push(*dc);
                     up_to = p.sent;
                 } else {
-                    while txs.len() < p.batch {
-                        let Some(tx) = p.catchup.pop_front() else { break };
-                        txs.push(tx);
+                    // A batch never ends inside a commit time: it could promise only below that time, and a
+                    // peer whose batch is down to one would be sent the same first transaction for ever.
+                    while let Some(next) = p.catchup.front() {
+                        let at = next.commit.get(self.local);
+                        if txs.len() >= p.batch
+                            && txs.last().is_none_or(|t: &ReplicatedTx| t.commit.get(self.local) != at)
+                        {
+                            break;
+                        }
+                        txs.extend(p.catchup.pop_front());
                     }
                     up_to = p.catchup.front().map_or(p.catchup_to, |next| next.commit.get(self.local).prev());
                 }
@@ -314,8 +325,9 @@ impl Replicator {
                     if *at > pvc_local {
                         break;
                     }
-                    if txs.len() >= p.batch {
-                        // The rest next time: promise only up to just below the first one left out.
+                    if txs.len() >= p.batch && txs.last().is_none_or(|t| t.commit.get(self.local) != *at) {
+                        // The rest next time: promise only up to just below the first one left out (never inside
+                        // a commit time, see above).
                         up_to = at.prev();
                         break;
                     }
@@ -454,8 +466,15 @@ impl Replicator {
         self.peers.iter().map(|(d, p)| (*d, p.acked)).collect()
     }
 
-    /// Restores after a restart from a checkpoint: what each peer acknowledged, `start` (no transaction committed
-    /// before the checkpoint lies above it: the checkpoint's clock), and where the log is kept from. Transactions
+    /// The newest commit time of a local transaction handed in so far, for a checkpoint. (Not the partition's
+    /// clock: a physical clock does not follow a commit time another partition chose.)
+    pub fn newest(&self) -> Timestamp {
+        self.newest
+    }
+
+    /// Restores after a restart from a checkpoint: what each peer acknowledged, `start` (no local transaction
+    /// committed before the checkpoint lies above it: the checkpoint's [`Replicator::newest`]), and where the log
+    /// is kept from. Transactions
     /// of the log after the checkpoint are handed in again by [`Replicator::committed`].
     pub fn restore(&mut self, acked: Vec<(DcId, Timestamp)>, start: Timestamp, keep_log_from: Option<Lsn>) {
         for (dc, at) in acked {
@@ -465,6 +484,7 @@ impl Replicator {
             }
         }
         self.start = start.max(self.floor());
+        self.newest = self.newest.max(start);
         self.spill_from = keep_log_from;
         if self.floor() >= self.start {
             self.spill_from = None;
@@ -811,6 +831,46 @@ mod tests {
         assert_eq!(sizes(&mut rig), 2);
         rig.r.acked(PEER, Timestamp(30), false, rig.now);
         assert_eq!(sizes(&mut rig), 4);
+    }
+
+    #[test]
+    fn a_batch_cut_down_to_one_transaction_still_passes_transactions_that_share_a_commit_time() {
+        // Seed 5018 of the simulator: two transactions committed at the same time on this partition, and a peer
+        // whose batch had shrunk to one. A batch that ends inside a commit time can promise only below it, so the
+        // same first transaction was resent for ever and the peer never caught up.
+        for window in [10_000, 1] {
+            let mut rig = Rig::new(window);
+            for (i, at) in [(1, 10), (2, 20), (3, 20), (4, 20), (5, 30)] {
+                let tx = local(i, at);
+                let lsn = rig.prepare(&tx);
+                rig.commit(tx, lsn);
+            }
+            rig.pvc = Timestamp(40);
+            for _ in 0..9 {
+                rig.r.acked(PEER, Timestamp::ZERO, true, rig.now);
+            }
+            assert_eq!(rig.r.peers()[&PEER].batch, 1);
+            let mut inbound = Inbound::default();
+            let mut seqs = Vec::new();
+            for _ in 0..100 {
+                rig.now += 1;
+                for m in rig.r.poll(rig.pvc, Lsn(rig.log.len() as u64), rig.now) {
+                    assert!(m.txs.iter().all(|t| t.commit.get(DcId(0)) <= m.up_to), "a promise below what it carries");
+                    inbound.receive(DcId(0), m.since, m.txs, m.up_to, 100);
+                }
+                while let Some(after) = rig.r.next_read() {
+                    let records = rig.log.iter().filter(|(l, _)| *l > after).cloned().collect();
+                    rig.r.log_read(records);
+                }
+                seqs.extend(inbound.queue.drain(..).map(|t| t.tx.seq));
+                rig.r.acked(PEER, inbound.up_to, std::mem::take(&mut inbound.gap), rig.now);
+                if inbound.up_to >= rig.pvc {
+                    break;
+                }
+            }
+            assert_eq!(seqs, vec![1, 2, 3, 4, 5], "window {window}");
+            assert_eq!(inbound.up_to, Timestamp(40), "window {window}");
+        }
     }
 
     #[test]

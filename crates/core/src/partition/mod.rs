@@ -77,6 +77,10 @@ pub struct Checkpoint {
     /// back. Truncation spares it.
     #[serde(default)]
     pub keep_log_from: Option<Lsn>,
+    /// Every local transaction committed before the checkpoint has a commit time at or below this: the
+    /// replicator reads back from the log those at or below it that a peer DC has not acknowledged.
+    #[serde(default)]
+    pub committed_through: Timestamp,
     /// Transactions this partition promised a termination never to prepare, oldest first.
     #[serde(default)]
     pub fenced: Vec<TxId>,

@@ -29,9 +29,11 @@ impl<S: VersionStore> Partition<S> {
             for (tx, commit) in c.recent_commits {
                 p.remember_commit(tx, commit);
             }
-            // Nothing committed before the checkpoint lies above its clock: the replicator reads those it still
-            // ships back from the log, which the checkpoint kept from `keep_log_from`.
-            p.replicator.restore(c.peer_acked, c.clock, c.keep_log_from);
+            // Nothing committed before the checkpoint lies above `committed_through`: the replicator reads those it
+            // still ships back from the log, which the checkpoint kept from `keep_log_from`. (Not the checkpoint's
+            // clock: a commit time is the largest prepare time of the transaction's partitions, which a physical
+            // clock here need not have reached.)
+            p.replicator.restore(c.peer_acked, c.committed_through, c.keep_log_from);
             if let Some(pvc) = c.pvc.filter(|v| v.has_dcs(p.config.vector_len())) {
                 for (dc, inbound) in p.inbound.iter_mut() {
                     inbound.received_through(pvc.get(*dc));
@@ -108,6 +110,7 @@ impl<S: VersionStore> Partition<S> {
                 })
                 .collect(),
             fenced: self.fenced.iter().copied().collect(),
+            committed_through: self.replicator.newest(),
             recent_commits: self.recent_commits.iter().cloned().collect(),
             keep_log_from: self.replicator.keep_log_from(self.prepared.values().map(|p| p.lsn).min()),
             peer_acked: self.replicator.acked_image(),
