@@ -544,3 +544,51 @@ fn a_termination_promise_survives_the_crash_of_the_partition_that_made_it() {
         assert!(elems(dc.value(p as u32, key)).is_empty(), "p{p} committed what the termination aborted");
     }
 }
+
+#[test]
+fn a_restarted_partition_still_ships_a_transaction_committed_above_its_clock() {
+    // A commit time is the largest prepare time of the transaction's partitions, so with a physical clock it can
+    // lie far above this partition's clock. The replicator restarted its window at the checkpoint's clock and so
+    // neither held the transaction nor read it back from the log: the peer DC never got it (simulator seed 5067).
+    let mut config = Config::new(2, DcId(0), 1);
+    config.clock = ClockKind::Physical;
+    let mut p = Partition::new(PartitionId(0), config.clone(), 1_000);
+    let mut log = Vec::new();
+    p.handle_message(
+        2_000,
+        COORD,
+        Message::Prepare { tx: tx(1), snapshot: VectorClock::zero(2), writes: vec![(set("x"), add(tx(1), "a"))] },
+    );
+    log.extend(drain(&mut p).1);
+    p.handle_persisted(2_000, log.last().expect("the prepare").0);
+    let ahead = VectorClock::from_entries(vec![Timestamp::from_micros(50_000), Timestamp::ZERO]);
+    p.handle_message(2_000, COORD, Message::Commit { tx: tx(1), commit: ahead });
+    log.extend(drain(&mut p).1);
+    p.handle_persisted(2_000, log.last().expect("the commit").0);
+    drain(&mut p);
+    // A checkpoint at 3 ms, before any replication went out; then a crash and a restart from it.
+    let checkpoint = p.take_checkpoint();
+    assert!(checkpoint.clock < Timestamp::from_micros(50_000));
+    assert!(checkpoint.keep_log_from.is_some(), "the log the peer still needs is kept");
+    let log: Vec<_> = log.into_iter().filter(|(lsn, _)| Some(*lsn) >= checkpoint.keep_log_from).collect();
+    let mut r = Partition::restore(PartitionId(0), config, 3_000, Some(checkpoint), Vec::new());
+    // Time passes beyond the commit time; the replicator ships, reading the log where it asks to.
+    let mut shipped = Vec::new();
+    for now in (60_000..=200_000).step_by(10_000) {
+        r.handle_timeout(now);
+        while let Some(out) = r.poll_output() {
+            match out {
+                PartitionOutput::Send(Envelope { to: Address::Peer(DcId(1), _), msg, .. }) => {
+                    if let Message::Replicate { txs, .. } = msg {
+                        shipped.extend(txs.into_iter().map(|t| t.tx));
+                    }
+                }
+                PartitionOutput::ReadLog { after } => {
+                    r.handle_log_read(log.iter().filter(|(lsn, _)| *lsn > after).cloned().collect())
+                }
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(shipped, vec![tx(1)]);
+}
