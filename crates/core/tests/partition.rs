@@ -578,11 +578,11 @@ fn a_restarted_partition_still_ships_a_transaction_committed_above_its_clock() {
         r.handle_timeout(now);
         while let Some(out) = r.poll_output() {
             match out {
-                PartitionOutput::Send(Envelope { to: Address::Peer(DcId(1), _), msg, .. }) => {
-                    if let Message::Replicate { txs, .. } = msg {
-                        shipped.extend(txs.into_iter().map(|t| t.tx));
-                    }
-                }
+                PartitionOutput::Send(Envelope {
+                    to: Address::Peer(DcId(1), _),
+                    msg: Message::Replicate { txs, .. },
+                    ..
+                }) => shipped.extend(txs.into_iter().map(|t| t.tx)),
                 PartitionOutput::ReadLog { after } => {
                     r.handle_log_read(log.iter().filter(|(lsn, _)| *lsn > after).cloned().collect())
                 }
