@@ -9,6 +9,7 @@
 //! - [`coordinator::Coordinator`]: interactive and static transactions, two-phase commit (Cure Alg. 1).
 //! - [`stabilizer::Stabilizer`]: the DC's stable snapshot, the minimum of the partitions' pvc.
 //! - [`node::Node`]: one shard of a node: the machines above that one driver task runs, and all routing.
+//! - [`group::Group`]: one replica of a Raft group (raft-rs behind a sans-I/O wrapper); not wired in yet.
 //! - [`topology::Topology`]: where objects, partitions and their replicas live.
 
 #![warn(missing_docs)]
@@ -16,6 +17,7 @@
 pub mod bugs;
 pub mod config;
 pub mod coordinator;
+pub mod group;
 pub mod ids;
 pub mod message;
 pub mod node;

@@ -1,0 +1,718 @@
+//! A Raft group replica, sans-I/O: a wrapper around raft-rs's `RawNode` in the shape of core's other state
+//! machines, which the node layer will own per partition replica (see `docs/design/raft-groups.md`).
+//!
+//! Inputs: [`Group::handle_timeout`], [`Group::handle_message`] (a peer's message, as bytes),
+//! [`Group::propose`] and [`Group::handle_written`] (the driver made a [`GroupOutput::Write`] durable).
+//! Outputs: [`Group::poll_output`] and [`Group::poll_timeout`]. No raft or protobuf type appears in the API, so a
+//! driver needs neither crate: messages cross as opaque bytes, and log entries and the hard state are our own
+//! serde types, which the driver persists and hands back at restart as a [`DurableState`].
+//!
+//! # Why it is shaped this way
+//!
+//! - **Asynchronous persistence.** Every raft `Ready` that changes the log or the hard state becomes one
+//!   [`GroupOutput::Write`], numbered. The leader's messages leave at once, so followers replicate while the
+//!   leader's own fsync is outstanding (raft thesis §10.2.1); a follower's or candidate's messages (votes, append
+//!   acknowledgements) promise what its Write holds, so they are held until [`Group::handle_written`] covers it.
+//!   Raft counts the leader itself towards a quorum only once its Write is durable.
+//! - **Committed means durable at a majority and here.** [`GroupOutput::Committed`] carries an entry only once a
+//!   quorum persisted it *and* this replica did (raft 0.7 hands out committed entries up to
+//!   `min(committed, persisted)`), in index order, each exactly once per incarnation. A restarted replica
+//!   reports again every committed entry after [`DurableState::applied`].
+//! - **The storage view comes first.** Raft reads its log synchronously through `Storage`; core keeps an
+//!   in-memory view (`storage.rs`) and applies each Write to it before advancing raft past the Ready.
+//! - **Determinism, and randomized elections all the same.** raft-rs draws its randomized election timeout from
+//!   `rand::thread_rng()`. The group pins that range to one value (`min_election_tick = election_ticks`,
+//!   `max = min + 1`), and randomizes on its own: every time raft's election clock restarts (a heartbeat, a
+//!   new term, a campaign), the group draws a number of ticks in `0..election_ticks` and withholds that many
+//!   ticks from raft before ticking it again (never on a leader). The draw is a hash of
+//!   [`GroupConfig::election_seed`], which the driver picks from its seeded random source, and a counter, so the
+//!   simulator replays exactly. A jitter fixed per replica is not enough: two followers whose timeouts and tick
+//!   phases happen to be close split the vote term after term (the tests found it after a leader crash).
+//!   Withholding ticks only lengthens a follower's wait, so it refuses votes at least as long as raft would.
+//!   raft's hash maps use a fixed hasher and its logger is discarded.
+//! - **Ticks without bursts.** [`Group::handle_timeout`] calls raft's `tick()` at most once per call, however
+//!   late the call: a process that was paused must not count the pause as many elapsed ticks and campaign at
+//!   once; it first hears from the leader it may still have.
+//! - **Lost proposals.** [`Group::propose`] works only on a leader and returns the [`Proposal`]: the index and
+//!   term the entry will have. A leader deposed before its entry committed may see it overwritten; the driver
+//!   learns that from [`GroupOutput::ProposalLost`], emitted when the entry committed at that index has another
+//!   term. That is the only sound test: an entry overwritten on its proposer can still be committed by a later
+//!   leader that holds it (raft paper, figure 8). A proposal is known by index *and* term, because one replica
+//!   can have two pending at one index: a newer leader's conflicting append truncates its log below the index,
+//!   and it leads again and proposes there.
+//! - **Untrusted bytes.** Every message carries a checksum; bytes that fail it or do not parse, messages from
+//!   non-members or addressed to another replica, and message kinds this brick does not use are dropped and
+//!   counted, never stepped: raft-rs panics on some inconsistent messages, and a panic would take the whole node
+//!   down. (Raft is not Byzantine-tolerant: a well-formed lie from a member is still believed.)
+//!
+//! # Left out of this brick
+//!
+//! - **Snapshots and log compaction.** The log is kept whole (`first_index` is 1). The storage view is laid out
+//!   for compaction (entries from `first_index`, the base term for `first_index - 1`), but no snapshot is built,
+//!   sent or installed, and `MsgSnapshot` is dropped on receipt.
+//! - **Membership changes.** The voter set is [`GroupConfig::voters`], fixed for the group's life; conf-change
+//!   entries are never proposed (the type exists so a log round-trips), and [`DurableState`] has no conf state
+//!   yet.
+//! - **Read index and leases**, leader transfer and priorities, and forwarding proposals from followers:
+//!   `MsgReadIndex`, `MsgTimeoutNow` and `MsgPropose` from peers are dropped.
+//! - **Batching of messages per destination node**, which the node layer does.
+
+mod storage;
+#[cfg(test)]
+mod tests;
+
+use self::storage::LogView;
+use crate::record::Lsn;
+use protobuf::Message as _;
+use raft::prelude::{
+    ConfState, Entry as RaftEntry, EntryType, HardState as RaftHardState, Message as RaftMessage, MessageType,
+};
+use raft::{RawNode, StateRole};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// A replica's id in its group: unique per replica incarnation with its disk (a replica that lost its disk must
+/// come back under a new id). Never zero (raft reserves 0 for "none").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ReplicaId(pub u64);
+
+/// How a group replica runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupConfig {
+    /// This replica.
+    pub id: ReplicaId,
+    /// The group's voters, this replica among them.
+    pub voters: Vec<ReplicaId>,
+    /// The length of one raft tick, in microseconds.
+    pub tick_us: u64,
+    /// Ticks without hearing from a leader before a follower campaigns (before its jitter), and without hearing
+    /// from a quorum before a leader steps down (`check_quorum`).
+    pub election_ticks: usize,
+    /// Ticks between a leader's heartbeats; less than `election_ticks`.
+    pub heartbeat_ticks: usize,
+    /// The seed of this replica's election jitter (module documentation), chosen by the driver from its seeded
+    /// random source; the replicas of a group need different seeds, or they may campaign in lockstep.
+    pub election_seed: u64,
+    /// Append messages in flight to one follower before the leader waits for acknowledgements.
+    pub max_inflight_msgs: usize,
+    /// The largest batch of entries in one append message, in bytes (at least one entry is always sent).
+    pub max_size_per_msg: u64,
+    /// Uncommitted entries a leader accepts, in bytes, before [`Group::propose`] answers
+    /// [`ProposeError::Busy`] (back-pressure).
+    pub max_uncommitted_size: u64,
+    /// The most committed entries, in bytes, handed out by one raft Ready (more follow at once).
+    pub max_committed_size_per_ready: u64,
+    /// A leader steps down when it has not heard from a quorum within `election_ticks`, and a follower refuses
+    /// to vote while it hears from a leader. On by default; needed for leases later.
+    pub check_quorum: bool,
+    /// Pre-vote: a replica that cannot win an election (cut off, or behind) does not disturb the term. On by
+    /// default.
+    pub pre_vote: bool,
+}
+
+impl GroupConfig {
+    /// A configuration with the defaults below for replica `id` of a group of `voters`.
+    pub fn new(id: ReplicaId, voters: Vec<ReplicaId>) -> Self {
+        Self {
+            id,
+            voters,
+            tick_us: 10_000,
+            election_ticks: 10,
+            heartbeat_ticks: 2,
+            election_seed: id.0,
+            max_inflight_msgs: 256,
+            max_size_per_msg: 1 << 20,
+            max_uncommitted_size: 64 << 20,
+            max_committed_size_per_ready: 4 << 20,
+            check_quorum: true,
+            pre_vote: true,
+        }
+    }
+}
+
+/// What an entry holds for raft.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum EntryKind {
+    /// Application data (empty data: a new leader's no-op entry).
+    Normal,
+    /// A membership change (raft's `ConfChange`); not proposed by this brick.
+    ConfChange,
+    /// A joint membership change (raft's `ConfChangeV2`); not proposed by this brick.
+    ConfChangeV2,
+}
+
+/// One entry of a replica's log, as the driver persists it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Entry {
+    /// Its position in the log, from 1.
+    pub index: Lsn,
+    /// The term of the leader that created it.
+    pub term: u64,
+    /// What it holds.
+    pub kind: EntryKind,
+    /// Its payload.
+    pub data: Vec<u8>,
+}
+
+/// The votes and commit index raft needs back after a restart.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct HardState {
+    /// The current term.
+    pub term: u64,
+    /// Who this replica voted for in `term`.
+    pub vote: Option<ReplicaId>,
+    /// The highest index known committed.
+    pub commit: Lsn,
+}
+
+/// What a replica recovered from its disk: every [`GroupOutput::Write`] made durable, applied in order. Empty
+/// ([`Default`]) for a new replica.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DurableState {
+    /// The last hard state written.
+    pub hard_state: HardState,
+    /// The log, from index 1 on, consecutive.
+    pub entries: Vec<Entry>,
+    /// Entries up to here were already applied by the driver (say, covered by its checkpoint): they are not
+    /// reported [`GroupOutput::Committed`] again. At most `hard_state.commit`.
+    pub applied: Lsn,
+}
+
+/// What a group replica asks its driver to do.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum GroupOutput {
+    /// Make this durable, after every earlier Write and atomically (all of it or none): replace the log from
+    /// `entries[0].index` on by `entries` (dropping any conflicting suffix), then record `hard_state` if given.
+    /// Report it with [`Group::handle_written`]`(ready)`, which also covers every earlier Write.
+    Write {
+        /// The Write's number; increasing, not consecutive.
+        ready: u64,
+        /// Entries to append, consecutive; may be empty.
+        entries: Vec<Entry>,
+        /// The new hard state, if it changed.
+        hard_state: Option<HardState>,
+    },
+    /// Deliver these bytes to replica `to`'s [`Group::handle_message`]. Loss, delay, duplication and reordering
+    /// are tolerated.
+    Send {
+        /// The receiver.
+        to: ReplicaId,
+        /// The message.
+        bytes: Vec<u8>,
+    },
+    /// An entry is committed (a quorum holds it durably, this replica too): apply it. In index order; raft's
+    /// no-op and membership entries are applied silently, so indexes may skip.
+    Committed {
+        /// Its index.
+        index: Lsn,
+        /// Its term: a proposal made at `index` in another term was lost.
+        term: u64,
+        /// The data proposed.
+        data: Vec<u8>,
+    },
+    /// A proposal this replica made is lost: another entry committed at its index. Propose again if it still
+    /// matters.
+    ProposalLost {
+        /// The index [`Group::propose`] returned.
+        index: Lsn,
+        /// The term [`Group::propose`] returned.
+        term: u64,
+    },
+    /// The leader or the term changed.
+    Role {
+        /// The leader this replica follows, or itself; `None` while there is none (an election).
+        leader: Option<ReplicaId>,
+        /// The current term.
+        term: u64,
+        /// This replica leads.
+        is_leader: bool,
+    },
+}
+
+/// A proposal taken by [`Group::propose`]: it committed when [`GroupOutput::Committed`] reports this index with
+/// this term, and is lost when [`GroupOutput::ProposalLost`] reports both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Proposal {
+    /// The index the entry has in the proposer's log.
+    pub index: Lsn,
+    /// The proposer's term.
+    pub term: u64,
+}
+
+/// Why [`Group::propose`] did not take a proposal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ProposeError {
+    /// Only the leader takes proposals; this is who leads, as far as this replica knows.
+    #[error("not the leader (leader: {leader_hint:?})")]
+    NotLeader {
+        /// The leader, if known.
+        leader_hint: Option<ReplicaId>,
+    },
+    /// The leader holds more uncommitted data than [`GroupConfig::max_uncommitted_size`]; retry later.
+    #[error("too much uncommitted data")]
+    Busy,
+}
+
+/// A group replica that cannot start.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum GroupError {
+    /// The configuration is inconsistent.
+    #[error("invalid group configuration: {0}")]
+    Config(String),
+    /// The recovered state is inconsistent (a driver bug or a damaged disk).
+    #[error("invalid durable state: {0}")]
+    Durable(String),
+}
+
+/// Message kinds this brick exchanges; everything else received is dropped (see the module documentation).
+const ACCEPTED: [MessageType; 8] = [
+    MessageType::MsgAppend,
+    MessageType::MsgAppendResponse,
+    MessageType::MsgRequestVote,
+    MessageType::MsgRequestVoteResponse,
+    MessageType::MsgRequestPreVote,
+    MessageType::MsgRequestPreVoteResponse,
+    MessageType::MsgHeartbeat,
+    MessageType::MsgHeartbeatResponse,
+];
+
+/// Bytes of the checksum that trails every message.
+const CHECKSUM_LEN: usize = 8;
+
+/// One replica of a Raft group. See the module documentation.
+pub struct Group {
+    id: ReplicaId,
+    voters: Vec<ReplicaId>,
+    tick_us: u64,
+    election_ticks: usize,
+    election_seed: u64,
+    raw: RawNode<LogView>,
+    /// When the next tick is due.
+    next_tick_us: u64,
+    /// Ticks still to withhold from raft in this election round, the round's number, and raft's election clock
+    /// as last seen (it going down means a new round).
+    withhold: usize,
+    election_round: u64,
+    election_elapsed: usize,
+    /// The last entry handed out as committed (or applied silently).
+    applied: u64,
+    /// The number of the last Write handed out, and of the last one reported durable.
+    last_write: u64,
+    written: u64,
+    /// Messages that may leave once the Write they are filed under is durable.
+    held: BTreeMap<u64, Vec<RaftMessage>>,
+    /// Proposals this replica made whose index has not committed yet: (index, term).
+    proposals: BTreeSet<(u64, u64)>,
+    /// The last role reported.
+    role: (Option<ReplicaId>, u64, bool),
+    outputs: VecDeque<GroupOutput>,
+    dropped: u64,
+}
+
+impl std::fmt::Debug for Group {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Group")
+            .field("id", &self.id)
+            .field("term", &self.term())
+            .field("leader", &self.leader())
+            .field("committed", &self.committed())
+            .field("applied", &self.applied)
+            .field("last_write", &self.last_write)
+            .field("written", &self.written)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Group {
+    /// Starts a replica at local time `now_us` from what its disk holds (empty for a new replica). A restarted
+    /// replica reports every committed entry after `durable.applied` again.
+    pub fn new(config: GroupConfig, now_us: u64, durable: DurableState) -> Result<Self, GroupError> {
+        let GroupConfig { id, voters, tick_us, .. } = config.clone();
+        check_config(&config)?;
+        check_durable(&durable, &voters)?;
+        let raft_config = raft::Config {
+            id: id.0,
+            election_tick: config.election_ticks,
+            heartbeat_tick: config.heartbeat_ticks,
+            // Determinism: a range of one value, so raft's thread_rng draw always yields it (module docs).
+            min_election_tick: config.election_ticks,
+            max_election_tick: config.election_ticks + 1,
+            applied: durable.applied.0,
+            max_size_per_msg: config.max_size_per_msg,
+            max_inflight_msgs: config.max_inflight_msgs,
+            max_uncommitted_size: config.max_uncommitted_size,
+            max_committed_size_per_ready: config.max_committed_size_per_ready,
+            check_quorum: config.check_quorum,
+            pre_vote: config.pre_vote,
+            ..Default::default()
+        };
+        raft_config.validate().map_err(|e| GroupError::Config(e.to_string()))?;
+        let hard_state = durable.hard_state;
+        let view = LogView::new(
+            to_raft_hard_state(&hard_state),
+            ConfState::from((voters.iter().map(|v| v.0).collect::<Vec<_>>(), vec![])),
+            durable.entries.iter().map(to_raft_entry).collect(),
+        );
+        let logger = slog::Logger::root(slog::Discard, slog::o!());
+        let raw = RawNode::new(&raft_config, view, &logger).map_err(|e| GroupError::Config(e.to_string()))?;
+        let mut group = Self {
+            id,
+            voters,
+            tick_us,
+            election_ticks: config.election_ticks,
+            election_seed: config.election_seed,
+            raw,
+            next_tick_us: now_us.saturating_add(tick_us),
+            withhold: 0,
+            election_round: 0,
+            election_elapsed: 0,
+            applied: durable.applied.0,
+            last_write: 0,
+            written: 0,
+            held: BTreeMap::new(),
+            proposals: BTreeSet::new(),
+            role: (None, hard_state.term, false),
+            outputs: VecDeque::new(),
+            dropped: 0,
+        };
+        group.new_election_round();
+        // A recovered log's committed entries come out at once.
+        group.pump();
+        Ok(group)
+    }
+
+    /// This replica's id.
+    pub fn id(&self) -> ReplicaId {
+        self.id
+    }
+
+    /// This replica leads its group (as far as it knows: a leader cut off from its quorum learns it only after
+    /// `election_ticks`).
+    pub fn is_leader(&self) -> bool {
+        self.raw.raft.state == StateRole::Leader
+    }
+
+    /// The leader this replica follows, or itself.
+    pub fn leader(&self) -> Option<ReplicaId> {
+        replica(self.raw.raft.leader_id)
+    }
+
+    /// The current term.
+    pub fn term(&self) -> u64 {
+        self.raw.raft.term
+    }
+
+    /// The highest index this replica knows committed by a quorum (it may not hold it durably yet).
+    pub fn committed(&self) -> Lsn {
+        Lsn(self.raw.raft.raft_log.committed)
+    }
+
+    /// The last index handed out by [`GroupOutput::Committed`] (or applied silently).
+    pub fn applied(&self) -> Lsn {
+        Lsn(self.applied)
+    }
+
+    /// Messages dropped on receipt: garbage, from non-members, or of kinds this brick does not use.
+    pub fn dropped_messages(&self) -> u64 {
+        self.dropped
+    }
+
+    /// The local time at which [`Group::handle_timeout`] must next be called.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        Some(self.next_tick_us)
+    }
+
+    /// Hands over the next output, if any. Drain after every input.
+    pub fn poll_output(&mut self) -> Option<GroupOutput> {
+        if self.outputs.is_empty() {
+            // Proposals are taken without a Ready cycle, so that a burst of them shares one Write.
+            self.pump();
+        }
+        self.outputs.pop_front()
+    }
+
+    /// Time passed: advances raft's logical clock by one tick if one is due. Never more than one, however late
+    /// the call, and none while this replica withholds ticks to randomize its election timeout (module
+    /// documentation).
+    pub fn handle_timeout(&mut self, now_us: u64) {
+        if now_us >= self.next_tick_us {
+            if self.withhold > 0 && !self.is_leader() {
+                self.withhold -= 1;
+            } else {
+                self.raw.tick();
+            }
+            self.next_tick_us = self.next_tick_us.saturating_add(self.tick_us);
+            if self.next_tick_us <= now_us {
+                self.next_tick_us = now_us.saturating_add(self.tick_us);
+            }
+        }
+        self.pump();
+    }
+
+    /// A message from another replica, as its [`GroupOutput::Send`] produced it. Anything that fails the
+    /// checksum, does not parse, is not from a voter to this replica, or is of a kind this brick does not use is
+    /// dropped.
+    pub fn handle_message(&mut self, _now_us: u64, bytes: &[u8]) {
+        match self.decode(bytes) {
+            Some(message) => {
+                // Errors are raft declining the message (say, a response from a replica it has no progress
+                // for): nothing to do.
+                let _ = self.raw.step(message);
+                self.pump();
+            }
+            None => self.dropped += 1,
+        }
+    }
+
+    /// Proposes `data` (not empty: empty entries are raft's no-ops) for the log. Only the leader takes
+    /// proposals; it returns the index and term the entry has. The entry is committed when
+    /// [`GroupOutput::Committed`] reports that index with that term, and lost when another entry commits there
+    /// ([`GroupOutput::ProposalLost`]), e.g. because this leader was deposed first. A proposer that crashes
+    /// learns neither.
+    ///
+    /// Proposals are batched: the Write and the messages carrying them come out of the next
+    /// [`Group::poll_output`].
+    pub fn propose(&mut self, data: Vec<u8>) -> Result<Proposal, ProposeError> {
+        assert!(!data.is_empty(), "an empty proposal would be taken for a leader's no-op");
+        if !self.is_leader() {
+            let leader_hint = self.leader().filter(|l| *l != self.id);
+            return Err(ProposeError::NotLeader { leader_hint });
+        }
+        match self.raw.propose(Vec::new(), data) {
+            Ok(()) => {
+                let index = self.raw.raft.raft_log.last_index();
+                let term = self.raw.raft.term;
+                let new = self.proposals.insert((index, term));
+                assert!(new, "two proposals at index {index} in term {term}");
+                Ok(Proposal { index: Lsn(index), term })
+            }
+            // A leader drops a proposal only over `max_uncommitted_size` (leader transfer is not used).
+            Err(_) => Err(ProposeError::Busy),
+        }
+    }
+
+    /// The driver made every [`GroupOutput::Write`] up to the one numbered `ready` durable.
+    pub fn handle_written(&mut self, ready: u64) {
+        assert!(
+            ready <= self.last_write,
+            "Write {ready} reported durable, but the last handed out is {}",
+            self.last_write
+        );
+        if ready <= self.written {
+            return;
+        }
+        self.written = ready;
+        self.raw.on_persist_ready(ready);
+        let later = self.held.split_off(&(ready + 1));
+        let released = std::mem::replace(&mut self.held, later);
+        for message in released.into_values().flatten() {
+            self.send(message);
+        }
+        // The leader's own persistence may commit entries; a follower may now hand out entries committed earlier.
+        self.pump();
+    }
+
+    /// Runs raft's Ready cycle until it has nothing more to say.
+    fn pump(&mut self) {
+        while self.raw.has_ready() {
+            let mut ready = self.raw.ready();
+            self.note_role();
+            // A leader's messages may leave before its own Write is durable.
+            for message in ready.take_messages() {
+                self.send(message);
+            }
+            assert!(ready.snapshot().is_empty(), "raft produced a snapshot, but snapshots are not used yet");
+            // The storage view takes the Write before raft is advanced past this Ready: raft reads it back.
+            let entries = ready.take_entries();
+            self.raw.mut_store().append(&entries);
+            let hard_state = ready.hs().cloned();
+            if let Some(hs) = &hard_state {
+                self.raw.mut_store().set_hard_state(hs.clone());
+            }
+            for entry in ready.take_committed_entries() {
+                self.deliver(entry);
+            }
+            let held = ready.take_persisted_messages();
+            let number = ready.number();
+            self.raw.advance_append_async(ready);
+            if !entries.is_empty() || hard_state.is_some() {
+                self.last_write = number;
+                self.outputs.push_back(GroupOutput::Write {
+                    ready: number,
+                    entries: entries.iter().map(from_raft_entry).collect(),
+                    hard_state: hard_state.as_ref().map(from_raft_hard_state),
+                });
+            } else if self.written == self.last_write {
+                // Nothing to write and nothing outstanding: tell raft this Ready is "persisted", or its record
+                // of it waits for the next Write (a leader's heartbeat Readies would pile up meanwhile).
+                self.raw.on_persist_ready(number);
+            }
+            if self.written == self.last_write {
+                for message in held {
+                    self.send(message);
+                }
+            } else if !held.is_empty() {
+                // These promise the state of this Ready, all of which is in Writes up to the last one.
+                self.held.entry(self.last_write).or_default().extend(held);
+            }
+            self.raw.advance_apply_to(self.applied);
+        }
+        self.note_role();
+        let elapsed = self.raw.raft.election_elapsed;
+        if elapsed < self.election_elapsed {
+            self.new_election_round();
+        }
+        self.election_elapsed = elapsed;
+    }
+
+    /// raft's election clock restarted: draw how many ticks to withhold from it this round.
+    fn new_election_round(&mut self) {
+        self.election_round += 1;
+        let draw = xxhash_rust::xxh3::xxh3_64_with_seed(&self.election_round.to_le_bytes(), self.election_seed);
+        self.withhold = (draw % self.election_ticks.max(1) as u64) as usize;
+    }
+
+    /// Hands out one committed entry.
+    fn deliver(&mut self, entry: RaftEntry) {
+        assert_eq!(entry.index, self.applied + 1, "committed entries out of order");
+        self.applied = entry.index;
+        // Proposals at earlier indexes cannot be pending: their index was delivered already.
+        let later = self.proposals.split_off(&(entry.index + 1, 0));
+        let settled = std::mem::replace(&mut self.proposals, later);
+        for (index, term) in settled {
+            assert_eq!(index, entry.index, "a proposal outlived its index");
+            if term != entry.term {
+                self.outputs.push_back(GroupOutput::ProposalLost { index: Lsn(index), term });
+            }
+        }
+        if entry.get_entry_type() == EntryType::EntryNormal && !entry.data.is_empty() {
+            self.outputs.push_back(GroupOutput::Committed {
+                index: Lsn(entry.index),
+                term: entry.term,
+                data: entry.data.to_vec(),
+            });
+        }
+    }
+
+    /// Reports a change of leader, term or role.
+    fn note_role(&mut self) {
+        let role = (self.leader(), self.term(), self.is_leader());
+        if role != self.role {
+            self.role = role;
+            self.outputs.push_back(GroupOutput::Role { leader: role.0, term: role.1, is_leader: role.2 });
+        }
+    }
+
+    /// Encodes a message for a peer: protobuf, then a checksum of it.
+    fn send(&mut self, message: RaftMessage) {
+        let Some(to) = replica(message.to) else { return };
+        let mut bytes = message.write_to_bytes().expect("encoding a raft message into a Vec cannot fail");
+        let checksum = xxhash_rust::xxh3::xxh3_64(&bytes);
+        bytes.extend_from_slice(&checksum.to_le_bytes());
+        self.outputs.push_back(GroupOutput::Send { to, bytes });
+    }
+
+    /// The message in `bytes`, if it is one this replica should step.
+    fn decode(&self, bytes: &[u8]) -> Option<RaftMessage> {
+        let split = bytes.len().checked_sub(CHECKSUM_LEN)?;
+        let (body, checksum) = bytes.split_at(split);
+        let checksum = u64::from_le_bytes(checksum.try_into().ok()?);
+        if xxhash_rust::xxh3::xxh3_64(body) != checksum {
+            return None;
+        }
+        let message = RaftMessage::parse_from_bytes(body).ok()?;
+        let from_voter = message.from != self.id.0 && self.voters.iter().any(|v| v.0 == message.from);
+        let accepted = ACCEPTED.contains(&message.get_msg_type());
+        (message.to == self.id.0 && from_voter && accepted).then_some(message)
+    }
+}
+
+fn check_config(config: &GroupConfig) -> Result<(), GroupError> {
+    let bad = |s: String| Err(GroupError::Config(s));
+    if config.id.0 == 0 || config.voters.iter().any(|v| v.0 == 0) {
+        return bad("replica id 0 is reserved".into());
+    }
+    if !config.voters.contains(&config.id) {
+        return bad(format!("{:?} is not among the voters {:?}", config.id, config.voters));
+    }
+    let mut sorted = config.voters.clone();
+    sorted.sort();
+    sorted.dedup();
+    if sorted.len() != config.voters.len() {
+        return bad(format!("duplicate voters in {:?}", config.voters));
+    }
+    if config.tick_us == 0 {
+        return bad("tick_us is 0".into());
+    }
+    Ok(())
+}
+
+fn check_durable(durable: &DurableState, voters: &[ReplicaId]) -> Result<(), GroupError> {
+    let bad = |s: String| Err(GroupError::Durable(s));
+    let hs = &durable.hard_state;
+    let mut previous_term = 0;
+    for (k, e) in durable.entries.iter().enumerate() {
+        if e.index.0 != k as u64 + 1 {
+            return bad(format!("entry {} at position {k}: the log must start at 1 and be consecutive", e.index.0));
+        }
+        if e.term < previous_term || e.term > hs.term {
+            return bad(format!(
+                "entry {} has term {} after {previous_term}, hard state term {}",
+                e.index.0, e.term, hs.term
+            ));
+        }
+        previous_term = e.term;
+    }
+    let last = durable.entries.len() as u64;
+    if hs.commit.0 > last {
+        return bad(format!("commit {} beyond the last entry {last}", hs.commit.0));
+    }
+    if durable.applied > hs.commit {
+        return bad(format!("applied {} beyond commit {}", durable.applied.0, hs.commit.0));
+    }
+    if let Some(v) = hs.vote {
+        if !voters.contains(&v) {
+            return bad(format!("voted for {v:?}, not a voter"));
+        }
+    }
+    Ok(())
+}
+
+fn replica(id: u64) -> Option<ReplicaId> {
+    (id != raft::INVALID_ID).then_some(ReplicaId(id))
+}
+
+fn to_raft_entry(e: &Entry) -> RaftEntry {
+    let entry_type = match e.kind {
+        EntryKind::Normal => EntryType::EntryNormal,
+        EntryKind::ConfChange => EntryType::EntryConfChange,
+        EntryKind::ConfChangeV2 => EntryType::EntryConfChangeV2,
+    };
+    RaftEntry { entry_type, index: e.index.0, term: e.term, data: e.data.clone().into(), ..Default::default() }
+}
+
+fn from_raft_entry(e: &RaftEntry) -> Entry {
+    Entry {
+        index: Lsn(e.index),
+        term: e.term,
+        kind: match e.get_entry_type() {
+            EntryType::EntryNormal => EntryKind::Normal,
+            EntryType::EntryConfChange => EntryKind::ConfChange,
+            EntryType::EntryConfChangeV2 => EntryKind::ConfChangeV2,
+        },
+        data: e.data.to_vec(),
+    }
+}
+
+fn to_raft_hard_state(hs: &HardState) -> RaftHardState {
+    RaftHardState {
+        term: hs.term,
+        vote: hs.vote.map_or(raft::INVALID_ID, |v| v.0),
+        commit: hs.commit.0,
+        ..Default::default()
+    }
+}
+
+fn from_raft_hard_state(hs: &RaftHardState) -> HardState {
+    HardState { term: hs.term, vote: replica(hs.vote), commit: Lsn(hs.commit) }
+}
