@@ -33,6 +33,11 @@ pub struct Config {
     /// The largest step a client clock or snapshot may ask a hybrid clock to jump ahead of physical time; further
     /// ahead is refused as an invalid clock.
     pub max_clock_ahead_us: u64,
+    /// How far ahead of a hybrid clock the partition logs its clock bound ([`crate::record::LogRecord::ClockBound`]):
+    /// a restarted partition starts its clock at most this far past what it exposed before the crash. A new bound
+    /// is logged when the clock comes within half of this of the last one (so about twice per this interval while
+    /// the clock follows physical time).
+    pub clock_bound_us: u64,
     /// Write-write certification of concurrent local updates to one object (AntidoteDB's `txn_cert`): a
     /// transaction that updates an object another transaction updated after its snapshot aborts. Off by default:
     /// CRDTs merge concurrent updates.
@@ -85,6 +90,7 @@ impl Config {
             op_timeout_us: 10_000_000,
             retry_interval_us: 100_000,
             max_clock_ahead_us: 1_000_000,
+            clock_bound_us: 100_000,
             certify_writes: false,
             replication_interval_us: 1_000,
             replication_window: 8_192,

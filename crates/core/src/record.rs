@@ -59,4 +59,11 @@ pub enum LogRecord {
         /// The transaction.
         tx: TxId,
     },
+    /// The partition's hybrid clock will not reach above `until` before a later bound is durable: nothing it
+    /// exposes (a pvc, a read's snapshot, a prepare time) exceeds the largest durable bound, so a restarted
+    /// partition starts its clock there and never issues a timestamp it may have exposed before the crash.
+    ClockBound {
+        /// The bound.
+        until: crate::Timestamp,
+    },
 }

@@ -53,22 +53,20 @@ impl Dc {
                 }
             }
             for p in &mut self.partitions {
-                let mut durable = None;
-                while let Some(out) = p.poll_output() {
-                    match out {
-                        PartitionOutput::Send(e) => queue.push_back(e),
-                        PartitionOutput::Persist { lsn, .. } => durable = Some(lsn),
-                        // One DC: replication never reads the log back.
-                        PartitionOutput::ReadLog { .. } => unreachable!("one DC replicates nowhere"),
-                    }
-                }
-                if let Some(lsn) = durable {
-                    p.handle_persisted(self.now, lsn);
+                // Every record is durable at once; durability may release messages and log more records (a clock
+                // bound a message waits for).
+                loop {
+                    let mut durable = None;
                     while let Some(out) = p.poll_output() {
-                        if let PartitionOutput::Send(e) = out {
-                            queue.push_back(e);
+                        match out {
+                            PartitionOutput::Send(e) => queue.push_back(e),
+                            PartitionOutput::Persist { lsn, .. } => durable = Some(lsn),
+                            // One DC: replication never reads the log back.
+                            PartitionOutput::ReadLog { .. } => unreachable!("one DC replicates nowhere"),
                         }
                     }
+                    let Some(lsn) = durable else { break };
+                    p.handle_persisted(self.now, lsn);
                 }
             }
             while let Some(e) = self.stabilizer.poll_output() {

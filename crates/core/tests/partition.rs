@@ -45,6 +45,33 @@ fn drain(p: &mut Partition) -> (Vec<Envelope>, Vec<(Lsn, LogRecord)>) {
     (sent, persisted)
 }
 
+/// A new partition at 1 ms whose first clock bound (a hybrid clock logs one at once) is durable.
+fn fresh(id: PartitionId, config: Config) -> Partition {
+    bound_durable(Partition::new(id, config, 1_000), 1_000)
+}
+
+/// A partition just built or recovered, after the clock bound it logs at once (a hybrid clock) is durable.
+fn bound_durable(mut p: Partition, now: u64) -> Partition {
+    let (sent, persisted) = drain(&mut p);
+    assert!(sent.is_empty(), "a new or recovered partition sends nothing before its bound: {sent:?}");
+    if let Some((lsn, _)) = persisted.last() {
+        assert!(persisted.iter().all(|(_, r)| matches!(r, LogRecord::ClockBound { .. })), "{persisted:?}");
+        p.handle_persisted(now, *lsn);
+    }
+    p
+}
+
+/// Drains outputs, making every record durable at `now` as soon as it is logged; returns the messages sent.
+fn drain_durable(p: &mut Partition, now: u64) -> Vec<Envelope> {
+    let mut all = Vec::new();
+    loop {
+        let (sent, persisted) = drain(p);
+        all.extend(sent);
+        let Some((lsn, _)) = persisted.last() else { return all };
+        p.handle_persisted(now, *lsn);
+    }
+}
+
 fn read(p: &mut Partition, now: u64, snapshot: VectorClock, objects: Vec<ObjectId>) {
     p.handle_message(now, COORD, Message::Read { tx: tx(99), request: 1, snapshot, objects });
 }
@@ -82,7 +109,7 @@ fn commit(p: &mut Partition, now: u64, t: TxId, commit: VectorClock) -> Vec<Enve
 
 #[test]
 fn cure_alg2_a_read_waits_for_an_earlier_prepared_transaction_then_sees_it() {
-    let mut p = Partition::new(PartitionId(0), config(ClockKind::Hybrid), 1_000);
+    let mut p = fresh(PartitionId(0), config(ClockKind::Hybrid));
     let pt = prepare(&mut p, 1_000, tx(1), vc(900), vec![(set("x"), add(tx(1), "a"))]);
     // A snapshot at the prepare time may contain the transaction: the read must wait.
     read(&mut p, 1_100, VectorClock::from_entries(vec![pt]), vec![set("x")]);
@@ -95,7 +122,7 @@ fn cure_alg2_a_read_waits_for_an_earlier_prepared_transaction_then_sees_it() {
 
 #[test]
 fn cure_alg2_pvc_stays_below_the_smallest_prepare_time() {
-    let mut p = Partition::new(PartitionId(0), config(ClockKind::Hybrid), 1_000);
+    let mut p = fresh(PartitionId(0), config(ClockKind::Hybrid));
     let pt = prepare(&mut p, 1_000, tx(1), vc(900), vec![(set("x"), add(tx(1), "a"))]);
     p.handle_timeout(50_000);
     assert!(p.pvc().get(DcId(0)) < pt, "pvc {} passed a prepared transaction at {pt}", p.pvc());
@@ -120,17 +147,23 @@ fn physical_clock_read_ahead_of_the_clock_waits_until_the_clock_passes_it() {
 
 #[test]
 fn hybrid_clock_read_ahead_of_the_clock_is_served_at_once_by_advancing_the_clock() {
-    let mut p = Partition::new(PartitionId(0), config(ClockKind::Hybrid), 1_000);
-    read(&mut p, 1_000, vc(5_000), vec![set("x")]);
-    assert!(read_reply(&drain(&mut p).0).expect("served at once").is_ok());
+    let mut p = fresh(PartitionId(0), config(ClockKind::Hybrid));
+    read(&mut p, 1_000, vc(500_000), vec![set("x")]);
+    // Served at once, but the reply exposes the clock at 500 ms, past the durable clock bound: it leaves once a new
+    // bound is durable (one record, no waiting for the clock).
+    let (sent, persisted) = drain(&mut p);
+    assert_eq!(read_reply(&sent), None);
+    assert!(matches!(persisted[..], [(_, LogRecord::ClockBound { until })] if until > Timestamp::from_micros(500_000)));
+    p.handle_persisted(1_000, persisted[0].0);
+    assert!(read_reply(&drain(&mut p).0).expect("served once the bound is durable").is_ok());
     // Every later prepare lands above the snapshot it served.
     let pt = prepare(&mut p, 1_001, tx(1), vc(10), vec![(set("x"), add(tx(1), "a"))]);
-    assert!(pt > Timestamp::from_micros(5_000));
+    assert!(pt > Timestamp::from_micros(500_000));
 }
 
 #[test]
 fn a_snapshot_far_ahead_of_the_clock_is_refused_as_invalid() {
-    let mut p = Partition::new(PartitionId(0), config(ClockKind::Hybrid), 1_000);
+    let mut p = fresh(PartitionId(0), config(ClockKind::Hybrid));
     read(&mut p, 1_000, vc(1_000 + 3_600_000_000), vec![set("x")]);
     assert!(matches!(read_reply(&drain(&mut p).0), Some(Err(RemoteError::InvalidSnapshot(_)))));
     read(&mut p, 1_000, VectorClock::zero(2), vec![set("x")]);
@@ -139,7 +172,7 @@ fn a_snapshot_far_ahead_of_the_clock_is_refused_as_invalid() {
 
 #[test]
 fn a_commit_becomes_visible_only_once_its_record_is_durable() {
-    let mut p = Partition::new(PartitionId(0), config(ClockKind::Hybrid), 1_000);
+    let mut p = fresh(PartitionId(0), config(ClockKind::Hybrid));
     let pt = prepare(&mut p, 1_000, tx(1), vc(900), vec![(set("x"), add(tx(1), "a"))]);
     p.handle_message(1_100, COORD, Message::Commit { tx: tx(1), commit: VectorClock::from_entries(vec![pt]) });
     let (_, persisted) = drain(&mut p);
@@ -153,7 +186,7 @@ fn a_commit_becomes_visible_only_once_its_record_is_durable() {
 
 #[test]
 fn resent_decisions_are_acknowledged_again_and_change_nothing() {
-    let mut p = Partition::new(PartitionId(0), config(ClockKind::Hybrid), 1_000);
+    let mut p = fresh(PartitionId(0), config(ClockKind::Hybrid));
     let pt = prepare(&mut p, 1_000, tx(1), vc(900), vec![(set("x"), add(tx(1), "a"))]);
     commit(&mut p, 1_100, tx(1), VectorClock::from_entries(vec![pt]));
     p.handle_message(1_200, COORD, Message::Commit { tx: tx(1), commit: VectorClock::from_entries(vec![pt]) });
@@ -166,7 +199,7 @@ fn resent_decisions_are_acknowledged_again_and_change_nothing() {
 
 #[test]
 fn recovery_restores_committed_effects_and_keeps_undecided_prepares_blocking() {
-    let mut p = Partition::new(PartitionId(0), config(ClockKind::Hybrid), 1_000);
+    let mut p = fresh(PartitionId(0), config(ClockKind::Hybrid));
     let mut log = Vec::new();
     p.handle_message(
         1_000,
@@ -189,7 +222,7 @@ fn recovery_restores_committed_effects_and_keeps_undecided_prepares_blocking() {
     );
     log.extend(drain(&mut p).1);
     // Crash here: all three records were synced; tx 2 has no decision.
-    let mut r = Partition::recover(PartitionId(0), config(ClockKind::Hybrid), 2_000, log);
+    let mut r = bound_durable(Partition::recover(PartitionId(0), config(ClockKind::Hybrid), 2_000, log), 2_000);
     assert_eq!(r.prepared_count(), 1);
     read(&mut r, 2_000, VectorClock::from_entries(vec![pt1]), vec![set("x")]);
     let states = read_reply(&drain(&mut r).0).expect("tx 1 is below the undecided prepare").expect("ok");
@@ -202,7 +235,8 @@ fn recovery_restores_committed_effects_and_keeps_undecided_prepares_blocking() {
     while !asked && ask < 60_000_000 {
         ask = r.poll_timeout().expect("a deadline");
         r.handle_timeout(ask);
-        asked = drain(&mut r).0.iter().any(|e| e.msg == Message::QueryOutcome { tx: tx(2) } && e.to == COORD);
+        asked =
+            drain_durable(&mut r, ask).iter().any(|e| e.msg == Message::QueryOutcome { tx: tx(2) } && e.to == COORD);
     }
     assert!(asked, "the partition never asked the coordinator about the undecided transaction");
     r.handle_message(ask, COORD, Message::Abort { tx: tx(2) });
@@ -214,19 +248,29 @@ fn recovery_restores_committed_effects_and_keeps_undecided_prepares_blocking() {
 
 #[test]
 fn recovered_hybrid_clock_never_reissues_a_timestamp_it_may_have_exposed() {
-    let mut p = Partition::new(PartitionId(0), config(ClockKind::Hybrid), 1_000);
     // The clock was pushed ahead by a snapshot, and pvc exposed it.
+    let mut p = Partition::new(PartitionId(0), config(ClockKind::Hybrid), 1_000);
+    let mut log = drain(&mut p).1;
     read(&mut p, 1_000, vc(900_000), vec![set("x")]);
-    drain(&mut p);
+    let (sent, persisted) = drain(&mut p);
+    assert_eq!(read_reply(&sent), None, "the reply waits for a clock bound above 900 ms");
+    log.extend(persisted);
+    p.handle_persisted(1_000, log.last().expect("a bound").0);
+    assert!(read_reply(&drain(&mut p).0).expect("served").is_ok());
     let exposed = p.pvc().get(DcId(0));
-    let mut r = Partition::recover(PartitionId(0), config(ClockKind::Hybrid), 1_500, Vec::new());
+    assert!(exposed >= Timestamp::from_micros(900_000));
+    // A crash; the restart starts above the durable bound, and no further past it than the bound's distance
+    // (before: a second past physical time, whatever had been exposed).
+    let mut r = bound_durable(Partition::recover(PartitionId(0), config(ClockKind::Hybrid), 1_500, log), 1_500);
     let pt = prepare(&mut r, 1_500, tx(3), vc(1_000), vec![(set("x"), add(tx(3), "c"))]);
     assert!(pt > exposed, "prepare time {pt} at or below {exposed}, exposed before the crash");
+    let distance = config(ClockKind::Hybrid).clock_bound_us;
+    assert!(pt.micros() <= exposed.micros() + distance + 1, "prepare time {pt}, exposed {exposed}");
 }
 
 #[test]
 fn antidote_68_read_cost_stays_bounded_as_writes_to_a_key_grow() {
-    let mut p = Partition::new(PartitionId(0), config(ClockKind::Hybrid), 1_000);
+    let mut p = fresh(PartitionId(0), config(ClockKind::Hybrid));
     let key = ObjectId::new("c", "b", CrdtType::CounterPn);
     let mut now = 1_000;
     let mut applied_per_read = Vec::new();
@@ -254,7 +298,7 @@ fn antidote_68_read_cost_stays_bounded_as_writes_to_a_key_grow() {
 
 #[test]
 fn bounded_counter_double_spending_by_concurrent_transactions_is_refused_at_prepare() {
-    let mut p = Partition::new(PartitionId(0), config(ClockKind::Hybrid), 1_000);
+    let mut p = fresh(PartitionId(0), config(ClockKind::Hybrid));
     let key = ObjectId::new("bc", "b", CrdtType::CounterB);
     let mut ctx = EffectCtx::new(tx(1).tag(), 0);
     let inc = Crdt::new(key.ty).generate(&Op::Increment(5), &mut ctx).expect("increment");
@@ -278,7 +322,7 @@ fn bounded_counter_double_spending_by_concurrent_transactions_is_refused_at_prep
 fn certification_refuses_a_concurrent_update_to_the_same_object_when_enabled() {
     let mut c = config(ClockKind::Hybrid);
     c.certify_writes = true;
-    let mut p = Partition::new(PartitionId(0), c, 1_000);
+    let mut p = fresh(PartitionId(0), c);
     let pt = prepare(&mut p, 1_000, tx(1), vc(900), vec![(set("x"), add(tx(1), "a"))]);
     commit(&mut p, 1_000, tx(1), VectorClock::from_entries(vec![pt]));
     // tx 2's snapshot (900) does not include tx 1's commit.
@@ -297,7 +341,7 @@ fn certification_refuses_a_concurrent_update_to_the_same_object_when_enabled() {
 #[test]
 fn restoring_a_checkpoint_plus_the_log_tail_rebuilds_the_same_partition() {
     use causet_core::partition::Checkpoint;
-    let mut p = Partition::new(PartitionId(0), config(ClockKind::Hybrid), 1_000);
+    let mut p = fresh(PartitionId(0), config(ClockKind::Hybrid));
     let mut log = Vec::new();
     let step = |p: &mut Partition, log: &mut Vec<(Lsn, LogRecord)>, now: u64, t: TxId, elem: &str| {
         p.handle_message(
@@ -331,7 +375,8 @@ fn restoring_a_checkpoint_plus_the_log_tail_rebuilds_the_same_partition() {
     );
     log.extend(drain(&mut p).1);
     let tail: Vec<_> = log.iter().filter(|(lsn, _)| *lsn > first.lsn).cloned().collect();
-    let mut r = Partition::restore(PartitionId(0), config(ClockKind::Hybrid), 5_000, Some(first), tail);
+    let mut r =
+        bound_durable(Partition::restore(PartitionId(0), config(ClockKind::Hybrid), 5_000, Some(first), tail), 5_000);
     assert_eq!(r.undecided(), vec![tx(3)]);
     assert!(r.recent_commit(tx(2)).is_some() && r.recent_commit(tx(1)).is_some());
     read(&mut r, 5_000, VectorClock::from_entries(vec![pt2]), vec![set("x"), set("y")]);
@@ -342,7 +387,7 @@ fn restoring_a_checkpoint_plus_the_log_tail_rebuilds_the_same_partition() {
 
 #[test]
 fn a_prepare_and_commit_is_one_durable_record_that_recovery_replays() {
-    let mut p = Partition::new(PartitionId(0), config(ClockKind::Hybrid), 1_000);
+    let mut p = fresh(PartitionId(0), config(ClockKind::Hybrid));
     p.handle_message(
         1_000,
         COORD,
@@ -360,7 +405,7 @@ fn a_prepare_and_commit_is_one_durable_record_that_recovery_replays() {
     p.handle_persisted(1_000, records[0].0);
     let sent = drain(&mut p).0;
     assert!(sent.iter().any(|e| e.msg == Message::Committed { tx: tx(1), commit: commit.clone() }));
-    let mut r = Partition::recover(PartitionId(0), config(ClockKind::Hybrid), 2_000, records);
+    let mut r = bound_durable(Partition::recover(PartitionId(0), config(ClockKind::Hybrid), 2_000, records), 2_000);
     read(&mut r, 2_000, commit, vec![set("x")]);
     assert_eq!(read_reply(&drain(&mut r).0).expect("served").expect("ok")[0].value(), Value::Set(vec![b"a".to_vec()]));
 }
@@ -376,10 +421,7 @@ impl Dc {
     fn new(n: u32) -> Self {
         let mut c = config(ClockKind::Hybrid);
         c.partitions = n;
-        Dc {
-            parts: (0..n).map(|p| Partition::new(PartitionId(p), c.clone(), 1_000)).collect(),
-            to_coordinators: vec![],
-        }
+        Dc { parts: (0..n).map(|p| fresh(PartitionId(p), c.clone())).collect(), to_coordinators: vec![] }
     }
 
     /// Delivers `msg` to partition `to` and then every message between partitions until none is left.
@@ -495,7 +537,7 @@ fn a_termination_waits_for_every_partition_and_asks_again() {
     // Later, its timer asks again; now p1 answers (Absent) and p0 aborts.
     let retry = Config::new(1, DcId(0), 2).retry_interval_us;
     dc.parts[0].handle_timeout(1_000 + retry);
-    let (sent, _) = drain(&mut dc.parts[0]);
+    let sent = drain_durable(&mut dc.parts[0], 1_000 + retry);
     let ask = sent.into_iter().find(|e| e.msg == Message::TxStatus { tx: tx(4) }).expect("asked again");
     dc.deliver(ask.from, 1, ask.msg);
     assert!(dc.parts[0].undecided().is_empty(), "aborted once p1 answered");
@@ -533,7 +575,11 @@ fn a_termination_promise_survives_the_crash_of_the_partition_that_made_it() {
     c.partitions = 2;
     dc.parts[0] = Partition::recover(PartitionId(0), c, 2_000, log0);
     let (_, relogged) = drain(&mut dc.parts[0]);
-    assert!(relogged.is_empty(), "recovery logs nothing (a promise applied from the log is not logged again)");
+    assert!(
+        relogged.iter().all(|(_, r)| matches!(r, LogRecord::ClockBound { .. })),
+        "recovery logs nothing but a clock bound (a promise applied from the log is not logged again): {relogged:?}"
+    );
+    dc.parts[0].handle_persisted(2_000, relogged.last().expect("a hybrid clock's bound").0);
     dc.deliver(COORD, 0, late_commit);
     assert_eq!(dc.parts[0].undecided(), vec![tx(5)], "the restarted partition kept its promise");
     // p1 hears the answer, every partition answered Prepared: abort, everywhere.
@@ -552,7 +598,7 @@ fn a_restarted_partition_still_ships_a_transaction_committed_above_its_clock() {
     // neither held the transaction nor read it back from the log: the peer DC never got it (simulator seed 5067).
     let mut config = Config::new(2, DcId(0), 1);
     config.clock = ClockKind::Physical;
-    let mut p = Partition::new(PartitionId(0), config.clone(), 1_000);
+    let mut p = fresh(PartitionId(0), config.clone());
     let mut log = Vec::new();
     p.handle_message(
         2_000,

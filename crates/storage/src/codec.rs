@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 /// The version byte in front of every value this crate writes. A value with another first byte is reported
 /// corrupt rather than misread.
-pub(crate) const FORMAT_VERSION: u8 = 3;
+pub(crate) const FORMAT_VERSION: u8 = 4;
 
 /// Checkpoint keyspace: the prefix of the per-partition checkpoint state (`STATE ‖ partition`).
 const STATE_TAG: u8 = 0x00;
@@ -128,6 +128,7 @@ pub(crate) struct StateRef<'a> {
     pub recent_commits: &'a [(TxId, VectorClock)],
     pub keep_log_from: Option<Lsn>,
     pub committed_through: Timestamp,
+    pub clock_bound: Timestamp,
     pub fenced: &'a [TxId],
     pub peer_acked: &'a [(causet_core::DcId, Timestamp)],
     pub pvc: &'a Option<VectorClock>,
@@ -145,6 +146,7 @@ pub(crate) struct State {
     pub recent_commits: Vec<(TxId, VectorClock)>,
     pub keep_log_from: Option<Lsn>,
     pub committed_through: Timestamp,
+    pub clock_bound: Timestamp,
     pub fenced: Vec<TxId>,
     pub peer_acked: Vec<(causet_core::DcId, Timestamp)>,
     pub pvc: Option<VectorClock>,

@@ -93,6 +93,7 @@ impl<S: VersionStore> Partition<S> {
             LogRecord::Fenced { tx } => {
                 self.fence(tx);
             }
+            LogRecord::ClockBound { until } => self.bound.recovered(until),
         }
     }
 }

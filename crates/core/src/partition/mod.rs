@@ -16,12 +16,14 @@
 //! documentation says what each record does when written and once durable.
 
 mod apply;
+mod bound;
 mod participant;
 mod reads;
 mod recovery;
 mod remote;
 mod termination;
 
+use self::bound::BoundKeeper;
 use self::reads::{Request, Waiting};
 use self::termination::Termination;
 use crate::bugs::{self, Bug};
@@ -30,7 +32,9 @@ use crate::replication::{Inbound, ReplicatedTx, Replicator};
 use crate::store::{ObjectImage, Store, StoreStats, VersionStore};
 use crate::topology::Topology;
 use crate::DcId;
-use crate::{Address, Clock, Config, Envelope, Message, ObjectId, PartitionId, Timestamp, TxId, VectorClock};
+use crate::{
+    Address, Clock, ClockKind, Config, Envelope, Message, ObjectId, PartitionId, Timestamp, TxId, VectorClock,
+};
 use causet_crdt::Effect;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -81,6 +85,9 @@ pub struct Checkpoint {
     /// replicator reads back from the log those at or below it that a peer DC has not acknowledged.
     #[serde(default)]
     pub committed_through: Timestamp,
+    /// The largest clock bound logged before the checkpoint (the log records holding it may be truncated).
+    #[serde(default)]
+    pub clock_bound: Timestamp,
     /// Transactions this partition promised a termination never to prepare, oldest first.
     #[serde(default)]
     pub fenced: Vec<TxId>,
@@ -182,6 +189,8 @@ pub struct Partition<S = Store> {
     /// Per origin, the stream position of the last remote transaction applied.
     remote_applied: BTreeMap<DcId, (Timestamp, TxId)>,
     next_replication_us: u64,
+    /// The durable bound on the hybrid clock, and the messages waiting for it (`bound.rs`).
+    bound: BoundKeeper,
 }
 
 // The constructors that name no store build a partition over the in-memory `Store`; they live in their own impl
@@ -222,6 +231,14 @@ impl<S: VersionStore> Partition<S> {
     /// A new partition over `store`, which must be empty and hold vectors of [`Config::vector_len`] entries.
     /// `now_us` is the local physical clock.
     pub fn with_store(id: PartitionId, config: Config, now_us: u64, store: S) -> Self {
+        let mut p = Self::blank(id, config, now_us, store);
+        // A hybrid clock's first bound, so that the first messages need not wait for one (`bound.rs`).
+        p.renew_bound();
+        p
+    }
+
+    /// A partition over `store` that has logged nothing.
+    fn blank(id: PartitionId, config: Config, now_us: u64, store: S) -> Self {
         assert!(id.0 < config.partitions, "partition {} outside 0..{}", id.0, config.partitions);
         let dcs = config.vector_len();
         let topology = Topology::of_config(&config);
@@ -252,6 +269,7 @@ impl<S: VersionStore> Partition<S> {
             remote_pending: BTreeMap::new(),
             remote_applied: BTreeMap::new(),
             next_replication_us: now_us,
+            bound: BoundKeeper::default(),
             config,
         }
     }
@@ -266,7 +284,7 @@ impl<S: VersionStore> Partition<S> {
         checkpoint: Option<Checkpoint>,
         tail: impl IntoIterator<Item = (Lsn, LogRecord)>,
     ) -> Self {
-        Self::rebuild(Self::with_store(id, config, now_us, store), now_us, checkpoint, tail)
+        Self::rebuild(Self::blank(id, config, now_us, store), now_us, checkpoint, tail)
     }
 
     /// A checkpoint of everything up to the last record handed out. Its object images cover only the objects
@@ -372,6 +390,7 @@ impl<S: VersionStore> Partition<S> {
     /// Timers: pvc reports, requests waiting for the clock or giving up, outcome queries.
     pub fn handle_timeout(&mut self, now_us: u64) {
         self.refresh_pvc(now_us);
+        self.renew_bound();
         if now_us >= self.next_report_us {
             self.send(Address::Stabilizer, Message::PvcReport { pvc: self.pvc.clone() });
             self.next_report_us = now_us + self.config.stable_interval_us.max(1);
@@ -404,15 +423,18 @@ impl<S: VersionStore> Partition<S> {
             return;
         }
         self.durable_lsn = lsn;
+        for envelope in self.bound.release(lsn) {
+            self.outputs.push_back(PartitionOutput::Send(envelope));
+        }
         let mut applied = false;
         while self.after_durable.front().is_some_and(|(at, _)| *at <= lsn) {
             let (lsn_of_action, action) = self.after_durable.pop_front().expect("front exists");
             match action {
-                AfterDurable::Send(envelope) => self.outputs.push_back(PartitionOutput::Send(envelope)),
+                AfterDurable::Send(envelope) => self.emit(envelope),
                 AfterDurable::Apply(record, reply) => {
                     self.apply(now_us, lsn_of_action, record);
                     if let Some(envelope) = reply {
-                        self.outputs.push_back(PartitionOutput::Send(envelope));
+                        self.emit(envelope);
                     }
                     applied = true;
                 }
@@ -515,7 +537,36 @@ impl<S: VersionStore> Partition<S> {
 
     fn send(&mut self, to: Address, msg: Message) {
         let envelope = self.envelope(to, msg);
-        self.outputs.push_back(PartitionOutput::Send(envelope));
+        self.emit(envelope);
+    }
+
+    /// The one way a message leaves: at once if a durable clock bound covers the clock (`bound.rs`), else once
+    /// one does, in the order sent.
+    fn emit(&mut self, envelope: Envelope) {
+        let clock = self.clock.last();
+        if self.config.clock != ClockKind::Hybrid || self.bound.may_send(clock) {
+            self.outputs.push_back(PartitionOutput::Send(envelope));
+            return;
+        }
+        if clock > self.bound.logged() {
+            self.log_bound(clock);
+        }
+        self.bound.hold(clock, envelope);
+    }
+
+    /// Logs a clock bound `clock_bound_us` past `clock`.
+    fn log_bound(&mut self, clock: Timestamp) {
+        let until = Timestamp::from_micros(clock.micros().saturating_add(self.config.clock_bound_us.max(1)));
+        let lsn = self.persist(LogRecord::ClockBound { until });
+        self.bound.logged_at(lsn, until);
+    }
+
+    /// Renews the clock bound ahead of the clock, so that messages need not wait for one.
+    fn renew_bound(&mut self) {
+        let clock = self.clock.last();
+        if self.config.clock == ClockKind::Hybrid && self.bound.due(clock, self.config.clock_bound_us / 2) {
+            self.log_bound(clock);
+        }
     }
 
     /// An envelope from this partition.
@@ -526,7 +577,7 @@ impl<S: VersionStore> Partition<S> {
     fn send_after_durable(&mut self, lsn: Lsn, to: Address, msg: Message) {
         let envelope = self.envelope(to, msg);
         if lsn <= self.durable_lsn {
-            self.outputs.push_back(PartitionOutput::Send(envelope));
+            self.emit(envelope);
         } else {
             self.after_durable.push_back((lsn, AfterDurable::Send(envelope)));
         }

@@ -4,7 +4,7 @@ use super::{AfterDurable, Checkpoint, Partition, PreparedImage};
 use crate::record::{LogRecord, Lsn};
 use crate::replication::ReplicatedTx;
 use crate::store::VersionStore;
-use crate::{ClockKind, DcId, Timestamp};
+use crate::{DcId, Timestamp};
 
 impl<S: VersionStore> Partition<S> {
     /// Rebuilds a partition from a complete checkpoint (every object) and the log records after it: the body of
@@ -22,6 +22,7 @@ impl<S: VersionStore> Partition<S> {
         if let Some(c) = checkpoint {
             p.last_lsn = c.lsn;
             floor = c.clock;
+            p.bound.recovered(c.clock_bound);
             p.store.restore_frontier(c.frontier);
             for (object, image) in c.objects {
                 p.store.load(object, image);
@@ -79,13 +80,12 @@ impl<S: VersionStore> Partition<S> {
         }
         p.durable_lsn = p.last_lsn;
         // Before the crash this partition may have exposed (in pvc reports and reads) timestamps up to its clock,
-        // which a hybrid clock may have pushed up to `max_clock_ahead_us` past physical time. Never issue a prepare
-        // time at or below those: start above both the log and that bound.
-        if p.config.clock == ClockKind::Hybrid {
-            floor = floor.max(Timestamp::from_micros(now_us.saturating_add(p.config.max_clock_ahead_us)));
-        }
+        // which a hybrid clock may have pushed past physical time; none above the largest durable clock bound
+        // (`bound.rs`). Never issue a prepare time at or below those: start above both the log and the bound.
+        floor = floor.max(p.bound.logged());
         p.clock.raise_floor(floor);
         p.refresh_pvc(now_us);
+        p.renew_bound();
         p
     }
 
@@ -111,6 +111,7 @@ impl<S: VersionStore> Partition<S> {
                 .collect(),
             fenced: self.fenced.iter().copied().collect(),
             committed_through: self.replicator.newest(),
+            clock_bound: self.bound.logged(),
             recent_commits: self.recent_commits.iter().cloned().collect(),
             keep_log_from: self.replicator.keep_log_from(self.prepared.values().map(|p| p.lsn).min()),
             peer_acked: self.replicator.acked_image(),
@@ -143,6 +144,9 @@ fn exposed_time(record: &LogRecord, local: DcId) -> Option<Timestamp> {
     match record {
         LogRecord::Prepared { prepare_time, .. } => Some(*prepare_time),
         LogRecord::Committed { commit, .. } | LogRecord::CommittedAlone { commit, .. } => Some(commit.get(local)),
-        LogRecord::Remote { .. } | LogRecord::Aborted { .. } | LogRecord::Fenced { .. } => None,
+        LogRecord::Remote { .. }
+        | LogRecord::Aborted { .. }
+        | LogRecord::Fenced { .. }
+        | LogRecord::ClockBound { .. } => None,
     }
 }

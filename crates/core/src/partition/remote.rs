@@ -108,7 +108,7 @@ impl<S: VersionStore> Partition<S> {
         let from = Address::Peer(local, self.id);
         for o in self.replicator.poll(self.pvc.get(local), self.durable_lsn, now_us) {
             let msg = Message::Replicate { since: o.since, txs: o.txs, up_to: o.up_to };
-            self.outputs.push_back(PartitionOutput::Send(Envelope { from, to: Address::Peer(o.to, self.id), msg }));
+            self.emit(Envelope { from, to: Address::Peer(o.to, self.id), msg });
         }
         let mut acks = Vec::new();
         for (d, inbound) in self.inbound.iter_mut() {
@@ -116,7 +116,7 @@ impl<S: VersionStore> Partition<S> {
         }
         for (origin, up_to, gap) in acks {
             let msg = Message::ReplicateAck { up_to, gap };
-            self.outputs.push_back(PartitionOutput::Send(Envelope { from, to: Address::Peer(origin, self.id), msg }));
+            self.emit(Envelope { from, to: Address::Peer(origin, self.id), msg });
         }
         self.ask_log_read();
     }

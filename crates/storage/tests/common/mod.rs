@@ -79,6 +79,7 @@ pub fn checkpoint(lsn: Lsn, objects: Vec<(ObjectId, ObjectImage)>) -> Checkpoint
         recent_commits: vec![(tx(lsn.0), VectorClock::from_entries(vec![Timestamp(lsn.0)]))],
         keep_log_from: None,
         committed_through: Timestamp(lsn.0 * 10),
+        clock_bound: Timestamp(lsn.0 * 20),
         fenced: vec![tx(lsn.0 + 1)],
         peer_acked: Vec::new(),
         pvc: None,
