@@ -26,7 +26,7 @@
 //! | `checkpoint` | `0x01` ‖ partition (u32 BE) ‖ postcard(`ObjectId`) | `ObjectImage`, the latest of that object |
 //! | `meta` | `incarnation` | u64, the last value [`LogStore::next_incarnation`] returned |
 //!
-//! Every value is a format-version byte (currently 2) followed by postcard; a value with an unknown version byte
+//! Every value is a format-version byte (currently 4) followed by postcard; a value with an unknown version byte
 //! or that does not decode is reported as [`StorageError::CorruptRecord`] (with partition and lsn) or
 //! [`StorageError::CorruptCheckpoint`], never a panic. Big-endian keys make the engine's order the numeric order,
 //! so a partition's log is one range scan and a checkpoint's objects one prefix scan. Incremental checkpoints
