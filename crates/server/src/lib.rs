@@ -32,7 +32,7 @@ use causet_core::partition::Checkpoint;
 use causet_core::record::{LogRecord, Lsn};
 use causet_core::topology::Topology;
 use causet_core::PartitionId;
-use causet_storage::{FjallStore, LogStore, StorageOptions, SyncMode};
+use causet_storage::{Durable, FjallStore, LogStore, StorageOptions, SyncMode};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -201,8 +201,18 @@ impl Node {
                     }
                 };
                 let mut by_shard: Vec<Vec<(PartitionId, Lsn)>> = vec![Vec::new(); durable_routes.inboxes.len()];
-                for (p, lsn) in batch {
-                    by_shard[durable_routes.partition_shard(p)].push((p, lsn));
+                for (p, durable) in batch {
+                    match durable {
+                        Durable::Log(lsn) => by_shard[durable_routes.partition_shard(p)].push((p, lsn)),
+                        // The server writes no Raft group log yet, so the store reports no group Write.
+                        Durable::Group(ready) => {
+                            tracing::error!(
+                                partition = p.0,
+                                ready,
+                                "a group write reported durable, but none was written"
+                            )
+                        }
+                    }
                 }
                 for (s, positions) in by_shard.into_iter().enumerate() {
                     if !positions.is_empty() {

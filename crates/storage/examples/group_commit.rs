@@ -46,8 +46,10 @@ fn main() -> anyhow::Result<()> {
             std::thread::spawn(move || {
                 while let Ok(Some(batch)) = rx.blocking_recv() {
                     let mut lsns = durable.lsns.lock().unwrap();
-                    for (p, lsn) in batch {
-                        lsns.insert(p, lsn);
+                    for (p, reported) in batch {
+                        if let Some(lsn) = reported.log() {
+                            lsns.insert(p, lsn);
+                        }
                     }
                     durable.changed.notify_all();
                 }

@@ -4,6 +4,8 @@
 //! lexicographic order is the numeric order of partitions and log sequence numbers.
 
 use crate::error::{Result, StorageError};
+use crate::Compacted;
+use causet_core::group::{Entry, EntryKind, HardState};
 use causet_core::partition::PreparedImage;
 use causet_core::record::{LogRecord, Lsn};
 use causet_core::store::ObjectImage;
@@ -18,6 +20,8 @@ pub(crate) const FORMAT_VERSION: u8 = 4;
 const STATE_TAG: u8 = 0x00;
 /// Checkpoint keyspace: the prefix of object images (`OBJECT ‖ partition ‖ postcard(ObjectId)`).
 const OBJECT_TAG: u8 = 0x01;
+/// Checkpoint keyspace: the prefix of the per-partition group state (`GROUP ‖ partition`).
+const GROUP_TAG: u8 = 0x02;
 
 /// Meta keyspace: the key of the incarnation counter.
 pub(crate) const INCARNATION_KEY: &[u8] = b"incarnation";
@@ -35,7 +39,22 @@ pub(crate) fn log_key(partition: PartitionId, lsn: Lsn) -> Vec<u8> {
 
 /// Splits a log key into its partition and lsn.
 pub(crate) fn parse_log_key(key: &[u8]) -> Result<(PartitionId, Lsn)> {
-    let corrupt = || StorageError::CorruptKey { keyspace: "log", key: key.to_vec() };
+    parse_position_key("log", key)
+}
+
+/// The key of a Raft entry: `partition ‖ index`, both big-endian (the shape of a log key).
+pub(crate) fn entry_key(partition: PartitionId, index: Lsn) -> Vec<u8> {
+    log_key(partition, index)
+}
+
+/// Splits a Raft entry key into its partition and index.
+pub(crate) fn parse_entry_key(key: &[u8]) -> Result<(PartitionId, Lsn)> {
+    parse_position_key("raft", key)
+}
+
+/// Splits a `partition ‖ position` key of `keyspace`.
+fn parse_position_key(keyspace: &'static str, key: &[u8]) -> Result<(PartitionId, Lsn)> {
+    let corrupt = || StorageError::CorruptKey { keyspace, key: key.to_vec() };
     let partition: [u8; 4] = key.get(0..4).and_then(|b| b.try_into().ok()).ok_or_else(corrupt)?;
     let lsn: [u8; 8] = key.get(4..LOG_KEY_LEN).and_then(|b| b.try_into().ok()).ok_or_else(corrupt)?;
     if key.len() != LOG_KEY_LEN {
@@ -61,6 +80,27 @@ pub(crate) fn state_prefix() -> [u8; 1] {
 pub(crate) fn parse_state_key(key: &[u8]) -> Result<PartitionId> {
     match key {
         [STATE_TAG, a, b, c, d] => Ok(PartitionId(u32::from_be_bytes([*a, *b, *c, *d]))),
+        _ => Err(StorageError::CorruptKey { keyspace: "checkpoint", key: key.to_vec() }),
+    }
+}
+
+/// The key of a partition's group state.
+pub(crate) fn group_state_key(partition: PartitionId) -> Vec<u8> {
+    let mut key = Vec::with_capacity(5);
+    key.push(GROUP_TAG);
+    key.extend_from_slice(&partition.0.to_be_bytes());
+    key
+}
+
+/// The prefix under which every partition's group state lies.
+pub(crate) fn group_state_prefix() -> [u8; 1] {
+    [GROUP_TAG]
+}
+
+/// The partition of a group state key.
+pub(crate) fn parse_group_state_key(key: &[u8]) -> Result<PartitionId> {
+    match key {
+        [GROUP_TAG, a, b, c, d] => Ok(PartitionId(u32::from_be_bytes([*a, *b, *c, *d]))),
         _ => Err(StorageError::CorruptKey { keyspace: "checkpoint", key: key.to_vec() }),
     }
 }
@@ -116,6 +156,44 @@ pub(crate) fn decode_record(partition: PartitionId, lsn: Lsn, bytes: &[u8]) -> R
 /// Decodes an object image.
 pub(crate) fn decode_image(partition: PartitionId, bytes: &[u8]) -> Result<ObjectImage> {
     decode(bytes).map_err(|reason| StorageError::CorruptCheckpoint { partition, what: "object image", reason })
+}
+
+/// A Raft entry's value: everything but its index, which is in the key. The term comes first, so that
+/// [`decode_entry_term`] reads it without decoding the data.
+pub(crate) fn encode_entry(entry: &Entry) -> Result<Vec<u8>> {
+    encode(&(entry.term, entry.kind, entry.data.as_slice()))
+}
+
+/// Decodes the Raft entry of `partition` at `index`, naming both when it is corrupt.
+pub(crate) fn decode_entry(partition: PartitionId, index: Lsn, bytes: &[u8]) -> Result<Entry> {
+    let (term, kind, data): (u64, EntryKind, Vec<u8>) =
+        decode(bytes).map_err(|reason| StorageError::CorruptEntry { partition, index, reason })?;
+    Ok(Entry { index, term, kind, data })
+}
+
+/// Only the term of a stored Raft entry (for the compaction point).
+pub(crate) fn decode_entry_term(partition: PartitionId, index: Lsn, bytes: &[u8]) -> Result<u64> {
+    let corrupt = |reason: String| StorageError::CorruptEntry { partition, index, reason };
+    let (version, body) = bytes.split_first().ok_or_else(|| corrupt("empty value".into()))?;
+    if *version != FORMAT_VERSION {
+        return Err(corrupt(format!("unknown format version {version} (this build reads {FORMAT_VERSION})")));
+    }
+    let (term, _) = postcard::take_from_bytes::<u64>(body).map_err(|e| corrupt(e.to_string()))?;
+    Ok(term)
+}
+
+/// A partition's group state: what a Raft replica needs besides its entries.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct GroupState {
+    /// The last hard state written.
+    pub hard_state: HardState,
+    /// The last entry truncation removed.
+    pub compacted: Option<Compacted>,
+}
+
+/// Decodes a group state.
+pub(crate) fn decode_group_state(partition: PartitionId, bytes: &[u8]) -> Result<GroupState> {
+    decode(bytes).map_err(|reason| StorageError::CorruptGroupState { partition, reason })
 }
 
 /// What a checkpoint holds besides its object images, written as one value.
@@ -186,6 +264,35 @@ mod tests {
         let key = object_key(p, &object).unwrap();
         assert_eq!(parse_object_key(p, &object_prefix(p), &key).unwrap(), object);
         assert!(parse_object_key(p, &object_prefix(PartitionId(8)), &key).is_err());
+    }
+
+    #[test]
+    fn entries_and_group_states_round_trip_and_corruption_names_the_position() {
+        let p = PartitionId(5);
+        let entry = Entry { index: Lsn(9), term: 4, kind: EntryKind::ConfChangeV2, data: vec![1, 2, 3] };
+        let bytes = encode_entry(&entry).unwrap();
+        assert_eq!(decode_entry(p, Lsn(9), &bytes).unwrap(), entry);
+        assert_eq!(decode_entry_term(p, Lsn(9), &bytes).unwrap(), 4);
+        assert!(matches!(
+            decode_entry(p, Lsn(9), &bytes[..bytes.len() - 1]),
+            Err(StorageError::CorruptEntry { partition: PartitionId(5), index: Lsn(9), .. })
+        ));
+        let mut wrong = bytes.clone();
+        wrong[0] = FORMAT_VERSION + 1;
+        assert!(matches!(decode_entry_term(p, Lsn(9), &wrong), Err(StorageError::CorruptEntry { .. })));
+        assert!(decode_entry_term(p, Lsn(9), &[]).is_err());
+        assert_eq!(parse_entry_key(&entry_key(p, Lsn(9))).unwrap(), (p, Lsn(9)));
+        assert!(matches!(parse_entry_key(&[1, 2]), Err(StorageError::CorruptKey { keyspace: "raft", .. })));
+
+        let state = GroupState {
+            hard_state: HardState { term: 4, vote: Some(causet_core::group::ReplicaId(2)), commit: Lsn(8) },
+            compacted: Some(Compacted { index: Lsn(3), term: 1 }),
+        };
+        assert_eq!(decode_group_state(p, &encode(&state).unwrap()).unwrap(), state);
+        assert!(matches!(decode_group_state(p, &[FORMAT_VERSION, 0xff]), Err(StorageError::CorruptGroupState { .. })));
+        assert_eq!(parse_group_state_key(&group_state_key(p)).unwrap(), p);
+        assert!(group_state_key(p).starts_with(&group_state_prefix()));
+        assert!(parse_group_state_key(&state_key(p)).is_err());
     }
 
     #[test]

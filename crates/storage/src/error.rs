@@ -23,6 +23,24 @@ pub enum StorageError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A Raft group entry could not be decoded, or the stored entries are not consecutive.
+    #[error("corrupt raft entry of partition {partition:?} at index {index:?}: {reason}")]
+    CorruptEntry {
+        /// The entry's partition.
+        partition: PartitionId,
+        /// The entry's index (for a gap: the first entry after it).
+        index: Lsn,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A partition's group state (Raft hard state and compaction point) could not be decoded.
+    #[error("corrupt group state of partition {partition:?}: {reason}")]
+    CorruptGroupState {
+        /// The partition.
+        partition: PartitionId,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// Part of a partition's checkpoint could not be decoded.
     #[error("corrupt checkpoint of partition {partition:?} ({what}): {reason}")]
     CorruptCheckpoint {
@@ -77,6 +95,16 @@ pub enum StorageError {
         previous: Lsn,
         /// The last lsn appended or recovered.
         last: Lsn,
+    },
+    /// A group Write that does not follow the partition's earlier ones: a driver bug. Nothing was enqueued.
+    #[error("group write {ready} of partition {partition:?} refused: {reason}")]
+    InvalidGroupWrite {
+        /// The partition.
+        partition: PartitionId,
+        /// The refused Write's number.
+        ready: u64,
+        /// What is wrong with it.
+        reason: String,
     },
     /// The writer thread failed; nothing enqueued after the failure is written, and no further record is reported
     /// durable. The node must stop serving and recover from the store.

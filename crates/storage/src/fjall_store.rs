@@ -1,13 +1,17 @@
 //! [`FjallStore`]: the [`LogStore`] on fjall, with its group-commit writer thread.
 
-use crate::codec::{self, StateRef};
+use crate::codec::{self, GroupState, StateRef};
 use crate::error::{Result, StorageError};
-use crate::{DurableBatch, DurableReceiver, LogStore, Recovered, Shared, StorageOptions, StorageStats, SyncMode};
+use crate::{
+    Compacted, Durable, DurableBatch, DurableReceiver, LogStore, Recovered, RecoveredGroup, Shared, StorageOptions,
+    StorageStats, SyncMode,
+};
+use causet_core::group::{DurableState, Entry, HardState};
 use causet_core::partition::Checkpoint;
 use causet_core::record::{LogRecord, Lsn};
 use causet_core::PartitionId;
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode, Readable};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
@@ -29,6 +33,7 @@ pub struct FjallStore {
     log: Keyspace,
     checkpoints: Keyspace,
     meta: Keyspace,
+    raft: Keyspace,
     /// The writer's queue and each partition's positions, under one lock so that the order of the queue is the
     /// order of the checks; `None` once closed.
     queue: Mutex<Option<Queue>>,
@@ -51,6 +56,10 @@ struct Cursor {
     last: Lsn,
     /// The last checkpoint's lsn.
     checkpoint: Lsn,
+    /// The last Raft entry index written or recovered (or the compaction point, with no entry left).
+    group_last: Lsn,
+    /// The last group Write number enqueued since open or [`LogStore::load_group`]; 0 for none.
+    ready: u64,
 }
 
 /// A write for the writer thread, already encoded.
@@ -69,6 +78,13 @@ enum Op {
         /// The log from here on is kept.
         keep_from: Option<Lsn>,
     },
+    GroupWrite {
+        partition: PartitionId,
+        ready: u64,
+        /// Encoded entries by index, consecutive.
+        entries: Vec<(Lsn, Vec<u8>)>,
+        hard_state: Option<HardState>,
+    },
     /// Makes the writer fail, as an engine error would.
     #[cfg(test)]
     Fail,
@@ -82,6 +98,10 @@ impl Op {
             Op::Checkpoint { state, objects, .. } => {
                 state.len() + objects.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>()
             }
+            Op::GroupWrite { entries, .. } => {
+                // The group state is small next to a batch's bound; count it as a key.
+                codec::LOG_KEY_LEN + entries.iter().map(|(_, v)| codec::LOG_KEY_LEN + v.len()).sum::<usize>()
+            }
             #[cfg(test)]
             Op::Fail => 0,
         }
@@ -91,13 +111,14 @@ impl Op {
 impl FjallStore {
     /// Opens (or creates) the store in `dir` and starts its writer thread. The receiver reports durability.
     ///
-    /// Opening scans every partition's log once, to learn its size and last lsn.
+    /// Opening scans every partition's log and Raft group log once, to learn their sizes and last positions.
     pub fn open(dir: &Path, options: StorageOptions) -> Result<(FjallStore, DurableReceiver)> {
         validate(&options)?;
         let db = Database::builder(dir).cache_size(options.cache_bytes).open()?;
         let log = db.keyspace("log", KeyspaceCreateOptions::default)?;
         let checkpoints = db.keyspace("checkpoint", KeyspaceCreateOptions::default)?;
         let meta = db.keyspace("meta", KeyspaceCreateOptions::default)?;
+        let raft = db.keyspace("raft", KeyspaceCreateOptions::default)?;
 
         // What is on disk: each partition's log extent and size, and its checkpoint's lsn.
         let mut cursors: HashMap<PartitionId, Cursor> = HashMap::new();
@@ -120,14 +141,45 @@ impl FjallStore {
             cursor.checkpoint = state.lsn;
             cursor.last = cursor.last.max(state.lsn);
         }
+        // The same for Raft group logs, and each group's state.
+        let mut first_indexes: HashMap<PartitionId, Lsn> = HashMap::new();
+        for guard in raft.iter() {
+            let (key, value) = guard.into_inner()?;
+            let (partition, index) = codec::parse_entry_key(&key)?;
+            first_indexes.entry(partition).or_insert(index);
+            cursors.entry(partition).or_default().group_last = index;
+            let size = stats.group_logs.entry(partition).or_default();
+            size.records += 1;
+            size.bytes += value.len() as u64;
+        }
+        let mut group_states: HashMap<PartitionId, GroupState> = HashMap::new();
+        for guard in checkpoints.prefix(codec::group_state_prefix()) {
+            let (key, value) = guard.into_inner()?;
+            let partition = codec::parse_group_state_key(&key)?;
+            let state = codec::decode_group_state(partition, &value)?;
+            if let Some(compacted) = state.compacted {
+                let cursor = cursors.entry(partition).or_default();
+                cursor.group_last = cursor.group_last.max(compacted.index);
+            }
+            group_states.insert(partition, state);
+        }
         let partitions = cursors
             .iter()
             .map(|(partition, cursor)| {
                 // Everything below the first record still in the log was truncated; with no record left, nothing
-                // at or below the last known lsn exists.
+                // at or below the last known lsn exists. Likewise for group entries.
                 let truncated_through =
                     first_lsns.get(partition).map_or(cursor.last, |first| Lsn(first.0.saturating_sub(1)));
-                let state = WriterPartition { checkpoint: cursor.checkpoint, hold: None, truncated_through };
+                let group_truncated_through =
+                    first_indexes.get(partition).map_or(cursor.group_last, |first| Lsn(first.0.saturating_sub(1)));
+                let state = WriterPartition {
+                    checkpoint: cursor.checkpoint,
+                    hold: None,
+                    truncated_through,
+                    group_truncated_through,
+                    group_last: cursor.group_last,
+                    group: group_states.get(partition).copied().unwrap_or_default(),
+                };
                 (*partition, state)
             })
             .collect();
@@ -140,6 +192,7 @@ impl FjallStore {
             db: db.clone(),
             log: log.clone(),
             checkpoints: checkpoints.clone(),
+            raft: raft.clone(),
             receiver,
             notify,
             undelivered: BTreeMap::new(),
@@ -163,6 +216,7 @@ impl FjallStore {
             log,
             checkpoints,
             meta,
+            raft,
             queue: Mutex::new(Some(Queue { sender, cursors })),
             shared: shared.clone(),
             writer: Some(writer),
@@ -184,6 +238,12 @@ impl FjallStore {
     #[cfg(test)]
     pub(crate) fn keyspaces(&self) -> (&Keyspace, &Keyspace, &Keyspace) {
         (&self.log, &self.checkpoints, &self.meta)
+    }
+
+    /// The Raft entries' keyspace, for tests that write bytes this crate never would.
+    #[cfg(test)]
+    pub(crate) fn raft_keyspace(&self) -> &Keyspace {
+        &self.raft
     }
 
     fn lock_queue(&self) -> MutexGuard<'_, Option<Queue>> {
@@ -258,6 +318,64 @@ impl FjallStore {
         }
         Ok(records)
     }
+
+    /// Decodes up to `max_entries` Raft entries of `partition`, checking that they are consecutive (the first
+    /// one at `first`, if given).
+    fn decode_entries(
+        iter: fjall::Iter,
+        partition: PartitionId,
+        mut first: Option<Lsn>,
+        max_entries: usize,
+    ) -> Result<Vec<Entry>> {
+        let mut entries: Vec<Entry> = Vec::new();
+        for guard in iter.take(max_entries) {
+            let (key, value) = guard.into_inner()?;
+            let (in_partition, index) = codec::parse_entry_key(&key)?;
+            if in_partition != partition {
+                return Err(StorageError::CorruptKey { keyspace: "raft", key: key.to_vec() });
+            }
+            let expected = entries.last().map(|e| Lsn(e.index.0.saturating_add(1))).or(first.take());
+            if let Some(expected) = expected {
+                if index != expected {
+                    let reason = format!("expected index {} (the stored entries have a gap)", expected.0);
+                    return Err(StorageError::CorruptEntry { partition, index, reason });
+                }
+            }
+            entries.push(codec::decode_entry(partition, index, &value)?);
+        }
+        Ok(entries)
+    }
+
+    /// The complete checkpoint of a partition as `snapshot` sees it (every object's latest image).
+    fn load_checkpoint(&self, snapshot: &fjall::Snapshot, partition: PartitionId) -> Result<Option<Checkpoint>> {
+        let Some(bytes) = snapshot.get(&self.checkpoints, codec::state_key(partition))? else {
+            return Ok(None);
+        };
+        let state = codec::decode_state(partition, &bytes)?;
+        let prefix = codec::object_prefix(partition);
+        let mut objects = Vec::new();
+        for guard in snapshot.prefix(&self.checkpoints, &prefix) {
+            let (key, value) = guard.into_inner()?;
+            let object = codec::parse_object_key(partition, &prefix, &key)?;
+            objects.push((object, codec::decode_image(partition, &value)?));
+        }
+        Ok(Some(Checkpoint {
+            lsn: state.lsn,
+            clock: state.clock,
+            frontier: state.frontier,
+            objects,
+            prepared: state.prepared,
+            recent_commits: state.recent_commits,
+            keep_log_from: state.keep_log_from,
+            committed_through: state.committed_through,
+            clock_bound: state.clock_bound,
+            fenced: state.fenced,
+            peer_acked: state.peer_acked,
+            pvc: state.pvc,
+            remote_pending: state.remote_pending,
+            remote_applied: state.remote_applied,
+        }))
+    }
 }
 
 fn validate(options: &StorageOptions) -> Result<()> {
@@ -300,35 +418,7 @@ impl LogStore for FjallStore {
         // One snapshot, so that a checkpoint (and the truncation it allows) written meanwhile is seen whole or
         // not at all.
         let snapshot = self.db.snapshot();
-        let checkpoint = match snapshot.get(&self.checkpoints, codec::state_key(partition))? {
-            None => None,
-            Some(bytes) => {
-                let state = codec::decode_state(partition, &bytes)?;
-                let prefix = codec::object_prefix(partition);
-                let mut objects = Vec::new();
-                for guard in snapshot.prefix(&self.checkpoints, &prefix) {
-                    let (key, value) = guard.into_inner()?;
-                    let object = codec::parse_object_key(partition, &prefix, &key)?;
-                    objects.push((object, codec::decode_image(partition, &value)?));
-                }
-                Some(Checkpoint {
-                    lsn: state.lsn,
-                    clock: state.clock,
-                    frontier: state.frontier,
-                    objects,
-                    prepared: state.prepared,
-                    recent_commits: state.recent_commits,
-                    keep_log_from: state.keep_log_from,
-                    committed_through: state.committed_through,
-                    clock_bound: state.clock_bound,
-                    fenced: state.fenced,
-                    peer_acked: state.peer_acked,
-                    pvc: state.pvc,
-                    remote_pending: state.remote_pending,
-                    remote_applied: state.remote_applied,
-                })
-            }
-        };
+        let checkpoint = self.load_checkpoint(&snapshot, partition)?;
         let after = checkpoint.as_ref().map_or(Lsn(0), |c| c.lsn);
         let range =
             codec::log_key(partition, Lsn(after.0.saturating_add(1)))..=codec::log_key(partition, Lsn(u64::MAX));
@@ -380,8 +470,9 @@ impl LogStore for FjallStore {
         self.enqueue(
             partition,
             |cursor| {
-                if lsn < cursor.checkpoint || lsn > cursor.last {
-                    let (previous, last) = (cursor.checkpoint, cursor.last);
+                // A group partition's checkpoint is at an entry index, a record partition's at a record's lsn.
+                if lsn < cursor.checkpoint || lsn > cursor.last.max(cursor.group_last) {
+                    let (previous, last) = (cursor.checkpoint, cursor.last.max(cursor.group_last));
                     return Err(StorageError::CheckpointOutOfOrder { partition, lsn, previous, last });
                 }
                 cursor.checkpoint = lsn;
@@ -397,6 +488,76 @@ impl LogStore for FjallStore {
         }
         let range = codec::log_key(partition, Lsn(after.0 + 1))..=codec::log_key(partition, Lsn(u64::MAX));
         Self::decode_log(self.log.range(range), partition, max_records)
+    }
+
+    fn write_group(
+        &self,
+        partition: PartitionId,
+        ready: u64,
+        entries: Vec<Entry>,
+        hard_state: Option<HardState>,
+    ) -> Result<()> {
+        let invalid = |reason: String| StorageError::InvalidGroupWrite { partition, ready, reason };
+        for pair in entries.windows(2) {
+            if pair[1].index.0 != pair[0].index.0.wrapping_add(1) {
+                return Err(invalid(format!("entry {} follows entry {}", pair[1].index.0, pair[0].index.0)));
+            }
+        }
+        let encoded = entries.iter().map(|e| Ok((e.index, codec::encode_entry(e)?))).collect::<Result<Vec<_>>>()?;
+        let span = entries.first().zip(entries.last()).map(|(first, last)| (first.index, last.index));
+        self.enqueue(
+            partition,
+            |cursor| {
+                if ready <= cursor.ready {
+                    return Err(invalid(format!("not above the last write {}", cursor.ready)));
+                }
+                if let Some((first, last)) = span {
+                    if first.0 == 0 || first.0 > cursor.group_last.0.saturating_add(1) {
+                        let reason = format!("entries from {} leave a gap after {}", first.0, cursor.group_last.0);
+                        return Err(invalid(reason));
+                    }
+                    if first <= cursor.checkpoint {
+                        let reason = format!("entries from {} overwrite checkpoint {}", first.0, cursor.checkpoint.0);
+                        return Err(invalid(reason));
+                    }
+                    cursor.group_last = last;
+                }
+                cursor.ready = ready;
+                Ok(())
+            },
+            || Op::GroupWrite { partition, ready, entries: encoded, hard_state },
+        )
+    }
+
+    fn load_group(&self, partition: PartitionId) -> Result<RecoveredGroup> {
+        // The Writes of a new `Group` are numbered from 1 again.
+        if let Some(queue) = self.lock_queue().as_mut() {
+            queue.cursors.entry(partition).or_default().ready = 0;
+        }
+        // One snapshot: a checkpoint, its truncation and the compaction point are seen whole or not at all.
+        let snapshot = self.db.snapshot();
+        let checkpoint = self.load_checkpoint(&snapshot, partition)?;
+        let state = match snapshot.get(&self.checkpoints, codec::group_state_key(partition))? {
+            Some(bytes) => codec::decode_group_state(partition, &bytes)?,
+            None => GroupState::default(),
+        };
+        let first = Lsn(state.compacted.map_or(0, |c| c.index.0).saturating_add(1));
+        let range = codec::entry_key(partition, Lsn(0))..=codec::entry_key(partition, Lsn(u64::MAX));
+        let entries = Self::decode_entries(snapshot.range(&self.raft, range), partition, Some(first), usize::MAX)?;
+        let applied = checkpoint.as_ref().map_or(Lsn(0), |c| c.lsn);
+        Ok(RecoveredGroup {
+            checkpoint,
+            durable: DurableState { hard_state: state.hard_state, entries, applied },
+            compacted: state.compacted,
+        })
+    }
+
+    fn read_group_log(&self, partition: PartitionId, after: Lsn, max_entries: usize) -> Result<Vec<Entry>> {
+        if after.0 == u64::MAX {
+            return Ok(Vec::new());
+        }
+        let range = codec::entry_key(partition, Lsn(after.0 + 1))..=codec::entry_key(partition, Lsn(u64::MAX));
+        Self::decode_entries(self.raft.range(range), partition, None, max_entries)
     }
 
     fn stats(&self) -> StorageStats {
@@ -424,8 +585,8 @@ impl std::fmt::Debug for FjallStore {
     }
 }
 
-/// What the writer knows of a partition, to truncate its log.
-#[derive(Clone, Copy, Debug)]
+/// What the writer knows of a partition, to truncate its logs and replace its group log's suffixes.
+#[derive(Clone, Copy, Debug, Default)]
 struct WriterPartition {
     /// The last checkpoint's lsn.
     checkpoint: Lsn,
@@ -433,6 +594,13 @@ struct WriterPartition {
     hold: Option<Lsn>,
     /// Every log record up to here is deleted (or never existed).
     truncated_through: Lsn,
+    /// Every Raft entry up to here is deleted (or never existed).
+    group_truncated_through: Lsn,
+    /// The last Raft entry index written (or the compaction point, with no entry left): a Write starting above
+    /// it deletes nothing, so the writer looks for entries to replace only when a Write starts at or below it.
+    group_last: Lsn,
+    /// The group state as last written.
+    group: GroupState,
 }
 
 /// Which keyspace a write goes to.
@@ -440,15 +608,28 @@ struct WriterPartition {
 enum Space {
     Log,
     Checkpoint,
+    Raft,
 }
 
 /// One batch under construction: the last write to each key wins (so a record appended and truncated in the
-/// same batch is simply not written), and the highest lsn appended to each partition.
+/// same batch is simply not written), the highest lsn appended to each partition, and its latest group Write.
 #[derive(Debug, Default)]
 struct Batch {
     writes: BTreeMap<(Space, Vec<u8>), Option<Vec<u8>>>,
     durable: BTreeMap<PartitionId, Lsn>,
+    group_durable: BTreeMap<PartitionId, u64>,
+    /// Partitions whose group state changed, written once at the end of the batch.
+    group_states: BTreeSet<PartitionId>,
     records: u64,
+    group_writes: u64,
+    entries: u64,
+}
+
+/// Durable positions of a partition not yet handed to the receiver.
+#[derive(Clone, Copy, Debug, Default)]
+struct Undelivered {
+    log: Option<Lsn>,
+    group: Option<u64>,
 }
 
 /// The group-commit writer: the only thread that writes log records and checkpoints.
@@ -456,11 +637,12 @@ struct Writer {
     db: Database,
     log: Keyspace,
     checkpoints: Keyspace,
+    raft: Keyspace,
     receiver: Receiver<Op>,
     notify: tokio::sync::mpsc::Sender<DurableBatch>,
     /// Durable positions not yet handed to the receiver (its channel was full), coalesced per partition: at most
     /// one entry per partition, so a slow receiver costs no memory beyond that.
-    undelivered: BTreeMap<PartitionId, Lsn>,
+    undelivered: BTreeMap<PartitionId, Undelivered>,
     shared: Arc<Shared>,
     options: StorageOptions,
     partitions: HashMap<PartitionId, WriterPartition>,
@@ -489,7 +671,15 @@ impl Writer {
         if self.undelivered.is_empty() || (!closing && self.notify.capacity() <= 1) {
             return;
         }
-        let batch: DurableBatch = self.undelivered.iter().map(|(p, l)| (*p, *l)).collect();
+        let batch: DurableBatch = self
+            .undelivered
+            .iter()
+            .flat_map(|(p, u)| {
+                let log = u.log.map(|lsn| (*p, Durable::Log(lsn)));
+                let group = u.group.map(|ready| (*p, Durable::Group(ready)));
+                log.into_iter().chain(group)
+            })
+            .collect();
         match self.notify.try_send(batch) {
             Ok(()) | Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => self.undelivered.clear(),
             Err(tokio::sync::mpsc::error::TrySendError::Full(_)) => {}
@@ -574,48 +764,127 @@ impl Writer {
                     self.stats.checkpoints_written += 1;
                     self.truncate(partition, &mut batch)?;
                 }
+                Op::GroupWrite { partition, ready, entries, hard_state } => {
+                    if let Some((first, _)) = entries.first() {
+                        if *first <= self.partition(partition).group_last {
+                            // A new leader overwrote a suffix: what is stored from here on goes.
+                            let deleted = self.deletions(partition, Space::Raft, *first, Lsn(u64::MAX), &batch)?;
+                            self.delete(partition, Space::Raft, deleted, &mut batch);
+                        }
+                    }
+                    let size = self.stats.group_logs.entry(partition).or_default();
+                    for (index, value) in entries {
+                        size.records += 1;
+                        size.bytes += value.len() as u64;
+                        batch.writes.insert((Space::Raft, codec::entry_key(partition, index)), Some(value));
+                        self.partitions.entry(partition).or_default().group_last = index;
+                        batch.entries += 1;
+                    }
+                    if let Some(hard_state) = hard_state {
+                        self.partition(partition).group.hard_state = hard_state;
+                        batch.group_states.insert(partition);
+                    }
+                    // The latest Write covers every earlier one.
+                    batch.group_durable.insert(partition, ready);
+                    batch.group_writes += 1;
+                }
                 #[cfg(test)]
                 Op::Fail => return Err(StorageError::WriterFailed("injected failure".into())),
             }
+        }
+        for partition in std::mem::take(&mut batch.group_states) {
+            let value = codec::encode(&self.partition(partition).group)?;
+            batch.writes.insert((Space::Checkpoint, codec::group_state_key(partition)), Some(value));
         }
         Ok(batch)
     }
 
     fn partition(&mut self, partition: PartitionId) -> &mut WriterPartition {
-        self.partitions.entry(partition).or_insert(WriterPartition {
-            checkpoint: Lsn(0),
-            hold: None,
-            truncated_through: Lsn(0),
-        })
+        self.partitions.entry(partition).or_default()
+    }
+
+    fn keyspace(&self, space: Space) -> &Keyspace {
+        match space {
+            Space::Log => &self.log,
+            Space::Checkpoint => &self.checkpoints,
+            Space::Raft => &self.raft,
+        }
+    }
+
+    /// The keys of `space` (log or raft) of `partition` from `from` to `to` that exist once the batch so far is
+    /// written, with their values' sizes, ascending: those the batch writes, and those in the engine that the
+    /// batch does not touch.
+    fn deletions(
+        &self,
+        partition: PartitionId,
+        space: Space,
+        from: Lsn,
+        to: Lsn,
+        batch: &Batch,
+    ) -> Result<Vec<(Vec<u8>, usize)>> {
+        let (from, to) = (codec::log_key(partition, from), codec::log_key(partition, to));
+        let mut deleted: Vec<(Vec<u8>, usize)> = batch
+            .writes
+            .range((space, from.clone())..=(space, to.clone()))
+            .filter_map(|((_, key), value)| value.as_ref().map(|v| (key.clone(), v.len())))
+            .collect();
+        for guard in self.keyspace(space).range(from..=to) {
+            let (key, value) = guard.into_inner()?;
+            if !batch.writes.contains_key(&(space, key.to_vec())) {
+                deleted.push((key.to_vec(), value.len()));
+            }
+        }
+        deleted.sort_unstable();
+        Ok(deleted)
+    }
+
+    /// Deletes `keys` (found by [`Writer::deletions`]) in the batch, and counts them out of the log's size.
+    fn delete(&mut self, partition: PartitionId, space: Space, keys: Vec<(Vec<u8>, usize)>, batch: &mut Batch) {
+        let (sizes, deleted) = match space {
+            Space::Raft => (&mut self.stats.group_logs, &mut self.stats.entries_deleted),
+            _ => (&mut self.stats.logs, &mut self.stats.records_truncated),
+        };
+        let size = sizes.entry(partition).or_default();
+        for (key, len) in keys {
+            batch.writes.insert((space, key), None);
+            size.records = size.records.saturating_sub(1);
+            size.bytes = size.bytes.saturating_sub(len as u64);
+            *deleted += 1;
+        }
     }
 
     /// Deletes the partition's log records covered by its checkpoint and not held, both those in the engine and
-    /// those still in this batch.
+    /// those still in this batch; and its Raft entries likewise if [`StorageOptions::truncate_group_logs`], noting
+    /// the last one removed as the compaction point.
     fn truncate(&mut self, partition: PartitionId, batch: &mut Batch) -> Result<()> {
         let state = *self.partition(partition);
         let target = state.checkpoint.min(state.hold.unwrap_or(Lsn(u64::MAX)));
-        if target <= state.truncated_through {
-            return Ok(());
+        if target > state.truncated_through {
+            let deleted = self.deletions(partition, Space::Log, Lsn(state.truncated_through.0 + 1), target, batch)?;
+            self.delete(partition, Space::Log, deleted, batch);
+            self.partition(partition).truncated_through = target;
         }
-        let from = codec::log_key(partition, Lsn(state.truncated_through.0 + 1));
-        let to = codec::log_key(partition, target);
-        let mut deleted: Vec<(Vec<u8>, usize)> = batch
-            .writes
-            .range((Space::Log, from.clone())..=(Space::Log, to.clone()))
-            .filter_map(|((_, key), value)| value.as_ref().map(|v| (key.clone(), v.len())))
-            .collect();
-        for guard in self.log.range(from..=to) {
-            let (key, value) = guard.into_inner()?;
-            deleted.push((key.to_vec(), value.len()));
+        if self.options.truncate_group_logs && target > state.group_truncated_through {
+            let from = Lsn(state.group_truncated_through.0 + 1);
+            let deleted = self.deletions(partition, Space::Raft, from, target, batch)?;
+            if let Some((last, _)) = deleted.last() {
+                let (_, index) = codec::parse_entry_key(last)?;
+                let term = match batch.writes.get(&(Space::Raft, last.clone())) {
+                    Some(Some(value)) => codec::decode_entry_term(partition, index, value)?,
+                    _ => match self.raft.get(last)? {
+                        Some(value) => codec::decode_entry_term(partition, index, &value)?,
+                        None => {
+                            let reason = "vanished from the engine while being truncated".to_string();
+                            return Err(StorageError::CorruptEntry { partition, index, reason });
+                        }
+                    },
+                };
+                self.partition(partition).group.compacted = Some(Compacted { index, term });
+                batch.group_states.insert(partition);
+            }
+            self.delete(partition, Space::Raft, deleted, batch);
+            self.partition(partition).group_truncated_through = target;
         }
-        let size = self.stats.logs.entry(partition).or_default();
-        for (key, len) in deleted {
-            batch.writes.insert((Space::Log, key), None);
-            size.records = size.records.saturating_sub(1);
-            size.bytes = size.bytes.saturating_sub(len as u64);
-            self.stats.records_truncated += 1;
-        }
-        self.partition(partition).truncated_through = target;
         Ok(())
     }
 
@@ -624,10 +893,7 @@ impl Writer {
         if !batch.writes.is_empty() {
             let mut engine = self.db.batch();
             for ((space, key), value) in batch.writes {
-                let keyspace = match space {
-                    Space::Log => &self.log,
-                    Space::Checkpoint => &self.checkpoints,
-                };
+                let keyspace = self.keyspace(space);
                 match value {
                     Some(value) => engine.insert(keyspace, key, value),
                     None => engine.remove(keyspace, key),
@@ -636,6 +902,8 @@ impl Writer {
             engine.commit()?;
             self.stats.batches += 1;
             self.stats.records_written += batch.records;
+            self.stats.group_writes += batch.group_writes;
+            self.stats.entries_written += batch.entries;
             self.unsynced_records += batch.records;
             self.unsynced = true;
             match self.next_sync {
@@ -646,8 +914,12 @@ impl Writer {
         }
         self.publish_stats();
         for (partition, lsn) in batch.durable {
-            let slot = self.undelivered.entry(partition).or_insert(lsn);
-            *slot = (*slot).max(lsn);
+            let slot = self.undelivered.entry(partition).or_default();
+            slot.log = slot.log.max(Some(lsn));
+        }
+        for (partition, ready) in batch.group_durable {
+            // The latest Write, not the highest number: a new `Group` numbers its Writes from 1 again.
+            self.undelivered.entry(partition).or_default().group = Some(ready);
         }
         self.deliver(false);
         Ok(())
@@ -696,6 +968,7 @@ impl std::fmt::Debug for Writer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{Compacted, Durable};
     use causet_core::{CoordinatorId, DcId, TxId, VectorClock};
 
     fn record(seq: u64) -> LogRecord {
@@ -761,7 +1034,8 @@ mod tests {
         let mut reports = 0;
         while let Some(batch) = rx.blocking_recv().unwrap() {
             reports += 1;
-            for (p, lsn) in batch {
+            for (p, durable) in batch {
+                let lsn = durable.log().expect("only records were appended");
                 let previous = last.insert(p, lsn);
                 assert!(previous < Some(lsn), "reports for {p:?} are strictly increasing");
             }
@@ -822,7 +1096,7 @@ mod tests {
         let (store, mut rx) = open(dir.path());
         let p = PartitionId(0);
         store.append(p, Lsn(1), record(1)).unwrap();
-        assert_eq!(rx.blocking_recv().unwrap(), Some(vec![(p, Lsn(1))]));
+        assert_eq!(rx.blocking_recv().unwrap(), Some(vec![(p, Durable::Log(Lsn(1)))]));
         store.inject_failure();
         // Whatever follows the failure is never reported durable.
         let _ = store.append(p, Lsn(2), record(2));
@@ -833,6 +1107,113 @@ mod tests {
         // What was durable before the failure is still there.
         let (store, _rx) = open(dir.path());
         assert_eq!(store.load(p).unwrap().1, vec![(Lsn(1), record(1))]);
+        store.close().unwrap();
+    }
+
+    fn entry(index: u64, term: u64) -> Entry {
+        Entry { index: Lsn(index), term, kind: causet_core::group::EntryKind::Normal, data: vec![index as u8; 3] }
+    }
+
+    /// Waits for the report of group Write `ready` of `p`.
+    fn wait_group(rx: &mut DurableReceiver, p: PartitionId, ready: u64) {
+        loop {
+            let batch = rx.blocking_recv().unwrap().expect("the store is open");
+            if batch.contains(&(p, Durable::Group(ready))) {
+                return;
+            }
+        }
+    }
+
+    #[test]
+    fn corrupt_entries_gaps_and_group_states_are_errors_naming_partition_and_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, mut rx) = open(dir.path());
+        let p = PartitionId(6);
+        let hard_state = HardState { term: 1, vote: None, commit: Lsn(2) };
+        store.write_group(p, 1, (1..=4).map(|i| entry(i, 1)).collect(), Some(hard_state)).unwrap();
+        wait_group(&mut rx, p, 1);
+        let raft = store.raft_keyspace();
+        let good = raft.get(codec::entry_key(p, Lsn(2))).unwrap().unwrap().to_vec();
+        // Bytes that are no entry.
+        raft.insert(codec::entry_key(p, Lsn(2)), vec![codec::FORMAT_VERSION, 0xff, 0xff]).unwrap();
+        match store.load_group(p) {
+            Err(StorageError::CorruptEntry { partition, index, .. }) => assert_eq!((partition, index), (p, Lsn(2))),
+            other => panic!("expected a corrupt entry, got {other:?}"),
+        }
+        assert!(matches!(store.read_group_log(p, Lsn(1), 10), Err(StorageError::CorruptEntry { index: Lsn(2), .. })));
+        assert_eq!(store.read_group_log(p, Lsn(2), 10).unwrap().len(), 2, "entries after it still read");
+        // A version byte this build does not know.
+        raft.insert(codec::entry_key(p, Lsn(2)), vec![codec::FORMAT_VERSION + 1, 1, 0, 0]).unwrap();
+        assert!(matches!(store.load_group(p), Err(StorageError::CorruptEntry { index: Lsn(2), .. })));
+        // A gap: the entry after it is named.
+        raft.remove(codec::entry_key(p, Lsn(2))).unwrap();
+        match store.load_group(p) {
+            Err(StorageError::CorruptEntry { partition, index, reason }) => {
+                assert_eq!((partition, index), (p, Lsn(3)));
+                assert!(reason.contains("gap"), "{reason}");
+            }
+            other => panic!("expected a gap, got {other:?}"),
+        }
+        assert!(matches!(store.read_group_log(p, Lsn(0), 10), Err(StorageError::CorruptEntry { index: Lsn(3), .. })));
+        // A log that does not start at 1 although nothing was compacted.
+        raft.insert(codec::entry_key(p, Lsn(2)), good).unwrap();
+        raft.remove(codec::entry_key(p, Lsn(1))).unwrap();
+        assert!(matches!(store.load_group(p), Err(StorageError::CorruptEntry { index: Lsn(2), .. })));
+        // Other partitions are unaffected.
+        assert_eq!(store.load_group(PartitionId(7)).unwrap().durable, DurableState::default());
+        // A corrupt group state, which opening reads too.
+        let (_, checkpoints, _) = store.keyspaces();
+        checkpoints.insert(codec::group_state_key(p), vec![codec::FORMAT_VERSION, 0xff]).unwrap();
+        assert!(
+            matches!(store.load_group(p), Err(StorageError::CorruptGroupState { partition, .. }) if partition == p)
+        );
+        store.close().unwrap();
+        assert!(matches!(
+            FjallStore::open(dir.path(), StorageOptions::default()),
+            Err(StorageError::CorruptGroupState { .. })
+        ));
+    }
+
+    #[test]
+    fn a_failed_writer_fails_group_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, mut rx) = open(dir.path());
+        let p = PartitionId(0);
+        let hard_state = HardState { term: 1, vote: None, commit: Lsn(0) };
+        store.write_group(p, 1, vec![entry(1, 1)], Some(hard_state)).unwrap();
+        assert_eq!(rx.blocking_recv().unwrap(), Some(vec![(p, Durable::Group(1))]));
+        store.inject_failure();
+        let _ = store.write_group(p, 2, vec![entry(2, 1)], None);
+        assert!(matches!(rx.blocking_recv(), Err(StorageError::WriterFailed(_))));
+        assert!(matches!(store.write_group(p, 3, vec![entry(3, 1)], None), Err(StorageError::WriterFailed(_))));
+        assert!(matches!(store.write_group(p, 4, vec![], Some(hard_state)), Err(StorageError::WriterFailed(_))));
+        assert!(matches!(store.close(), Err(StorageError::WriterFailed(_))));
+        let (store, _rx) = open(dir.path());
+        let recovered = store.load_group(p).unwrap();
+        assert_eq!(recovered.durable.entries, vec![entry(1, 1)]);
+        assert_eq!(recovered.durable.hard_state, hard_state);
+        store.close().unwrap();
+    }
+
+    #[test]
+    fn truncation_takes_the_compaction_term_from_an_entry_written_in_the_same_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = StorageOptions { truncate_group_logs: true, ..StorageOptions::default() };
+        let (store, mut rx) = FjallStore::open(dir.path(), options.clone()).unwrap();
+        let p = PartitionId(3);
+        // Enqueued back to back, so most likely one batch; correct either way.
+        store.write_group(p, 1, (1..=5).map(|i| entry(i, 2)).collect(), None).unwrap();
+        store.write_group(p, 2, vec![entry(4, 3)], None).unwrap();
+        store.checkpoint(p, checkpoint(Lsn(4))).unwrap();
+        store.write_group(p, 3, vec![entry(5, 3)], None).unwrap();
+        wait_group(&mut rx, p, 3);
+        store.close().unwrap();
+        let (store, _rx) = FjallStore::open(dir.path(), options).unwrap();
+        let recovered = store.load_group(p).unwrap();
+        assert_eq!(recovered.compacted, Some(Compacted { index: Lsn(4), term: 3 }));
+        assert_eq!(recovered.durable.entries, vec![entry(5, 3)]);
+        assert_eq!(recovered.durable.applied, Lsn(4));
+        assert_eq!(store.stats().group_logs[&p].records, 1);
         store.close().unwrap();
     }
 
@@ -867,7 +1248,7 @@ mod tests {
         store.checkpoint(p, checkpoint(Lsn(5))).unwrap();
         let mut durable = Lsn(0);
         while durable < Lsn(5) {
-            durable = rx.blocking_recv().unwrap().unwrap().into_iter().map(|(_, lsn)| lsn).max().unwrap();
+            durable = rx.blocking_recv().unwrap().unwrap().into_iter().filter_map(|(_, d)| d.log()).max().unwrap();
         }
         store.close().unwrap();
         let (store, _rx) = open(dir.path());

@@ -7,12 +7,38 @@
 //! - [`LogStore::append`] enqueues a record for one **group-commit writer** thread, which takes everything
 //!   queued (blocking for the first item, then draining the queue up to a bound), writes it as one atomic engine
 //!   batch, runs one fsync ([`SyncMode::Always`]), and then reports on the [`DurableReceiver`], for each partition
-//!   in the batch, the highest lsn now durable. Concurrent appends of many partitions share one fsync.
+//!   in the batch, the highest lsn now durable ([`Durable::Log`]). Concurrent appends of many partitions share
+//!   one fsync.
 //! - [`LogStore::checkpoint`] enqueues a checkpoint; it is written in one batch, after every record enqueued
 //!   before it, and lets the writer delete the log records it covers, but never those from the checkpoint's
 //!   `keep_log_from` on, which geo-replication still reads back for other DCs that have not acknowledged them
 //!   ([`LogStore::read_log`]).
 //! - [`LogStore::load`] recovers a partition: its complete checkpoint and the log records after it.
+//!
+//! # Raft groups
+//! A partition whose replicas form a Raft group (`causet_core::group`, and `docs/design/raft-groups.md` §6)
+//! persists the group's log instead of records: [`LogStore::write_group`] enqueues one
+//! `GroupOutput::Write` for the same writer, so it shares batches and fsyncs with every other partition's
+//! records. A Write is one op, hence in one engine batch (all of it or none), and ops are written in the order
+//! they were enqueued, so it lands after every earlier write of its partition. It **replaces** the log from its
+//! first entry on: a new leader may overwrite a conflicting uncommitted suffix, so the writer deletes the stored
+//! entries at and after that index before inserting the new ones (cheap in the usual case: the writer knows each
+//! partition's last index and scans only when a Write starts at or below it). The durability report
+//! ([`Durable::Group`]) carries the number of the latest durable Write, which is what `Group::handle_written`
+//! takes. [`LogStore::load_group`] recovers the checkpoint, the hard state and every stored entry, as a
+//! `DurableState` for `Group::new`; [`LogStore::read_group_log`] reads entries back for catch-up.
+//!
+//! A node holds at most one replica of each partition of its DC, so the group log is keyed by partition like
+//! the record log. A partition uses one or the other: a checkpoint's lsn is then the group's applied index, and
+//! its truncation applies to whichever log the partition has.
+//!
+//! **Compaction.** A checkpoint makes the group entries it covers unnecessary for recovery, but core's `Group`
+//! cannot yet start from a log whose first index is above 1 (no snapshots). So truncating group entries is off by
+//! default ([`StorageOptions::truncate_group_logs`]); when it is on, it follows checkpoints exactly as for
+//! records (up to the checkpoint's lsn, never from `keep_log_from` on), and the writer records, atomically with
+//! the deletion, the **compaction point** ([`Compacted`]: index and term of the last entry removed), which raft
+//! needs to answer `term(first_index - 1)`. [`RecoveredGroup::compacted`] returns it, so that core can use it
+//! once it supports a compacted log.
 //!
 //! # On-disk layout
 //! One fjall database per node, in the directory given to [`FjallStore::open`], with three keyspaces shared by
@@ -24,11 +50,16 @@
 //! | `log` | partition (u32 BE) ‖ lsn (u64 BE) | `LogRecord` |
 //! | `checkpoint` | `0x00` ‖ partition (u32 BE) | checkpoint state: lsn, clock, frontier, prepared set, recent commits |
 //! | `checkpoint` | `0x01` ‖ partition (u32 BE) ‖ postcard(`ObjectId`) | `ObjectImage`, the latest of that object |
+//! | `checkpoint` | `0x02` ‖ partition (u32 BE) | group state: the Raft hard state and the compaction point |
+//! | `raft` | partition (u32 BE) ‖ index (u64 BE) | a Raft entry: (term, kind, data) |
 //! | `meta` | `incarnation` | u64, the last value [`LogStore::next_incarnation`] returned |
 //!
 //! Every value is a format-version byte (currently 4) followed by postcard; a value with an unknown version byte
-//! or that does not decode is reported as [`StorageError::CorruptRecord`] (with partition and lsn) or
-//! [`StorageError::CorruptCheckpoint`], never a panic. Big-endian keys make the engine's order the numeric order,
+//! or that does not decode is reported as [`StorageError::CorruptRecord`] (with partition and lsn),
+//! [`StorageError::CorruptEntry`] (with partition and index), [`StorageError::CorruptCheckpoint`] or
+//! [`StorageError::CorruptGroupState`], never a panic. The group state lies in the `checkpoint` keyspace because
+//! it is, like the checkpoint state, one small value per partition that recovery reads; the entries get a
+//! keyspace of their own, shaped like `log`. Adding them changed no existing value (format 4 is for the checkpoint's clock bound). Big-endian keys make the engine's order the numeric order,
 //! so a partition's log is one range scan and a checkpoint's objects one prefix scan. Incremental checkpoints
 //! upsert only the objects they carry: the `checkpoint` keyspace always holds the latest image of every object.
 //!
@@ -69,9 +100,11 @@ mod fjall_store;
 pub use error::{Result, StorageError};
 pub use fjall_store::FjallStore;
 
+use causet_core::group::{DurableState, Entry, HardState};
 use causet_core::partition::Checkpoint;
 use causet_core::record::{LogRecord, Lsn};
 use causet_core::PartitionId;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -81,12 +114,40 @@ use std::time::Duration;
 /// written, and the log records after its lsn, ascending.
 pub type Recovered = (Option<Checkpoint>, Vec<(Lsn, LogRecord)>);
 
+/// What recovery finds for a partition's Raft group replica ([`LogStore::load_group`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecoveredGroup {
+    /// The complete checkpoint, as [`LogStore::load`] returns it.
+    pub checkpoint: Option<Checkpoint>,
+    /// The stored hard state (the default if none was written), every stored entry (consecutive, from
+    /// `compacted.index + 1`, or from 1 when nothing was compacted), and `applied`: the checkpoint's lsn (0
+    /// without one), since the checkpoint holds every entry up to it applied.
+    pub durable: DurableState,
+    /// The last entry truncation removed, if any ([`StorageOptions::truncate_group_logs`]); the entries then
+    /// start right after it. Core's `Group` does not take a compacted log yet.
+    pub compacted: Option<Compacted>,
+}
+
+/// The compaction point of a group's log: the index and term of the last entry truncation removed. Raft needs the
+/// term of the entry just before its first one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Compacted {
+    /// The last index removed.
+    pub index: Lsn,
+    /// Its term.
+    pub term: u64,
+}
+
 /// The durable log and checkpoints of the partitions of one node.
 ///
-/// Writes are asynchronous: [`LogStore::append`] and [`LogStore::checkpoint`] enqueue and return; they take effect in the order they were called. Durability is reported separately, by
-/// the receiver the store was opened with (for [`FjallStore`], a [`DurableReceiver`]), as batches of
-/// `(partition, lsn)`: every record of that partition up to that lsn is durable. Reports for one partition are
-/// strictly increasing, and every appended record is eventually covered by one, unless the store fails.
+/// Writes are asynchronous: [`LogStore::append`], [`LogStore::write_group`] and [`LogStore::checkpoint`] enqueue
+/// and return; they take effect in the order they were called. Durability is reported separately, by the receiver
+/// the store was opened with (for [`FjallStore`], a [`DurableReceiver`]), as batches of `(partition, Durable)`:
+/// [`Durable::Log`]`(lsn)`, every record of that partition up to that lsn is durable; [`Durable::Group`]`(ready)`,
+/// the group Write numbered `ready` and every earlier one of the partition are durable. Reports of records for one
+/// partition are strictly increasing, and so are those of Writes as long as their numbers are (they are numbered
+/// afresh after [`LogStore::load_group`]); every append and Write is eventually covered by one, unless the store
+/// fails.
 pub trait LogStore: Send + Sync {
     /// Increments a durable counter and returns its new value (1 on a fresh store). The server builds its
     /// coordinator ids from it so that they are unique across restarts. Synchronous: the new value is durable
@@ -115,6 +176,34 @@ pub trait LogStore: Send + Sync {
     /// Up to `max_records` log records of the partition after `after`, ascending, as written to the engine (for
     /// resending to other DCs what they have not acknowledged).
     fn read_log(&self, partition: PartitionId, after: Lsn, max_records: usize) -> Result<Vec<(Lsn, LogRecord)>>;
+
+    /// Enqueues a Raft group's `GroupOutput::Write` for the group-commit writer, which writes it atomically (all
+    /// of it or none), after every write enqueued before it: the partition's stored entries at and after
+    /// `entries[0].index` are deleted (a new leader overwrote a conflicting suffix) and `entries` inserted, then
+    /// `hard_state`, if given, replaces the stored one. `entries` may be empty (a hard-state-only Write). Once
+    /// durable, it is reported as [`Durable::Group`]`(ready)`.
+    ///
+    /// Refused with [`StorageError::InvalidGroupWrite`] (nothing enqueued) if `ready` is not above the last Write
+    /// number enqueued for the partition since it was opened or [`LogStore::load_group`]ed, if the entries are not
+    /// consecutive, if they would leave a gap after the partition's last entry, or if they start at or below its
+    /// checkpoint (raft never overwrites an applied entry). Waits for room and fails like [`LogStore::append`].
+    fn write_group(
+        &self,
+        partition: PartitionId,
+        ready: u64,
+        entries: Vec<Entry>,
+        hard_state: Option<HardState>,
+    ) -> Result<()>;
+
+    /// Recovers a partition's Raft group replica: its complete checkpoint (as [`LogStore::load`]), its hard state
+    /// and every stored entry. Stored entries that are not consecutive, or do not start right after the
+    /// compaction point, are reported as [`StorageError::CorruptEntry`]. Call it before writing to the partition;
+    /// the Writes after it are numbered afresh (a new `Group` starts from 1).
+    fn load_group(&self, partition: PartitionId) -> Result<RecoveredGroup>;
+
+    /// Up to `max_entries` entries of the partition's group log after index `after`, ascending, as written to the
+    /// engine (for catch-up reads; the caller decodes the entries' data).
+    fn read_group_log(&self, partition: PartitionId, after: Lsn, max_entries: usize) -> Result<Vec<Entry>>;
 
     /// Counters, as of the last batch written.
     fn stats(&self) -> StorageStats;
@@ -156,6 +245,9 @@ pub struct StorageOptions {
     pub batch_bytes_max: usize,
     /// The engine's block cache.
     pub cache_bytes: u64,
+    /// Whether checkpoints truncate the Raft group entries they cover (as they do records). Off by default:
+    /// core's `Group` cannot yet start from a log that does not begin at index 1 (crate documentation).
+    pub truncate_group_logs: bool,
 }
 
 impl Default for StorageOptions {
@@ -166,6 +258,7 @@ impl Default for StorageOptions {
             batch_writes_max: 8_192,
             batch_bytes_max: 16 << 20,
             cache_bytes: 64 << 20,
+            truncate_group_logs: false,
         }
     }
 }
@@ -184,12 +277,20 @@ pub struct LogStats {
 pub struct StorageStats {
     /// The log of each partition that has one.
     pub logs: BTreeMap<PartitionId, LogStats>,
+    /// The Raft group log of each partition that has one (`records` counts entries).
+    pub group_logs: BTreeMap<PartitionId, LogStats>,
     /// Records written since open.
     pub records_written: u64,
     /// Checkpoints written since open.
     pub checkpoints_written: u64,
     /// Log records deleted by truncation since open.
     pub records_truncated: u64,
+    /// Raft group Writes written since open.
+    pub group_writes: u64,
+    /// Raft entries written since open.
+    pub entries_written: u64,
+    /// Raft entries deleted since open: replaced by a Write that overwrote them, or truncated by a checkpoint.
+    pub entries_deleted: u64,
     /// Engine batches written.
     pub batches: u64,
     /// Journal fsyncs.
@@ -226,8 +327,36 @@ impl StorageStats {
     }
 }
 
-/// A batch of durability reports: every record of the partition up to the lsn is durable.
-pub type DurableBatch = Vec<(PartitionId, Lsn)>;
+/// What a durability report says is durable for its partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Durable {
+    /// Every log record up to this lsn.
+    Log(Lsn),
+    /// The group Write with this number, and every Write enqueued before it (`Group::handle_written`).
+    Group(u64),
+}
+
+impl Durable {
+    /// The lsn of a [`Durable::Log`] report.
+    pub fn log(self) -> Option<Lsn> {
+        match self {
+            Durable::Log(lsn) => Some(lsn),
+            Durable::Group(_) => None,
+        }
+    }
+
+    /// The Write number of a [`Durable::Group`] report.
+    pub fn group(self) -> Option<u64> {
+        match self {
+            Durable::Log(_) => None,
+            Durable::Group(ready) => Some(ready),
+        }
+    }
+}
+
+/// A batch of durability reports, ascending by partition: at most one [`Durable::Log`] and one
+/// [`Durable::Group`] per partition (the highest position; a partition uses only one of them in practice).
+pub type DurableBatch = Vec<(PartitionId, Durable)>;
 
 /// State the store's handles and its writer share.
 #[derive(Debug, Default)]
@@ -260,7 +389,7 @@ impl Shared {
     }
 }
 
-/// Durability reports of a store (see [`LogStore`]). Reports for one partition are strictly increasing.
+/// Durability reports of a store (see [`LogStore`]). Reports of one kind for one partition increase.
 #[derive(Debug)]
 pub struct DurableReceiver {
     rx: tokio::sync::mpsc::Receiver<DurableBatch>,

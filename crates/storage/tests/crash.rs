@@ -91,7 +91,8 @@ fn run_child(dir: &Path, seed: u64, sync: SyncMode) {
     writeln!(out, "ready").unwrap();
     while started.elapsed() < CHILD_LIFETIME {
         let batch = rx.blocking_recv().expect("child: the writer works").expect("child: the store is open");
-        for (p, lsn) in batch {
+        for (p, durable) in batch {
+            let lsn = durable.log().expect("child: only records are appended");
             writeln!(out, "durable {} {}", p.0, lsn.0).unwrap();
         }
         out.flush().unwrap();

@@ -318,9 +318,9 @@ async fn the_receiver_serves_async_callers() {
     let mut durable = Lsn(0);
     while durable < Lsn(3) {
         let batch = tokio::time::timeout(WAIT, rx.recv()).await.expect("a report").unwrap().expect("open");
-        for (p, lsn) in batch {
+        for (p, reported) in batch {
             assert_eq!(p, P0);
-            durable = lsn;
+            durable = reported.log().expect("a record position");
         }
     }
     // Closing joins the writer: a blocking call, but short.

@@ -8,7 +8,7 @@ use causet_core::record::{LogRecord, Lsn};
 use causet_core::store::{ObjectImage, Version};
 use causet_core::{CoordinatorId, DcId, ObjectId, PartitionId, Timestamp, TxId, VectorClock};
 use causet_crdt::{Crdt, CrdtType, EffectCtx, Op, Stamp, TxTag};
-use causet_storage::{DurableReceiver, FjallStore, LogStore, StorageOptions};
+use causet_storage::{DurableBatch, DurableReceiver, FjallStore, LogStore, StorageOptions};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -99,24 +99,38 @@ pub fn append_range(store: &impl LogStore, partition: PartitionId, from: u64, to
     }
 }
 
-/// Collects reports until every partition in `until` is reported durable up to its lsn; returns every report.
+/// Collects reports until every partition in `until` is reported durable up to its lsn; returns every record
+/// report (group Write reports are left out).
 pub fn wait_durable(rx: &mut DurableReceiver, until: &[(PartitionId, Lsn)]) -> Vec<(PartitionId, Lsn)> {
+    let mut durable: BTreeMap<PartitionId, Lsn> = BTreeMap::new();
+    let reports = wait_reports(rx, |batch| {
+        for (p, d) in batch {
+            if let Some(lsn) = d.log() {
+                durable.insert(*p, lsn);
+            }
+        }
+        until.iter().all(|(p, lsn)| durable.get(p).is_some_and(|d| d >= lsn))
+    });
+    reports.into_iter().filter_map(|batch| batch.1.log().map(|lsn| (batch.0, lsn))).collect()
+}
+
+/// Collects report batches until `done` (which sees each batch) is true; returns every report, in order.
+pub fn wait_reports(rx: &mut DurableReceiver, mut done: impl FnMut(&DurableBatch) -> bool) -> DurableBatch {
     let deadline = Instant::now() + WAIT;
     let mut reports = Vec::new();
-    let mut durable: BTreeMap<PartitionId, Lsn> = BTreeMap::new();
-    while !until.iter().all(|(p, lsn)| durable.get(p).is_some_and(|d| d >= lsn)) {
-        assert!(Instant::now() < deadline, "no durability report for {until:?} within {WAIT:?}; got {durable:?}");
+    loop {
+        assert!(Instant::now() < deadline, "no awaited durability report within {WAIT:?}; got {reports:?}");
         match rx.try_recv().expect("the store is running") {
             Some(batch) => {
-                for (p, lsn) in batch {
-                    durable.insert(p, lsn);
-                    reports.push((p, lsn));
+                let finished = done(&batch);
+                reports.extend(batch);
+                if finished {
+                    return reports;
                 }
             }
             None => std::thread::sleep(Duration::from_millis(1)),
         }
     }
-    reports
 }
 
 /// Waits until every write enqueued before it has been processed by the writer, by appending a record to a
