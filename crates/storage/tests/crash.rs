@@ -1,19 +1,23 @@
 //! Crash test: a child process appends and prints every lsn once it is reported durable; the parent kills it with
 //! SIGKILL at a random moment, reopens the store and checks that every lsn the child printed is still there.
-//! Several rounds on the same store, so recovery after a crash is itself crashed into. Even rounds run
+//! Several rounds on the same store, so recovery after a crash is itself crashed into. One more partition is a
+//! Raft group's: the child writes group Writes to it (appending, and now and then overwriting the last entry with
+//! a new term), and prints the last index of each Write reported durable. Even rounds run
 //! `SyncMode::Always`; odd rounds `SyncMode::Periodic`, which reports records durable before any fsync: a process
 //! kill must not lose them either, since they are in the OS page cache (only an OS crash could).
 
 mod common;
 
+use causet_core::group::{Entry, EntryKind, HardState};
 use causet_core::record::Lsn;
 use causet_core::PartitionId;
-use causet_storage::{FjallStore, LogStore, StorageOptions, SyncMode};
+use causet_storage::{Durable, FjallStore, LogStore, StorageOptions, SyncMode};
 use common::*;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Set in the child: the store directory.
@@ -26,6 +30,8 @@ const CHILD_MODE: &str = "CAUSET_STORAGE_CRASH_CHILD_MODE";
 const SEED: &str = "CAUSET_STORAGE_CRASH_SEED";
 
 const PARTITIONS: u32 = 3;
+/// The partition whose log is a Raft group's.
+const GROUP: PartitionId = PartitionId(PARTITIONS);
 const ROUNDS: u64 = 6;
 /// The child checkpoints each partition after this many records (so crashes also hit checkpoints and truncation).
 const CHECKPOINT_EVERY: u64 = 300;
@@ -65,10 +71,55 @@ fn recovered_last(store: &FjallStore, partition: PartitionId) -> Lsn {
     last
 }
 
+fn group_entry(index: u64, term: u64) -> Entry {
+    Entry { index: Lsn(index), term, kind: EntryKind::Normal, data: format!("{index}@{term}").into_bytes() }
+}
+
+/// The last index and the term of the recovered group log, after checking that every entry has the content the
+/// child wrote, terms never go down, and the hard state is consistent with the entries.
+fn recovered_group(store: &FjallStore) -> (u64, u64) {
+    let recovered = store.load_group(GROUP).expect("load the group after a crash");
+    let hard_state = recovered.durable.hard_state;
+    let mut term = 0;
+    for e in &recovered.durable.entries {
+        assert!(e.term >= term, "entry {:?}: term {} after {term}", e.index, e.term);
+        assert_eq!(*e, group_entry(e.index.0, e.term), "content of entry {:?}", e.index);
+        term = e.term;
+    }
+    let last = recovered.durable.entries.last().map_or(0, |e| e.index.0);
+    assert!(hard_state.term >= term && hard_state.commit.0 <= last, "{hard_state:?} with entries up to {last}");
+    (last, hard_state.term.max(1))
+}
+
 /// The child's body: append to every partition until killed, printing each durability report.
 fn run_child(dir: &Path, seed: u64, sync: SyncMode) {
     let (store, mut rx) = FjallStore::open(dir, StorageOptions { sync, ..Default::default() }).expect("child: open");
     let store = std::sync::Arc::new(store);
+    // The group: each Write's number and the last index it leaves, for the printer.
+    let last_of_write: Arc<Mutex<BTreeMap<u64, u64>>> = Arc::default();
+    {
+        let (store, last_of_write) = (store.clone(), last_of_write.clone());
+        let (mut last, mut term) = recovered_group(&store);
+        let mut rng = Rng(seed ^ u64::from(GROUP.0));
+        let mut ready = 0;
+        std::thread::spawn(move || loop {
+            for _ in 0..=rng.below(8) {
+                ready += 1;
+                let mut entries = Vec::new();
+                if ready % 16 == 0 && last > 0 {
+                    // A new leader overwrites the last entry.
+                    term += 1;
+                    entries.push(group_entry(last, term));
+                }
+                last += 1;
+                entries.push(group_entry(last, term));
+                last_of_write.lock().unwrap().insert(ready, last);
+                let hard_state = HardState { term, vote: None, commit: Lsn(last - 1) };
+                store.write_group(GROUP, ready, entries, Some(hard_state)).expect("child: write");
+            }
+            std::thread::sleep(Duration::from_micros(rng.below(400)));
+        });
+    }
     for p in 0..PARTITIONS {
         let store = store.clone();
         let partition = PartitionId(p);
@@ -92,8 +143,16 @@ fn run_child(dir: &Path, seed: u64, sync: SyncMode) {
     while started.elapsed() < CHILD_LIFETIME {
         let batch = rx.blocking_recv().expect("child: the writer works").expect("child: the store is open");
         for (p, durable) in batch {
-            let lsn = durable.log().expect("child: only records are appended");
-            writeln!(out, "durable {} {}", p.0, lsn.0).unwrap();
+            let position = match durable {
+                Durable::Log(lsn) => lsn.0,
+                Durable::Group(ready) => {
+                    let mut last_of_write = last_of_write.lock().unwrap();
+                    let last = last_of_write[&ready];
+                    last_of_write.retain(|written, _| *written > ready);
+                    last
+                }
+            };
+            writeln!(out, "durable {} {}", p.0, position).unwrap();
         }
         out.flush().unwrap();
     }
@@ -164,6 +223,7 @@ fn every_lsn_reported_durable_survives_sigkill() {
         for p in 0..PARTITIONS {
             recovered.insert(p, recovered_last(&store, PartitionId(p)).0);
         }
+        recovered.insert(GROUP.0, recovered_group(&store).0);
         println!(
             "round {round} ({mode}): killed after {delay:?}; reported durable {durable:?}; recovered {recovered:?}"
         );
