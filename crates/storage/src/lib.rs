@@ -168,9 +168,10 @@ pub trait LogStore: Send + Sync {
     /// Enqueues a checkpoint. It is written atomically (object images upserted by object id, prepared set,
     /// recent commits, lsn, clock and frontier in one batch), strictly after every record enqueued before it.
     /// Afterwards the log records up to `checkpoint.lsn` are deleted, but none from `checkpoint.keep_log_from` on
-    /// (the checkpoint's truncation hold, which the next checkpoint replaces). Its lsn must lie between the previous checkpoint's and the last appended lsn
-    /// ([`StorageError::CheckpointOutOfOrder`] otherwise). Encoding happens in the caller: a large checkpoint
-    /// belongs on a blocking thread.
+    /// (the checkpoint's truncation hold, which the next checkpoint replaces); so are the partition's Raft group
+    /// entries if [`StorageOptions::truncate_group_logs`]. Its lsn must lie between the previous checkpoint's and
+    /// the last appended lsn or group entry index ([`StorageError::CheckpointOutOfOrder`] otherwise). Encoding
+    /// happens in the caller: a large checkpoint belongs on a blocking thread.
     fn checkpoint(&self, partition: PartitionId, checkpoint: Checkpoint) -> Result<()>;
 
     /// Up to `max_records` log records of the partition after `after`, ascending, as written to the engine (for
