@@ -35,9 +35,13 @@
 //!   once; it first hears from the leader it may still have.
 //! - **Lost proposals.** [`Group::propose`] works only on a leader and returns the [`Proposal`]: the index and
 //!   term the entry will have. A leader deposed before its entry committed may see it overwritten; the driver
-//!   learns that from [`GroupOutput::ProposalLost`], emitted when the entry committed at that index has another
-//!   term. That is the only sound test: an entry overwritten on its proposer can still be committed by a later
-//!   leader that holds it (raft paper, figure 8). A proposal is known by index *and* term, because one replica
+//!   learns that from [`GroupOutput::ProposalLost`], emitted when a committed entry rules it out: the entry
+//!   committed at that index has another term, or an entry committed at an earlier index has a later term (by
+//!   log matching, a log holding the proposal holds only entries of its term or earlier before it). Those are
+//!   the only sound tests: an entry overwritten on its proposer can still be committed by a later leader that
+//!   holds it (raft paper, figure 8). The second one matters when the log stops growing: a deposed leader's
+//!   proposals beyond the new leader's last entry would otherwise wait for a verdict until something commits at
+//!   their index, which in an idle group is never. A proposal is known by index *and* term, because one replica
 //!   can have two pending at one index: a newer leader's conflicting append truncates its log below the index,
 //!   and it leads again and proposes there.
 //! - **Untrusted bytes.** Every message carries a checksum; bytes that fail it or do not parse, messages from
@@ -210,8 +214,8 @@ pub enum GroupOutput {
         /// The data proposed.
         data: Vec<u8>,
     },
-    /// A proposal this replica made is lost: another entry committed at its index. Propose again if it still
-    /// matters.
+    /// A proposal this replica made is lost: another entry committed at its index, or an entry of a later term
+    /// committed before it. Propose again if it still matters.
     ProposalLost {
         /// The index [`Group::propose`] returned.
         index: Lsn,
@@ -294,8 +298,10 @@ pub struct Group {
     withhold: usize,
     election_round: u64,
     election_elapsed: usize,
-    /// The last entry handed out as committed (or applied silently).
+    /// The last entry handed out as committed (or applied silently), and its term (0 before the first one
+    /// handed out by this incarnation).
     applied: u64,
+    applied_term: u64,
     /// The number of the last Write handed out, and of the last one reported durable.
     last_write: u64,
     written: u64,
@@ -367,6 +373,7 @@ impl Group {
             election_round: 0,
             election_elapsed: 0,
             applied: durable.applied.0,
+            applied_term: 0,
             last_write: 0,
             written: 0,
             held: BTreeMap::new(),
@@ -466,9 +473,9 @@ impl Group {
 
     /// Proposes `data` (not empty: empty entries are raft's no-ops) for the log. Only the leader takes
     /// proposals; it returns the index and term the entry has. The entry is committed when
-    /// [`GroupOutput::Committed`] reports that index with that term, and lost when another entry commits there
-    /// ([`GroupOutput::ProposalLost`]), e.g. because this leader was deposed first. A proposer that crashes
-    /// learns neither.
+    /// [`GroupOutput::Committed`] reports that index with that term, and lost ([`GroupOutput::ProposalLost`])
+    /// when another entry commits there or an entry of a later term commits before it, e.g. because this leader
+    /// was deposed first. A proposer that crashes learns neither.
     ///
     /// Proposals are batched: the Write and the messages carrying them come out of the next
     /// [`Group::poll_output`].
@@ -584,6 +591,21 @@ impl Group {
             if term != entry.term {
                 self.outputs.push_back(GroupOutput::ProposalLost { index: Lsn(index), term });
             }
+        }
+        // An entry of a later term rules out every proposal of an earlier term after it: a log holding one of
+        // those holds nothing of a later term before it (log matching). Committed terms never decrease, and a
+        // proposal's term is at least that of every entry this replica has delivered, so this only finds
+        // anything on the first entry of a term.
+        if entry.term > self.applied_term {
+            self.applied_term = entry.term;
+            let outputs = &mut self.outputs;
+            self.proposals.retain(|&(index, term)| {
+                let lost = term < entry.term;
+                if lost {
+                    outputs.push_back(GroupOutput::ProposalLost { index: Lsn(index), term });
+                }
+                !lost
+            });
         }
         if entry.get_entry_type() == EntryType::EntryNormal && !entry.data.is_empty() {
             self.outputs.push_back(GroupOutput::Committed {
