@@ -44,6 +44,10 @@ pub struct ServerConfig {
     pub shard_inbox: usize,
     /// `hybrid` (default) or `physical`.
     pub clock: ClockKind,
+    /// How far ahead of a hybrid clock each partition logs a bound on it, ms: a restarted partition starts its
+    /// clock at most this far past what it exposed before the crash; a smaller value logs bounds more often
+    /// (about two per interval per partition).
+    pub clock_bound_ms: u64,
     /// `cure` (default), or the baselines `gentlerain` and `eventual` (not causally consistent), for comparisons.
     pub protocol: causet_core::Protocol,
     /// `always` (default) or `periodic`.
@@ -101,6 +105,7 @@ impl Default for ServerConfig {
             shards: 0,
             shard_inbox: 65_536,
             clock: ClockKind::Hybrid,
+            clock_bound_ms: 100,
             protocol: causet_core::Protocol::Cure,
             sync: SyncPolicy::Always,
             sync_interval_ms: 10,
@@ -195,6 +200,9 @@ impl ServerConfig {
         if self.nodes.len() as u32 > self.partitions {
             return bad("a DC needs at least one partition per node");
         }
+        if self.clock_bound_ms == 0 || self.clock_bound_ms > 10_000 {
+            return bad("clock_bound_ms must be between 1 and 10000");
+        }
         if self.replication_window == 0 {
             return bad("replication_window must be positive");
         }
@@ -231,6 +239,7 @@ impl ServerConfig {
         c.replication_interval_us = self.replication_interval_ms * 1_000;
         c.replication_window = self.replication_window;
         c.clock = self.clock;
+        c.clock_bound_us = self.clock_bound_ms * 1_000;
         c.protocol = self.protocol;
         c.certify_writes = self.certify_writes;
         c.stable_reads = self.stable_reads;
@@ -262,5 +271,8 @@ mod tests {
         assert!(toml::from_str::<ServerConfig>("partitons = 4").is_err());
         let zero = ServerConfig { partitions: 0, ..ServerConfig::default() };
         assert!(zero.validate().is_err());
+        let c: ServerConfig = toml::from_str("clock_bound_ms = 20").expect("parses");
+        assert_eq!(c.protocol().clock_bound_us, 20_000);
+        assert!(ServerConfig { clock_bound_ms: 0, ..ServerConfig::default() }.validate().is_err());
     }
 }
