@@ -150,6 +150,14 @@ pub struct Outgoing {
     pub up_to: Timestamp,
 }
 
+/// Whether a batch of `txs` (in commit order) is full before a transaction committed at `next`: it holds
+/// `batch` or more and would not end inside a commit time by stopping here. A batch that ends inside a commit
+/// time can promise only below it, so a peer whose batch is down to one would be sent the same transaction for
+/// ever.
+fn batch_full(txs: &[ReplicatedTx], batch: usize, local: DcId, next: Timestamp) -> bool {
+    txs.len() >= batch && txs.last().is_none_or(|t| t.commit.get(local) != next)
+}
+
 fn min_lsn(a: Option<Lsn>, b: Lsn) -> Option<Lsn> {
     Some(a.map_or(b, |a| a.min(b)))
 }
@@ -307,13 +315,10 @@ impl Replicator {
                     needs_read.push(*dc);
                     up_to = p.sent;
                 } else {
-                    // A batch never ends inside a commit time: it could promise only below that time, and a
-                    // peer whose batch is down to one would be sent the same first transaction for ever.
+                    // A batch never ends inside a commit time (`batch_full`).
                     while let Some(next) = p.catchup.front() {
                         let at = next.commit.get(self.local);
-                        if txs.len() >= p.batch
-                            && txs.last().is_none_or(|t: &ReplicatedTx| t.commit.get(self.local) != at)
-                        {
+                        if batch_full(&txs, p.batch, self.local, at) {
                             break;
                         }
                         txs.extend(p.catchup.pop_front());
@@ -325,7 +330,7 @@ impl Replicator {
                     if *at > pvc_local {
                         break;
                     }
-                    if txs.len() >= p.batch && txs.last().is_none_or(|t| t.commit.get(self.local) != *at) {
+                    if batch_full(&txs, p.batch, self.local, *at) {
                         // The rest next time: promise only up to just below the first one left out (never inside
                         // a commit time, see above).
                         up_to = at.prev();

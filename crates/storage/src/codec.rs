@@ -65,10 +65,7 @@ fn parse_position_key(keyspace: &'static str, key: &[u8]) -> Result<(PartitionId
 
 /// The key of a partition's checkpoint state.
 pub(crate) fn state_key(partition: PartitionId) -> Vec<u8> {
-    let mut key = Vec::with_capacity(5);
-    key.push(STATE_TAG);
-    key.extend_from_slice(&partition.0.to_be_bytes());
-    key
+    tagged_key(STATE_TAG, partition)
 }
 
 /// The prefix under which every partition's checkpoint state lies.
@@ -78,18 +75,12 @@ pub(crate) fn state_prefix() -> [u8; 1] {
 
 /// The partition of a checkpoint state key.
 pub(crate) fn parse_state_key(key: &[u8]) -> Result<PartitionId> {
-    match key {
-        [STATE_TAG, a, b, c, d] => Ok(PartitionId(u32::from_be_bytes([*a, *b, *c, *d]))),
-        _ => Err(StorageError::CorruptKey { keyspace: "checkpoint", key: key.to_vec() }),
-    }
+    parse_tagged_key(STATE_TAG, key)
 }
 
 /// The key of a partition's group state.
 pub(crate) fn group_state_key(partition: PartitionId) -> Vec<u8> {
-    let mut key = Vec::with_capacity(5);
-    key.push(GROUP_TAG);
-    key.extend_from_slice(&partition.0.to_be_bytes());
-    key
+    tagged_key(GROUP_TAG, partition)
 }
 
 /// The prefix under which every partition's group state lies.
@@ -99,18 +90,28 @@ pub(crate) fn group_state_prefix() -> [u8; 1] {
 
 /// The partition of a group state key.
 pub(crate) fn parse_group_state_key(key: &[u8]) -> Result<PartitionId> {
+    parse_tagged_key(GROUP_TAG, key)
+}
+
+/// A per-partition key of the checkpoint keyspace: `tag ‖ partition`.
+fn tagged_key(tag: u8, partition: PartitionId) -> Vec<u8> {
+    let mut key = Vec::with_capacity(5);
+    key.push(tag);
+    key.extend_from_slice(&partition.0.to_be_bytes());
+    key
+}
+
+/// The partition of a `tag ‖ partition` key.
+fn parse_tagged_key(tag: u8, key: &[u8]) -> Result<PartitionId> {
     match key {
-        [GROUP_TAG, a, b, c, d] => Ok(PartitionId(u32::from_be_bytes([*a, *b, *c, *d]))),
+        [t, a, b, c, d] if *t == tag => Ok(PartitionId(u32::from_be_bytes([*a, *b, *c, *d]))),
         _ => Err(StorageError::CorruptKey { keyspace: "checkpoint", key: key.to_vec() }),
     }
 }
 
 /// The prefix of a partition's object images.
 pub(crate) fn object_prefix(partition: PartitionId) -> Vec<u8> {
-    let mut key = Vec::with_capacity(5);
-    key.push(OBJECT_TAG);
-    key.extend_from_slice(&partition.0.to_be_bytes());
-    key
+    tagged_key(OBJECT_TAG, partition)
 }
 
 /// The key of an object image: its partition's prefix, then the object id in postcard (deterministic, so one
