@@ -43,6 +43,7 @@
 //! [cluster]                   # the shape of a local cluster started for the run (`--compare`, `--local`)
 //! dcs = 3
 //! nodes_per_dc = 1            # the DC's partitions are spread over its nodes; sessions spread over them too
+//! replicas = 1                # copies of each partition in a DC (Raft groups when more than one)
 //! partitions = 8
 //! wan_delay_ms = 50
 //! sync = "periodic"
@@ -329,6 +330,9 @@ pub struct ClusterSection {
     /// Nodes per DC.
     #[serde(default = "default_nodes_per_dc")]
     pub nodes_per_dc: u16,
+    /// Copies of each partition inside a DC (at most `nodes_per_dc`).
+    #[serde(default = "default_nodes_per_dc")]
+    pub replicas: u16,
     /// Partitions per DC (also the multiplier of `keys.per_partition` against an `--addr` target).
     #[serde(default = "default_partitions")]
     pub partitions: u32,
@@ -361,6 +365,7 @@ impl Default for ClusterSection {
         ClusterSection {
             dcs: default_dcs(),
             nodes_per_dc: default_nodes_per_dc(),
+            replicas: default_nodes_per_dc(),
             partitions: default_partitions(),
             wan_delay_ms: default_wan_delay(),
             sync: default_sync(),
@@ -604,6 +609,9 @@ impl Workload {
                 "cluster.nodes_per_dc",
                 format!("{}: between 1 and {most} (partitions, at most 64)", cl.nodes_per_dc),
             ));
+        }
+        if cl.replicas == 0 || cl.replicas > cl.nodes_per_dc {
+            return Err(bad("cluster.replicas", format!("{}: between 1 and nodes_per_dc", cl.replicas)));
         }
         if !["always", "periodic"].contains(&cl.sync.as_str()) {
             return Err(bad("cluster.sync", format!("{:?}: always or periodic", cl.sync)));

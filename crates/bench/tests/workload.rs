@@ -102,6 +102,8 @@ fn out_of_range_values_are_refused_with_what_the_field_takes() {
         ("[cluster]\nsync = \"never\"\n", "cluster.sync"),
         ("[cluster]\nnodes_per_dc = 0\n", "cluster.nodes_per_dc"),
         ("[cluster]\npartitions = 2\nnodes_per_dc = 3\n", "cluster.nodes_per_dc"),
+        ("[cluster]\nnodes_per_dc = 2\nreplicas = 3\n", "cluster.replicas"),
+        ("[cluster]\nreplicas = 0\n", "cluster.replicas"),
         ("[cluster]\ndcs = 2\n[clients]\ndcs = [2]\n", "clients.dcs"),
     ];
     for (extra, field) in cases {

@@ -69,6 +69,10 @@ pub struct BenchArgs {
     /// them).
     #[arg(long)]
     pub nodes_per_dc: Option<u16>,
+    /// Local clusters: override the workload's copies of each partition inside a DC (Raft groups when more than
+    /// one; at most the nodes per DC).
+    #[arg(long)]
+    pub replicas: Option<u16>,
     /// Local clusters: override the workload's one-way delay between DCs, ms.
     #[arg(long)]
     pub wan_delay_ms: Option<u64>,
@@ -120,6 +124,9 @@ fn apply_overrides(w: &mut workload::WorkloadFile, a: &BenchArgs) {
     }
     if let Some(v) = a.nodes_per_dc {
         w.cluster.nodes_per_dc = v;
+    }
+    if let Some(v) = a.replicas {
+        w.cluster.replicas = v;
     }
     if let Some(v) = a.wan_delay_ms {
         w.cluster.wan_delay_ms = v;
@@ -218,6 +225,7 @@ pub fn main(args: BenchArgs) -> anyhow::Result<PathBuf> {
             let options = StartOptions {
                 dcs: c.dcs,
                 nodes_per_dc: c.nodes_per_dc,
+                replicas: c.replicas,
                 partitions: c.partitions,
                 wan_delay_ms: c.wan_delay_ms,
                 dir: out.join(format!("cluster-{protocol}")),

@@ -79,6 +79,8 @@ pub struct StartOptions {
     pub dcs: u16,
     /// Nodes per DC.
     pub nodes_per_dc: u16,
+    /// Copies of each partition inside a DC (Raft groups when more than one).
+    pub replicas: u16,
     /// Partitions per DC.
     pub partitions: u32,
     /// One-way delay between DCs, ms.
@@ -105,6 +107,7 @@ impl Default for StartOptions {
         StartOptions {
             dcs: 3,
             nodes_per_dc: 1,
+            replicas: 1,
             partitions: 8,
             wan_delay_ms: 50,
             jitter_ms: 0,
@@ -160,6 +163,9 @@ fn start_once(o: &StartOptions) -> anyhow::Result<ClusterFile> {
     }
     if !(1..=16).contains(&o.nodes_per_dc) {
         bail!("--nodes-per-dc must be between 1 and 16");
+    }
+    if o.replicas == 0 || o.replicas > o.nodes_per_dc {
+        bail!("--replicas ({}) must be between 1 and --nodes-per-dc ({})", o.replicas, o.nodes_per_dc);
     }
     if o.nodes_per_dc as u32 > o.partitions {
         bail!("--nodes-per-dc ({}) exceeds --partitions ({}): a node would own none", o.nodes_per_dc, o.partitions);
@@ -229,7 +235,7 @@ fn start_once(o: &StartOptions) -> anyhow::Result<ClusterFile> {
             } else {
                 let addrs: Vec<String> =
                     (0..o.nodes_per_dc).map(|n| format!("\"{}\"", ports[index(dc, n)][2])).collect();
-                format!("node = {node}\nnodes = [{}]\n", addrs.join(", "))
+                format!("node = {node}\nnodes = [{}]\nreplicas = {}\n", addrs.join(", "), o.replicas)
             };
             let config = format!(
                 "# Written by `causet cluster start`.\ndata_dir = \"{}\"\nclient_bind = \"{client}\"\n\

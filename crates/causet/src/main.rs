@@ -69,6 +69,10 @@ enum ClusterCommand {
         /// Nodes per DC; the DC's partitions are spread over them.
         #[arg(long, default_value_t = 1)]
         nodes_per_dc: u16,
+        /// Copies of each partition inside a DC, on distinct nodes (at most --nodes-per-dc); more than one makes
+        /// each partition a Raft group that survives the loss of a minority of its nodes.
+        #[arg(long, default_value_t = 1)]
+        replicas: u16,
         /// Partitions per DC.
         #[arg(long, default_value_t = 8)]
         partitions: u32,
@@ -256,6 +260,7 @@ fn main() -> anyhow::Result<()> {
             ClusterCommand::Start {
                 dcs,
                 nodes_per_dc,
+                replicas,
                 partitions,
                 wan_delay_ms,
                 jitter_ms,
@@ -267,6 +272,7 @@ fn main() -> anyhow::Result<()> {
                 let options = cluster::StartOptions {
                     dcs,
                     nodes_per_dc,
+                    replicas,
                     partitions,
                     wan_delay_ms,
                     jitter_ms,

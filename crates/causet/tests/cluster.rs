@@ -266,3 +266,80 @@ fn killing_a_node_of_a_multi_node_dc_loses_no_acknowledged_commit_and_leaves_no_
         logs.matches("settle it among themselves").count()
     );
 }
+
+/// One DC of three nodes with every partition a Raft group of three replicas. A write is acknowledged; one node
+/// is killed with SIGKILL (it leads some partitions: each node leads those it is home to, or some of them); the
+/// other two elect new leaders and keep committing; a read at every surviving node shows both writes; the killed
+/// node restarts empty-handed of the second write and catches up from the others.
+#[test]
+fn a_dc_of_three_nodes_with_replicated_partitions_keeps_committing_when_one_is_killed() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let options = StartOptions {
+        dcs: 1,
+        nodes_per_dc: 3,
+        replicas: 3,
+        partitions: 6,
+        dir: dir.path().to_path_buf(),
+        base_port: 0,
+        exe: Some(env!("CARGO_BIN_EXE_causet").into()),
+        // A transaction caught at a dead leader gives up soon (coordinators do not resend to the new leader yet).
+        extra_config: "op_timeout_ms = 2000".into(),
+        ..Default::default()
+    };
+    let mut file = cluster::start(&options).expect("the cluster starts");
+    let _guard = Running(dir.path());
+    // Keys on every partition, so that the second write needs a leader of each, including those the dead node led.
+    let sets: Vec<Set> = (0..24).map(|k| Set::aw(format!("r{k}"), "replicated")).collect();
+    let write = |addr: SocketAddr, element: &'static str, sets: Vec<Set>| async move {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let attempt = async {
+                let mut c = Client::connect(addr).await.ok()?;
+                c.static_update(None, sets.iter().map(|s| s.add(element)).collect::<Vec<_>>()).await.ok()
+            };
+            if let Ok(Some(commit)) = tokio::time::timeout(Duration::from_secs(5), attempt).await {
+                return commit;
+            }
+            assert!(Instant::now() < deadline, "no commit of {element} at {addr} within 30 s");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+    let first = rt.block_on(write(file.nodes[0].client, "a", sets.clone()));
+    let victim = 1;
+    cluster::kill_node(&file, victim);
+    let second = rt.block_on(write(file.nodes[0].client, "b", sets.clone()));
+    assert!(first.le(&second), "the second commit follows the first: {first:?} then {second:?}");
+    let keys: Vec<_> = sets.iter().map(|s| s.key().clone()).collect();
+    let read_all = |addr: SocketAddr, clock: VectorClock| {
+        let keys = keys.clone();
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                let attempt = async {
+                    let mut c = Client::connect(addr).await.ok()?;
+                    c.static_read(Some(&clock), &keys).await.ok()
+                };
+                if let Ok(Some((values, _))) = tokio::time::timeout(Duration::from_secs(5), attempt).await {
+                    return values;
+                }
+                assert!(Instant::now() < deadline, "no read at {addr} within 30 s");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    for n in [0, 2] {
+        let values = rt.block_on(read_all(file.nodes[n].client, second.clone()));
+        for (set, v) in sets.iter().zip(&values) {
+            let elements = v.as_set().unwrap_or_default();
+            assert!(
+                elements.iter().any(|e| e == b"a") && elements.iter().any(|e| e == b"b"),
+                "node {n}: {:?} shows {elements:?}",
+                set.key()
+            );
+        }
+    }
+    cluster::restart_node(&mut file, dir.path(), victim).expect("the node restarts");
+    let values = rt.block_on(read_all(file.nodes[victim].client, second));
+    assert!(values.iter().all(|v| v.as_set().unwrap_or_default().len() == 2), "the restarted node: {values:?}");
+}

@@ -24,6 +24,7 @@ pub mod node;
 pub mod partition;
 pub mod protocol;
 pub mod record;
+pub mod replica;
 pub mod replication;
 pub mod stabilizer;
 pub mod store;

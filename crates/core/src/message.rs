@@ -16,6 +16,9 @@ pub enum Address {
     Stabilizer,
     /// A partition of another DC (the same partition index: replication pairs partition m of every DC).
     Peer(crate::DcId, PartitionId),
+    /// One replica of a replicated partition of this DC: the copy on that node (Raft traffic between replicas,
+    /// and leadership notices).
+    Replica(PartitionId, crate::topology::NodeIndex),
 }
 
 /// A message with its sender and receiver.
@@ -211,6 +214,23 @@ pub enum Message {
         /// No running or future transaction of the DC reads below this snapshot.
         gc: VectorClock,
     },
+    /// Between the replicas of a replicated partition.
+    Replica(ReplicaMessage),
+}
+
+/// Messages between the replicas of a replicated partition (its Raft group) and about them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum ReplicaMessage {
+    /// Replica → replica: a Raft message, as the group encoded it (checksummed; see [`crate::group`]).
+    Raft {
+        /// The encoded message.
+        bytes: Vec<u8>,
+    },
+    /// Replica → every node of the DC: this replica leads the partition in `term`, so route its messages here.
+    Leader {
+        /// The leader's term: a notice of an older term than one known is ignored.
+        term: u64,
+    },
 }
 
 impl Message {
@@ -237,6 +257,8 @@ impl Message {
             Message::PvcReport { .. } => "pvc_report",
             Message::OldestSnapshot { .. } => "oldest_snapshot",
             Message::Stable { .. } => "stable",
+            Message::Replica(ReplicaMessage::Raft { .. }) => "raft",
+            Message::Replica(ReplicaMessage::Leader { .. }) => "leader",
         }
     }
 }

@@ -24,8 +24,11 @@
 //! after every input, and [`Node::poll_timeout`]. The server (tokio) and the simulator drive the same code.
 
 use crate::coordinator::{ClientReply, ClientRequest, ClientResponse, Coordinator, CoordinatorOutput, TxError};
+use crate::group::{DurableState, Entry, HardState};
+use crate::message::ReplicaMessage;
 use crate::partition::{Checkpoint, Partition, PartitionOutput};
 use crate::record::{LogRecord, Lsn};
+use crate::replica::{Replica, ReplicaOutput};
 use crate::stabilizer::Stabilizer;
 use crate::topology::{NodeIndex, Topology};
 use crate::{Address, ClientId, Config, CoordinatorId, DcId, Envelope, Message, PartitionId, RequestId, Timestamp};
@@ -122,8 +125,32 @@ impl Layout {
                 None if c.incarnation() != self.coordinator(0).incarnation() => Location::Gone(c),
                 None => Location::Nowhere,
             },
+            Address::Replica(p, _) if p.0 >= topology.partition_count() => Location::Nowhere,
+            Address::Replica(p, n) if n == self.node => Location::Shard(self.shard_of(topology, p)),
+            Address::Replica(_, n) => Location::Node(n),
             Address::Stabilizer if topology.stabilizer_node() == self.node => Location::Shard(0),
             Address::Stabilizer => Location::Node(topology.stabilizer_node()),
+        }
+    }
+
+    /// The shard of this node that takes a message arriving from the network for `to`: the one that runs its
+    /// receiver here (a partition's replica too, wherever the partition's leader is thought to be), else shard 0,
+    /// whose node passes it on or answers for a coordinator that is gone.
+    pub fn arrival_shard(&self, topology: &Topology, to: Address) -> usize {
+        let local = topology.dc();
+        match to {
+            Address::Partition(p) | Address::Peer(_, p) | Address::Replica(p, _)
+                if p.0 < topology.partition_count() && topology.holds(self.node, p) =>
+            {
+                if matches!(to, Address::Peer(dc, _) if dc != local) {
+                    return 0;
+                }
+                self.shard_of(topology, p)
+            }
+            _ => match self.locate(topology, to) {
+                Location::Shard(s) => s,
+                _ => 0,
+            },
         }
     }
 
@@ -182,6 +209,28 @@ pub enum NodeOutput {
     /// The session floor rose to this local commit time: hand it to the node's other shards before delivering
     /// the replies that follow.
     SessionFloor(Timestamp),
+    /// Make a replica's group Write durable (see [`GroupOutput::Write`](crate::group::GroupOutput::Write)), then
+    /// call [`Node::handle_group_written`].
+    GroupWrite {
+        /// The replicated partition.
+        partition: PartitionId,
+        /// The Write's number.
+        ready: u64,
+        /// Entries replacing the log from `entries[0].index` on.
+        entries: Vec<Entry>,
+        /// The new hard state, if it changed.
+        hard_state: Option<HardState>,
+    },
+    /// A replicated partition's leader is on `node` from `term` on: hand it to the node's other shards
+    /// ([`Node::handle_leader`]), which route the partition's messages there.
+    Leader {
+        /// The partition.
+        partition: PartitionId,
+        /// The leader's node.
+        node: NodeIndex,
+        /// Its term.
+        term: u64,
+    },
 }
 
 /// One shard of a node: its partitions, its coordinator, maybe the stabilizer, and its routing.
@@ -193,6 +242,10 @@ pub struct Node {
     shard: usize,
     coordinator: Coordinator,
     partitions: BTreeMap<PartitionId, Partition>,
+    /// This shard's replicas of replicated partitions (their Raft groups).
+    replicas: BTreeMap<PartitionId, Replica>,
+    /// The leader of each replicated partition as last heard, with its term: where its messages go.
+    leaders: BTreeMap<PartitionId, (u64, NodeIndex)>,
     stabilizer: Option<Stabilizer>,
     /// Messages between this shard's own machines, delivered inside the current input.
     local: VecDeque<Envelope>,
@@ -200,8 +253,23 @@ pub struct Node {
     session_floor: Timestamp,
 }
 
-/// A partition's durable state, as the driver loads it: the last checkpoint and the log records after it.
-pub type StoredPartition = (PartitionId, Option<Checkpoint>, Vec<(Lsn, LogRecord)>);
+/// A partition's durable state on this node, as the driver loads it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Stored {
+    /// A partition that is not replicated: the last checkpoint and the log records after it.
+    Partition(PartitionId, Option<Box<Checkpoint>>, Vec<(Lsn, LogRecord)>),
+    /// This node's replica of a replicated partition: what its group wrote.
+    Replica(PartitionId, DurableState),
+}
+
+impl Stored {
+    /// The partition.
+    pub fn partition(&self) -> PartitionId {
+        match self {
+            Stored::Partition(p, ..) | Stored::Replica(p, _) => *p,
+        }
+    }
+}
 
 impl Node {
     /// A shard of a node, with the partitions it owns rebuilt from `stored` (partitions missing there start
@@ -213,24 +281,37 @@ impl Node {
         layout: Layout,
         shard: usize,
         now_us: u64,
-        stored: impl IntoIterator<Item = StoredPartition>,
+        stored: impl IntoIterator<Item = Stored>,
     ) -> Self {
         assert!(shard < layout.shards, "shard {shard} outside 0..{}", layout.shards);
         assert_eq!(config.dc, topology.dc(), "a node's configuration and topology name the same DC");
         assert_eq!(config.partitions, topology.partition_count(), "configuration and topology agree on partitions");
-        let mut stored: Vec<StoredPartition> = stored.into_iter().collect();
+        let mut stored: BTreeMap<PartitionId, Stored> = stored.into_iter().map(|s| (s.partition(), s)).collect();
         let mut partitions = BTreeMap::new();
+        let mut replicas = BTreeMap::new();
         for p in layout.partitions_of_shard(&topology, shard) {
-            let (checkpoint, tail) = match stored.iter().position(|(q, ..)| *q == p) {
-                Some(i) => {
-                    let (_, checkpoint, tail) = stored.swap_remove(i);
-                    (checkpoint, tail)
-                }
+            if topology.replicated() {
+                let durable = match stored.remove(&p) {
+                    Some(Stored::Replica(_, durable)) => durable,
+                    None => DurableState::default(),
+                    Some(other) => panic!("partition {p:?} is replicated, but its stored state is {other:?}"),
+                };
+                // Election jitter differs between replicas and between runs of a node, and replays exactly.
+                let seed = (layout.incarnation << 16) | u64::from(layout.node);
+                let seed = xxhash_rust::xxh3::xxh3_64_with_seed(&p.0.to_le_bytes(), seed);
+                let replica = Replica::new(p, config.clone(), &topology, layout.node, now_us, durable, seed)
+                    .unwrap_or_else(|e| panic!("partition {p:?}: the replica cannot start: {e}"));
+                replicas.insert(p, replica);
+                continue;
+            }
+            let (checkpoint, tail) = match stored.remove(&p) {
+                Some(Stored::Partition(_, checkpoint, tail)) => (checkpoint, tail),
                 None => (None, Vec::new()),
+                Some(other) => panic!("partition {p:?} is not replicated, but its stored state is {other:?}"),
             };
-            partitions.insert(p, Partition::restore(p, config.clone(), now_us, checkpoint, tail));
+            partitions.insert(p, Partition::restore(p, config.clone(), now_us, checkpoint.map(|c| *c), tail));
         }
-        let strays: Vec<PartitionId> = stored.iter().map(|(p, ..)| *p).collect();
+        let strays: Vec<PartitionId> = stored.keys().copied().collect();
         assert!(strays.is_empty(), "stored partitions {strays:?} are not this shard's");
         let stabilizer = (shard == 0 && layout.node == topology.stabilizer_node()).then(|| {
             let mut s = Stabilizer::new(config.clone(), layout.coordinators());
@@ -244,6 +325,8 @@ impl Node {
             layout,
             shard,
             partitions,
+            replicas,
+            leaders: BTreeMap::new(),
             stabilizer,
             local: VecDeque::new(),
             outputs: VecDeque::new(),
@@ -272,9 +355,21 @@ impl Node {
         self.pump(now_us);
     }
 
-    /// A message from another shard, node or DC (or one that reached the wrong shard: it is passed on).
+    /// A message from another shard, node or DC (or one that reached the wrong shard: it is passed on). A message
+    /// for a replicated partition this shard holds a replica of goes to that replica, which serves it or passes
+    /// it on to the leader it follows: routing it again by the leader this node last heard of could send it back
+    /// where it came from, and two nodes with stale notices would bounce it between them.
     pub fn handle_message(&mut self, now_us: u64, envelope: Envelope) {
-        self.route(envelope);
+        let held_here = match envelope.to {
+            Address::Partition(p) => self.replicas.contains_key(&p),
+            Address::Peer(dc, p) => dc == self.topology.dc() && self.replicas.contains_key(&p),
+            _ => false,
+        };
+        if held_here {
+            self.local.push_back(envelope);
+        } else {
+            self.route(envelope);
+        }
         self.pump(now_us);
     }
 
@@ -293,6 +388,19 @@ impl Node {
             p.handle_log_read(records);
         }
         self.pump(now_us);
+    }
+
+    /// A replica's group Write numbered up to `ready` is durable.
+    pub fn handle_group_written(&mut self, now_us: u64, partition: PartitionId, ready: u64) {
+        if let Some(r) = self.replicas.get_mut(&partition) {
+            r.handle_written(now_us, ready);
+        }
+        self.pump(now_us);
+    }
+
+    /// Another shard of this node heard that a replicated partition's leader is on `node` from `term` on.
+    pub fn handle_leader(&mut self, partition: PartitionId, node: NodeIndex, term: u64) {
+        self.note_leader(partition, node, term);
     }
 
     /// Another shard of this node acknowledged a commit at this local time.
@@ -315,13 +423,19 @@ impl Node {
                 p.handle_timeout(now_us);
             }
         }
+        for r in self.replicas.values_mut() {
+            if r.poll_timeout().is_some_and(|t| t <= now_us) {
+                r.handle_timeout(now_us);
+            }
+        }
         self.pump(now_us);
     }
 
     /// The earliest local time at which [`Node::handle_timeout`] must be called.
     pub fn poll_timeout(&self) -> Option<u64> {
         let machines = self.partitions.values().filter_map(Partition::poll_timeout);
-        machines.chain(self.coordinator.poll_timeout()).min()
+        let replicas = self.replicas.values().filter_map(Replica::poll_timeout);
+        machines.chain(replicas).chain(self.coordinator.poll_timeout()).min()
     }
 
     /// Hands over the next output, if any. Drain after every input, in order.
@@ -334,14 +448,20 @@ impl Node {
         self.partitions.values_mut().map(|p| (p.id(), p.take_checkpoint())).collect()
     }
 
-    /// A checkpoint of one partition of this shard.
+    /// A checkpoint of one partition of this shard (not of a replicated one: its log is its group's).
     pub fn take_checkpoint(&mut self, p: PartitionId) -> Option<Checkpoint> {
         self.partitions.get_mut(&p).map(Partition::take_checkpoint)
     }
 
-    /// The shard's partitions, ascending.
+    /// The partitions this shard serves, ascending: those not replicated, and those whose replica here leads.
     pub fn partitions(&self) -> impl Iterator<Item = &Partition> {
-        self.partitions.values()
+        let serving = self.replicas.values().filter(|r| r.serving()).map(Replica::partition);
+        self.partitions.values().chain(serving)
+    }
+
+    /// The shard's replicas of replicated partitions, ascending.
+    pub fn replicas(&self) -> impl Iterator<Item = &Replica> {
+        self.replicas.values()
     }
 
     /// The shard's coordinator.
@@ -383,9 +503,34 @@ impl Node {
         }
     }
 
+    /// Where a message goes: [`Layout::locate`], except that a replicated partition's messages go to its leader
+    /// as last heard of (its home node while none is known).
+    fn locate(&self, to: Address) -> Location {
+        let local = self.topology.dc();
+        let p = match to {
+            Address::Partition(p) => p,
+            Address::Peer(dc, p) if dc == local => p,
+            _ => return self.layout.locate(&self.topology, to),
+        };
+        match self.leaders.get(&p) {
+            Some((_, n)) if self.topology.replicated() && p.0 < self.topology.partition_count() => {
+                self.layout.locate(&self.topology, Address::Replica(p, *n))
+            }
+            _ => self.layout.locate(&self.topology, to),
+        }
+    }
+
+    /// Records where a replicated partition's leader is, unless a later term is known.
+    fn note_leader(&mut self, p: PartitionId, node: NodeIndex, term: u64) {
+        let known = self.leaders.entry(p).or_insert((term, node));
+        if term >= known.0 {
+            *known = (term, node);
+        }
+    }
+
     /// Sends a message to wherever its receiver runs.
     fn route(&mut self, e: Envelope) {
-        match self.layout.locate(&self.topology, e.to) {
+        match self.locate(e.to) {
             Location::Shard(s) if s == self.shard => self.local.push_back(e),
             Location::Shard(s) => self.outputs.push_back(NodeOutput::Transmit(Destination::Shard(s), e)),
             Location::Node(n) => self.outputs.push_back(NodeOutput::Transmit(Destination::Node(n), e)),
@@ -409,6 +554,25 @@ impl Node {
             Address::Partition(p) | Address::Peer(_, p) => {
                 if let Some(partition) = self.partitions.get_mut(&p) {
                     partition.handle_message(now_us, e.from, e.msg);
+                } else if let Some(replica) = self.replicas.get_mut(&p) {
+                    if replica.serving() {
+                        replica.handle_message(now_us, e.from, e.msg);
+                    } else if let Some(n) = replica.leader_node().filter(|n| *n != self.layout.node) {
+                        // Not the leader: pass it on to the one this replica follows.
+                        self.outputs.push_back(NodeOutput::Transmit(Destination::Node(n), e));
+                    }
+                    // No leader known (an election), or elected and still catching up: dropped; the sender's
+                    // timers retry.
+                }
+            }
+            Address::Replica(p, _) => {
+                if let Message::Replica(ReplicaMessage::Leader { term }) = e.msg {
+                    if let Address::Replica(_, n) = e.from {
+                        self.note_leader(p, n, term);
+                        self.outputs.push_back(NodeOutput::Leader { partition: p, node: n, term });
+                    }
+                } else if let Some(replica) = self.replicas.get_mut(&p) {
+                    replica.handle_message(now_us, e.from, e.msg);
                 }
             }
             Address::Coordinator(c) if c == self.coordinator.id() => {
@@ -420,6 +584,17 @@ impl Node {
                     s.handle_message(e.from, e.msg);
                 }
             }
+        }
+    }
+
+    /// This node's replica of `p` leads from `term` on: tell this node's other shards and the DC's other nodes.
+    fn announce_leader(&mut self, p: PartitionId, term: u64, sends: &mut Vec<Envelope>) {
+        let me = self.layout.node;
+        self.note_leader(p, me, term);
+        self.outputs.push_back(NodeOutput::Leader { partition: p, node: me, term });
+        for n in (0..self.topology.nodes(self.topology.dc())).filter(|n| *n != me) {
+            let msg = Message::Replica(ReplicaMessage::Leader { term });
+            sends.push(Envelope { from: Address::Replica(p, me), to: Address::Replica(p, n), msg });
         }
     }
 
@@ -457,6 +632,22 @@ impl Node {
                         }
                     }
                 }
+            }
+            let mut leading = Vec::new();
+            for r in self.replicas.values_mut() {
+                while let Some(out) = r.poll_output() {
+                    progressed = true;
+                    match out {
+                        ReplicaOutput::Send(e) => sends.push(e),
+                        ReplicaOutput::Write { ready, entries, hard_state } => self
+                            .outputs
+                            .push_back(NodeOutput::GroupWrite { partition: r.id(), ready, entries, hard_state }),
+                        ReplicaOutput::Leading { term } => leading.push((r.id(), term)),
+                    }
+                }
+            }
+            for (p, term) in leading {
+                self.announce_leader(p, term, &mut sends);
             }
             if let Some(s) = self.stabilizer.as_mut() {
                 sends.extend(std::iter::from_fn(|| s.poll_output()));
@@ -584,7 +775,7 @@ mod tests {
             prepare_time: Timestamp::from_micros(500),
             writes: Vec::new(),
         };
-        let stored = vec![(PartitionId(0), None, vec![(Lsn(1), record)])];
+        let stored = vec![Stored::Partition(PartitionId(0), None, vec![(Lsn(1), record)])];
         let mut node = Node::recover(c, t, Layout::new(0, 1, 5), 0, 1_000, stored);
         // Its coordinator is gone with incarnation 4: the question never leaves the node, the lone partition's
         // termination finds nobody committed it, and it aborts.

@@ -2,8 +2,9 @@
 //! without asking anyone.
 //!
 //! - **object → partition**: a stable hash of bucket and key ([`Topology::partition_of`]);
-//! - **partition → replica set** inside a DC: today one node, partition `p` on node `p mod nodes`
-//!   ([`Topology::replicas`]; a Raft group of several nodes tomorrow, with [`Topology::home`] its leader);
+//! - **partition → replica set** inside a DC: `replicas` consecutive nodes starting at partition `p`'s home node
+//!   `p mod nodes` ([`Topology::replicas`]); with one replica the home node serves the partition alone, with more
+//!   they form the partition's Raft group and [`Topology::home`] is where messages go while no leader is known;
 //! - **bucket → DCs**: which DCs hold a bucket's objects (every DC today: full replication;
 //!   [`Topology::dcs_holding`]), and so which DCs a partition's committed transactions go to
 //!   ([`Topology::replication_targets`]).
@@ -41,6 +42,13 @@ pub struct Topology {
     partitions: u32,
     /// Nodes of each DC, by DC index; 0 while a peer DC's shape is unknown (it has not connected yet).
     nodes: Vec<NodeIndex>,
+    /// Copies of each partition of this DC, on distinct nodes (1: not replicated inside the DC).
+    #[serde(default = "one")]
+    replicas: NodeIndex,
+}
+
+fn one() -> NodeIndex {
+    1
 }
 
 impl Topology {
@@ -52,7 +60,25 @@ impl Topology {
         assert!(nodes > 0, "a DC needs at least one node");
         let mut all = vec![0; usize::from(dcs)];
         all[usize::from(dc.0)] = nodes;
-        Self { dc, partitions, nodes: all }
+        Self { dc, partitions, nodes: all, replicas: 1 }
+    }
+
+    /// The same topology with `replicas` copies of each of this DC's partitions (at most one per node: clamped to
+    /// the DC's nodes).
+    pub fn with_replicas(mut self, replicas: NodeIndex) -> Self {
+        assert!(replicas >= 1, "a partition has at least one replica");
+        self.replicas = replicas.min(self.nodes(self.dc));
+        self
+    }
+
+    /// Copies of each partition of this DC.
+    pub fn replica_count(&self) -> NodeIndex {
+        self.replicas
+    }
+
+    /// Whether this DC's partitions are Raft groups (more than one replica each).
+    pub fn replicated(&self) -> bool {
+        self.replicas > 1
     }
 
     /// The topology of a DC whose nodes the configuration does not say (a state machine that addresses partitions
@@ -100,9 +126,18 @@ impl Topology {
         object.partition(self.partitions)
     }
 
-    /// The nodes of DC `dc` that hold partition `p` (`None` while the DC's shape is unknown).
-    pub fn replicas(&self, dc: DcId, p: PartitionId) -> Option<ReplicaSet> {
-        self.home(dc, p).map(|n| ReplicaSet { nodes: vec![n] })
+    /// The nodes of this DC that hold partition `p`: its home node and the next `replicas - 1` nodes, wrapping
+    /// around.
+    pub fn replicas(&self, p: PartitionId) -> ReplicaSet {
+        let nodes = self.nodes(self.dc);
+        let home = (p.0 % u32::from(nodes)) as NodeIndex;
+        ReplicaSet { nodes: (0..self.replicas).map(|k| (home + k) % nodes).collect() }
+    }
+
+    /// Whether node `node` of this DC holds a replica of partition `p`.
+    pub fn holds(&self, node: NodeIndex, p: PartitionId) -> bool {
+        let nodes = u32::from(self.nodes(self.dc));
+        (u32::from(node) + nodes - p.0 % nodes) % nodes < u32::from(self.replicas)
     }
 
     /// The node of DC `dc` that serves partition `p` (`None` while the DC's shape is unknown).
@@ -111,9 +146,9 @@ impl Topology {
         (nodes > 0).then(|| (p.0 % u32::from(nodes)) as NodeIndex)
     }
 
-    /// The partitions of this DC that node `node` serves, ascending.
+    /// The partitions of this DC that node `node` holds a replica of, ascending.
     pub fn partitions_on(&self, node: NodeIndex) -> impl Iterator<Item = PartitionId> + '_ {
-        self.partitions().filter(move |p| self.home(self.dc, *p) == Some(node))
+        self.partitions().filter(move |p| self.holds(node, *p))
     }
 
     /// Where a partition sits among the partitions of its node (0, 1, 2, … in ascending partition order): a node
@@ -159,7 +194,27 @@ mod tests {
         seen.sort();
         assert_eq!(seen, t.partitions().collect::<Vec<_>>());
         assert_eq!(t.home(DcId(0), PartitionId(4)), Some(1));
-        assert_eq!(t.replicas(DcId(0), PartitionId(4)).map(|r| r.leader()), Some(1));
+        assert_eq!(t.replicas(PartitionId(4)).leader(), 1);
+    }
+
+    #[test]
+    fn replicas_sit_on_distinct_consecutive_nodes_and_every_node_holds_its_share() {
+        let t = Topology::new(DcId(0), 1, 7, 4).with_replicas(3);
+        for p in t.partitions() {
+            let set = t.replicas(p).nodes;
+            assert_eq!(set.len(), 3);
+            assert_eq!(set[0], t.home(DcId(0), p).expect("known"), "the home node comes first");
+            let distinct: std::collections::BTreeSet<_> = set.iter().collect();
+            assert_eq!(distinct.len(), 3, "{set:?}");
+            for n in 0..4 {
+                assert_eq!(t.holds(n, p), set.contains(&n), "node {n}, partition {p:?}");
+            }
+        }
+        // 7 partitions × 3 replicas over 4 nodes: 5 or 6 each.
+        let held: Vec<usize> = (0..4).map(|n| t.partitions_on(n).count()).collect();
+        assert_eq!(held.iter().sum::<usize>(), 21);
+        assert!(held.iter().all(|h| (5..=6).contains(h)), "{held:?}");
+        assert_eq!(Topology::new(DcId(0), 1, 2, 2).with_replicas(3).replica_count(), 2, "at most one per node");
     }
 
     #[test]

@@ -79,7 +79,7 @@ impl Dc {
                 Address::Partition(PartitionId(p)) if !self.dead.contains(&p) => {
                     self.partitions[p as usize].handle_message(self.now, e.from, e.msg)
                 }
-                Address::Partition(_) | Address::Peer(..) => {}
+                Address::Partition(_) | Address::Peer(..) | Address::Replica(..) => {}
                 Address::Stabilizer => self.stabilizer.handle_message(e.from, e.msg),
             }
         }

@@ -78,6 +78,10 @@ pub struct ServerConfig {
     /// The replication addresses of every node of this DC, by node index (this node's included); empty for a DC
     /// of one node. The DC's partitions are spread over them: partition `p` lives on node `p mod len(nodes)`.
     pub nodes: Vec<SocketAddr>,
+    /// Copies of each partition inside this DC, on distinct nodes (at most the number of nodes). With more than
+    /// one, each partition is a Raft group: a commit is acknowledged once a majority of its replicas hold it, and
+    /// the DC keeps serving it while a majority is up. 1 (the default): each partition lives on one node.
+    pub replicas: u16,
     /// Where this node accepts links from other DCs and from the other nodes of its DC.
     pub replication_bind: SocketAddr,
     /// The other DCs' nodes, with the emulated WAN delay towards each.
@@ -120,6 +124,7 @@ impl Default for ServerConfig {
             dcs: 1,
             node: 0,
             nodes: Vec::new(),
+            replicas: 1,
             replication_bind: "127.0.0.1:8089".parse().expect("a valid address"),
             peers: Vec::new(),
             replication_interval_ms: 1,
@@ -200,6 +205,9 @@ impl ServerConfig {
         if self.nodes.len() as u32 > self.partitions {
             return bad("a DC needs at least one partition per node");
         }
+        if self.replicas == 0 || self.replicas > self.node_count() {
+            return bad("replicas must be between 1 and the number of nodes listed in `nodes`");
+        }
         if self.clock_bound_ms == 0 || self.clock_bound_ms > 10_000 {
             return bad("clock_bound_ms must be between 1 and 10000");
         }
@@ -227,10 +235,16 @@ impl ServerConfig {
         self.nodes.len().max(1) as u16
     }
 
-    /// How many partitions this node owns.
+    /// How many partitions this node holds (serves, or keeps a replica of).
     pub fn own_partitions(&self) -> usize {
-        let nodes = u32::from(self.node_count());
-        (0..self.partitions).filter(|p| p % nodes == u32::from(self.node)).count()
+        self.topology().partitions_on(self.node).count()
+    }
+
+    /// This DC's topology as configured (peer DCs' shapes are added from `peers`).
+    pub fn topology(&self) -> causet_core::topology::Topology {
+        let dc = causet_core::DcId(self.dc);
+        causet_core::topology::Topology::new(dc, self.dcs, self.partitions, self.node_count())
+            .with_replicas(self.replicas)
     }
 
     /// The protocol configuration of this (single-DC) node.
@@ -274,5 +288,20 @@ mod tests {
         let c: ServerConfig = toml::from_str("clock_bound_ms = 20").expect("parses");
         assert_eq!(c.protocol().clock_bound_us, 20_000);
         assert!(ServerConfig { clock_bound_ms: 0, ..ServerConfig::default() }.validate().is_err());
+    }
+
+    #[test]
+    fn replicas_must_fit_on_the_dcs_nodes_and_place_every_partition_on_that_many() {
+        let nodes: Vec<SocketAddr> =
+            (0..3).map(|i| format!("127.0.0.1:{}", 9000 + i).parse().expect("an address")).collect();
+        let three =
+            ServerConfig { nodes: nodes.clone(), node: 1, replicas: 3, partitions: 6, ..ServerConfig::default() };
+        three.validate().expect("three replicas on three nodes");
+        assert_eq!(three.own_partitions(), 6, "with three replicas on three nodes, every node holds every partition");
+        assert_eq!(three.topology().replicas(causet_core::PartitionId(4)).nodes, vec![1, 2, 0]);
+        let err = ServerConfig { replicas: 4, ..three.clone() }.validate().expect_err("more replicas than nodes");
+        assert!(err.to_string().contains("replicas"), "{err}");
+        assert!(ServerConfig { replicas: 0, ..three }.validate().is_err());
+        assert!(ServerConfig { replicas: 2, ..ServerConfig::default() }.validate().is_err(), "one node, two replicas");
     }
 }

@@ -27,10 +27,10 @@ use crate::routes::{Routes, ShardInput};
 use crate::shard::{Shard, ShardEnv};
 use crate::status::ShardStatus;
 use anyhow::Context;
-use causet_core::node::{Layout, StoredPartition};
+use causet_core::group::{Entry, HardState};
+use causet_core::node::{Layout, Stored};
 use causet_core::partition::Checkpoint;
 use causet_core::record::{LogRecord, Lsn};
-use causet_core::topology::Topology;
 use causet_core::PartitionId;
 use causet_storage::{Durable, FjallStore, LogStore, StorageOptions, SyncMode};
 use std::net::SocketAddr;
@@ -54,6 +54,12 @@ impl storage::LogSink for StoreSink {
     fn checkpoint(&self, partition: PartitionId, checkpoint: Checkpoint) {
         if let Err(e) = self.0.checkpoint(partition, checkpoint) {
             tracing::error!(partition = partition.0, error = %e, "the log refused a checkpoint");
+        }
+    }
+
+    fn write_group(&self, partition: PartitionId, ready: u64, entries: Vec<Entry>, hard_state: Option<HardState>) {
+        if let Err(e) = self.0.write_group(partition, ready, entries, hard_state) {
+            tracing::error!(partition = partition.0, error = %e, "the log refused a group write");
         }
     }
 
@@ -142,7 +148,7 @@ impl Node {
         let dc = causet_core::DcId(config.dc);
         let wan = wan::Wan::start(dc, config.node, &config.nodes, &config.peers, stopped.clone());
         let nodes = config.node_count();
-        let mut topology = Topology::new(dc, config.dcs, config.partitions, nodes);
+        let mut topology = config.topology();
         for peer in &config.peers {
             topology.set_dc_nodes(causet_core::DcId(peer.dc), peer.addr.nodes().len() as u16);
         }
@@ -165,13 +171,23 @@ impl Node {
         let mut shard_tasks = Vec::new();
         let mut recovered = 0;
         for (index, inbox) in receivers.into_iter().enumerate() {
-            let mut stored: Vec<StoredPartition> = Vec::new();
+            let mut stored: Vec<Stored> = Vec::new();
             for id in layout.partitions_of_shard(&topology, index) {
+                if topology.replicated() {
+                    let group = store.load_group(id).with_context(|| format!("loading partition {}", id.0))?;
+                    anyhow::ensure!(
+                        group.compacted.is_none(),
+                        "partition {}: its replica's log was truncated, which replicated partitions cannot take yet",
+                        id.0
+                    );
+                    stored.push(Stored::Replica(id, group.durable));
+                    continue;
+                }
                 let (checkpoint, tail) = store.load(id).with_context(|| format!("loading partition {}", id.0))?;
                 if !tail.is_empty() {
                     info!(partition = id.0, records = tail.len(), "replaying the log tail");
                 }
-                stored.push((id, checkpoint, tail));
+                stored.push(Stored::Partition(id, checkpoint.map(Box::new), tail));
             }
             recovered += stored.len();
             let node = causet_core::node::Node::recover(
@@ -200,19 +216,9 @@ impl Node {
                         break;
                     }
                 };
-                let mut by_shard: Vec<Vec<(PartitionId, Lsn)>> = vec![Vec::new(); durable_routes.inboxes.len()];
+                let mut by_shard: Vec<Vec<(PartitionId, Durable)>> = vec![Vec::new(); durable_routes.inboxes.len()];
                 for (p, durable) in batch {
-                    match durable {
-                        Durable::Log(lsn) => by_shard[durable_routes.partition_shard(p)].push((p, lsn)),
-                        // The server writes no Raft group log yet, so the store reports no group Write.
-                        Durable::Group(ready) => {
-                            tracing::error!(
-                                partition = p.0,
-                                ready,
-                                "a group write reported durable, but none was written"
-                            )
-                        }
-                    }
+                    by_shard[durable_routes.partition_shard(p)].push((p, durable));
                 }
                 for (s, positions) in by_shard.into_iter().enumerate() {
                     if !positions.is_empty() {

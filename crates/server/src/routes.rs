@@ -3,7 +3,7 @@
 
 use crate::status::ShardStatus;
 use causet_core::coordinator::{ClientRequest, ClientResponse, TxError};
-use causet_core::node::{Layout, Location};
+use causet_core::node::Layout;
 use causet_core::record::Lsn;
 use causet_core::topology::Topology;
 use causet_core::{ClientId, DcId, Envelope, PartitionId, Timestamp};
@@ -27,8 +27,10 @@ pub enum ShardInput {
     Disconnect(ClientId),
     /// A message from another shard, node or DC.
     Message(Envelope),
-    /// Records up to these positions are durable.
-    Durable(Vec<(PartitionId, Lsn)>),
+    /// Records up to these positions (or replicas' group Writes up to these numbers) are durable.
+    Durable(Vec<(PartitionId, causet_storage::Durable)>),
+    /// A replicated partition's leader is on this node from this term on (another shard heard it).
+    Leader(PartitionId, causet_core::topology::NodeIndex, u64),
     /// Records read back from a partition's log, as the shard's node asked.
     LogRead(PartitionId, Vec<(Lsn, causet_core::record::LogRecord)>),
     /// A peer DC's shape became known: it has this many nodes.
@@ -82,10 +84,7 @@ impl Routes {
     /// another node (a stale sender) goes to shard 0, whose node passes it on or answers for a coordinator that is
     /// gone.
     pub async fn deliver(&self, envelope: Envelope) {
-        let shard = match self.layout.locate(&self.topology, envelope.to) {
-            Location::Shard(s) => s,
-            _ => 0,
-        };
+        let shard = self.layout.arrival_shard(&self.topology, envelope.to);
         self.send(shard, ShardInput::Message(envelope)).await;
     }
 
@@ -124,8 +123,25 @@ impl Routes {
         self.layout.shard_of(&self.topology, p)
     }
 
-    /// Whether this node serves a partition.
+    /// Whether this node serves a partition, or holds a replica of it (which passes messages on to the leader).
     pub fn serves(&self, p: PartitionId) -> bool {
-        p.0 < self.topology.partition_count() && self.topology.home(self.topology.dc(), p) == Some(self.layout.node)
+        p.0 < self.topology.partition_count() && self.topology.holds(self.layout.node, p)
+    }
+
+    /// This node's DC.
+    pub fn dc(&self) -> DcId {
+        self.topology.dc()
+    }
+
+    /// Whether this DC's partitions are Raft groups.
+    pub fn replicated(&self) -> bool {
+        self.topology.replicated()
+    }
+
+    /// Hands a replicated partition's leader to every shard but `from`.
+    pub fn announce_leader(&self, from: usize, p: PartitionId, node: causet_core::topology::NodeIndex, term: u64) {
+        for shard in (0..self.inboxes.len()).filter(|s| *s != from) {
+            self.try_send(shard, ShardInput::Leader(p, node, term));
+        }
     }
 }

@@ -15,6 +15,7 @@ use causet_core::node::{Destination, Node, NodeOutput};
 use causet_core::partition::Checkpoint;
 use causet_core::record::{LogRecord, Lsn};
 use causet_core::{ClientId, PartitionId, RequestId};
+use causet_storage::Durable;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,6 +42,7 @@ pub struct ShardEnv {
 enum LogWrite {
     Append(PartitionId, Lsn, LogRecord),
     Checkpoint(PartitionId, Checkpoint),
+    Group(PartitionId, u64, Vec<causet_core::group::Entry>, Option<causet_core::group::HardState>),
 }
 
 /// One shard's node and driver state.
@@ -112,10 +114,14 @@ impl Shard {
             ShardInput::Disconnect(client) => self.node.handle_disconnect(now, client),
             ShardInput::Message(envelope) => self.node.handle_message(now, envelope),
             ShardInput::Durable(positions) => {
-                for (p, lsn) in positions {
-                    self.node.handle_persisted(now, p, lsn);
+                for (p, durable) in positions {
+                    match durable {
+                        Durable::Log(lsn) => self.node.handle_persisted(now, p, lsn),
+                        Durable::Group(ready) => self.node.handle_group_written(now, p, ready),
+                    }
                 }
             }
+            ShardInput::Leader(p, node, term) => self.node.handle_leader(p, node, term),
             ShardInput::LogRead(p, records) => self.node.handle_log_read(now, p, records),
             ShardInput::DcNodes(dc, nodes) => self.node.handle_dc_nodes(dc, nodes),
             ShardInput::Status(reply) => {
@@ -179,6 +185,12 @@ impl Shard {
                 }
                 // Before the reply that follows: a client told of this commit reaches any shard after it.
                 NodeOutput::SessionFloor(at) => self.env.routes.raise_session_floor(at),
+                NodeOutput::GroupWrite { partition, ready, entries, hard_state } => {
+                    self.unwritten.push(LogWrite::Group(partition, ready, entries, hard_state))
+                }
+                NodeOutput::Leader { partition, node, term } => {
+                    self.env.routes.announce_leader(self.node.shard(), partition, node, term)
+                }
             }
         }
     }
@@ -189,6 +201,7 @@ fn write_all(log: &dyn LogSink, writes: Vec<LogWrite>) {
         match w {
             LogWrite::Append(p, lsn, record) => log.append(p, lsn, record),
             LogWrite::Checkpoint(p, checkpoint) => log.checkpoint(p, checkpoint),
+            LogWrite::Group(p, ready, entries, hard_state) => log.write_group(p, ready, entries, hard_state),
         }
     }
 }

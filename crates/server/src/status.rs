@@ -12,8 +12,33 @@ pub struct ShardStatus {
     pub open_transactions: usize,
     /// The stable snapshot as the coordinator knows it.
     pub stable_snapshot: Vec<u64>,
-    /// The partitions.
+    /// The partitions this shard serves (those not replicated, and those whose replica here leads).
     pub partitions: Vec<PartitionStatus>,
+    /// This shard's replicas of replicated partitions (Raft groups).
+    pub replicas: Vec<ReplicaStatus>,
+}
+
+/// One replica of a replicated partition, for `/status`.
+#[derive(Clone, Debug, Serialize)]
+pub struct ReplicaStatus {
+    /// The partition.
+    pub id: u32,
+    /// `leader` (serving), `elected` (catching up before it serves) or `follower`.
+    pub role: &'static str,
+    /// The current Raft term.
+    pub term: u64,
+    /// The node of the leader this replica follows (or its own), if known.
+    pub leader: Option<u16>,
+    /// The highest log index known committed.
+    pub commit: u64,
+    /// The last log index applied.
+    pub applied: u64,
+    /// The last log index held (durable or not).
+    pub last_index: u64,
+    /// Terms this replica started serving as leader.
+    pub terms_led: u64,
+    /// Times a serving leader stepped down and rebuilt its partition from the committed log.
+    pub reloads: u64,
 }
 
 /// A partition's state, for `/status`.
@@ -60,8 +85,26 @@ impl ShardStatus {
                 }
             })
             .collect();
+        let replicas = node
+            .replicas()
+            .map(|r| {
+                let g = r.group();
+                ReplicaStatus {
+                    id: r.id().0,
+                    role: r.role(),
+                    term: g.term(),
+                    leader: r.leader_node(),
+                    commit: g.committed().0,
+                    applied: g.applied().0,
+                    last_index: g.last_index().0,
+                    terms_led: r.stats().terms_led,
+                    reloads: r.stats().reloads,
+                }
+            })
+            .collect();
         let coordinator = node.coordinator();
         ShardStatus {
+            replicas,
             shard: node.shard(),
             open_transactions: coordinator.open_transactions(),
             stable_snapshot: coordinator.stable_snapshot().entries().iter().map(|t| t.0).collect(),

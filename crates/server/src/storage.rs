@@ -11,6 +11,14 @@ pub trait LogSink: Send + Sync {
     fn append(&self, partition: PartitionId, lsn: Lsn, record: LogRecord);
     /// Writes a checkpoint after every record appended before it.
     fn checkpoint(&self, partition: PartitionId, checkpoint: Checkpoint);
+    /// Writes a replica's group Write after everything handed over before it; its durability is reported later.
+    fn write_group(
+        &self,
+        partition: PartitionId,
+        ready: u64,
+        entries: Vec<causet_core::group::Entry>,
+        hard_state: Option<causet_core::group::HardState>,
+    );
     /// Whether `writes` more appends or checkpoints are taken now without waiting for the disk.
     fn has_room(&self, writes: usize) -> bool;
     /// Up to [`LOG_READ_RECORDS`](causet_core::replication::LOG_READ_RECORDS) durable records of a partition's log after `after`, ascending. Blocking: call it

@@ -401,8 +401,12 @@ async fn serve_peer(
             let body = buf.split_to(len);
             let envelope: Envelope = postcard::from_bytes(&body)?;
             if member {
-                // Traffic inside the DC: to a partition, coordinator or the stabilizer of this node.
-                if matches!(envelope.to, Address::Peer(..)) || matches!(envelope.from, Address::Peer(..)) {
+                // Traffic inside the DC: to a partition, coordinator or the stabilizer of this node, between a
+                // partition's replicas, or another DC's replication traffic a replica passes on to its leader.
+                let passed_on = matches!(envelope.to, Address::Peer(dc, _) if dc == routes.dc());
+                let from_peer = matches!(envelope.from, Address::Peer(..));
+                let to_peer = matches!(envelope.to, Address::Peer(..));
+                if (to_peer || from_peer) && !(routes.replicated() && passed_on) {
                     continue;
                 }
                 routes.deliver(envelope).await;

@@ -59,14 +59,15 @@ impl SeedResult {
     pub fn summary(&self) -> String {
         let c = &self.config;
         let mut out = format!(
-            "seed {}: {} DCs × {} partitions on {} nodes × {} shards, {} sessions, {:?} clock, skew ≤ {} µs, drift ≤ {} ppm, \
+            "seed {}: {} DCs × {} partitions on {} nodes × {} shards, {} replicas, {} sessions, {:?} clock, skew ≤ {} µs, drift ≤ {} ppm, \
              delay {}..{} µs, crashes {}, link cuts {}; {} committed, {} aborted, {} unknown, {} node crashes, {} instant restarts, \
-             {} cuts, {} checkpoints, {} log reads, {} messages, {:.1} s virtual, {:.2} s wall; {} reads checked; ",
+             {} cuts, {} node cuts, {} checkpoints, {} log reads, {} messages, {:.1} s virtual, {:.2} s wall; {} reads checked; ",
             self.seed,
             c.dcs,
             c.partitions,
             c.nodes,
             c.shards,
+            c.replicas,
             c.sessions,
             c.clock,
             c.faults.skew_us_max,
@@ -81,6 +82,7 @@ impl SeedResult {
             self.stats.crashes,
             self.stats.coordinator_crashes,
             self.stats.cuts,
+            self.stats.node_cuts,
             self.stats.checkpoints,
             self.stats.log_reads,
             self.stats.messages,

@@ -4,17 +4,19 @@
 //! carries what the nodes hand it (between shards, nodes and DCs), stores their records, and injects faults.
 //!
 //! The network delays every message by a random amount (tiny between shards of a node, small inside a DC, a WAN
-//! delay between DCs), reorders messages across links and keeps each link FIFO. Links between DCs are cut and
+//! delay between DCs), reorders messages across links and keeps each link FIFO (Raft traffic between a
+//! partition's replicas in a lane of its own). Links between DCs, and between two nodes of a DC, are cut and
 //! healed. Every node has its own clock, skewed and drifting. Nodes crash and restart with a new incarnation;
-//! their partitions' simulated disks lose every record not yet synced, their coordinators' transactions are in
-//! doubt. Sessions may move to another DC, carrying their causal clock (Cure §IV-C). The run has a safety phase
+//! their partitions' simulated disks (one per replica where partitions are Raft groups) lose everything not yet
+//! synced, their coordinators' transactions are in doubt. Sessions may move to another DC, carrying their causal clock (Cure §IV-C). The run has a safety phase
 //! (workload under faults) and a liveness phase: faults stop, links heal, crashed partitions restart, every session
 //! must finish, and a final read at every DC must find every acknowledged write and the same values everywhere.
 
 use crate::history::{HistOp, History, ObjectName, Outcome, TxRecord};
 use crate::workload::{record_writes, Plan, Planned, Step, Workload, WorkloadConfig};
 use causet_core::coordinator::{ClientRequest, ClientResponse, TxError};
-use causet_core::node::{Destination, Layout, Node, NodeOutput, StoredPartition};
+use causet_core::group::{DurableState, Entry, HardState};
+use causet_core::node::{Destination, Layout, Node, NodeOutput, Stored};
 use causet_core::partition::Checkpoint;
 use causet_core::record::{LogRecord, Lsn};
 use causet_core::topology::{NodeIndex, Topology};
@@ -60,6 +62,8 @@ pub struct Faults {
     /// state and come back under new ids (a new incarnation); messages they sent before may still arrive late, and
     /// partitions holding their prepared transactions settle them with the termination protocol.
     pub coordinator_crash_every_us: u64,
+    /// Mean time between cuts of a link between two nodes of one DC (0: none); a cut lasts up to `cut_us_max`.
+    pub node_cut_every_us: u64,
 }
 
 impl Faults {
@@ -78,6 +82,7 @@ impl Faults {
             cut_every_us: 0,
             cut_us_max: 0,
             coordinator_crash_every_us: 0,
+            node_cut_every_us: 0,
         }
     }
 }
@@ -95,6 +100,8 @@ pub struct SimConfig {
     pub nodes: u16,
     /// Shards (driver tasks, each with a coordinator) of every node.
     pub shards: usize,
+    /// Copies of each partition inside a DC, on distinct nodes (more than one: each partition is a Raft group).
+    pub replicas: u16,
     /// Most remote transactions a partition keeps waiting per origin.
     pub max_inbound_queue: usize,
     /// Most unacknowledged local transactions a partition keeps in memory; the rest are read back from the log.
@@ -128,6 +135,16 @@ pub struct SimConfig {
 impl SimConfig {
     /// Parameters derived from a seed: topology, clocks, delays, crashes, cuts and workload all vary.
     pub fn from_seed(seed: u64) -> Self {
+        Self::derive(seed, true)
+    }
+
+    /// The parameters `seed` derived before partitions could be Raft groups: the same draws, with one replica per
+    /// partition and no cuts between nodes (seeds pinned for a failure found then keep testing what they found).
+    pub fn from_seed_unreplicated(seed: u64) -> Self {
+        Self::derive(seed, false)
+    }
+
+    fn derive(seed: u64, replication: bool) -> Self {
         let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed_c0de);
         let crashes = rng.random_bool(0.6);
         let dcs = [1, 1, 2, 3][rng.random_range(0..4)];
@@ -144,6 +161,7 @@ impl SimConfig {
             cut_every_us: if dcs > 1 && rng.random_bool(0.6) { rng.random_range(100_000..600_000) } else { 0 },
             cut_us_max: rng.random_range(50_000..500_000),
             coordinator_crash_every_us: 0,
+            node_cut_every_us: 0,
         };
         let workload = WorkloadConfig {
             keys: rng.random_range(3..40),
@@ -165,12 +183,26 @@ impl SimConfig {
         let max_inbound_queue = if extra.random_bool(0.3) { extra.random_range(1..=4) } else { 100_000 };
         // A tiny replication window in some seeds: senders read what peers lack back from the log.
         let replication_window = if extra.random_bool(0.4) { extra.random_range(1..=16) } else { 8_192 };
+        // Replicated partitions in about half the seeds with several nodes per DC, from a third generator so the
+        // draws above stay as they were. Some of those seeds get three nodes per DC and three replicas.
+        let mut groups = ChaCha8Rng::seed_from_u64(seed ^ 0x0a1f_7a11);
+        let (nodes, replicas) = match groups.random_range(0..4) {
+            _ if !replication => (nodes, 1),
+            0 => (3, 3),
+            1 if nodes > 1 => (nodes, nodes),
+            _ => (nodes, 1),
+        };
+        // Cuts between the nodes of a DC, in most seeds with replicated partitions.
+        if replicas > 1 && groups.random_bool(0.7) {
+            faults.node_cut_every_us = groups.random_range(100_000..600_000);
+        }
         Self {
             seed,
             dcs,
             partitions: rng.random_range(1..=6),
             nodes,
             shards,
+            replicas,
             max_inbound_queue,
             replication_window,
             sessions: {
@@ -231,6 +263,8 @@ pub struct SimStats {
     pub coordinator_crashes: u64,
     /// Link cuts between DCs.
     pub cuts: u64,
+    /// Link cuts between two nodes of one DC.
+    pub node_cuts: u64,
     /// Checkpoints taken.
     pub checkpoints: u64,
     /// Reads of a partition's log (replication catching a peer up from it).
@@ -295,6 +329,13 @@ enum Event {
         incarnation: u64,
         lsn: Lsn,
     },
+    /// A replica's group Writes up to `ready` reached its disk (lost if its node crashed meanwhile).
+    GroupFsync {
+        node: NodeRef,
+        partition: u32,
+        incarnation: u64,
+        ready: u64,
+    },
     /// A node crashes; it restarts after this long (0: at once).
     Crash(NodeRef, u64),
     Restart(NodeRef),
@@ -310,6 +351,9 @@ enum Event {
     },
     Cut,
     Heal(DcId, DcId),
+    /// Cut a link between two nodes of a DC.
+    CutNodes,
+    HealNodes(DcId, NodeIndex, NodeIndex),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -368,6 +412,26 @@ impl Disk {
     }
 }
 
+/// The disk of one replica of a replicated partition: what its group wrote.
+#[derive(Debug, Default)]
+struct GroupDisk {
+    /// What survives a crash.
+    durable: DurableState,
+    /// Writes not yet synced, in order: lost by a crash.
+    unsynced: Vec<(u64, Vec<Entry>, Option<HardState>)>,
+    syncing: bool,
+}
+
+impl GroupDisk {
+    /// Writes up to `ready` reached the disk, in order, each atomically.
+    fn sync(&mut self, ready: u64) {
+        let later = self.unsynced.iter().position(|(r, ..)| *r > ready).unwrap_or(self.unsynced.len());
+        for (_, entries, hard_state) in self.unsynced.drain(..later) {
+            self.durable.apply_write(entries, hard_state);
+        }
+    }
+}
+
 #[derive(Debug)]
 struct ActiveTx {
     record: TxRecord,
@@ -413,8 +477,10 @@ struct Dc {
     /// Shards of every node.
     shards: usize,
     nodes: Vec<SimNode>,
-    /// Each partition's disk, by partition index.
+    /// Each partition's disk, by partition index (partitions that are not replicated).
     disks: Vec<Disk>,
+    /// Each replica's disk, by node and partition (replicated partitions).
+    group_disks: BTreeMap<(NodeIndex, u32), GroupDisk>,
 }
 
 impl Dc {
@@ -461,8 +527,12 @@ pub struct World {
     clocks: BTreeMap<NodeRef, NodeClock>,
     timers: BTreeMap<Site, u64>,
     /// The last delivery time on each link (FIFO): from a shard to a node.
-    links: BTreeMap<(Site, NodeRef), u64>,
+    /// Raft traffic between a partition's replicas has a lane of its own (a FIFO link apart), as it would on its
+    /// own connection: a straggling coordinator message holds up its link, and an election cannot wait that long.
+    links: BTreeMap<(Site, NodeRef, bool), u64>,
     cut: BTreeSet<(DcId, DcId)>,
+    /// Links cut between two nodes of one DC: (DC, lower node, higher node).
+    node_cuts: BTreeSet<(DcId, NodeIndex, NodeIndex)>,
     sessions: Vec<Session>,
     workload: Workload,
     history: History,
@@ -487,7 +557,8 @@ impl World {
         let mut dcs = Vec::new();
         for d in 0..config.dcs {
             let dc = DcId(d);
-            let mut topology = Topology::new(dc, config.dcs, config.partitions, config.nodes);
+            let mut topology =
+                Topology::new(dc, config.dcs, config.partitions, config.nodes).with_replicas(config.replicas);
             for other in 0..config.dcs {
                 topology.set_dc_nodes(DcId(other), config.nodes);
             }
@@ -506,6 +577,7 @@ impl World {
                 shards: config.shards,
                 nodes: (0..config.nodes).map(|_| SimNode { shards: Vec::new(), incarnation: 0 }).collect(),
                 disks: (0..config.partitions).map(|_| Disk::default()).collect(),
+                group_disks: BTreeMap::new(),
             });
         }
         let sessions = (0..u64::from(config.sessions))
@@ -527,6 +599,7 @@ impl World {
             timers: BTreeMap::new(),
             links: BTreeMap::new(),
             cut: BTreeSet::new(),
+            node_cuts: BTreeSet::new(),
             sessions,
             history: History::default(),
             stats: SimStats::default(),
@@ -569,6 +642,10 @@ impl World {
         if world.config.faults.coordinator_crash_every_us > 0 {
             world.schedule_coordinator_crash();
         }
+        if world.config.faults.node_cut_every_us > 0 {
+            let at = world.coordinator_rng.random_range(0..world.config.faults.node_cut_every_us * 2);
+            world.schedule(at, Event::CutNodes);
+        }
         world
     }
 
@@ -599,11 +676,15 @@ impl World {
         let layout = d.layout(n);
         let mut started = Vec::new();
         for shard in 0..shards {
-            let stored: Vec<StoredPartition> = layout
+            let stored: Vec<Stored> = layout
                 .partitions_of_shard(&d.topology, shard)
-                .map(|p| {
-                    let disk = &d.disks[p.0 as usize];
-                    (p, disk.checkpoint.clone(), disk.records.clone())
+                .map(|p| match d.group_disks.get(&(n, p.0)) {
+                    Some(disk) => Stored::Replica(p, disk.durable.clone()),
+                    None if d.topology.replicated() => Stored::Replica(p, DurableState::default()),
+                    None => {
+                        let disk = &d.disks[p.0 as usize];
+                        Stored::Partition(p, disk.checkpoint.clone().map(Box::new), disk.records.clone())
+                    }
                 })
                 .collect();
             started.push(Node::recover(d.config.clone(), d.topology.clone(), layout, shard, now, stored));
@@ -631,7 +712,11 @@ impl World {
         let old = d.layout(n);
         d.nodes[usize::from(n)].shards.clear();
         d.nodes[usize::from(n)].incarnation += 1;
-        for p in d.topology.partitions_on(n).collect::<Vec<_>>() {
+        for ((_, _), disk) in d.group_disks.range_mut((n, 0)..=(n, u32::MAX)) {
+            disk.unsynced.clear();
+            disk.syncing = false;
+        }
+        for p in d.topology.partitions_on(n).filter(|_| !d.topology.replicated()).collect::<Vec<_>>() {
             let disk = &mut d.disks[p.0 as usize];
             let durable = disk.durable;
             disk.records.retain(|(lsn, _)| *lsn <= durable);
@@ -682,6 +767,7 @@ impl World {
         self.faults_on = false;
         self.workload_on = false;
         self.cut.clear();
+        self.node_cuts.clear();
         for d in 0..self.config.dcs {
             for n in 0..self.config.nodes {
                 if !self.dcs[usize::from(d)].nodes[usize::from(n)].is_up() {
@@ -767,6 +853,20 @@ impl World {
             for (n, node) in dc.nodes.iter().enumerate() {
                 if !node.is_up() {
                     reasons.push(format!("DC {d}: node {n} never restarted"));
+                }
+            }
+            if dc.topology.replicated() {
+                let serving: BTreeSet<u32> = dc.partitions().map(|p| p.id().0).collect();
+                for p in 0..dc.config.partitions {
+                    if !serving.contains(&p) {
+                        let replicas: Vec<String> = (dc.nodes.iter().enumerate())
+                            .flat_map(|(n, node)| node.shards.iter().map(move |s| (n, s)))
+                            .flat_map(|(n, s)| s.replicas().filter(|r| r.id().0 == p).map(move |r| (n, r)))
+                            .map(|(n, r)| format!("node {n}: {:?} {:?}", r.role(), r.group()))
+                            .collect();
+                        reasons
+                            .push(format!("DC {d}: replicated partition {p} has no leader serving it: {replicas:?}"));
+                    }
                 }
             }
             for p in dc.partitions() {
@@ -993,13 +1093,25 @@ impl World {
                     return; // Lost with the node.
                 }
                 self.stats.messages += 1;
+                if std::env::var("CAUSET_SIM_MSGS").is_ok() {
+                    let detail = match &envelope.msg {
+                        causet_core::Message::Replica(causet_core::message::ReplicaMessage::Raft { bytes }) => {
+                            causet_core::group::describe_message(bytes).unwrap_or_default()
+                        }
+                        other => other.name().to_owned(),
+                    };
+                    eprintln!(
+                        "{} {:?} {:?} -> {:?} {detail}",
+                        self.now - EPOCH_US,
+                        (dc, n),
+                        envelope.from,
+                        envelope.to
+                    );
+                }
                 // The receiving node picks the shard, as the server's links do; a message for another shard or
                 // node is passed on by the shard that gets it.
                 let layout = d.layout(n);
-                let shard = match layout.locate(&d.topology, envelope.to) {
-                    causet_core::node::Location::Shard(s) => s,
-                    _ => 0,
-                };
+                let shard = layout.arrival_shard(&d.topology, envelope.to);
                 d.nodes[usize::from(n)].shards[shard].handle_message(now, envelope);
                 self.drain((dc, n, shard));
             }
@@ -1043,6 +1155,24 @@ impl World {
                     machine.handle_persisted(now, PartitionId(partition), lsn);
                 }
                 self.start_sync(dc, partition);
+                self.drain((dc, n, shard));
+            }
+            Event::GroupFsync { node, partition, incarnation, ready } => {
+                let (dc, n) = node;
+                let d = &mut self.dcs[usize::from(dc.0)];
+                if d.nodes[usize::from(n)].incarnation != incarnation {
+                    return; // The node crashed meanwhile: this sync never completed.
+                }
+                let disk = d.group_disks.get_mut(&(n, partition)).expect("a disk that was written exists");
+                disk.sync(ready);
+                disk.syncing = false;
+                let now = self.local(node);
+                let d = &mut self.dcs[usize::from(dc.0)];
+                let shard = d.layout(n).shard_of(&d.topology, PartitionId(partition));
+                if let Some(machine) = d.nodes[usize::from(n)].shards.get_mut(shard) {
+                    machine.handle_group_written(now, PartitionId(partition), ready);
+                }
+                self.start_group_sync(node, partition);
                 self.drain((dc, n, shard));
             }
             Event::LogRead { dc, partition, incarnation, records } => {
@@ -1118,6 +1248,25 @@ impl World {
             Event::Heal(a, b) => {
                 self.cut.remove(&pair(a, b));
             }
+            Event::CutNodes => {
+                if !self.faults_on {
+                    return;
+                }
+                let dc = DcId(self.coordinator_rng.random_range(0..self.config.dcs));
+                let a = self.coordinator_rng.random_range(0..self.config.nodes);
+                let b = self.coordinator_rng.random_range(0..self.config.nodes);
+                if a != b && self.node_cuts.insert((dc, a.min(b), a.max(b))) {
+                    self.stats.node_cuts += 1;
+                    let heal = self.coordinator_rng.random_range(1..=self.config.faults.cut_us_max.max(1));
+                    self.schedule(heal, Event::HealNodes(dc, a.min(b), a.max(b)));
+                }
+                let every = self.config.faults.node_cut_every_us;
+                let next = self.coordinator_rng.random_range(every / 2..=every * 3 / 2);
+                self.schedule(next, Event::CutNodes);
+            }
+            Event::HealNodes(dc, a, b) => {
+                self.node_cuts.remove(&(dc, a, b));
+            }
             Event::Think(s) => {
                 if self.workload_on && self.sessions[s as usize].active.is_none() {
                     let plan = self.workload.next(&mut self.rng);
@@ -1143,6 +1292,22 @@ impl World {
         self.schedule(took, Event::Fsync { dc, partition: p, incarnation, lsn });
     }
 
+    /// Starts an fsync of a replica's disk covering every Write so far, unless one is in flight.
+    fn start_group_sync(&mut self, node: NodeRef, p: u32) {
+        let (dc, n) = node;
+        let d = &mut self.dcs[usize::from(dc.0)];
+        let incarnation = d.nodes[usize::from(n)].incarnation;
+        let disk = d.group_disks.entry((n, p)).or_default();
+        let Some((ready, ..)) = disk.unsynced.last() else { return };
+        if disk.syncing {
+            return;
+        }
+        let ready = *ready;
+        disk.syncing = true;
+        let took = self.rng.random_range(1..=self.config.faults.fsync_us_max.max(1));
+        self.schedule(took, Event::GroupFsync { node, partition: p, incarnation, ready });
+    }
+
     /// Carries out a shard's outputs and arms its timer.
     fn drain(&mut self, site: Site) {
         let (dc, n, shard) = site;
@@ -1153,8 +1318,23 @@ impl World {
             outputs.extend(std::iter::from_fn(|| machine.poll_output()));
         }
         let mut synced = BTreeSet::new();
+        let mut group_synced = BTreeSet::new();
         for out in outputs {
             match out {
+                NodeOutput::GroupWrite { partition, ready, entries, hard_state } => {
+                    let d = &mut self.dcs[usize::from(dc.0)];
+                    d.group_disks.entry((n, partition.0)).or_default().unsynced.push((ready, entries, hard_state));
+                    group_synced.insert(partition.0);
+                }
+                NodeOutput::Leader { partition, node: leader, term } => {
+                    // The server hands it to the node's other shards, as it does the session floor.
+                    let node = &mut self.dcs[usize::from(dc.0)].nodes[usize::from(n)];
+                    for (i, other) in node.shards.iter_mut().enumerate() {
+                        if i != shard {
+                            other.handle_leader(partition, leader, term);
+                        }
+                    }
+                }
                 NodeOutput::Transmit(to, e) => self.send(site, to, e),
                 NodeOutput::Persist { partition, lsn, record } => {
                     self.dcs[usize::from(dc.0)].disks[partition.0 as usize].records.push((lsn, record));
@@ -1193,6 +1373,9 @@ impl World {
         for p in synced {
             self.start_sync(dc, p);
         }
+        for p in group_synced {
+            self.start_group_sync((dc, n), p);
+        }
         self.arm(site);
     }
 
@@ -1215,6 +1398,11 @@ impl World {
             self.stats.dropped += 1;
             return;
         }
+        let (a, b) = (from_node.min(target.1), from_node.max(target.1));
+        if target.0 == from_dc && self.node_cuts.contains(&(from_dc, a, b)) {
+            self.stats.dropped += 1;
+            return;
+        }
         let mut delay = match to {
             // Between shards of one process: an in-process channel.
             Destination::Shard(_) => self.rng.random_range(1..=self.config.faults.delay_us_min.max(1)),
@@ -1229,7 +1417,8 @@ impl World {
             // after the coordinator crashed and a termination ran: the fences must make it harmless.
             delay += self.coordinator_rng.random_range(100_000..1_200_000);
         }
-        let link = (from, target);
+        let raft = matches!(envelope.msg, causet_core::Message::Replica(_));
+        let link = (from, target, raft);
         let last = self.links.get(&link).copied().unwrap_or(0);
         let at = (self.now + delay).max(last + 1);
         self.links.insert(link, at);

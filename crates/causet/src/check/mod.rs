@@ -54,6 +54,10 @@ pub struct CheckArgs {
     /// kills, pauses and skews single nodes.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub nodes_per_dc: u16,
+    /// Copies of each partition inside a DC, on distinct nodes (at most --nodes-per-dc): with 3, each partition
+    /// is a Raft group and a DC keeps committing while one of its nodes is killed, paused or cut off.
+    #[arg(long, default_value_t = 1)]
+    pub replicas: u16,
     /// Partitions per DC.
     #[arg(long, default_value_t = 4)]
     pub partitions: u32,
@@ -350,6 +354,7 @@ pub fn run(args: &CheckArgs, progress: &mut dyn FnMut(&str)) -> anyhow::Result<C
     let options = StartOptions {
         dcs: args.dcs,
         nodes_per_dc: args.nodes_per_dc,
+        replicas: args.replicas,
         partitions: args.partitions,
         wan_delay_ms: args.wan_delay_ms,
         jitter_ms: args.jitter_ms,

@@ -182,6 +182,21 @@ pub struct DurableState {
     pub applied: Lsn,
 }
 
+impl DurableState {
+    /// Applies a [`GroupOutput::Write`] the way a driver persists it: the log from `entries[0].index` on is replaced
+    /// by `entries`, then the hard state recorded, if given. (For drivers that keep the state in memory: the
+    /// simulator, tests.)
+    pub fn apply_write(&mut self, entries: Vec<Entry>, hard_state: Option<HardState>) {
+        if let Some(first) = entries.first() {
+            self.entries.truncate(first.index.0.saturating_sub(1) as usize);
+            self.entries.extend(entries);
+        }
+        if let Some(hs) = hard_state {
+            self.hard_state = hs;
+        }
+    }
+}
+
 /// What a group replica asks its driver to do.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum GroupOutput {
@@ -323,6 +338,9 @@ impl std::fmt::Debug for Group {
             .field("leader", &self.leader())
             .field("committed", &self.committed())
             .field("applied", &self.applied)
+            .field("applied_term", &self.applied_term)
+            .field("last_index", &self.raw.raft.raft_log.last_index())
+            .field("role", &self.raw.raft.state)
             .field("last_write", &self.last_write)
             .field("written", &self.written)
             .finish_non_exhaustive()
@@ -417,6 +435,24 @@ impl Group {
     /// The last index handed out by [`GroupOutput::Committed`] (or applied silently).
     pub fn applied(&self) -> Lsn {
         Lsn(self.applied)
+    }
+
+    /// The term of the last entry handed out by this incarnation (0 before the first): a leader whose own term's
+    /// first entry (its no-op) was handed out has applied every entry committed before it.
+    pub fn applied_term(&self) -> u64 {
+        self.applied_term
+    }
+
+    /// The index of the last entry in this replica's log (durable or not).
+    pub fn last_index(&self) -> Lsn {
+        Lsn(self.raw.raft.raft_log.last_index())
+    }
+
+    /// The application data of the entries after `after`, up to `through` and at most `max` of them, in index
+    /// order (raft's no-op and membership entries are skipped), as the log holds them in memory. Entries up to
+    /// [`Group::applied`] are committed: asking beyond it reads entries that may yet be overwritten.
+    pub fn read_entries(&self, after: Lsn, through: Lsn, max: usize) -> Vec<(Lsn, &[u8])> {
+        self.raw.store().read_data(after.0, through.0, max)
     }
 
     /// Messages dropped on receipt: garbage, from non-members, or of kinds this brick does not use.
@@ -647,6 +683,25 @@ impl Group {
         let accepted = ACCEPTED.contains(&message.get_msg_type());
         (message.to == self.id.0 && from_voter && accepted).then_some(message)
     }
+}
+
+/// A one-line description of an encoded message (kind, sender, receiver, term, log position, rejection), for
+/// traces; `None` if the bytes are not a message.
+pub fn describe_message(bytes: &[u8]) -> Option<String> {
+    let body = &bytes[..bytes.len().checked_sub(CHECKSUM_LEN)?];
+    let m = RaftMessage::parse_from_bytes(body).ok()?;
+    Some(format!(
+        "{:?} {}->{} term {} index {} log_term {} commit {} entries {} reject {}",
+        m.get_msg_type(),
+        m.from,
+        m.to,
+        m.term,
+        m.index,
+        m.log_term,
+        m.commit,
+        m.entries.len(),
+        m.reject
+    ))
 }
 
 fn check_config(config: &GroupConfig) -> Result<(), GroupError> {

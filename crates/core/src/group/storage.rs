@@ -52,6 +52,23 @@ impl LogView {
         self.entries.extend_from_slice(entries);
     }
 
+    /// Application data after index `after`, up to `through`, at most `max` entries (no-ops and membership
+    /// entries skipped).
+    pub(super) fn read_data(&self, after: u64, through: u64, max: usize) -> Vec<(crate::record::Lsn, &[u8])> {
+        let from = after.saturating_add(1).max(self.first_index);
+        let to = through.min(self.last_index());
+        if from > to {
+            return Vec::new();
+        }
+        let slice = &self.entries[(from - self.first_index) as usize..=(to - self.first_index) as usize];
+        slice
+            .iter()
+            .filter(|e| e.get_entry_type() == raft::prelude::EntryType::EntryNormal && !e.data.is_empty())
+            .take(max)
+            .map(|e| (crate::record::Lsn(e.index), &e.data[..]))
+            .collect()
+    }
+
     /// Records the hard state raft handed out.
     pub(super) fn set_hard_state(&mut self, hard_state: RaftHardState) {
         self.hard_state = hard_state;

@@ -64,6 +64,9 @@ impl<S: VersionStore> Partition<S> {
     /// physical clock, from which a transaction prepared here schedules its outcome query.
     /// `lsn` is the record's log position.
     pub(crate) fn apply(&mut self, now_us: u64, lsn: Lsn, record: LogRecord) {
+        if let Some(exposed) = super::recovery::exposed_time(&record, self.config.dc) {
+            self.exposed = self.exposed.max(exposed);
+        }
         match record {
             LogRecord::Prepared { tx, snapshot, prepare_time, writes } => {
                 if !self.prepared.contains_key(&tx) {
@@ -95,6 +98,33 @@ impl<S: VersionStore> Partition<S> {
             }
             LogRecord::ClockBound { until } => self.bound.recovered(until),
         }
+    }
+}
+
+impl<S: VersionStore> Partition<S> {
+    /// A follower replica applies a record its group committed (written by the group's leader, or by this
+    /// replica when it led before): the log position moves to it.
+    pub fn apply_committed(&mut self, now_us: u64, lsn: Lsn, record: LogRecord) {
+        assert!(lsn > self.last_lsn, "committed record {lsn:?} at or below {:?}", self.last_lsn);
+        self.last_lsn = lsn;
+        self.durable_lsn = lsn;
+        self.apply(now_us, lsn, record);
+    }
+
+    /// A replica that applied every record committed through `last` (its group's whole log: a new leader's own
+    /// first entry is committed) starts serving as the partition's leader: its clock starts above everything a
+    /// previous leader may have exposed (the largest durable clock bound, and the times in the log), its next
+    /// record goes at `last + 1`, and its timers start. What a previous leader left prepared without a decision
+    /// asks its coordinator on the usual timer.
+    pub fn take_lead(&mut self, now_us: u64, last: Lsn) {
+        assert!(last >= self.last_lsn, "a leader's log ends at {last:?}, below what it applied ({:?})", self.last_lsn);
+        self.last_lsn = last;
+        self.durable_lsn = last;
+        self.clock.raise_floor(self.exposed.max(self.bound.logged()));
+        self.next_report_us = now_us;
+        self.next_replication_us = now_us;
+        self.refresh_pvc(now_us);
+        self.renew_bound();
     }
 }
 

@@ -191,6 +191,12 @@ pub struct Partition<S = Store> {
     next_replication_us: u64,
     /// The durable bound on the hybrid clock, and the messages waiting for it (`bound.rs`).
     bound: BoundKeeper,
+    /// A replica of a Raft group (`crate::replica`): its log is the group's, its records durable once committed,
+    /// and its clock is bounded whatever its kind (a new leader starts above what the old one exposed).
+    replicated: bool,
+    /// The largest prepare or commit time of the records applied: a replica that takes the lead starts its clock
+    /// above it.
+    exposed: Timestamp,
 }
 
 // The constructors that name no store build a partition over the in-memory `Store`; they live in their own impl
@@ -200,6 +206,15 @@ impl Partition {
     pub fn new(id: PartitionId, config: Config, now_us: u64) -> Self {
         let store = Store::new(config.vector_len());
         Self::with_store(id, config, now_us, store)
+    }
+
+    /// A replica of a replicated partition, empty, as a follower: it only applies committed records
+    /// ([`Partition::apply_committed`]) until [`Partition::take_lead`] makes it serve.
+    pub fn replica(id: PartitionId, config: Config, now_us: u64) -> Self {
+        let store = Store::new(config.vector_len());
+        let mut p = Self::blank(id, config, now_us, store);
+        p.replicated = true;
+        p
     }
 
     /// Rebuilds a partition from its durable log, in log order. Prepared transactions without a decision stay
@@ -270,6 +285,8 @@ impl<S: VersionStore> Partition<S> {
             remote_applied: BTreeMap::new(),
             next_replication_us: now_us,
             bound: BoundKeeper::default(),
+            replicated: false,
+            exposed: Timestamp::ZERO,
             config,
         }
     }
@@ -330,6 +347,11 @@ impl<S: VersionStore> Partition<S> {
     /// This partition's id.
     pub fn id(&self) -> PartitionId {
         self.id
+    }
+
+    /// The clock's last timestamp, and the largest clock bound logged (`bound.rs`).
+    pub fn clock_and_bound(&self) -> (Timestamp, Timestamp) {
+        (self.clock.last(), self.bound.logged())
     }
 
     /// The pvc as last computed.
@@ -544,7 +566,7 @@ impl<S: VersionStore> Partition<S> {
     /// one does, in the order sent.
     fn emit(&mut self, envelope: Envelope) {
         let clock = self.clock.last();
-        if self.config.clock != ClockKind::Hybrid || self.bound.may_send(clock) {
+        if !self.keeps_bound() || self.bound.may_send(clock) {
             self.outputs.push_back(PartitionOutput::Send(envelope));
             return;
         }
@@ -564,9 +586,15 @@ impl<S: VersionStore> Partition<S> {
     /// Renews the clock bound ahead of the clock, so that messages need not wait for one.
     fn renew_bound(&mut self) {
         let clock = self.clock.last();
-        if self.config.clock == ClockKind::Hybrid && self.bound.due(clock, self.config.clock_bound_us / 2) {
+        if self.keeps_bound() && self.bound.due(clock, self.config.clock_bound_us / 2) {
             self.log_bound(clock);
         }
+    }
+
+    /// Whether messages wait for a durable clock bound: a hybrid clock may run ahead of physical time, and a
+    /// replica's successor may have a slower clock (`bound.rs`).
+    fn keeps_bound(&self) -> bool {
+        self.config.clock == ClockKind::Hybrid || self.replicated
     }
 
     /// An envelope from this partition.

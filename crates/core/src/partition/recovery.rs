@@ -140,7 +140,7 @@ impl<S: VersionStore> Partition<S> {
 
 /// The local time a record shows this partition exposed: its prepare time, or a commit time (which pvc may have
 /// reported). A restored clock starts above all of them.
-fn exposed_time(record: &LogRecord, local: DcId) -> Option<Timestamp> {
+pub(super) fn exposed_time(record: &LogRecord, local: DcId) -> Option<Timestamp> {
     match record {
         LogRecord::Prepared { prepare_time, .. } => Some(*prepare_time),
         LogRecord::Committed { commit, .. } | LogRecord::CommittedAlone { commit, .. } => Some(commit.get(local)),

@@ -1,0 +1,610 @@
+//! One replica of a replicated partition: a [`Partition`] whose log is its Raft [`Group`]'s log (NuKV: each
+//! partition of a DC is a Raft group; `docs/design/raft-groups.md` §6).
+//!
+//! Every replica keeps the partition's state by applying the records its group commits, in log order, through
+//! the same `apply` path recovery takes ([`Partition::apply_committed`]). Only the leader *serves*: it answers
+//! reads, prepares and commits, terminates transactions and ships the partition's commits to other DCs, exactly as
+//! an unreplicated partition does, except that each record it writes becomes a proposal to the group, and "the
+//! record is durable" ([`Partition::handle_persisted`]) means "the group committed it": a majority of the replicas
+//! hold it on disk, this one included. So nothing a client or another DC observed is lost while a majority of the
+//! replicas keep their disks.
+//!
+//! # The leader's life
+//!
+//! - **Taking the lead.** A replica elected leader first applies everything committed before its term: raft
+//!   commits a new leader's no-op entry, and with it every earlier entry of its log. Once that entry is applied
+//!   ([`Group::applied_term`] is its term) the replica serves ([`Partition::take_lead`]): its clock starts above
+//!   the largest clock bound in the log, which covers everything a previous leader exposed, because a leader's
+//!   messages leave only under a committed bound (`partition/bound.rs`), whatever its clock's kind.
+//! - **Log positions are raft indexes.** The serving partition numbers its records from the group's last index
+//!   on, and each proposal must land at the position the partition gave it; a record that did not (the group
+//!   took something else in between) is treated as lost.
+//! - **Stepping down.** A leader that loses its term, or learns that one of its proposals was lost (another
+//!   entry committed at its index), holds state that was staged for records that may never commit: prepared
+//!   transactions, decisions, remote transactions received, the replication sender's window. It throws the
+//!   partition away and rebuilds it as a follower from the committed log ([`Replica::reload`]), which is what a
+//!   crash and recovery would do, without the crash. Messages it held for durability are dropped: their senders
+//!   retry (a coordinator asks again or times out, a partition holding a prepared transaction queries its
+//!   outcome, replication resends what was not acknowledged).
+//! - **A deposed leader that does not know it yet** (cut off from the others) keeps serving reads from its state
+//!   until its clock reaches its last committed bound, and then sends nothing more, since it can commit no new
+//!   bound. Every transaction the new leader commits has a commit time above that bound, so the old leader's
+//!   answers are at snapshots below every commit it missed: stale, and consistent.
+//!
+//! # Left for later
+//!
+//! The log is kept whole in memory and on disk (no snapshots, no compaction: a follower that fell behind is caught
+//! up from the log, and a step-down replays it from the start), the voters are fixed (no membership changes, so a
+//! replica that lost its disk cannot rejoin under a new identity), reads are served by the leader only, and there
+//! is no leader lease beyond the clock bound above. See `docs/design/raft-groups.md`.
+
+use crate::group::{DurableState, Entry, Group, GroupConfig, GroupError, GroupOutput, HardState, ReplicaId};
+use crate::message::ReplicaMessage;
+use crate::partition::{Partition, PartitionOutput};
+use crate::record::{LogRecord, Lsn};
+use crate::replication::LOG_READ_RECORDS;
+use crate::topology::{NodeIndex, Topology};
+use crate::{Address, Config, Envelope, Message, PartitionId};
+use std::collections::VecDeque;
+
+/// How often a serving leader repeats its leadership notice, for nodes that missed it (a link to them was down
+/// when it was elected, or they restarted since).
+pub const LEADER_NOTICE_INTERVAL_US: u64 = 1_000_000;
+
+/// The raft id of the replica on node `node` (raft reserves 0).
+pub fn replica_id(node: NodeIndex) -> ReplicaId {
+    ReplicaId(u64::from(node) + 1)
+}
+
+/// The node of a replica id.
+pub fn replica_node(id: ReplicaId) -> NodeIndex {
+    (id.0 - 1) as NodeIndex
+}
+
+/// What a replica asks its node to do.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ReplicaOutput {
+    /// Deliver a message (the partition's, or Raft's to another replica).
+    Send(Envelope),
+    /// Make this durable, after every earlier Write and atomically, then call [`Replica::handle_written`] (see
+    /// [`GroupOutput::Write`]).
+    Write {
+        /// The Write's number.
+        ready: u64,
+        /// Entries replacing the log from `entries[0].index` on.
+        entries: Vec<Entry>,
+        /// The new hard state, if it changed.
+        hard_state: Option<HardState>,
+    },
+    /// This replica serves as the partition's leader in `term`: tell the DC, so that messages come here. Emitted
+    /// when it starts serving, and again every [`LEADER_NOTICE_INTERVAL_US`] while it does.
+    Leading {
+        /// The term.
+        term: u64,
+    },
+}
+
+/// Where a replica stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    /// Applies what the group commits.
+    Follower,
+    /// Elected in `term`, applying what was committed before it.
+    Elected { term: u64 },
+    /// Serves the partition in `term`.
+    Serving { term: u64 },
+}
+
+/// Counters of a replica, for status pages.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReplicaStats {
+    /// Times this replica started serving as leader.
+    pub terms_led: u64,
+    /// Times a serving leader threw its partition away and rebuilt it from the committed log.
+    pub reloads: u64,
+}
+
+/// One replica of a replicated partition. See the module documentation.
+#[derive(Debug)]
+pub struct Replica {
+    id: PartitionId,
+    node: NodeIndex,
+    config: Config,
+    group: Group,
+    partition: Partition,
+    role: Role,
+    outputs: VecDeque<ReplicaOutput>,
+    stats: ReplicaStats,
+    /// When a serving leader next repeats its notice.
+    next_notice_us: u64,
+}
+
+impl Replica {
+    /// Starts node `node`'s replica of partition `id` from what its disk holds (`durable`; empty for a new
+    /// replica). Every committed entry is applied again. `election_seed` randomizes its elections (the driver
+    /// draws it from its random source).
+    pub fn new(
+        id: PartitionId,
+        config: Config,
+        topology: &Topology,
+        node: NodeIndex,
+        now_us: u64,
+        durable: DurableState,
+        election_seed: u64,
+    ) -> Result<Self, GroupError> {
+        let voters = topology.replicas(id).nodes.into_iter().map(replica_id).collect();
+        let mut group_config = GroupConfig::new(replica_id(node), voters);
+        group_config.election_seed = election_seed;
+        // The partition is rebuilt from the whole committed log: nothing is applied yet.
+        let durable = DurableState { applied: Lsn(0), ..durable };
+        let group = Group::new(group_config, now_us, durable)?;
+        let mut replica = Self {
+            partition: Partition::replica(id, config.clone(), now_us),
+            id,
+            node,
+            config,
+            group,
+            role: Role::Follower,
+            outputs: VecDeque::new(),
+            stats: ReplicaStats::default(),
+            next_notice_us: 0,
+        };
+        replica.pump(now_us);
+        Ok(replica)
+    }
+
+    /// The partition.
+    pub fn id(&self) -> PartitionId {
+        self.id
+    }
+
+    /// The partition's state machine: the leader's while this replica serves, else the state applied so far.
+    pub fn partition(&self) -> &Partition {
+        &self.partition
+    }
+
+    /// The Raft group.
+    pub fn group(&self) -> &Group {
+        &self.group
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> ReplicaStats {
+        self.stats
+    }
+
+    /// Where this replica stands, for status pages: `follower`, `elected` (catching up before it serves) or
+    /// `leader`.
+    pub fn role(&self) -> &'static str {
+        match self.role {
+            Role::Follower => "follower",
+            Role::Elected { .. } => "elected",
+            Role::Serving { .. } => "leader",
+        }
+    }
+
+    /// Whether this replica serves the partition (its leader, caught up).
+    pub fn serving(&self) -> bool {
+        matches!(self.role, Role::Serving { .. })
+    }
+
+    /// The node of the leader this replica follows (or this one), if it knows one.
+    pub fn leader_node(&self) -> Option<NodeIndex> {
+        self.group.leader().map(replica_node)
+    }
+
+    /// A message for this replica: Raft's, or the partition's (only while serving; the node forwards the
+    /// partition's messages to the leader otherwise).
+    pub fn handle_message(&mut self, now_us: u64, from: Address, msg: Message) {
+        match msg {
+            Message::Replica(ReplicaMessage::Raft { bytes }) => self.group.handle_message(now_us, &bytes),
+            Message::Replica(ReplicaMessage::Leader { .. }) => {}
+            msg if self.serving() => self.partition.handle_message(now_us, from, msg),
+            _ => {}
+        }
+        self.pump(now_us);
+    }
+
+    /// The driver made every Write up to `ready` durable.
+    pub fn handle_written(&mut self, now_us: u64, ready: u64) {
+        self.group.handle_written(ready);
+        self.pump(now_us);
+    }
+
+    /// Timers: the group's ticks, and the serving partition's.
+    pub fn handle_timeout(&mut self, now_us: u64) {
+        if self.group.poll_timeout().is_some_and(|t| t <= now_us) {
+            self.group.handle_timeout(now_us);
+        }
+        if self.serving() && self.partition.poll_timeout().is_some_and(|t| t <= now_us) {
+            self.partition.handle_timeout(now_us);
+        }
+        if let Role::Serving { term } = self.role {
+            if now_us >= self.next_notice_us {
+                self.next_notice_us = now_us + LEADER_NOTICE_INTERVAL_US;
+                self.outputs.push_back(ReplicaOutput::Leading { term });
+            }
+        }
+        self.pump(now_us);
+    }
+
+    /// The local time at which [`Replica::handle_timeout`] must next be called.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        let serving = self.serving();
+        let partition = self.partition.poll_timeout().filter(|_| serving);
+        let notice = Some(self.next_notice_us).filter(|_| serving);
+        self.group.poll_timeout().into_iter().chain(partition).chain(notice).min()
+    }
+
+    /// Hands over the next output, if any. Drain after every input.
+    pub fn poll_output(&mut self) -> Option<ReplicaOutput> {
+        self.outputs.pop_front()
+    }
+
+    /// Moves outputs between the partition and the group until neither has anything more to say.
+    fn pump(&mut self, now_us: u64) {
+        loop {
+            let mut progressed = false;
+            while let Some(out) = self.partition.poll_output() {
+                progressed = true;
+                if !self.serving() {
+                    continue; // A follower's partition only applies; it has nothing to say.
+                }
+                match out {
+                    PartitionOutput::Send(envelope) => self.outputs.push_back(ReplicaOutput::Send(envelope)),
+                    PartitionOutput::Persist { lsn, record } => self.propose(now_us, lsn, &record),
+                    PartitionOutput::ReadLog { after } => {
+                        // The whole log is in memory (no compaction yet): answer at once, committed records only.
+                        let records = self.committed_records(after, LOG_READ_RECORDS);
+                        self.partition.handle_log_read(records);
+                    }
+                }
+            }
+            while let Some(out) = self.group.poll_output() {
+                progressed = true;
+                match out {
+                    GroupOutput::Write { ready, entries, hard_state } => {
+                        self.outputs.push_back(ReplicaOutput::Write { ready, entries, hard_state })
+                    }
+                    GroupOutput::Send { to, bytes } => {
+                        let envelope = Envelope {
+                            from: Address::Replica(self.id, self.node),
+                            to: Address::Replica(self.id, replica_node(to)),
+                            msg: Message::Replica(ReplicaMessage::Raft { bytes }),
+                        };
+                        self.outputs.push_back(ReplicaOutput::Send(envelope));
+                    }
+                    GroupOutput::Committed { index, term, data } => self.committed(now_us, index, term, &data),
+                    GroupOutput::ProposalLost { .. } => {
+                        if self.serving() {
+                            self.reload(now_us);
+                        }
+                    }
+                    // Judged by the group's current state, which may be ahead of the queued report.
+                    GroupOutput::Role { .. } => match self.role {
+                        Role::Serving { term } if self.group.is_leader() && self.group.term() == term => {}
+                        Role::Serving { .. } => self.reload(now_us),
+                        Role::Follower | Role::Elected { .. } => self.role = self.unserved_role(),
+                    },
+                }
+            }
+            if let Role::Elected { term } = self.role {
+                // Serve once every entry of the log is applied: the ones before this term committed with its
+                // first entry, and a leader that reloaded waits for its own proposals still in flight.
+                let last = self.group.last_index();
+                let caught_up = self.group.applied_term() == term && self.group.applied() == last;
+                if self.group.is_leader() && self.group.term() == term && caught_up {
+                    self.role = Role::Serving { term };
+                    self.stats.terms_led += 1;
+                    self.partition.take_lead(now_us, last);
+                    self.outputs.push_back(ReplicaOutput::Leading { term });
+                    self.next_notice_us = now_us + LEADER_NOTICE_INTERVAL_US;
+                    progressed = true;
+                }
+            }
+            if !progressed {
+                break;
+            }
+        }
+    }
+
+    /// The serving partition wrote a record at `lsn`: propose it. It must land at that index.
+    fn propose(&mut self, now_us: u64, lsn: Lsn, record: &LogRecord) {
+        let data = postcard::to_allocvec(record).expect("a log record serializes");
+        match self.group.propose(data) {
+            Ok(proposal) if proposal.index == lsn => {}
+            // Deposed (the role change follows), over the group's uncommitted limit, or the log took another
+            // entry at this index: the record will not commit where the partition staged it. Start over from the
+            // committed log; the senders of what the record answered retry.
+            _ => self.reload(now_us),
+        }
+    }
+
+    /// The group committed an entry.
+    fn committed(&mut self, now_us: u64, index: Lsn, term: u64, data: &[u8]) {
+        let record: LogRecord = postcard::from_bytes(data)
+            .unwrap_or_else(|e| panic!("partition {:?}: committed entry {index:?} is not a record: {e}", self.id));
+        if let Role::Serving { term: led } = self.role {
+            if term == led {
+                self.partition.handle_persisted(now_us, index);
+                return;
+            }
+            // A later term's entry: this leader was deposed (its role change is on its way). Start over.
+            self.reload(now_us);
+        }
+        // A reload applied every entry handed out so far, some of which may still be on their way here.
+        if index > self.partition.lsns().0 {
+            self.partition.apply_committed(now_us, index, record);
+        }
+    }
+
+    /// Throws the partition away and rebuilds it from the committed log. A replica that still leads waits, as
+    /// an elected one, for its proposals in flight to commit or be lost before it serves again.
+    fn reload(&mut self, now_us: u64) {
+        if self.serving() {
+            self.stats.reloads += 1;
+        }
+        self.role = self.unserved_role();
+        let mut partition = Partition::replica(self.id, self.config.clone(), now_us);
+        for (lsn, record) in self.committed_records(Lsn(0), usize::MAX) {
+            partition.apply_committed(now_us, lsn, record);
+        }
+        while partition.poll_output().is_some() {}
+        self.partition = partition;
+    }
+
+    /// The role of a replica that does not serve (yet), from the group's state.
+    fn unserved_role(&self) -> Role {
+        if self.group.is_leader() {
+            Role::Elected { term: self.group.term() }
+        } else {
+            Role::Follower
+        }
+    }
+
+    /// Committed records after `after`, at most `max`.
+    fn committed_records(&self, after: Lsn, max: usize) -> Vec<(Lsn, LogRecord)> {
+        let applied = self.group.applied();
+        self.group
+            .read_entries(after, applied, max)
+            .into_iter()
+            .map(|(lsn, data)| (lsn, postcard::from_bytes(data).expect("a committed entry is a record")))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{CoordinatorId, DcId, ObjectId, Timestamp, TxId, VectorClock};
+    use causet_crdt::{Crdt, CrdtType, EffectCtx, Op};
+    use std::collections::BTreeSet;
+
+    const P: PartitionId = PartitionId(0);
+
+    /// A Write not yet on disk: its number, entries and hard state.
+    type Unsynced = (u64, Vec<Entry>, Option<HardState>);
+    const COORD: Address = Address::Coordinator(CoordinatorId(0));
+
+    /// Three replicas of one partition, a network that delivers at once (except from cut-off nodes), and disks
+    /// that sync at once (except for nodes whose writes are held).
+    struct Cluster {
+        replicas: Vec<Option<Replica>>,
+        disks: Vec<DurableState>,
+        unsynced: Vec<Vec<Unsynced>>,
+        hold_writes: BTreeSet<usize>,
+        cut: BTreeSet<usize>,
+        /// Messages to anyone but a replica (the coordinator, the stabilizer).
+        out: Vec<Envelope>,
+        now: u64,
+    }
+
+    impl Cluster {
+        fn new() -> Self {
+            let mut c = Self {
+                replicas: Vec::new(),
+                disks: vec![DurableState::default(); 3],
+                unsynced: vec![Vec::new(); 3],
+                hold_writes: BTreeSet::new(),
+                cut: BTreeSet::new(),
+                out: Vec::new(),
+                now: 1_000_000,
+            };
+            for n in 0..3 {
+                let r = c.start(n);
+                c.replicas.push(Some(r));
+            }
+            c
+        }
+
+        fn start(&self, n: usize) -> Replica {
+            let mut config = Config::new(1, DcId(0), 1);
+            // A bound far ahead of the clock, so that a new leader's clock is above it only if it was raised there.
+            config.clock_bound_us = 2_000_000;
+            let topology = Topology::new(DcId(0), 1, 1, 3).with_replicas(3);
+            let durable = self.disks[n].clone();
+            Replica::new(P, config, &topology, n as NodeIndex, self.now, durable, 7 * n as u64 + 1).expect("starts")
+        }
+
+        fn crash(&mut self, n: usize) {
+            self.replicas[n] = None;
+            self.unsynced[n].clear();
+        }
+
+        fn restart(&mut self, n: usize) {
+            self.replicas[n] = Some(self.start(n));
+        }
+
+        fn sync(&mut self, n: usize) {
+            let Some(ready) = self.unsynced[n].last().map(|(r, ..)| *r) else { return };
+            for (_, entries, hard_state) in self.unsynced[n].drain(..) {
+                self.disks[n].apply_write(entries, hard_state);
+            }
+            if let Some(r) = self.replicas[n].as_mut() {
+                r.handle_written(self.now, ready);
+            }
+        }
+
+        /// Carries every output until the replicas are quiet.
+        fn settle(&mut self) {
+            loop {
+                let mut moved = false;
+                for n in 0..3 {
+                    let Some(r) = self.replicas[n].as_mut() else { continue };
+                    let outputs: Vec<ReplicaOutput> = std::iter::from_fn(|| r.poll_output()).collect();
+                    for out in outputs {
+                        moved = true;
+                        match out {
+                            ReplicaOutput::Send(e) => match e.to {
+                                Address::Replica(_, to) => {
+                                    let to = usize::from(to);
+                                    if self.cut.contains(&n) || self.cut.contains(&to) {
+                                        continue;
+                                    }
+                                    if let Some(r) = self.replicas[to].as_mut() {
+                                        r.handle_message(self.now, e.from, e.msg);
+                                    }
+                                }
+                                _ => self.out.push(e),
+                            },
+                            ReplicaOutput::Write { ready, entries, hard_state } => {
+                                self.unsynced[n].push((ready, entries, hard_state))
+                            }
+                            ReplicaOutput::Leading { .. } => {}
+                        }
+                    }
+                    if !self.hold_writes.contains(&n) && !self.unsynced[n].is_empty() {
+                        self.sync(n);
+                        moved = true;
+                    }
+                }
+                if !moved {
+                    return;
+                }
+            }
+        }
+
+        /// Runs `us` microseconds of time in 1 ms steps.
+        fn run(&mut self, us: u64) {
+            let end = self.now + us;
+            while self.now < end {
+                self.now += 1_000;
+                for r in self.replicas.iter_mut().flatten() {
+                    if r.poll_timeout().is_some_and(|t| t <= self.now) {
+                        r.handle_timeout(self.now);
+                    }
+                }
+                self.settle();
+            }
+        }
+
+        fn leader(&self) -> Option<usize> {
+            (0..3).find(|n| self.replicas[*n].as_ref().is_some_and(|r| r.serving()))
+        }
+
+        fn elect(&mut self) -> usize {
+            for _ in 0..100 {
+                if let Some(l) = self.leader() {
+                    return l;
+                }
+                self.run(10_000);
+            }
+            panic!("no leader after 1 s")
+        }
+
+        fn send(&mut self, n: usize, msg: Message) {
+            let r = self.replicas[n].as_mut().expect("up");
+            r.handle_message(self.now, COORD, msg);
+            self.settle();
+        }
+
+        fn replies(&mut self) -> Vec<Message> {
+            self.out.drain(..).filter(|e| e.to == COORD).map(|e| e.msg).collect()
+        }
+    }
+
+    fn tx(seq: u64) -> TxId {
+        TxId { dc: DcId(0), coordinator: CoordinatorId(0), seq }
+    }
+
+    fn increment(t: TxId) -> Message {
+        let mut ctx = EffectCtx::new(t.tag(), 0);
+        let object = ObjectId::new("k", "b", CrdtType::CounterPn);
+        let effect = Crdt::new(CrdtType::CounterPn).generate(&Op::Increment(1), &mut ctx).expect("fits");
+        Message::PrepareAndCommit { tx: t, snapshot: VectorClock::zero(1), writes: vec![(object, effect)] }
+    }
+
+    fn committed_at(replies: &[Message], t: TxId) -> Option<Timestamp> {
+        replies.iter().find_map(|m| match m {
+            Message::Committed { tx, commit } if *tx == t => Some(commit.get(DcId(0))),
+            _ => None,
+        })
+    }
+
+    #[test]
+    fn a_commit_is_acknowledged_only_once_a_majority_holds_its_record() {
+        let mut c = Cluster::new();
+        let leader = c.elect();
+        c.replies();
+        let followers: Vec<usize> = (0..3).filter(|n| *n != leader).collect();
+        // The leader's own disk is fast; both followers' writes hang.
+        c.hold_writes.extend(followers.iter().copied());
+        c.send(leader, increment(tx(1)));
+        c.run(50_000);
+        assert_eq!(committed_at(&c.replies(), tx(1)), None, "acknowledged with only the leader's copy durable");
+        // One follower's disk catches up: two of three hold the record.
+        c.hold_writes.remove(&followers[0]);
+        c.run(20_000);
+        assert!(committed_at(&c.replies(), tx(1)).is_some(), "a majority holds it: acknowledged");
+    }
+
+    #[test]
+    fn a_new_leader_has_every_acknowledged_commit_and_starts_its_clock_above_the_old_leaders_bound() {
+        let mut c = Cluster::new();
+        let old = c.elect();
+        c.replies();
+        c.send(old, increment(tx(1)));
+        c.run(20_000);
+        let commit = committed_at(&c.replies(), tx(1)).expect("acknowledged");
+        let (_, bound) = c.replicas[old].as_ref().map(|r| r.partition.clock_and_bound()).expect("up");
+        c.crash(old);
+        let new = c.elect();
+        assert_ne!(new, old);
+        let p = &c.replicas[new].as_ref().expect("up").partition;
+        assert!(p.recent_commit(tx(1)).is_some(), "the new leader lost an acknowledged commit");
+        let (clock, _) = p.clock_and_bound();
+        assert!(clock >= bound, "new leader's clock {clock} below the old leader's bound {bound}");
+        assert!(p.pvc().get(DcId(0)) >= commit);
+        // The old leader comes back as a follower and applies what it missed.
+        c.restart(old);
+        c.send(new, increment(tx(2)));
+        c.run(50_000);
+        let back = &c.replicas[old].as_ref().expect("up").partition;
+        assert!(back.recent_commit(tx(1)).is_some() && back.recent_commit(tx(2)).is_some());
+    }
+
+    #[test]
+    fn a_deposed_leader_forgets_what_it_staged_and_never_acknowledges_it() {
+        let mut c = Cluster::new();
+        let old = c.elect();
+        c.replies();
+        // Cut the leader off, then hand it a transaction: it stages and proposes it, and nobody else gets it.
+        c.cut.insert(old);
+        c.send(old, increment(tx(1)));
+        assert_eq!(c.replicas[old].as_ref().map(|r| r.partition.prepared_count()), Some(1), "staged");
+        c.run(400_000);
+        let new = c.leader().filter(|n| *n != old).expect("the others elect a leader");
+        c.send(new, increment(tx(2)));
+        c.run(20_000);
+        assert!(committed_at(&c.replies(), tx(2)).is_some());
+        // Healed, the old leader learns the new term, steps down, and rebuilds from the committed log.
+        c.cut.clear();
+        c.run(200_000);
+        let r = c.replicas[old].as_ref().expect("up");
+        assert!(!r.serving());
+        assert_eq!(r.stats().reloads, 1);
+        assert_eq!(r.partition.prepared_count(), 0, "the staged transaction survived the step-down");
+        assert!(r.partition.recent_commit(tx(1)).is_none() && r.partition.recent_commit(tx(2)).is_some());
+        assert_eq!(committed_at(&c.replies(), tx(1)), None, "a commit that never reached a majority was acknowledged");
+    }
+}
