@@ -246,12 +246,18 @@ pub struct Node {
     replicas: BTreeMap<PartitionId, Replica>,
     /// The leader of each replicated partition as last heard, with its term: where its messages go.
     leaders: BTreeMap<PartitionId, (u64, NodeIndex)>,
+    /// Messages for replicated partitions that arrived while no leader was known, oldest first.
+    parked: BTreeMap<PartitionId, VecDeque<Envelope>>,
     stabilizer: Option<Stabilizer>,
     /// Messages between this shard's own machines, delivered inside the current input.
     local: VecDeque<Envelope>,
     outputs: VecDeque<NodeOutput>,
     session_floor: Timestamp,
 }
+
+/// Most messages a shard parks per replicated partition while it knows no leader (an election lasts a few hundred
+/// milliseconds).
+const MAX_PARKED: usize = 4_096;
 
 /// A partition's durable state on this node, as the driver loads it.
 #[derive(Clone, Debug, PartialEq)]
@@ -327,6 +333,7 @@ impl Node {
             partitions,
             replicas,
             leaders: BTreeMap::new(),
+            parked: BTreeMap::new(),
             stabilizer,
             local: VecDeque::new(),
             outputs: VecDeque::new(),
@@ -560,9 +567,15 @@ impl Node {
                     } else if let Some(n) = replica.leader_node().filter(|n| *n != self.layout.node) {
                         // Not the leader: pass it on to the one this replica follows.
                         self.outputs.push_back(NodeOutput::Transmit(Destination::Node(n), e));
+                    } else {
+                        // No leader known (an election), or elected here and still catching up: parked until
+                        // there is one (`unpark`).
+                        let parked = self.parked.entry(p).or_default();
+                        if parked.len() >= MAX_PARKED {
+                            parked.pop_front(); // The oldest's sender has likely given up already.
+                        }
+                        parked.push_back(e);
                     }
-                    // No leader known (an election), or elected and still catching up: dropped; the sender's
-                    // timers retry.
                 }
             }
             Address::Replica(p, _) => {
@@ -585,6 +598,21 @@ impl Node {
                 }
             }
         }
+    }
+
+    /// Hands parked messages to their partition's replica once it serves, or on to the leader once one is known.
+    /// Returns whether any moved.
+    fn unpark(&mut self) -> bool {
+        let me = self.layout.node;
+        let ready: Vec<PartitionId> = (self.parked.keys())
+            .filter(|p| self.replicas.get(p).is_some_and(|r| r.serving() || r.leader_node().is_some_and(|n| n != me)))
+            .copied()
+            .collect();
+        for p in &ready {
+            let messages = self.parked.remove(p).unwrap_or_default();
+            self.local.extend(messages);
+        }
+        !ready.is_empty()
     }
 
     /// This node's replica of `p` leads from `term` on: tell this node's other shards and the DC's other nodes.
@@ -649,6 +677,7 @@ impl Node {
             for (p, term) in leading {
                 self.announce_leader(p, term, &mut sends);
             }
+            progressed |= self.unpark();
             if let Some(s) = self.stabilizer.as_mut() {
                 sends.extend(std::iter::from_fn(|| s.poll_output()));
             }
