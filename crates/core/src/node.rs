@@ -815,4 +815,83 @@ mod tests {
             .any(|o| matches!(o, NodeOutput::Persist { record: LogRecord::Aborted { tx: t }, .. } if *t == tx)));
         assert!(node.partitions().all(|p| p.undecided().is_empty()));
     }
+
+    /// Three one-shard nodes of one DC whose partitions are Raft groups of three; messages between nodes arrive
+    /// at once, group Writes are durable at once, time moves 1 ms per step.
+    struct Dc {
+        nodes: Vec<Node>,
+        now: u64,
+        replies: Vec<ClientReply>,
+    }
+
+    impl Dc {
+        fn new(partitions: u32) -> Self {
+            let t = Topology::new(DcId(0), 1, partitions, 3).with_replicas(3);
+            let nodes = (0..3)
+                .map(|n| {
+                    Node::recover(config(1, partitions), t.clone(), Layout::new(n, 1, 0), 0, 1_000_000, Vec::new())
+                })
+                .collect();
+            Self { nodes, now: 1_000_000, replies: Vec::new() }
+        }
+
+        /// Carries every node's outputs until all are quiet.
+        fn settle(&mut self) {
+            loop {
+                let mut moved = false;
+                for n in 0..3 {
+                    for out in drain(&mut self.nodes[n]) {
+                        moved = true;
+                        match out {
+                            NodeOutput::Transmit(Destination::Node(to), e) => {
+                                self.nodes[usize::from(to)].handle_message(self.now, e)
+                            }
+                            NodeOutput::GroupWrite { partition, ready, .. } => {
+                                self.nodes[n].handle_group_written(self.now, partition, ready)
+                            }
+                            NodeOutput::Reply(r) => self.replies.push(r),
+                            _ => {}
+                        }
+                    }
+                }
+                if !moved {
+                    return;
+                }
+            }
+        }
+
+        fn run(&mut self, us: u64) {
+            let end = self.now + us;
+            while self.now < end {
+                self.now += 1_000;
+                for node in &mut self.nodes {
+                    if node.poll_timeout().is_some_and(|t| t <= self.now) {
+                        node.handle_timeout(self.now);
+                    }
+                }
+                self.settle();
+            }
+        }
+    }
+
+    /// A request sent before the partitions' first elections is parked where it arrives and served once they
+    /// have leaders, rather than dropped (a load started right after a cluster once timed out on that).
+    #[test]
+    fn a_request_sent_before_any_leader_is_elected_is_served_once_one_is() {
+        let mut dc = Dc::new(3);
+        let updates: Vec<(ObjectId, Op)> =
+            (0..6).map(|k| (ObjectId::new(format!("k{k}"), "b", CrdtType::CounterPn), Op::Increment(1))).collect();
+        let partitions: std::collections::BTreeSet<u32> = updates.iter().map(|(o, _)| o.partition(3).0).collect();
+        assert!(partitions.len() > 1, "the update spans partitions");
+        let body = ClientRequest::StaticUpdate { clock: None, updates };
+        dc.nodes[0].handle_client(dc.now, ClientId(1), RequestId(1), body);
+        dc.settle();
+        assert!(dc.nodes.iter().all(|n| n.partitions().next().is_none()), "no partition has a leader yet");
+        // Elections take 100–200 ms; the request's own timeout (op_timeout) is far longer.
+        dc.run(1_000_000);
+        let committed = dc.replies.iter().any(|r| matches!(r.result, Ok(ClientResponse::Committed { .. })));
+        assert!(committed, "the update never committed: {:?}", dc.replies);
+        let leaders: usize = dc.nodes.iter().map(|n| n.partitions().count()).sum();
+        assert_eq!(leaders, 3, "every partition has exactly one serving leader");
+    }
 }
