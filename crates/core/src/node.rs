@@ -137,17 +137,13 @@ impl Layout {
     /// receiver here (a partition's replica too, wherever the partition's leader is thought to be), else shard 0,
     /// whose node passes it on or answers for a coordinator that is gone.
     pub fn arrival_shard(&self, topology: &Topology, to: Address) -> usize {
-        let local = topology.dc();
-        match to {
-            Address::Partition(p) | Address::Peer(_, p) | Address::Replica(p, _)
-                if p.0 < topology.partition_count() && topology.holds(self.node, p) =>
-            {
-                if matches!(to, Address::Peer(dc, _) if dc != local) {
-                    return 0;
-                }
-                self.shard_of(topology, p)
-            }
-            _ => match self.locate(topology, to) {
+        let partition = match to {
+            Address::Replica(p, _) => Some(p),
+            other => dc_partition(other, topology.dc()),
+        };
+        match partition.filter(|p| p.0 < topology.partition_count() && topology.holds(self.node, *p)) {
+            Some(p) => self.shard_of(topology, p),
+            None => match self.locate(topology, to) {
                 Location::Shard(s) => s,
                 _ => 0,
             },
@@ -167,6 +163,15 @@ impl Layout {
             }
         };
         self.coordinator_shard(tx.coordinator).ok_or(TxError::UnknownTransaction(tx))
+    }
+}
+
+/// The partition of DC `local` that `to` addresses (a partition, or the DC's own side of a peer link).
+fn dc_partition(to: Address, local: DcId) -> Option<PartitionId> {
+    match to {
+        Address::Partition(p) => Some(p),
+        Address::Peer(dc, p) if dc == local => Some(p),
+        _ => None,
     }
 }
 
@@ -367,11 +372,7 @@ impl Node {
     /// it on to the leader it follows: routing it again by the leader this node last heard of could send it back
     /// where it came from, and two nodes with stale notices would bounce it between them.
     pub fn handle_message(&mut self, now_us: u64, envelope: Envelope) {
-        let held_here = match envelope.to {
-            Address::Partition(p) => self.replicas.contains_key(&p),
-            Address::Peer(dc, p) => dc == self.topology.dc() && self.replicas.contains_key(&p),
-            _ => false,
-        };
+        let held_here = dc_partition(envelope.to, self.topology.dc()).is_some_and(|p| self.replicas.contains_key(&p));
         if held_here {
             self.local.push_back(envelope);
         } else {
@@ -513,17 +514,10 @@ impl Node {
     /// Where a message goes: [`Layout::locate`], except that a replicated partition's messages go to its leader
     /// as last heard of (its home node while none is known).
     fn locate(&self, to: Address) -> Location {
-        let local = self.topology.dc();
-        let p = match to {
-            Address::Partition(p) => p,
-            Address::Peer(dc, p) if dc == local => p,
-            _ => return self.layout.locate(&self.topology, to),
-        };
-        match self.leaders.get(&p) {
-            Some((_, n)) if self.topology.replicated() && p.0 < self.topology.partition_count() => {
-                self.layout.locate(&self.topology, Address::Replica(p, *n))
-            }
-            _ => self.layout.locate(&self.topology, to),
+        let leader = dc_partition(to, self.topology.dc()).and_then(|p| Some((p, self.leaders.get(&p)?.1)));
+        match leader {
+            Some((p, n)) => self.layout.locate(&self.topology, Address::Replica(p, n)),
+            None => self.layout.locate(&self.topology, to),
         }
     }
 

@@ -322,8 +322,6 @@ impl Replica {
 
     /// The group committed an entry.
     fn committed(&mut self, now_us: u64, index: Lsn, term: u64, data: &[u8]) {
-        let record: LogRecord = postcard::from_bytes(data)
-            .unwrap_or_else(|e| panic!("partition {:?}: committed entry {index:?} is not a record: {e}", self.id));
         if let Role::Serving { term: led } = self.role {
             if term == led {
                 self.partition.handle_persisted(now_us, index);
@@ -334,7 +332,7 @@ impl Replica {
         }
         // A reload applied every entry handed out so far, some of which may still be on their way here.
         if index > self.partition.lsns().0 {
-            self.partition.apply_committed(now_us, index, record);
+            self.partition.apply_committed(now_us, index, self.decode(index, data));
         }
     }
 
@@ -368,8 +366,15 @@ impl Replica {
         self.group
             .read_entries(after, applied, max)
             .into_iter()
-            .map(|(lsn, data)| (lsn, postcard::from_bytes(data).expect("a committed entry is a record")))
+            .map(|(lsn, data)| (lsn, self.decode(lsn, data)))
             .collect()
+    }
+
+    /// The record a committed entry holds (the leader's serving partition wrote it; anything else is a damaged
+    /// log).
+    fn decode(&self, index: Lsn, data: &[u8]) -> LogRecord {
+        postcard::from_bytes(data)
+            .unwrap_or_else(|e| panic!("partition {:?}: committed entry {index:?} is not a record: {e}", self.id))
     }
 }
 

@@ -423,8 +423,9 @@ struct GroupDisk {
 }
 
 impl GroupDisk {
-    /// Writes up to `ready` reached the disk, in order, each atomically.
+    /// The sync in flight covered the Writes up to `ready`: they reached the disk, in order, each atomically.
     fn sync(&mut self, ready: u64) {
+        self.syncing = false;
         let later = self.unsynced.iter().position(|(r, ..)| *r > ready).unwrap_or(self.unsynced.len());
         for (_, entries, hard_state) in self.unsynced.drain(..later) {
             self.durable.apply_write(entries, hard_state);
@@ -541,6 +542,11 @@ pub struct World {
     workload_on: bool,
     /// The values of the last static read answered (for the final reads).
     last_values: Option<Vec<Value>>,
+    /// Debugging aids, read from the environment once: `CAUSET_SIM_TRACE=<substring>` prints replication
+    /// traffic, crashes, cuts and checkpoints whose description contains the substring; `CAUSET_SIM_MSGS` prints
+    /// every message delivered (Raft messages decoded).
+    trace: Option<String>,
+    trace_messages: bool,
 }
 
 fn pair(a: DcId, b: DcId) -> (DcId, DcId) {
@@ -606,6 +612,8 @@ impl World {
             faults_on: true,
             workload_on: true,
             last_values: None,
+            trace: std::env::var("CAUSET_SIM_TRACE").ok(),
+            trace_messages: std::env::var_os("CAUSET_SIM_MSGS").is_some(),
             coordinator_rng: ChaCha8Rng::seed_from_u64(config.seed ^ 0xdead_c0de),
             held_up: BTreeMap::new(),
             rng,
@@ -676,14 +684,15 @@ impl World {
         let layout = d.layout(n);
         let mut started = Vec::new();
         for shard in 0..shards {
+            // A replica that never wrote starts empty, as the node starts any partition missing here.
             let stored: Vec<Stored> = layout
                 .partitions_of_shard(&d.topology, shard)
-                .map(|p| match d.group_disks.get(&(n, p.0)) {
-                    Some(disk) => Stored::Replica(p, disk.durable.clone()),
-                    None if d.topology.replicated() => Stored::Replica(p, DurableState::default()),
+                .filter_map(|p| match d.group_disks.get(&(n, p.0)) {
+                    Some(disk) => Some(Stored::Replica(p, disk.durable.clone())),
+                    None if d.topology.replicated() => None,
                     None => {
                         let disk = &d.disks[p.0 as usize];
-                        Stored::Partition(p, disk.checkpoint.clone().map(Box::new), disk.records.clone())
+                        Some(Stored::Partition(p, disk.checkpoint.clone().map(Box::new), disk.records.clone()))
                     }
                 })
                 .collect();
@@ -1046,9 +1055,7 @@ impl World {
     }
 
     fn handle(&mut self, event: Event) {
-        // A debugging aid: CAUSET_SIM_TRACE=<substring> prints replication traffic, crashes, cuts and checkpoints
-        // whose description contains the substring.
-        if let Ok(filter) = std::env::var("CAUSET_SIM_TRACE") {
+        if let Some(filter) = &self.trace {
             let text = match &event {
                 Event::Deliver(
                     dc,
@@ -1066,7 +1073,7 @@ impl World {
                 Event::Crash(..) | Event::Restart(..) | Event::Cut | Event::Heal(..) | Event::Checkpoint(..) => true,
                 _ => false,
             };
-            if shown && text.contains(&filter) {
+            if shown && text.contains(filter.as_str()) {
                 eprintln!("{} {}", self.now - EPOCH_US, &text[..text.len().min(600)]);
             }
         }
@@ -1093,7 +1100,7 @@ impl World {
                     return; // Lost with the node.
                 }
                 self.stats.messages += 1;
-                if std::env::var("CAUSET_SIM_MSGS").is_ok() {
+                if self.trace_messages {
                     let detail = match &envelope.msg {
                         causet_core::Message::Replica(causet_core::message::ReplicaMessage::Raft { bytes }) => {
                             causet_core::group::describe_message(bytes).unwrap_or_default()
@@ -1165,7 +1172,6 @@ impl World {
                 }
                 let disk = d.group_disks.get_mut(&(n, partition)).expect("a disk that was written exists");
                 disk.sync(ready);
-                disk.syncing = false;
                 let now = self.local(node);
                 let d = &mut self.dcs[usize::from(dc.0)];
                 let shard = d.layout(n).shard_of(&d.topology, PartitionId(partition));
@@ -1215,7 +1221,7 @@ impl World {
                 let checkpoint =
                     d.nodes[usize::from(n)].shards.get_mut(shard).and_then(|m| m.take_checkpoint(PartitionId(p)));
                 if let Some(checkpoint) = checkpoint {
-                    if std::env::var("CAUSET_SIM_TRACE").is_ok() {
+                    if self.trace.is_some() {
                         eprintln!(
                             "{} take checkpoint {dc:?}/{p}: lsn {:?} pvc {:?}",
                             self.now - EPOCH_US,

@@ -672,24 +672,28 @@ impl Group {
 
     /// The message in `bytes`, if it is one this replica should step.
     fn decode(&self, bytes: &[u8]) -> Option<RaftMessage> {
-        let split = bytes.len().checked_sub(CHECKSUM_LEN)?;
-        let (body, checksum) = bytes.split_at(split);
-        let checksum = u64::from_le_bytes(checksum.try_into().ok()?);
-        if xxhash_rust::xxh3::xxh3_64(body) != checksum {
-            return None;
-        }
-        let message = RaftMessage::parse_from_bytes(body).ok()?;
+        let message = parse_message(bytes)?;
         let from_voter = message.from != self.id.0 && self.voters.iter().any(|v| v.0 == message.from);
         let accepted = ACCEPTED.contains(&message.get_msg_type());
         (message.to == self.id.0 && from_voter && accepted).then_some(message)
     }
 }
 
+/// The message in `bytes`, if they pass the checksum [`Group::send`] appended and parse.
+fn parse_message(bytes: &[u8]) -> Option<RaftMessage> {
+    let split = bytes.len().checked_sub(CHECKSUM_LEN)?;
+    let (body, checksum) = bytes.split_at(split);
+    let checksum = u64::from_le_bytes(checksum.try_into().ok()?);
+    if xxhash_rust::xxh3::xxh3_64(body) != checksum {
+        return None;
+    }
+    RaftMessage::parse_from_bytes(body).ok()
+}
+
 /// A one-line description of an encoded message (kind, sender, receiver, term, log position, rejection), for
 /// traces; `None` if the bytes are not a message.
 pub fn describe_message(bytes: &[u8]) -> Option<String> {
-    let body = &bytes[..bytes.len().checked_sub(CHECKSUM_LEN)?];
-    let m = RaftMessage::parse_from_bytes(body).ok()?;
+    let m = parse_message(bytes)?;
     Some(format!(
         "{:?} {}->{} term {} index {} log_term {} commit {} entries {} reject {}",
         m.get_msg_type(),
