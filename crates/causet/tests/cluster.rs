@@ -2,7 +2,7 @@
 //! another, kill -9 and restart a node, stop everything.
 
 use causet::cluster::{self, StartOptions};
-use causet_client::{Client, Set, ValueExt, VectorClock};
+use causet_client::{Client, Counter, Set, ValueExt, VectorClock};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -267,6 +267,20 @@ fn killing_a_node_of_a_multi_node_dc_loses_no_acknowledged_commit_and_leaves_no_
     );
 }
 
+/// One DC of three nodes, six partitions, each a Raft group of three replicas.
+fn replicated_dc(dir: &std::path::Path) -> StartOptions {
+    StartOptions {
+        dcs: 1,
+        nodes_per_dc: 3,
+        replicas: 3,
+        partitions: 6,
+        dir: dir.to_path_buf(),
+        base_port: 0,
+        exe: Some(env!("CARGO_BIN_EXE_causet").into()),
+        ..Default::default()
+    }
+}
+
 /// One DC of three nodes with every partition a Raft group of three replicas. A write is acknowledged; one node
 /// is killed with SIGKILL (it leads some partitions: each node leads those it is home to, or some of them); the
 /// other two elect new leaders and keep committing; a read at every surviving node shows both writes; the killed
@@ -274,18 +288,7 @@ fn killing_a_node_of_a_multi_node_dc_loses_no_acknowledged_commit_and_leaves_no_
 #[test]
 fn a_dc_of_three_nodes_with_replicated_partitions_keeps_committing_when_one_is_killed() {
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let options = StartOptions {
-        dcs: 1,
-        nodes_per_dc: 3,
-        replicas: 3,
-        partitions: 6,
-        dir: dir.path().to_path_buf(),
-        base_port: 0,
-        exe: Some(env!("CARGO_BIN_EXE_causet").into()),
-        // A transaction caught at a dead leader gives up soon (coordinators do not resend to the new leader yet).
-        extra_config: "op_timeout_ms = 2000".into(),
-        ..Default::default()
-    };
+    let options = replicated_dc(dir.path());
     let mut file = cluster::start(&options).expect("the cluster starts");
     let _guard = Running(dir.path());
     // Keys on every partition, so that the second write needs a leader of each, including those the dead node led.
@@ -342,4 +345,109 @@ fn a_dc_of_three_nodes_with_replicated_partitions_keeps_committing_when_one_is_k
     cluster::restart_node(&mut file, dir.path(), victim).expect("the node restarts");
     let values = rt.block_on(read_all(file.nodes[victim].client, second));
     assert!(values.iter().all(|v| v.as_set().unwrap_or_default().len() == 2), "the restarted node: {values:?}");
+}
+
+/// The nodes of DC 0 that lead some replicated partition, from their `/status`.
+fn leading_nodes(file: &cluster::ClusterFile) -> Vec<usize> {
+    fn leads(v: &serde_json::Value) -> bool {
+        match v {
+            serde_json::Value::Object(m) => {
+                m.get("role").and_then(|r| r.as_str()) == Some("leader") || m.values().any(leads)
+            }
+            serde_json::Value::Array(a) => a.iter().any(leads),
+            _ => false,
+        }
+    }
+    (0..file.nodes.len())
+        .filter(|n| {
+            let status = cluster::http_get(file.nodes[*n].admin, "/status").unwrap_or_default();
+            serde_json::from_str::<serde_json::Value>(&status).is_ok_and(|v| leads(&v))
+        })
+        .collect()
+}
+
+/// A writer keeps committing single-key increments through node 0 while another node, which leads some of the
+/// partitions, is killed: every increment still commits (a coordinator asks the new leader again as soon as it
+/// hears of it, instead of waiting for its ten-second `op_timeout`), the longest stall stays far below that, and
+/// each acknowledged increment is applied exactly once (a resent prepare-and-commit of one the dead leader
+/// committed is answered, not committed again). Prints the stall for the record.
+#[test]
+fn killing_a_leader_under_load_stalls_commits_briefly_and_applies_each_exactly_once() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let options = replicated_dc(dir.path());
+    let file = cluster::start(&options).expect("the cluster starts");
+    let _guard = Running(dir.path());
+    let counters: Vec<Counter> = (0..12).map(|k| Counter::new(format!("c{k}"), "failover")).collect();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+    let addr = file.nodes[0].client;
+    // Warm up: every partition has a serving leader once an update of every key committed.
+    rt.block_on(async {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let attempt = async {
+                let mut c = Client::connect(addr).await.ok()?;
+                c.static_update(None, counters.iter().map(|k| k.increment(0)).collect::<Vec<_>>()).await.ok()
+            };
+            if let Ok(Some(_)) = tokio::time::timeout(Duration::from_secs(5), attempt).await {
+                return;
+            }
+            assert!(Instant::now() < deadline, "the cluster did not commit within 30 s");
+        }
+    });
+    let victim = *leading_nodes(&file).iter().find(|n| **n != 0).expect("a node other than node 0 leads a partition");
+
+    let killer = {
+        let file = file.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(1_500));
+            cluster::kill_node(&file, victim);
+            Instant::now()
+        })
+    };
+    let (started, outcomes, clock) = rt.block_on(async {
+        let mut c = Client::connect(addr).await.expect("node 0 answers");
+        let (started, mut outcomes, mut clock) = (Instant::now(), Vec::new(), None::<VectorClock>);
+        let mut i = 0;
+        while started.elapsed() < Duration::from_secs(6) {
+            let t = Instant::now();
+            let update = c.static_update(clock.as_ref(), vec![counters[i % counters.len()].increment(1)]);
+            let result = tokio::time::timeout(Duration::from_secs(20), update).await;
+            let ok = match result {
+                Ok(Ok(commit)) => {
+                    clock = Some(commit);
+                    true
+                }
+                _ => false,
+            };
+            outcomes.push((t, t.elapsed(), ok, i % counters.len()));
+            i += 1;
+        }
+        (started, outcomes, clock)
+    });
+    let killed_at = killer.join().expect("the killer thread");
+    let failed: Vec<_> = outcomes.iter().filter(|o| !o.2).collect();
+    assert!(failed.is_empty(), "{} of {} increments failed", failed.len(), outcomes.len());
+    let slowest = outcomes.iter().map(|o| o.1).max().expect("some increments");
+    let after_kill = outcomes.iter().filter(|o| o.0 + o.1 > killed_at).count();
+    println!(
+        "failover: {} increments in {:?}, {} finished after the kill of node {victim} at {:?}; the slowest took {:?}",
+        outcomes.len(),
+        started.elapsed(),
+        after_kill,
+        killed_at - started,
+        slowest
+    );
+    assert!(after_kill > 0, "the writer went on after the kill");
+    assert!(slowest < Duration::from_secs(5), "a commit stalled for {slowest:?} (op_timeout is 10 s)");
+
+    // Each acknowledged increment applied exactly once, read at node 0 at the writer's last commit.
+    let keys: Vec<_> = counters.iter().map(|k| k.key().clone()).collect();
+    let values = rt.block_on(async {
+        let mut c = Client::connect(addr).await.expect("node 0 answers");
+        c.static_read(clock.as_ref(), &keys).await.expect("the read")
+    });
+    for (k, v) in values.0.iter().enumerate() {
+        let acknowledged = outcomes.iter().filter(|o| o.3 == k).count() as i64;
+        assert_eq!(v.as_counter(), Some(acknowledged), "counter c{k}");
+    }
 }

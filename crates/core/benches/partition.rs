@@ -81,7 +81,7 @@ impl Bench {
             .expect("an assignment fits a register");
         let writes = vec![(self.keys[key as usize].clone(), effect)];
         let snapshot = self.vector(self.now - 1);
-        self.p.handle_message(self.now, COORD, Message::PrepareAndCommit { tx, snapshot, writes });
+        self.p.handle_message(self.now, COORD, Message::PrepareAndCommit { tx, snapshot, writes, oldest_open: tx.seq });
         self.drain();
         self.now += 10;
     }

@@ -258,6 +258,8 @@ pub struct Coordinator {
     starts: Vec<PendingStart>,
     outputs: VecDeque<CoordinatorOutput>,
     next_report_us: u64,
+    /// Requests sent again to a partition's new leader.
+    resends: u64,
 }
 
 impl Coordinator {
@@ -278,6 +280,7 @@ impl Coordinator {
             starts: Vec::new(),
             outputs: VecDeque::new(),
             next_report_us: now_us,
+            resends: 0,
             config,
         }
     }
@@ -295,6 +298,11 @@ impl Coordinator {
     /// The stable snapshot as last heard.
     pub fn stable_snapshot(&self) -> &VectorClock {
         &self.stable
+    }
+
+    /// Requests this coordinator sent again to a partition's new leader ([`Coordinator::handle_leader_change`]).
+    pub fn resends(&self) -> u64 {
+        self.resends
     }
 
     /// Hands over the next output, if any. Drain after every input.
@@ -798,13 +806,69 @@ impl Coordinator {
             min_prepare: Timestamp(u64::MAX),
             deadline_us: now_us + self.config.op_timeout_us,
         };
-        let snapshot = tx.snapshot.clone();
         for (p, writes) in by_partition {
-            let msg = match alone {
-                true => Message::PrepareAndCommit { tx: id, snapshot: snapshot.clone(), writes },
-                false => Message::Prepare { tx: id, snapshot: snapshot.clone(), writes },
-            };
+            self.send_prepare(id, p, writes);
+        }
+    }
+
+    /// Asks partition `p` to prepare (or, alone, to prepare and commit) the transaction's effects on it.
+    fn send_prepare(&mut self, id: TxId, p: PartitionId, writes: Vec<(ObjectId, Effect)>) {
+        let oldest_open = self.oldest_open();
+        let tx = self.txs.get(&id).expect("a prepare is sent for an open transaction");
+        let snapshot = tx.snapshot.clone();
+        let msg = match tx.phase {
+            Phase::Preparing { alone: true, .. } => Message::PrepareAndCommit { tx: id, snapshot, writes, oldest_open },
+            _ => Message::Prepare { tx: id, snapshot, writes, oldest_open },
+        };
+        self.send(Address::Partition(p), msg);
+    }
+
+    /// The sequence number of the oldest transaction still open here: every older one is finished, and nothing is
+    /// sent for it again (a partition drops a late prepare of one as a duplicate).
+    fn oldest_open(&self) -> u64 {
+        self.txs.keys().next().map_or(self.next_seq, |t| t.seq)
+    }
+
+    /// The effects of the transaction on partition `p`, in program order.
+    fn writes_on(&self, tx: &Tx, p: PartitionId) -> Vec<(ObjectId, Effect)> {
+        tx.writes.iter().filter(|(o, _)| self.topology.partition_of(o) == p).cloned().collect()
+    }
+
+    /// Partition `p` has a new leader (a replicated partition failed over, or its leader was re-elected after
+    /// losing what it had not committed): what this coordinator asked of `p` and is still waiting for may have been
+    /// lost with the old leader, so it asks again at once rather than at its timeout. Resending is safe: reads have
+    /// no effect, a partition answers a prepare it holds with the same answer and turns away a duplicate of one it
+    /// settled (see the partition's `decided` memory), and decisions are resent on a timer anyway.
+    pub fn handle_leader_change(&mut self, p: PartitionId) {
+        let mut reads: Vec<(u64, Message)> = Vec::new();
+        for (fetch, (id, objects)) in &self.fetches {
+            let Some(tx) = self.txs.get(id) else { continue };
+            let Phase::Fetching { outstanding, .. } = &tx.phase else { continue };
+            if outstanding.contains(fetch) && objects.first().is_some_and(|o| self.topology.partition_of(o) == p) {
+                let msg =
+                    Message::Read { tx: *id, request: *fetch, snapshot: tx.snapshot.clone(), objects: objects.clone() };
+                reads.push((*fetch, msg));
+            }
+        }
+        reads.sort_by_key(|(fetch, _)| *fetch);
+        let mut sends: Vec<Message> = reads.into_iter().map(|(_, msg)| msg).collect();
+        let mut prepares = Vec::new();
+        for (id, tx) in &self.txs {
+            match &tx.phase {
+                Phase::Preparing { waiting, .. } if waiting.contains(&p) => prepares.push((*id, self.writes_on(tx, p))),
+                Phase::Committing { commit, unacked, .. } if unacked.contains(&p) => {
+                    sends.push(Message::Commit { tx: *id, commit: commit.clone() })
+                }
+                Phase::Aborting { unacked, .. } if unacked.contains(&p) => sends.push(Message::Abort { tx: *id }),
+                _ => {}
+            }
+        }
+        self.resends += (sends.len() + prepares.len()) as u64;
+        for msg in sends {
             self.send(Address::Partition(p), msg);
+        }
+        for (id, writes) in prepares {
+            self.send_prepare(id, p, writes);
         }
     }
 

@@ -101,6 +101,10 @@ pub enum Message {
         snapshot: VectorClock,
         /// Its effects on objects of this partition, in program order.
         writes: Vec<(ObjectId, Effect)>,
+        /// The coordinator's oldest open transaction (its sequence number): it has finished every older one, so a
+        /// prepare of an older one that arrives later is a stale duplicate (a resend after a leader change, or a
+        /// copy passed on by a deposed leader), and the partition forgets what it decided for them.
+        oldest_open: u64,
     },
     /// Coordinator → partition: the transaction touches only this partition: prepare and commit at once at the
     /// prepare time (a two-phase commit with one participant, in one log record).
@@ -111,6 +115,8 @@ pub enum Message {
         snapshot: VectorClock,
         /// Its effects, in program order.
         writes: Vec<(ObjectId, Effect)>,
+        /// As in [`Message::Prepare`].
+        oldest_open: u64,
     },
     /// Partition → coordinator: a [`Message::PrepareAndCommit`] is durable and visible at this commit vector.
     Committed {

@@ -521,11 +521,13 @@ impl Node {
         }
     }
 
-    /// Records where a replicated partition's leader is, unless a later term is known.
+    /// Records where a replicated partition's leader is, unless a later term is known. A leader newly heard of
+    /// may not have what was sent to the one before: the coordinator asks again what it waits for from `p`.
     fn note_leader(&mut self, p: PartitionId, node: NodeIndex, term: u64) {
-        let known = self.leaders.entry(p).or_insert((term, node));
-        if term >= known.0 {
-            *known = (term, node);
+        let known = self.leaders.get(&p).copied();
+        if known.is_none_or(|(t, n)| term > t || (term == t && node != n)) {
+            self.leaders.insert(p, (term, node));
+            self.coordinator.handle_leader_change(p);
         }
     }
 
@@ -797,6 +799,7 @@ mod tests {
             snapshot: VectorClock::zero(1),
             prepare_time: Timestamp::from_micros(500),
             writes: Vec::new(),
+            oldest_open: 0,
         };
         let stored = vec![Stored::Partition(PartitionId(0), None, vec![(Lsn(1), record)])];
         let mut node = Node::recover(c, t, Layout::new(0, 1, 5), 0, 1_000, stored);
@@ -816,6 +819,11 @@ mod tests {
         nodes: Vec<Node>,
         now: u64,
         replies: Vec<ClientReply>,
+        /// A node that is down: it gets no message and no timer, and what it sends is lost.
+        down: Option<usize>,
+        /// Messages dropped on their way (and kept here) when this returns true.
+        lose: fn(from: usize, &Envelope) -> bool,
+        lost: Vec<Envelope>,
     }
 
     impl Dc {
@@ -826,19 +834,28 @@ mod tests {
                     Node::recover(config(1, partitions), t.clone(), Layout::new(n, 1, 0), 0, 1_000_000, Vec::new())
                 })
                 .collect();
-            Self { nodes, now: 1_000_000, replies: Vec::new() }
+            Self { nodes, now: 1_000_000, replies: Vec::new(), down: None, lose: |_, _| false, lost: Vec::new() }
+        }
+
+        /// The node whose replica of `p` serves as its leader.
+        fn leader(&self, p: PartitionId) -> Option<usize> {
+            (0..3).find(|n| self.down != Some(*n) && self.nodes[*n].partitions().any(|q| q.id() == p))
         }
 
         /// Carries every node's outputs until all are quiet.
         fn settle(&mut self) {
             loop {
                 let mut moved = false;
-                for n in 0..3 {
+                for n in (0..3).filter(|n| self.down != Some(*n)) {
                     for out in drain(&mut self.nodes[n]) {
                         moved = true;
                         match out {
                             NodeOutput::Transmit(Destination::Node(to), e) => {
-                                self.nodes[usize::from(to)].handle_message(self.now, e)
+                                if (self.lose)(n, &e) {
+                                    self.lost.push(e);
+                                } else if self.down != Some(usize::from(to)) {
+                                    self.nodes[usize::from(to)].handle_message(self.now, e)
+                                }
                             }
                             NodeOutput::GroupWrite { partition, ready, .. } => {
                                 self.nodes[n].handle_group_written(self.now, partition, ready)
@@ -858,8 +875,8 @@ mod tests {
             let end = self.now + us;
             while self.now < end {
                 self.now += 1_000;
-                for node in &mut self.nodes {
-                    if node.poll_timeout().is_some_and(|t| t <= self.now) {
+                for (n, node) in self.nodes.iter_mut().enumerate() {
+                    if self.down != Some(n) && node.poll_timeout().is_some_and(|t| t <= self.now) {
                         node.handle_timeout(self.now);
                     }
                 }
@@ -887,5 +904,61 @@ mod tests {
         assert!(committed, "the update never committed: {:?}", dc.replies);
         let leaders: usize = dc.nodes.iter().map(|n| n.partitions().count()).sum();
         assert_eq!(leaders, 3, "every partition has exactly one serving leader");
+    }
+
+    /// A leader that committed a single-partition update dies before its answer reaches the coordinator: the
+    /// coordinator asks the new leader again as soon as it hears of it, and the new leader answers with the commit
+    /// the old one made rather than committing it a second time (fails without the resend: the client waits for
+    /// `op_timeout`; fails without the partition's memory of decided transactions: the counter reads 2).
+    #[test]
+    fn a_commit_whose_answer_died_with_its_leader_is_answered_by_the_next_leader_and_applied_once() {
+        let mut dc = Dc::new(3);
+        dc.run(1_000_000);
+        // A key of a partition led by a node other than node 0, whose coordinator runs the transaction.
+        let (key, old) = (0..100)
+            .map(|k| ObjectId::new(format!("k{k}"), "b", CrdtType::CounterPn))
+            .find_map(|o| dc.leader(o.partition(3)).filter(|n| *n != 0).map(|n| (o, n)))
+            .expect("some partition is led away from node 0");
+        dc.lose = |_, e| matches!(e.msg, Message::Committed { .. });
+        let body = ClientRequest::StaticUpdate { clock: None, updates: vec![(key.clone(), Op::Increment(1))] };
+        dc.nodes[0].handle_client(dc.now, ClientId(1), RequestId(1), body);
+        dc.settle();
+        let Some(Message::Committed { commit: first, .. }) = dc.lost.first().map(|e| e.msg.clone()) else {
+            panic!("the old leader committed and answered: {:?}", dc.lost);
+        };
+        assert!(dc.replies.is_empty(), "the answer was lost");
+
+        dc.down = Some(old);
+        dc.lose = |_, _| false;
+        // An election takes a few hundred milliseconds; op_timeout is ten seconds.
+        dc.run(1_000_000);
+        let new = dc.leader(key.partition(3)).expect("a new leader");
+        assert_ne!(new, old);
+        let commit = dc.replies.iter().find_map(|r| match &r.result {
+            Ok(ClientResponse::Committed { commit }) if r.request == RequestId(1) => Some(commit.clone()),
+            _ => None,
+        });
+        assert_eq!(commit, Some(first), "answered with the old leader's commit: {:?}", dc.replies);
+
+        let body = ClientRequest::StaticRead {
+            clock: Some(
+                dc.replies[0]
+                    .result
+                    .clone()
+                    .map(|r| match r {
+                        ClientResponse::Committed { commit } => commit,
+                        other => panic!("{other:?}"),
+                    })
+                    .expect("committed"),
+            ),
+            objects: vec![key],
+        };
+        dc.nodes[0].handle_client(dc.now, ClientId(1), RequestId(2), body);
+        dc.run(100_000);
+        let values = dc.replies.iter().find_map(|r| match &r.result {
+            Ok(ClientResponse::StaticValues { values, .. }) if r.request == RequestId(2) => Some(values.clone()),
+            _ => None,
+        });
+        assert_eq!(values, Some(vec![causet_crdt::Value::Counter(1)]), "the increment applied exactly once");
     }
 }

@@ -21,6 +21,9 @@ pub enum LogRecord {
         prepare_time: Timestamp,
         /// Its effects on this partition.
         writes: Vec<(ObjectId, Effect)>,
+        /// Its coordinator's oldest open transaction when it asked ([`crate::Message::Prepare`]): every replica
+        /// that applies the record forgets what it remembers of that coordinator's older transactions.
+        oldest_open: u64,
     },
     /// The transaction committed at this vector; visible and acknowledged only once durable.
     Committed {
@@ -39,6 +42,8 @@ pub enum LogRecord {
         commit: VectorClock,
         /// Its effects.
         writes: Vec<(ObjectId, Effect)>,
+        /// As in [`LogRecord::Prepared`].
+        oldest_open: u64,
     },
     /// A transaction of another DC, applied here; visible once durable.
     Remote {

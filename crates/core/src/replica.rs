@@ -536,7 +536,12 @@ mod tests {
         let mut ctx = EffectCtx::new(t.tag(), 0);
         let object = ObjectId::new("k", "b", CrdtType::CounterPn);
         let effect = Crdt::new(CrdtType::CounterPn).generate(&Op::Increment(1), &mut ctx).expect("fits");
-        Message::PrepareAndCommit { tx: t, snapshot: VectorClock::zero(1), writes: vec![(object, effect)] }
+        Message::PrepareAndCommit {
+            tx: t,
+            snapshot: VectorClock::zero(1),
+            writes: vec![(object, effect)],
+            oldest_open: 0,
+        }
     }
 
     fn committed_at(replies: &[Message], t: TxId) -> Option<Timestamp> {

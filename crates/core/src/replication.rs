@@ -509,7 +509,7 @@ impl LogRead {
                     self.consider(ReplicatedTx { tx, snapshot, commit, writes }, first, local, room);
                 }
             }
-            LogRecord::CommittedAlone { tx, snapshot, commit, writes } if !writes.is_empty() => {
+            LogRecord::CommittedAlone { tx, snapshot, commit, writes, .. } if !writes.is_empty() => {
                 self.consider(ReplicatedTx { tx, snapshot, commit, writes }, lsn, local, room);
             }
             LogRecord::Aborted { tx } => {
@@ -673,7 +673,7 @@ mod tests {
         fn prepare(&mut self, tx: &ReplicatedTx) -> Lsn {
             let prepare_time = tx.commit.get(DcId(0));
             let (tx, snapshot, writes) = (tx.tx, tx.snapshot.clone(), tx.writes.clone());
-            self.append(LogRecord::Prepared { tx, snapshot, prepare_time, writes })
+            self.append(LogRecord::Prepared { tx, snapshot, prepare_time, writes, oldest_open: 0 })
         }
 
         /// Logs its commit record and hands it to the replicator, as the partition does once it is durable.

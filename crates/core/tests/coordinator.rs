@@ -332,7 +332,7 @@ fn prepare_elsewhere(dc: &mut Dc, partition: u32, key: &str) {
     dc.partitions[partition as usize].handle_message(
         dc.now,
         Address::Coordinator(other),
-        Message::Prepare { tx, snapshot, writes },
+        Message::Prepare { tx, snapshot, writes, oldest_open: 0 },
     );
     dc.settle();
     assert_eq!(dc.partitions[partition as usize].prepared_count(), 1);

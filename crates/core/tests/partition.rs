@@ -85,7 +85,7 @@ fn read_reply(sent: &[Envelope]) -> Option<Result<Vec<Crdt>, RemoteError>> {
 
 /// Prepares and makes durable; returns the prepare time.
 fn prepare(p: &mut Partition, now: u64, t: TxId, snapshot: VectorClock, writes: Vec<(ObjectId, Effect)>) -> Timestamp {
-    p.handle_message(now, COORD, Message::Prepare { tx: t, snapshot, writes });
+    p.handle_message(now, COORD, Message::Prepare { tx: t, snapshot, writes, oldest_open: 0 });
     let (sent, persisted) = drain(p);
     assert!(sent.iter().all(|e| !matches!(e.msg, Message::Prepared { .. })), "prepared before durable");
     let lsn = persisted.last().expect("a prepare record").0;
@@ -204,7 +204,7 @@ fn recovery_restores_committed_effects_and_keeps_undecided_prepares_blocking() {
     p.handle_message(
         1_000,
         COORD,
-        Message::Prepare { tx: tx(1), snapshot: vc(900), writes: vec![(set("x"), add(tx(1), "a"))] },
+        Message::Prepare { tx: tx(1), snapshot: vc(900), writes: vec![(set("x"), add(tx(1), "a"))], oldest_open: 0 },
     );
     log.extend(drain(&mut p).1);
     let pt1 = match &log[0].1 {
@@ -218,7 +218,7 @@ fn recovery_restores_committed_effects_and_keeps_undecided_prepares_blocking() {
     p.handle_message(
         1_200,
         COORD,
-        Message::Prepare { tx: tx(2), snapshot: vc(1_150), writes: vec![(set("x"), add(tx(2), "b"))] },
+        Message::Prepare { tx: tx(2), snapshot: vc(1_150), writes: vec![(set("x"), add(tx(2), "b"))], oldest_open: 0 },
     );
     log.extend(drain(&mut p).1);
     // Crash here: all three records were synced; tx 2 has no decision.
@@ -310,7 +310,11 @@ fn bounded_counter_double_spending_by_concurrent_transactions_is_refused_at_prep
     let dec = |t: TxId| state.generate(&Op::Increment(-4), &mut EffectCtx::new(t.tag(), 0)).expect("rights");
     let snapshot = VectorClock::from_entries(vec![pt]);
     prepare(&mut p, 1_100, tx(2), snapshot.clone(), vec![(key.clone(), dec(tx(2)))]);
-    p.handle_message(1_200, COORD, Message::Prepare { tx: tx(3), snapshot, writes: vec![(key.clone(), dec(tx(3)))] });
+    p.handle_message(
+        1_200,
+        COORD,
+        Message::Prepare { tx: tx(3), snapshot, writes: vec![(key.clone(), dec(tx(3)))], oldest_open: 0 },
+    );
     let sent = drain(&mut p).0;
     assert!(
         sent.iter().any(|e| matches!(&e.msg, Message::PrepareRefused { reason: RemoteError::Crdt(_), .. })),
@@ -329,7 +333,7 @@ fn certification_refuses_a_concurrent_update_to_the_same_object_when_enabled() {
     p.handle_message(
         1_100,
         COORD,
-        Message::Prepare { tx: tx(2), snapshot: vc(900), writes: vec![(set("x"), add(tx(2), "b"))] },
+        Message::Prepare { tx: tx(2), snapshot: vc(900), writes: vec![(set("x"), add(tx(2), "b"))], oldest_open: 0 },
     );
     let sent = drain(&mut p).0;
     assert!(sent.iter().any(|e| matches!(&e.msg, Message::PrepareRefused { reason: RemoteError::Conflict, .. })));
@@ -347,7 +351,7 @@ fn restoring_a_checkpoint_plus_the_log_tail_rebuilds_the_same_partition() {
         p.handle_message(
             now,
             COORD,
-            Message::Prepare { tx: t, snapshot: vc(now - 1), writes: vec![(set("x"), add(t, elem))] },
+            Message::Prepare { tx: t, snapshot: vc(now - 1), writes: vec![(set("x"), add(t, elem))], oldest_open: 0 },
         );
         let (_, records) = drain(p);
         let pt = match &records[0].1 {
@@ -371,7 +375,7 @@ fn restoring_a_checkpoint_plus_the_log_tail_rebuilds_the_same_partition() {
     p.handle_message(
         4_000,
         COORD,
-        Message::Prepare { tx: tx(3), snapshot: vc(3_999), writes: vec![(set("y"), add(tx(3), "c"))] },
+        Message::Prepare { tx: tx(3), snapshot: vc(3_999), writes: vec![(set("y"), add(tx(3), "c"))], oldest_open: 0 },
     );
     log.extend(drain(&mut p).1);
     let tail: Vec<_> = log.iter().filter(|(lsn, _)| *lsn > first.lsn).cloned().collect();
@@ -391,7 +395,12 @@ fn a_prepare_and_commit_is_one_durable_record_that_recovery_replays() {
     p.handle_message(
         1_000,
         COORD,
-        Message::PrepareAndCommit { tx: tx(1), snapshot: vc(900), writes: vec![(set("x"), add(tx(1), "a"))] },
+        Message::PrepareAndCommit {
+            tx: tx(1),
+            snapshot: vc(900),
+            writes: vec![(set("x"), add(tx(1), "a"))],
+            oldest_open: 0,
+        },
     );
     let (sent, records) = drain(&mut p);
     assert!(sent.iter().all(|e| !matches!(e.msg, Message::Committed { .. })), "answered before durable");
@@ -489,7 +498,11 @@ fn a_transaction_whose_coordinator_is_gone_aborts_when_no_partition_committed_it
     // The dead coordinator's messages still in flight change nothing: its late prepare at p2 is refused, its
     // commit at p1 is ignored (p1 no longer holds the transaction: it acknowledges without applying).
     let snapshot = vc(900);
-    dc.deliver(COORD, 2, Message::Prepare { tx: tx(2), snapshot, writes: vec![(set("z"), add(tx(2), "c"))] });
+    dc.deliver(
+        COORD,
+        2,
+        Message::Prepare { tx: tx(2), snapshot, writes: vec![(set("z"), add(tx(2), "c"))], oldest_open: 0 },
+    );
     assert!(dc.to_coordinators.iter().any(|e| matches!(
         &e.msg,
         Message::PrepareRefused { tx: t, reason: RemoteError::CoordinatorGone } if *t == tx(2)
@@ -551,7 +564,7 @@ fn a_termination_promise_survives_the_crash_of_the_partition_that_made_it() {
     dc.parts[0].handle_message(
         1_000,
         COORD,
-        Message::Prepare { tx: tx(5), snapshot: vc(900), writes: vec![(set("x"), add(tx(5), "a"))] },
+        Message::Prepare { tx: tx(5), snapshot: vc(900), writes: vec![(set("x"), add(tx(5), "a"))], oldest_open: 0 },
     );
     let (_, persisted) = drain(&mut dc.parts[0]);
     log0.extend(persisted);
@@ -603,7 +616,12 @@ fn a_restarted_partition_still_ships_a_transaction_committed_above_its_clock() {
     p.handle_message(
         2_000,
         COORD,
-        Message::Prepare { tx: tx(1), snapshot: VectorClock::zero(2), writes: vec![(set("x"), add(tx(1), "a"))] },
+        Message::Prepare {
+            tx: tx(1),
+            snapshot: VectorClock::zero(2),
+            writes: vec![(set("x"), add(tx(1), "a"))],
+            oldest_open: 0,
+        },
     );
     log.extend(drain(&mut p).1);
     p.handle_persisted(2_000, log.last().expect("the prepare").0);
@@ -637,4 +655,91 @@ fn a_restarted_partition_still_ships_a_transaction_committed_above_its_clock() {
         }
     }
     assert_eq!(shipped, vec![tx(1)]);
+}
+
+fn counter(key: &str) -> ObjectId {
+    ObjectId::new(key, "b", CrdtType::CounterPn)
+}
+
+fn increment(t: TxId) -> Effect {
+    let mut ctx = EffectCtx::new(t.tag(), 0);
+    Crdt::new(CrdtType::CounterPn).generate(&Op::Increment(1), &mut ctx).expect("an increment fits a counter")
+}
+
+/// Delivers a message and makes every record it logs durable at once; returns what was sent and logged.
+fn deliver_durable(p: &mut Partition, now: u64, msg: Message) -> (Vec<Message>, Vec<(Lsn, LogRecord)>) {
+    p.handle_message(now, COORD, msg);
+    let (mut sent, mut logged) = (Vec::new(), Vec::new());
+    loop {
+        let (s, persisted) = drain(p);
+        sent.extend(s.into_iter().map(|e| e.msg));
+        let Some((lsn, _)) = persisted.last().cloned() else { return (sent, logged) };
+        p.handle_persisted(now, lsn);
+        logged.extend(persisted);
+    }
+}
+
+/// A prepare that arrives again for a transaction that ended here (a coordinator resends after a leader change, a
+/// deposed leader passes on what still reaches it) is never acted on twice: a prepare-and-commit of a committed one
+/// is answered with its commit, even once the stable snapshot passed it (which trims the recent commits); a
+/// prepare of a committed one leaves nothing prepared; and once the coordinator's oldest open transaction passes
+/// them, their prepares are dropped. A partition rebuilt from its log or from a checkpoint remembers the same, as
+/// a replica that takes the lead does.
+#[test]
+fn a_prepare_that_arrives_again_for_a_transaction_that_ended_here_is_not_acted_on_twice() {
+    let mut p = fresh(PartitionId(0), config(ClockKind::Hybrid));
+    let mut log = Vec::new();
+    let pac = |t: TxId, oldest_open| Message::PrepareAndCommit {
+        tx: t,
+        snapshot: vc(900),
+        writes: vec![(counter("c"), increment(t))],
+        oldest_open,
+    };
+    let (sent, logged) = deliver_durable(&mut p, 1_000, pac(tx(1), 1));
+    log.extend(logged);
+    let first = sent.iter().find_map(|m| match m {
+        Message::Committed { commit, .. } => Some(commit.clone()),
+        _ => None,
+    });
+    let first = first.expect("tx 1 committed");
+    let writes = vec![(counter("c"), increment(tx(2)))];
+    let (sent, logged) =
+        deliver_durable(&mut p, 1_100, Message::Prepare { tx: tx(2), snapshot: vc(900), writes, oldest_open: 1 });
+    log.extend(logged);
+    let prepare_time = sent.iter().find_map(|m| match m {
+        Message::Prepared { prepare_time, .. } => Some(*prepare_time),
+        _ => None,
+    });
+    let second = VectorClock::from_entries(vec![prepare_time.expect("tx 2 prepared")]);
+    let (_, logged) = deliver_durable(&mut p, 1_200, Message::Commit { tx: tx(2), commit: second.clone() });
+    log.extend(logged);
+    p.handle_message(1_300, Address::Stabilizer, Message::Stable { stable: second.clone(), gc: VectorClock::zero(1) });
+    assert_eq!(p.recent_commit(tx(1)), None, "the stable snapshot trimmed the recent commits");
+
+    let checkpoint = p.take_checkpoint();
+    let restored = Partition::restore(PartitionId(0), config(ClockKind::Hybrid), 2_000, Some(checkpoint), Vec::new());
+    let recovered = Partition::recover(PartitionId(0), config(ClockKind::Hybrid), 2_000, log);
+    let rebuilt = [("restored from a checkpoint", restored), ("recovered from the log", recovered)];
+    let rebuilt = rebuilt.map(|(name, q)| (name, bound_durable(q, 2_000)));
+    for (name, mut q) in std::iter::once(("live", p)).chain(rebuilt) {
+        let (sent, logged) = deliver_durable(&mut q, 2_000, pac(tx(1), 1));
+        assert!(logged.is_empty(), "{name}: nothing logged for a duplicate: {logged:?}");
+        assert_eq!(sent, vec![Message::Committed { tx: tx(1), commit: first.clone() }], "{name}");
+        let msg = Message::Prepare { tx: tx(2), snapshot: vc(900), writes: vec![], oldest_open: 1 };
+        let (sent, logged) = deliver_durable(&mut q, 2_000, msg);
+        assert!(sent.is_empty() && logged.is_empty(), "{name}: a duplicate prepare is dropped: {sent:?} {logged:?}");
+        assert_eq!(q.prepared_count(), 0, "{name}");
+        q.handle_timeout(3_000);
+        drain_durable(&mut q, 3_000);
+        read(&mut q, 3_000, second.clone(), vec![counter("c")]);
+        let reply = read_reply(&drain_durable(&mut q, 3_000));
+        let values = reply.map(|r| r.map(|states| states.iter().map(Crdt::value).collect::<Vec<_>>()));
+        assert_eq!(values, Some(Ok(vec![Value::Counter(2)])), "{name}: each transaction applied once");
+
+        // The coordinator finished both: their prepares are stale now, and nothing answers them.
+        let (sent, logged) = deliver_durable(&mut q, 3_000, pac(tx(1), 3));
+        assert!(sent.is_empty() && logged.is_empty(), "{name}: {sent:?} {logged:?}");
+        let (sent, logged) = deliver_durable(&mut q, 3_000, pac(tx(2), 0));
+        assert!(sent.is_empty() && logged.is_empty(), "{name}: a mark never goes back: {sent:?} {logged:?}");
+    }
 }

@@ -10,6 +10,8 @@ pub struct ShardStatus {
     pub shard: usize,
     /// The coordinator's open transactions.
     pub open_transactions: usize,
+    /// Requests the coordinator sent again to a replicated partition's new leader.
+    pub resends_to_new_leaders: u64,
     /// The stable snapshot as the coordinator knows it.
     pub stable_snapshot: Vec<u64>,
     /// The partitions this shard serves (those not replicated, and those whose replica here leads).
@@ -63,6 +65,9 @@ pub struct PartitionStatus {
     pub replication_spilled: bool,
     /// Remote transactions received and waiting for their dependencies, per origin DC.
     pub inbound_backlog: Vec<(u16, usize)>,
+    /// Prepares turned away since this partition started serving here, as duplicates of transactions that had
+    /// ended (resent to a new leader, or passed on by a deposed one).
+    pub duplicate_prepares: u64,
 }
 
 impl ShardStatus {
@@ -82,6 +87,7 @@ impl ShardStatus {
                     replication_backlog: p.replication_backlog(),
                     replication_spilled: p.replication_spilled(),
                     inbound_backlog: p.inbound_backlog().into_iter().map(|(d, n)| (d.0, n)).collect(),
+                    duplicate_prepares: p.duplicate_prepares(),
                 }
             })
             .collect();
@@ -107,6 +113,7 @@ impl ShardStatus {
             replicas,
             shard: node.shard(),
             open_transactions: coordinator.open_transactions(),
+            resends_to_new_leaders: coordinator.resends(),
             stable_snapshot: coordinator.stable_snapshot().entries().iter().map(|t| t.0).collect(),
             partitions,
         }

@@ -277,6 +277,11 @@ pub struct SimStats {
     pub read_effects_applied: u64,
     /// Reads served by partitions.
     pub reads: u64,
+    /// Requests coordinators sent again to a partition's new leader (coordinators alive at the end).
+    pub resends: u64,
+    /// Prepares partitions turned away as duplicates of transactions that had ended there (partitions serving at
+    /// the end).
+    pub duplicate_prepares: u64,
 }
 
 /// The liveness phase's verdict.
@@ -907,6 +912,10 @@ impl World {
             for p in dc.partitions() {
                 self.stats.read_effects_applied += p.store_stats().effects_applied;
                 self.stats.reads += p.store_stats().reads;
+                self.stats.duplicate_prepares += p.duplicate_prepares();
+            }
+            for shard in dc.nodes.iter().flat_map(|n| &n.shards) {
+                self.stats.resends += shard.coordinator().resends();
             }
         }
     }

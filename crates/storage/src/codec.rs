@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 /// The version byte in front of every value this crate writes. A value with another first byte is reported
 /// corrupt rather than misread.
-pub(crate) const FORMAT_VERSION: u8 = 4;
+pub(crate) const FORMAT_VERSION: u8 = 5;
 
 /// Checkpoint keyspace: the prefix of the per-partition checkpoint state (`STATE ‖ partition`).
 const STATE_TAG: u8 = 0x00;
@@ -213,6 +213,7 @@ pub(crate) struct StateRef<'a> {
     pub pvc: &'a Option<VectorClock>,
     pub remote_pending: &'a [(causet_core::DcId, causet_core::replication::ReplicatedTx)],
     pub remote_applied: &'a [(causet_core::DcId, Timestamp, TxId)],
+    pub decided: &'a [causet_core::partition::DecidedImage],
 }
 
 /// The owned form of [`StateRef`] (postcard encodes a slice and a `Vec` alike).
@@ -231,6 +232,7 @@ pub(crate) struct State {
     pub pvc: Option<VectorClock>,
     pub remote_pending: Vec<(causet_core::DcId, causet_core::replication::ReplicatedTx)>,
     pub remote_applied: Vec<(causet_core::DcId, Timestamp, TxId)>,
+    pub decided: Vec<causet_core::partition::DecidedImage>,
 }
 
 /// Decodes a checkpoint state.

@@ -374,6 +374,7 @@ impl FjallStore {
             pvc: state.pvc,
             remote_pending: state.remote_pending,
             remote_applied: state.remote_applied,
+            decided: state.decided,
         }))
     }
 }
@@ -460,6 +461,7 @@ impl LogStore for FjallStore {
             pvc: &checkpoint.pvc,
             remote_pending: &checkpoint.remote_pending,
             remote_applied: &checkpoint.remote_applied,
+            decided: &checkpoint.decided,
         })?;
         let objects = checkpoint
             .objects
@@ -1064,6 +1066,7 @@ mod tests {
             pvc: &None,
             remote_pending: &[],
             remote_applied: &[],
+            decided: &[],
         })
         .unwrap();
         checkpoints.insert(codec::state_key(p), state).unwrap();
@@ -1233,6 +1236,7 @@ mod tests {
             pvc: None,
             remote_pending: Vec::new(),
             remote_applied: Vec::new(),
+            decided: Vec::new(),
         }
     }
 

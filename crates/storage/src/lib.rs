@@ -54,12 +54,13 @@
 //! | `raft` | partition (u32 BE) ‖ index (u64 BE) | a Raft entry: (term, kind, data) |
 //! | `meta` | `incarnation` | u64, the last value [`LogStore::next_incarnation`] returned |
 //!
-//! Every value is a format-version byte (currently 4) followed by postcard; a value with an unknown version byte
+//! Every value is a format-version byte (currently 5) followed by postcard; a value with an unknown version byte
 //! or that does not decode is reported as [`StorageError::CorruptRecord`] (with partition and lsn),
 //! [`StorageError::CorruptEntry`] (with partition and index), [`StorageError::CorruptCheckpoint`] or
 //! [`StorageError::CorruptGroupState`], never a panic. The group state lies in the `checkpoint` keyspace because
 //! it is, like the checkpoint state, one small value per partition that recovery reads; the entries get a
-//! keyspace of their own, shaped like `log`. Adding them changed no existing value (format 4 is for the checkpoint's clock bound). Big-endian keys make the engine's order the numeric order,
+//! keyspace of their own, shaped like `log`. Adding them changed no existing value (format 4 is for the checkpoint's clock bound, format 5 for the
+//! coordinator marks in prepare records and the checkpoint's memory of decided transactions). Big-endian keys make the engine's order the numeric order,
 //! so a partition's log is one range scan and a checkpoint's objects one prefix scan. Incremental checkpoints
 //! upsert only the objects they carry: the `checkpoint` keyspace always holds the latest image of every object.
 //!

@@ -55,7 +55,7 @@
 //!
 //! [`AfterDurable::Send`]: super::AfterDurable::Send
 
-use super::Partition;
+use super::{Outcome, Partition};
 use crate::record::{LogRecord, Lsn};
 use crate::store::VersionStore;
 
@@ -68,7 +68,8 @@ impl<S: VersionStore> Partition<S> {
             self.exposed = self.exposed.max(exposed);
         }
         match record {
-            LogRecord::Prepared { tx, snapshot, prepare_time, writes } => {
+            LogRecord::Prepared { tx, snapshot, prepare_time, writes, oldest_open } => {
+                self.decided.note_open(tx.coordinator, oldest_open);
                 if !self.prepared.contains_key(&tx) {
                     self.insert_prepared(tx, snapshot, prepare_time, writes, now_us, lsn);
                 }
@@ -80,9 +81,9 @@ impl<S: VersionStore> Partition<S> {
                 prepared.committing.get_or_insert(commit);
                 self.apply_commit(tx);
             }
-            LogRecord::CommittedAlone { tx, snapshot, commit, writes } => {
+            LogRecord::CommittedAlone { tx, snapshot, commit, writes, oldest_open } => {
                 let prepare_time = commit.get(self.config.dc);
-                self.apply(now_us, lsn, LogRecord::Prepared { tx, snapshot, prepare_time, writes });
+                self.apply(now_us, lsn, LogRecord::Prepared { tx, snapshot, prepare_time, writes, oldest_open });
                 self.apply(now_us, lsn, LogRecord::Committed { tx, commit });
             }
             LogRecord::Remote { origin, tx } => {
@@ -92,6 +93,7 @@ impl<S: VersionStore> Partition<S> {
             }
             LogRecord::Aborted { tx } => {
                 self.remove_prepared(tx);
+                self.decided.record(tx, Outcome::Settled);
             }
             LogRecord::Fenced { tx } => {
                 self.fence(tx);
@@ -197,16 +199,33 @@ mod tests {
 
         // Prepare then commit; prepare-and-commit; prepare then abort; a remote transaction; one left undecided.
         let writes = vec![add(tx(0, 1), "x", "a")];
-        let sent =
-            step(&mut p, &mut log, 1_000, COORD, Message::Prepare { tx: tx(0, 1), snapshot: vc([900, 0]), writes });
+        let sent = step(
+            &mut p,
+            &mut log,
+            1_000,
+            COORD,
+            Message::Prepare { tx: tx(0, 1), snapshot: vc([900, 0]), writes, oldest_open: 0 },
+        );
         let pt = prepare_time(&sent);
         let commit = VectorClock::from_entries(vec![pt, Timestamp::ZERO]);
         step(&mut p, &mut log, 1_100, COORD, Message::Commit { tx: tx(0, 1), commit });
         let writes = vec![add(tx(0, 2), "y", "b"), add(tx(0, 2), "x", "b")];
         let snapshot = vc([1_150, 0]);
-        step(&mut p, &mut log, 1_200, COORD, Message::PrepareAndCommit { tx: tx(0, 2), snapshot, writes });
+        step(
+            &mut p,
+            &mut log,
+            1_200,
+            COORD,
+            Message::PrepareAndCommit { tx: tx(0, 2), snapshot, writes, oldest_open: 0 },
+        );
         let writes = vec![add(tx(0, 3), "x", "c")];
-        step(&mut p, &mut log, 1_300, COORD, Message::Prepare { tx: tx(0, 3), snapshot: vc([1_250, 0]), writes });
+        step(
+            &mut p,
+            &mut log,
+            1_300,
+            COORD,
+            Message::Prepare { tx: tx(0, 3), snapshot: vc([1_250, 0]), writes, oldest_open: 0 },
+        );
         step(&mut p, &mut log, 1_400, COORD, Message::Abort { tx: tx(0, 3) });
         let remote_commit = vc([0, 500]);
         let remote = ReplicatedTx {
@@ -225,7 +244,13 @@ mod tests {
             Message::Replicate { since: Timestamp::ZERO, txs: vec![remote], up_to },
         );
         let writes = vec![add(tx(0, 4), "x", "d")];
-        step(&mut p, &mut log, 1_600, COORD, Message::Prepare { tx: tx(0, 4), snapshot: vc([1_550, 0]), writes });
+        step(
+            &mut p,
+            &mut log,
+            1_600,
+            COORD,
+            Message::Prepare { tx: tx(0, 4), snapshot: vc([1_550, 0]), writes, oldest_open: 0 },
+        );
         let kinds: std::collections::BTreeSet<String> =
             log.iter().map(|(_, r)| format!("{r:?}").split(' ').next().unwrap_or_default().to_owned()).collect();
         assert_eq!(kinds.len(), 5, "every kind of record is in the log: {kinds:?}");

@@ -17,6 +17,7 @@
 
 mod apply;
 mod bound;
+mod decided;
 mod participant;
 mod reads;
 mod recovery;
@@ -24,7 +25,9 @@ mod remote;
 mod termination;
 
 use self::bound::BoundKeeper;
-use self::reads::{Request, Waiting};
+use self::decided::Decided;
+pub use self::decided::{DecidedImage, Outcome};
+use self::reads::{Prepare, Request, Waiting};
 use self::termination::Termination;
 use crate::bugs::{self, Bug};
 use crate::record::{LogRecord, Lsn};
@@ -105,6 +108,10 @@ pub struct Checkpoint {
     /// for the origin's promise), and a restored partition must not apply it again when the origin resends.
     #[serde(default)]
     pub remote_applied: Vec<(DcId, Timestamp, TxId)>,
+    /// What the partition remembers of its coordinators' transactions, so that no prepare is acted on twice
+    /// (`decided.rs`).
+    #[serde(default)]
+    pub decided: Vec<DecidedImage>,
 }
 
 /// What a partition asks its driver to do.
@@ -181,6 +188,10 @@ pub struct Partition<S = Store> {
     terminations: BTreeMap<TxId, Termination>,
     /// Transactions this partition promised never to prepare, oldest first.
     fenced: VecDeque<TxId>,
+    /// How its coordinators' recent transactions ended here (`decided.rs`).
+    decided: Decided,
+    /// Prepares turned away as duplicates of transactions that had ended here.
+    duplicate_prepares: u64,
     replicator: Replicator,
     inbound: BTreeMap<DcId, Inbound>,
     /// Per origin, the stream positions of the remote transactions this partition logged and has not applied yet
@@ -273,6 +284,8 @@ impl<S: VersionStore> Partition<S> {
             recent_commits: VecDeque::new(),
             terminations: BTreeMap::new(),
             fenced: VecDeque::new(),
+            decided: Decided::default(),
+            duplicate_prepares: 0,
             replicator: Replicator::new(
                 config.dc,
                 topology.replication_targets(id),
@@ -367,6 +380,12 @@ impl<S: VersionStore> Partition<S> {
     /// Requests waiting for their snapshot.
     pub fn waiting_count(&self) -> usize {
         self.waiting.len()
+    }
+
+    /// Prepares turned away since this partition was built, as duplicates of transactions that had ended here
+    /// (resent after a leader change, or passed on by a deposed leader).
+    pub fn duplicate_prepares(&self) -> u64 {
+        self.duplicate_prepares
     }
 
     /// Counters of the object store.
@@ -474,11 +493,11 @@ impl<S: VersionStore> Partition<S> {
             Message::Read { tx, request, snapshot, objects } => {
                 self.on_request(now_us, Request::Read { from, tx, request, snapshot, objects })
             }
-            Message::Prepare { tx, snapshot, writes } => {
-                self.on_request(now_us, Request::Prepare { from, tx, snapshot, writes, alone: false })
+            Message::Prepare { tx, snapshot, writes, oldest_open } => {
+                self.on_prepare(now_us, Prepare { from, tx, snapshot, writes, alone: false, oldest_open })
             }
-            Message::PrepareAndCommit { tx, snapshot, writes } => {
-                self.on_request(now_us, Request::Prepare { from, tx, snapshot, writes, alone: true })
+            Message::PrepareAndCommit { tx, snapshot, writes, oldest_open } => {
+                self.on_prepare(now_us, Prepare { from, tx, snapshot, writes, alone: true, oldest_open })
             }
             Message::Commit { tx, commit } => self.on_commit(from, tx, commit),
             Message::Abort { tx } => self.on_abort(now_us, from, tx),

@@ -1,7 +1,7 @@
 //! The two-phase-commit participant: prepare (with certification), commit, abort, and the single-partition
 //! prepare-and-commit.
 
-use super::{AfterDurable, Partition, PreparedTx, Request};
+use super::{AfterDurable, Outcome, Partition, Prepare, PreparedTx, Request};
 use crate::bugs;
 use crate::message::RemoteError;
 use crate::record::{LogRecord, Lsn};
@@ -11,15 +11,41 @@ use crate::{Address, Message, ObjectId, Timestamp, TxId, VectorClock};
 use causet_crdt::{CrdtType, Effect, Stamp};
 
 impl<S: VersionStore> Partition<S> {
-    pub(super) fn prepare(
-        &mut self,
-        now_us: u64,
-        from: Address,
-        tx: TxId,
-        snapshot: VectorClock,
-        writes: Vec<(ObjectId, Effect)>,
-        alone: bool,
-    ) {
+    /// A prepare arrives: screened (`admit_prepare`), then served or left waiting for its snapshot.
+    pub(super) fn on_prepare(&mut self, now_us: u64, prepare: Prepare) {
+        if self.admit_prepare(prepare.tx, &prepare.snapshot, prepare.oldest_open, prepare.alone) {
+            self.on_request(now_us, Request::Prepare(prepare));
+        }
+    }
+
+    /// Screens a prepare as it arrives (`decided.rs`): notes its coordinator's oldest open transaction, and turns
+    /// away a duplicate of one that ended here (a resend after a leader change, or a copy passed on by a deposed
+    /// leader), answering a duplicate prepare-and-commit of a committed one with its commit. Returns whether the
+    /// prepare goes on.
+    fn admit_prepare(&mut self, tx: TxId, snapshot: &VectorClock, oldest_open: u64, alone: bool) -> bool {
+        self.decided.note_open(tx.coordinator, oldest_open);
+        if self.decided.is_finished(tx) {
+            self.duplicate_prepares += 1;
+            return false; // Its coordinator finished it and waits for nothing.
+        }
+        let outcome = self.decided.outcome(tx);
+        self.duplicate_prepares += u64::from(outcome.is_some());
+        match outcome {
+            None => true,
+            Some(Outcome::Committed(at)) => {
+                if alone && snapshot.has_dcs(self.config.vector_len()) {
+                    let mut commit = snapshot.clone();
+                    commit.set(self.config.dc, at);
+                    self.send(Address::Coordinator(tx.coordinator), Message::Committed { tx, commit });
+                }
+                false
+            }
+            Some(Outcome::Settled) => false,
+        }
+    }
+
+    pub(super) fn prepare(&mut self, now_us: u64, prepare: Prepare) {
+        let Prepare { from, tx, snapshot, writes, alone, oldest_open } = prepare;
         if alone && self.prepared.contains_key(&tx) {
             return; // Already committing; the answer follows.
         }
@@ -36,6 +62,7 @@ impl<S: VersionStore> Partition<S> {
             return;
         }
         if let Err(reason) = self.certify(tx, &snapshot, &writes) {
+            self.decided.record(tx, Outcome::Settled);
             self.send(from, Message::PrepareRefused { tx, reason });
             return;
         }
@@ -55,6 +82,7 @@ impl<S: VersionStore> Partition<S> {
                 snapshot: snapshot.clone(),
                 commit: commit.clone(),
                 writes: writes.clone(),
+                oldest_open,
             };
             // Staged: prepared with its commit decided. Once durable, the record's prepare half is already here, so
             // what is left to apply is its commit half (see the `apply` module).
@@ -67,7 +95,8 @@ impl<S: VersionStore> Partition<S> {
             self.after_durable.push_back((lsn, AfterDurable::Apply(durable, Some(reply))));
             return;
         }
-        let record = LogRecord::Prepared { tx, snapshot: snapshot.clone(), prepare_time, writes: writes.clone() };
+        let record =
+            LogRecord::Prepared { tx, snapshot: snapshot.clone(), prepare_time, writes: writes.clone(), oldest_open };
         let lsn = self.persist(record);
         self.insert_prepared(tx, snapshot, prepare_time, writes, now_us, lsn);
         self.send_after_durable(lsn, from, Message::Prepared { tx, prepare_time });
@@ -177,6 +206,7 @@ impl<S: VersionStore> Partition<S> {
             self.store.insert(&id, &commit, stamp, effect);
         }
         self.clock.observe(commit.get(self.config.dc));
+        self.decided.record(tx, Outcome::Committed(commit.get(self.config.dc)));
         self.remember_commit(tx, commit);
     }
 
@@ -188,13 +218,14 @@ impl<S: VersionStore> Partition<S> {
             return; // The dead coordinator's decision, overtaken by the termination's.
         }
         self.terminations.remove(&tx);
+        self.decided.record(tx, Outcome::Settled);
         if self.remove_prepared(tx).is_some() {
             // The abort record need not be durable: a prepared record without a decision is resolved by asking.
             self.persist(LogRecord::Aborted { tx });
             self.serve_waiting(now_us);
         }
         // A prepare still waiting for the clock is dropped too.
-        self.waiting.retain(|w| !matches!(&w.request, Request::Prepare { tx: t, .. } if *t == tx));
+        self.waiting.retain(|w| !matches!(&w.request, Request::Prepare(Prepare { tx: t, .. }) if *t == tx));
         self.send(from, Message::AbortAck { tx });
     }
 

@@ -13,13 +13,24 @@ use causet_crdt::Effect;
 #[derive(Clone, Debug)]
 pub(super) enum Request {
     Read { from: Address, tx: TxId, request: u64, snapshot: VectorClock, objects: Vec<ObjectId> },
-    Prepare { from: Address, tx: TxId, snapshot: VectorClock, writes: Vec<(ObjectId, Effect)>, alone: bool },
+    Prepare(Prepare),
+}
+
+/// A prepare (or, `alone`, a prepare-and-commit) as it arrived from its coordinator.
+#[derive(Clone, Debug)]
+pub(super) struct Prepare {
+    pub from: Address,
+    pub tx: TxId,
+    pub snapshot: VectorClock,
+    pub writes: Vec<(ObjectId, Effect)>,
+    pub alone: bool,
+    pub oldest_open: u64,
 }
 
 impl Request {
     pub(super) fn snapshot(&self) -> &VectorClock {
         match self {
-            Request::Read { snapshot, .. } | Request::Prepare { snapshot, .. } => snapshot,
+            Request::Read { snapshot, .. } | Request::Prepare(Prepare { snapshot, .. }) => snapshot,
         }
     }
 }
@@ -83,7 +94,7 @@ impl<S: VersionStore> Partition<S> {
                 // Cure Alg. 2 line 6: the whole snapshot must be available here.
                 Request::Read { .. } => rules.may_serve_read(snapshot, &self.pvc),
                 // A prepare time must exceed the snapshot's local entry, so the commit lands above the snapshot.
-                Request::Prepare { .. } => self.clock.current(now_us) >= snapshot.get(local),
+                Request::Prepare(_) => self.clock.current(now_us) >= snapshot.get(local),
             };
             if !available {
                 return Some(request);
@@ -98,9 +109,7 @@ impl<S: VersionStore> Partition<S> {
                 };
                 self.send(from, Message::ReadReply { tx, request, result });
             }
-            Request::Prepare { from, tx, snapshot, writes, alone } => {
-                self.prepare(now_us, from, tx, snapshot, writes, alone)
-            }
+            Request::Prepare(prepare) => self.prepare(now_us, prepare),
         }
         None
     }
@@ -137,7 +146,7 @@ impl<S: VersionStore> Partition<S> {
                 let msg = Message::ReadReply { tx: *tx, request: *request, result: Err(reason) };
                 self.send(*from, msg);
             }
-            Request::Prepare { from, tx, .. } => self.send(*from, Message::PrepareRefused { tx: *tx, reason }),
+            Request::Prepare(Prepare { from, tx, .. }) => self.send(*from, Message::PrepareRefused { tx: *tx, reason }),
         }
     }
 }

@@ -30,6 +30,7 @@ impl<S: VersionStore> Partition<S> {
             for (tx, commit) in c.recent_commits {
                 p.remember_commit(tx, commit);
             }
+            p.decided.restore(c.decided);
             // Nothing committed before the checkpoint lies above `committed_through`: the replicator reads those it
             // still ships back from the log, which the checkpoint kept from `keep_log_from`. (Not the checkpoint's
             // clock: a commit time is the largest prepare time of the transaction's partitions, which a physical
@@ -59,7 +60,9 @@ impl<S: VersionStore> Partition<S> {
             }
             for PreparedImage { tx, snapshot, prepare_time, writes, commit, fenced, lsn } in c.prepared {
                 floor = floor.max(prepare_time);
-                p.apply(now_us, lsn, LogRecord::Prepared { tx, snapshot, prepare_time, writes });
+                // The mark came with the checkpoint's memory.
+                let oldest_open = 0;
+                p.apply(now_us, lsn, LogRecord::Prepared { tx, snapshot, prepare_time, writes, oldest_open });
                 if fenced {
                     p.apply(now_us, lsn, LogRecord::Fenced { tx });
                 }
@@ -118,6 +121,7 @@ impl<S: VersionStore> Partition<S> {
             pvc: Some(self.pvc.clone()),
             remote_applied: self.remote_applied.iter().map(|(d, (at, tx))| (*d, *at, *tx)).collect(),
             remote_pending: self.remote_pending_image(),
+            decided: self.decided.image(),
         }
     }
 

@@ -3,7 +3,7 @@
 
 #![allow(dead_code)] // Each test binary uses a different subset.
 
-use causet_core::partition::{Checkpoint, PreparedImage};
+use causet_core::partition::{Checkpoint, DecidedImage, Outcome, PreparedImage};
 use causet_core::record::{LogRecord, Lsn};
 use causet_core::store::{ObjectImage, Version};
 use causet_core::{CoordinatorId, DcId, ObjectId, PartitionId, Timestamp, TxId, VectorClock};
@@ -33,6 +33,7 @@ pub fn record(partition: PartitionId, lsn: Lsn) -> LogRecord {
                 snapshot: commit,
                 prepare_time: Timestamp(lsn.0),
                 writes: vec![(object, effect)],
+                oldest_open: lsn.0 / 2,
             }
         }
         1 => LogRecord::Committed { tx: tx(lsn.0), commit },
@@ -85,6 +86,11 @@ pub fn checkpoint(lsn: Lsn, objects: Vec<(ObjectId, ObjectImage)>) -> Checkpoint
         pvc: None,
         remote_pending: Vec::new(),
         remote_applied: Vec::new(),
+        decided: vec![DecidedImage {
+            coordinator: CoordinatorId(1),
+            oldest_open: lsn.0,
+            outcomes: vec![(lsn.0, Outcome::Committed(Timestamp(lsn.0 * 10))), (lsn.0 + 1, Outcome::Settled)],
+        }],
     }
 }
 
