@@ -1,8 +1,10 @@
 //! The node layer, free of I/O: the state machines one driver task runs, and every routing decision between them.
 //!
 //! A Causet node (one server process) serves some partitions of one DC. It runs as `shards` independent
-//! [`Node`]s, one per core, each owning a disjoint part of the node's partitions, one coordinator, and, on shard 0
-//! of the stabilizer's node, the DC's stabilizer. A [`Node`] routes every message its machines emit, using the
+//! [`Node`]s, one per core, each owning a disjoint part of the node's partitions, one coordinator, and, on shard 0,
+//! the node's stabilizer. Every node of a DC runs one: partitions and coordinators report to all of them, and each
+//! tells only its own node's machines the DC's stable snapshot, so the stable snapshot keeps moving while any nodes
+//! are down (with replicated partitions, while a minority is). A [`Node`] routes every message its machines emit, using the
 //! [`Topology`] and its [`Layout`]:
 //! - to a machine of its own: delivered at once, inside the same input;
 //! - to another shard of the node, another node of the DC, or a node of another DC:
@@ -128,8 +130,8 @@ impl Layout {
             Address::Replica(p, _) if p.0 >= topology.partition_count() => Location::Nowhere,
             Address::Replica(p, n) if n == self.node => Location::Shard(self.shard_of(topology, p)),
             Address::Replica(_, n) => Location::Node(n),
-            Address::Stabilizer if topology.stabilizer_node() == self.node => Location::Shard(0),
-            Address::Stabilizer => Location::Node(topology.stabilizer_node()),
+            // Every node runs a stabilizer on its shard 0; a report goes to each (`Node::route_report`).
+            Address::Stabilizer => Location::Shard(0),
         }
     }
 
@@ -324,7 +326,7 @@ impl Node {
         }
         let strays: Vec<PartitionId> = stored.keys().copied().collect();
         assert!(strays.is_empty(), "stored partitions {strays:?} are not this shard's");
-        let stabilizer = (shard == 0 && layout.node == topology.stabilizer_node()).then(|| {
+        let stabilizer = (shard == 0).then(|| {
             let mut s = Stabilizer::new(config.clone(), layout.coordinators());
             s.expect_nodes(topology.nodes(topology.dc()));
             s
@@ -531,6 +533,18 @@ impl Node {
         }
     }
 
+    /// Sends a message one of this shard's machines emitted: a report to the stabilizer goes to every node's
+    /// (each node runs one), anything else where its receiver runs.
+    fn route_own(&mut self, e: Envelope) {
+        if e.to == Address::Stabilizer {
+            let me = self.layout.node;
+            for n in (0..self.topology.nodes(self.topology.dc())).filter(|n| *n != me) {
+                self.outputs.push_back(NodeOutput::Transmit(Destination::Node(n), e.clone()));
+            }
+        }
+        self.route(e);
+    }
+
     /// Sends a message to wherever its receiver runs.
     fn route(&mut self, e: Envelope) {
         match self.locate(e.to) {
@@ -629,7 +643,7 @@ impl Node {
             while let Some(out) = self.coordinator.poll_output() {
                 progressed = true;
                 match out {
-                    CoordinatorOutput::Send(e) => self.route(e),
+                    CoordinatorOutput::Send(e) => self.route_own(e),
                     CoordinatorOutput::Reply(reply) => {
                         if let Ok(ClientResponse::Committed { commit }) = &reply.result {
                             let at = commit.get(self.config.dc);
@@ -674,12 +688,19 @@ impl Node {
                 self.announce_leader(p, term, &mut sends);
             }
             progressed |= self.unpark();
+            let mut told = Vec::new();
             if let Some(s) = self.stabilizer.as_mut() {
-                sends.extend(std::iter::from_fn(|| s.poll_output()));
+                told.extend(std::iter::from_fn(|| s.poll_output()));
             }
-            progressed |= !sends.is_empty();
+            progressed |= !sends.is_empty() || !told.is_empty();
             for e in sends {
-                self.route(e);
+                self.route_own(e);
+            }
+            for e in told {
+                // This node's stabilizer speaks for this node's machines; every other node has its own.
+                if matches!(self.locate(e.to), Location::Shard(_)) {
+                    self.route(e);
+                }
             }
             while let Some(e) = self.local.pop_front() {
                 progressed = true;
@@ -715,7 +736,7 @@ mod tests {
         assert_eq!(l.locate(&t, Address::Partition(PartitionId(5))), Location::Shard(0));
         assert_eq!(l.locate(&t, Address::Partition(PartitionId(2))), Location::Node(0));
         assert_eq!(l.locate(&t, Address::Partition(PartitionId(6))), Location::Nowhere, "no such partition");
-        assert_eq!(l.locate(&t, Address::Stabilizer), Location::Node(0));
+        assert_eq!(l.locate(&t, Address::Stabilizer), Location::Shard(0), "every node runs a stabilizer");
         assert_eq!(l.locate(&t, Address::Peer(DcId(1), PartitionId(3))), Location::Nowhere, "shape unknown");
         t.set_dc_nodes(DcId(1), 3);
         assert_eq!(l.locate(&t, Address::Peer(DcId(1), PartitionId(4))), Location::Dc(DcId(1), 1));
@@ -960,5 +981,62 @@ mod tests {
             _ => None,
         });
         assert_eq!(values, Some(vec![causet_crdt::Value::Counter(1)]), "the increment applied exactly once");
+    }
+
+    /// Every node runs a stabilizer: with node 0 down, the other nodes' coordinators still see the DC's stable
+    /// snapshot pass a commit made after it went down (fails with a stabilizer on node 0 only: it stands still).
+    #[test]
+    fn the_stable_snapshot_keeps_moving_while_node_0_is_down() {
+        let mut dc = Dc::new(3);
+        dc.run(1_000_000);
+        dc.down = Some(0);
+        // Node 0's partitions fail over to the others.
+        dc.run(1_000_000);
+        let updates: Vec<(ObjectId, Op)> =
+            (0..6).map(|k| (ObjectId::new(format!("k{k}"), "b", CrdtType::CounterPn), Op::Increment(1))).collect();
+        let body = ClientRequest::StaticUpdate { clock: None, updates };
+        dc.nodes[1].handle_client(dc.now, ClientId(1), RequestId(1), body);
+        dc.run(200_000);
+        let commit = dc.replies.iter().find_map(|r| match &r.result {
+            Ok(ClientResponse::Committed { commit }) => Some(commit.clone()),
+            _ => None,
+        });
+        let commit = commit.unwrap_or_else(|| panic!("the update committed without node 0: {:?}", dc.replies));
+        for n in [1, 2] {
+            let stable = dc.nodes[n].coordinator().stable_snapshot();
+            assert!(commit.le(stable), "node {n}: the stable snapshot {stable} stays below the commit {commit}");
+        }
+    }
+
+    /// Leadership spreads over the nodes: a partition that failed over while its home node was away is handed back
+    /// to the home node once that node is back and has caught up, and keeps committing (without the handover, the
+    /// node that took over leads it for ever, and after a few failovers one node leads everything).
+    #[test]
+    fn a_partition_returns_to_its_home_node_once_that_node_is_back_and_caught_up() {
+        let mut dc = Dc::new(3);
+        dc.run(3_000_000);
+        let homes: Vec<Option<usize>> = (0..3).map(|p| dc.leader(PartitionId(p))).collect();
+        assert_eq!(homes, vec![Some(0), Some(1), Some(2)], "each partition is led by its home node");
+        let p = PartitionId(1);
+        dc.down = Some(1);
+        dc.run(1_000_000);
+        let deputy = dc.leader(p).expect("another node took over");
+        dc.down = None;
+        dc.run(3_000_000);
+        assert_eq!(dc.leader(p), Some(1), "the home node leads again (node {deputy} took over meanwhile)");
+        let handed = dc.nodes[deputy].replicas().find(|r| r.id() == p).map(|r| r.stats().handovers);
+        assert_eq!(handed, Some(1));
+        let key = (0..100)
+            .map(|k| ObjectId::new(format!("k{k}"), "b", CrdtType::CounterPn))
+            .find(|o| o.partition(3) == p)
+            .expect("a key of the partition");
+        let body = ClientRequest::StaticUpdate { clock: None, updates: vec![(key, Op::Increment(1))] };
+        dc.nodes[0].handle_client(dc.now, ClientId(1), RequestId(1), body);
+        dc.run(100_000);
+        assert!(
+            dc.replies.iter().any(|r| matches!(r.result, Ok(ClientResponse::Committed { .. }))),
+            "{:?}",
+            dc.replies
+        );
     }
 }

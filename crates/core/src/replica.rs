@@ -102,6 +102,8 @@ pub struct ReplicaStats {
     pub terms_led: u64,
     /// Times a serving leader threw its partition away and rebuilt it from the committed log.
     pub reloads: u64,
+    /// Times this replica handed leadership back to the partition's home node.
+    pub handovers: u64,
 }
 
 /// One replica of a replicated partition. See the module documentation.
@@ -109,6 +111,8 @@ pub struct ReplicaStats {
 pub struct Replica {
     id: PartitionId,
     node: NodeIndex,
+    /// The partition's home node, which leads it whenever it can, so that leadership spreads over the nodes.
+    home: NodeIndex,
     config: Config,
     group: Group,
     partition: Partition,
@@ -138,10 +142,12 @@ impl Replica {
         // The partition is rebuilt from the whole committed log: nothing is applied yet.
         let durable = DurableState { applied: Lsn(0), ..durable };
         let group = Group::new(group_config, now_us, durable)?;
+        let home = topology.home(topology.dc(), id).expect("a DC knows its own shape");
         let mut replica = Self {
             partition: Partition::replica(id, config.clone(), now_us),
             id,
             node,
+            home,
             config,
             group,
             role: Role::Follower,
@@ -222,7 +228,11 @@ impl Replica {
         if let Role::Serving { term } = self.role {
             if now_us >= self.next_notice_us {
                 self.next_notice_us = now_us + LEADER_NOTICE_INTERVAL_US;
-                self.outputs.push_back(ReplicaOutput::Leading { term });
+                if self.node != self.home && self.group.caught_up(replica_id(self.home)) {
+                    self.hand_over(now_us);
+                } else {
+                    self.outputs.push_back(ReplicaOutput::Leading { term });
+                }
             }
         }
         self.pump(now_us);
@@ -293,7 +303,8 @@ impl Replica {
                 // first entry, and a leader that reloaded waits for its own proposals still in flight.
                 let last = self.group.last_index();
                 let caught_up = self.group.applied_term() == term && self.group.applied() == last;
-                if self.group.is_leader() && self.group.term() == term && caught_up {
+                let leading = self.group.is_leader() && self.group.term() == term && !self.group.transferring();
+                if leading && caught_up {
                     self.role = Role::Serving { term };
                     self.stats.terms_led += 1;
                     self.partition.take_lead(now_us, last);
@@ -349,6 +360,16 @@ impl Replica {
         }
         while partition.poll_output().is_some() {}
         self.partition = partition;
+    }
+
+    /// Leadership spreads over the nodes: a leader that is not the partition's home, and has served for a while (a
+    /// notice interval), hands leadership to the home replica once that one holds the whole log (say, after it
+    /// restarted). It stops serving first, dropping what it staged (senders retry with the next leader), so that
+    /// no proposal meets the transfer; should raft give the transfer up, it serves again.
+    fn hand_over(&mut self, now_us: u64) {
+        self.reload(now_us);
+        self.group.transfer_leadership(replica_id(self.home));
+        self.stats.handovers += 1;
     }
 
     /// The role of a replica that does not serve (yet), from the group's state.

@@ -1,9 +1,12 @@
-//! The stabilizer of one DC: the stable snapshot, the entry-wise minimum of every partition's pvc (Cure §IV-C,
+//! A stabilizer of one DC: the stable snapshot, the entry-wise minimum of every partition's pvc (Cure §IV-C,
 //! Alg. 4 CalculateStableSnapshot), and the garbage-collection frontier, the minimum of that and of every
 //! coordinator's oldest running snapshot.
 //!
-//! It publishes a [`Message::Stable`] to every coordinator and partition whenever the stable snapshot moves, so
-//! stabilisation is event-driven: visibility waits for the slowest partition's report, not for a gossip timer.
+//! Every node of the DC runs one, and every partition and coordinator reports to all of them, so each computes the
+//! DC's stable snapshot on its own and a dead node stops none of the others. It publishes a [`Message::Stable`]
+//! whenever the stable snapshot moves, so stabilisation is event-driven: visibility waits for the slowest
+//! partition's report, not for a gossip timer. It addresses every coordinator and partition it knows; its node
+//! delivers only to its own machines (another node's are told by that node's stabilizer).
 //!
 //! The set of coordinators changes: a coordinator joins when it first reports ([`Message::OldestSnapshot`]) and
 //! the driver retires the coordinators of a node that restarted ([`Stabilizer::retire`]). Until every expected
@@ -13,7 +16,7 @@ use crate::topology::Topology;
 use crate::{Address, Config, CoordinatorId, Envelope, Message, PartitionId, VectorClock};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-/// The stabilizer of one DC.
+/// A stabilizer of one DC (one per node).
 #[derive(Debug)]
 pub struct Stabilizer {
     config: Config,

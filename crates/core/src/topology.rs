@@ -157,11 +157,6 @@ impl Topology {
         p.0 / u32::from(self.nodes(self.dc).max(1))
     }
 
-    /// The node of this DC that runs the stabilizer.
-    pub fn stabilizer_node(&self) -> NodeIndex {
-        0
-    }
-
     /// The DCs that hold a bucket's objects: every DC (full replication).
     pub fn dcs_holding(&self, _bucket: &[u8]) -> impl Iterator<Item = DcId> {
         (0..self.dcs()).map(DcId)

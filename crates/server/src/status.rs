@@ -41,6 +41,8 @@ pub struct ReplicaStatus {
     pub terms_led: u64,
     /// Times a serving leader stepped down and rebuilt its partition from the committed log.
     pub reloads: u64,
+    /// Times this replica handed leadership back to the partition's home node.
+    pub handovers: u64,
 }
 
 /// A partition's state, for `/status`.
@@ -105,6 +107,7 @@ impl ShardStatus {
                     last_index: g.last_index().0,
                     terms_led: r.stats().terms_led,
                     reloads: r.stats().reloads,
+                    handovers: r.stats().handovers,
                 }
             })
             .collect();

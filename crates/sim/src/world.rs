@@ -494,9 +494,15 @@ impl Dc {
         Layout::new(node, self.shards, self.nodes[usize::from(node)].incarnation)
     }
 
-    /// The node that runs the DC's stabilizer, and the stabilizer (`None` while that node is down).
-    fn stabilizer(&self) -> Option<&causet_core::stabilizer::Stabilizer> {
-        self.nodes[usize::from(self.topology.stabilizer_node())].shards.first().and_then(Node::stabilizer)
+    /// The DC's stable snapshot: the least of its running nodes' stabilizers (each node runs one), `None` while
+    /// every node is down.
+    fn stable_snapshot(&self) -> Option<VectorClock> {
+        let mut stables = self.nodes.iter().filter_map(|n| n.shards.first()?.stabilizer()).map(|s| s.stable_snapshot());
+        let first = stables.next()?.clone();
+        Some(stables.fold(first, |mut least, s| {
+            least.merge_min(s);
+            least
+        }))
     }
 
     /// The partitions running on the DC's nodes that are up.
@@ -837,7 +843,7 @@ impl World {
         self.drive_while(deadline, |world| {
             (world.dcs.iter().enumerate())
                 .filter_map(|(d, dc)| {
-                    let stable = dc.stabilizer().map_or(Timestamp::ZERO, |s| s.stable_snapshot().get(DcId(d as u16)));
+                    let stable = dc.stable_snapshot().map_or(Timestamp::ZERO, |s| s.get(DcId(d as u16)));
                     (stable < targets[d]).then(|| {
                         format!(
                             "DC {d}: the stable snapshot stays at {stable}, below its partitions' pvc {}",
@@ -934,7 +940,7 @@ impl World {
         // so every DC reads the same set of transactions.
         for (d, dc) in self.dcs.iter().enumerate() {
             let own = DcId(d as u16);
-            let local = dc.stabilizer().map_or(Timestamp::ZERO, |s| s.stable_snapshot().get(own));
+            let local = dc.stable_snapshot().map_or(Timestamp::ZERO, |s| s.get(own));
             if local > clock.get(own) {
                 clock.set(own, local);
             }
@@ -987,11 +993,8 @@ impl World {
                 // A failed attempt is not part of the workload's history (and when there was none, the last record
                 // is a workload transaction, the in-doubt one of a crashed node's session, say: it stays).
                 if std::env::var("CAUSET_SIM_DEBUG").is_ok() {
-                    let stables: Vec<String> = self
-                        .dcs
-                        .iter()
-                        .map(|d| d.stabilizer().map_or("down".into(), |s| s.stable_snapshot().to_string()))
-                        .collect();
+                    let stables: Vec<String> =
+                        self.dcs.iter().map(|d| d.stable_snapshot().map_or("down".into(), |s| s.to_string())).collect();
                     eprintln!(
                         "final read at DC {d} failed: {:?}; clock {clock}; stable snapshots {stables:?}",
                         attempt.map(|(_, outcome)| outcome)

@@ -57,8 +57,9 @@
 //! - **Membership changes.** The voter set is [`GroupConfig::voters`], fixed for the group's life; conf-change
 //!   entries are never proposed (the type exists so a log round-trips), and [`DurableState`] has no conf state
 //!   yet.
-//! - **Read index and leases**, leader transfer and priorities, and forwarding proposals from followers:
-//!   `MsgReadIndex`, `MsgTimeoutNow` and `MsgPropose` from peers are dropped.
+//! - **Read index and leases**, priorities, and forwarding proposals from followers: `MsgReadIndex` and
+//!   `MsgPropose` from peers are dropped. Leader transfer is used ([`Group::transfer_leadership`]): a leader hands
+//!   leadership to a caught-up replica with `MsgTimeoutNow`.
 //! - **Batching of messages per destination node**, which the node layer does.
 
 mod storage;
@@ -284,7 +285,7 @@ pub enum GroupError {
 }
 
 /// Message kinds this brick exchanges; everything else received is dropped (see the module documentation).
-const ACCEPTED: [MessageType; 8] = [
+const ACCEPTED: [MessageType; 9] = [
     MessageType::MsgAppend,
     MessageType::MsgAppendResponse,
     MessageType::MsgRequestVote,
@@ -293,6 +294,8 @@ const ACCEPTED: [MessageType; 8] = [
     MessageType::MsgRequestPreVoteResponse,
     MessageType::MsgHeartbeat,
     MessageType::MsgHeartbeatResponse,
+    // A leader handing leadership over tells the chosen replica to campaign at once.
+    MessageType::MsgTimeoutNow,
 ];
 
 /// Bytes of the checksum that trails every message.
@@ -529,9 +532,29 @@ impl Group {
                 assert!(new, "two proposals at index {index} in term {term}");
                 Ok(Proposal { index: Lsn(index), term })
             }
-            // A leader drops a proposal only over `max_uncommitted_size` (leader transfer is not used).
+            // A leader drops a proposal over `max_uncommitted_size`, and while it hands leadership over.
             Err(_) => Err(ProposeError::Busy),
         }
+    }
+
+    /// Whether this replica leads and knows that replica `id` holds every entry of its log.
+    pub fn caught_up(&self, id: ReplicaId) -> bool {
+        let last = self.raw.raft.raft_log.last_index();
+        self.is_leader() && self.raw.raft.prs().get(id.0).is_some_and(|p| p.matched == last)
+    }
+
+    /// Hands leadership to replica `id` (raft's leader transfer): this leader takes no proposal until the
+    /// transfer ends, and `id` campaigns at once when it has the whole log. Raft gives up after an election
+    /// timeout if it did not happen.
+    pub fn transfer_leadership(&mut self, id: ReplicaId) {
+        if self.is_leader() && id != self.id {
+            self.raw.transfer_leader(id.0);
+        }
+    }
+
+    /// Whether this leader is handing leadership over.
+    pub fn transferring(&self) -> bool {
+        self.is_leader() && self.raw.raft.lead_transferee.is_some()
     }
 
     /// The driver made every [`GroupOutput::Write`] up to the one numbered `ready` durable.

@@ -681,7 +681,7 @@ fn garbage_messages_are_dropped() {
         forged(&|m| m.set_msg_type(MessageType::MsgSnapshot)),
         forged(&|m| m.set_msg_type(MessageType::MsgPropose)),
         forged(&|m| m.set_msg_type(MessageType::MsgHup)),
-        forged(&|m| m.set_msg_type(MessageType::MsgTimeoutNow)),
+        forged(&|m| m.set_msg_type(MessageType::MsgReadIndex)),
     ];
     for _ in 0..200 {
         let len = rng.random_range(0..200);
