@@ -33,6 +33,7 @@ async fn metrics(State(state): State<Arc<NodeState>>) -> impl IntoResponse {
     let shards = state.status().await;
     let m = &state.metrics;
     m.open_transactions.set(shards.iter().map(|s| s.open_transactions as i64).sum());
+    m.observe_shards(&shards);
     if let Some(stable) = shards.first().map(|s| &s.stable_snapshot) {
         let now = state.clock.now_us();
         for (dc, entry) in stable.iter().enumerate() {

@@ -1,5 +1,6 @@
 //! Prometheus metrics, served on the admin port at `/metrics`.
 
+use crate::status::ShardStatus;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -8,6 +9,8 @@ use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
 
 type Labels = Vec<(&'static str, &'static str)>;
+/// A replicated partition's label.
+type PartitionLabel = Vec<(&'static str, String)>;
 
 /// The node's metrics.
 pub struct Metrics {
@@ -43,6 +46,24 @@ pub struct Metrics {
     pub shard_messages_dropped: Gauge<u64, AtomicU64>,
     /// Messages sent and dropped on each link to a peer DC, at scrape time.
     pub link_messages: Family<Vec<(&'static str, String)>, Gauge<u64, AtomicU64>>,
+    /// Per replica held here: whether it leads (1) or not (0).
+    pub replica_leader: Family<PartitionLabel, Gauge>,
+    /// Per replica: its Raft term.
+    pub replica_term: Family<PartitionLabel, Gauge<u64, AtomicU64>>,
+    /// Per replica: the highest log index it knows committed, and the last it applied.
+    pub replica_index: Family<Vec<(&'static str, String)>, Gauge<u64, AtomicU64>>,
+    /// Per replica: committed entries not applied yet.
+    pub replica_apply_lag: Family<PartitionLabel, Gauge<u64, AtomicU64>>,
+    /// Per replica: times it started serving as leader (elections won).
+    pub replica_terms_led: Family<PartitionLabel, Counter>,
+    /// Per replica: times a serving leader stepped down and rebuilt its partition.
+    pub replica_step_downs: Family<PartitionLabel, Counter>,
+    /// Per replica: times it handed leadership back to the partition's home node.
+    pub replica_handovers: Family<PartitionLabel, Counter>,
+    /// Requests coordinators sent again to a partition's new leader.
+    pub resends_to_new_leaders: Counter,
+    /// Prepares partitions turned away as duplicates of transactions that had ended there.
+    pub duplicate_prepares: Counter,
 }
 
 impl Default for Metrics {
@@ -72,6 +93,48 @@ impl Metrics {
         let stable_snapshot_age_us = Family::<Vec<(&'static str, String)>, Gauge>::default();
         let link_messages = Family::<Vec<(&'static str, String)>, Gauge<u64, AtomicU64>>::default();
         let shard_messages_dropped = Gauge::<u64, AtomicU64>::default();
+        let replica_leader = Family::<PartitionLabel, Gauge>::default();
+        let replica_term = Family::<PartitionLabel, Gauge<u64, AtomicU64>>::default();
+        let replica_index = Family::<Vec<(&'static str, String)>, Gauge<u64, AtomicU64>>::default();
+        let replica_apply_lag = Family::<PartitionLabel, Gauge<u64, AtomicU64>>::default();
+        let replica_terms_led = Family::<PartitionLabel, Counter>::default();
+        let replica_step_downs = Family::<PartitionLabel, Counter>::default();
+        let replica_handovers = Family::<PartitionLabel, Counter>::default();
+        let resends_to_new_leaders = Counter::default();
+        let duplicate_prepares = Counter::default();
+        registry.register("replica_leader", "Whether this node's replica leads the partition", replica_leader.clone());
+        registry.register("replica_term", "The Raft term of this node's replica", replica_term.clone());
+        registry.register(
+            "replica_index",
+            "Log indexes of this node's replica: the highest known committed, and the last applied",
+            replica_index.clone(),
+        );
+        registry.register(
+            "replica_apply_lag_entries",
+            "Committed entries this node's replica has not applied yet",
+            replica_apply_lag.clone(),
+        );
+        registry.register("replica_terms_led", "Terms this node's replica served as leader", replica_terms_led.clone());
+        registry.register(
+            "replica_step_downs",
+            "Times a serving leader here stepped down and rebuilt its partition from the log",
+            replica_step_downs.clone(),
+        );
+        registry.register(
+            "replica_handovers",
+            "Times a leader here handed leadership back to the partition's home node",
+            replica_handovers.clone(),
+        );
+        registry.register(
+            "resends_to_new_leaders",
+            "Requests coordinators sent again to a partition's new leader",
+            resends_to_new_leaders.clone(),
+        );
+        registry.register(
+            "duplicate_prepares",
+            "Prepares turned away as duplicates of transactions that had ended at their partition",
+            duplicate_prepares.clone(),
+        );
         registry.register(
             "shard_messages_dropped",
             "Messages between the node's shards dropped at a full inbox",
@@ -112,7 +175,40 @@ impl Metrics {
             stable_snapshot_age_us,
             link_messages,
             shard_messages_dropped,
+            replica_leader,
+            replica_term,
+            replica_index,
+            replica_apply_lag,
+            replica_terms_led,
+            replica_step_downs,
+            replica_handovers,
+            resends_to_new_leaders,
+            duplicate_prepares,
         }
+    }
+
+    /// Sets the replica, resend and duplicate metrics from the shards' status, taken at scrape time. The status
+    /// holds totals since the process started; a counter is raised to its total.
+    pub fn observe_shards(&self, shards: &[ShardStatus]) {
+        fn raise(counter: &Counter, total: u64) {
+            counter.inc_by(total.saturating_sub(counter.get()));
+        }
+        for r in shards.iter().flat_map(|s| &s.replicas) {
+            let label = vec![("partition", r.id.to_string())];
+            self.replica_leader.get_or_create(&label).set(i64::from(r.role == "leader"));
+            self.replica_term.get_or_create(&label).set(r.term);
+            for (kind, index) in [("committed", r.commit), ("applied", r.applied)] {
+                let labels = vec![("partition", r.id.to_string()), ("kind", kind.to_string())];
+                self.replica_index.get_or_create(&labels).set(index);
+            }
+            self.replica_apply_lag.get_or_create(&label).set(r.commit.saturating_sub(r.applied));
+            raise(&self.replica_terms_led.get_or_create(&label), r.terms_led);
+            raise(&self.replica_step_downs.get_or_create(&label), r.reloads);
+            raise(&self.replica_handovers.get_or_create(&label), r.handovers);
+        }
+        raise(&self.resends_to_new_leaders, shards.iter().map(|s| s.resends_to_new_leaders).sum());
+        let duplicates = shards.iter().flat_map(|s| &s.partitions).map(|p| p.duplicate_prepares).sum();
+        raise(&self.duplicate_prepares, duplicates);
     }
 
     /// The Prometheus text exposition.
@@ -121,5 +217,67 @@ impl Metrics {
         // Writing to a String cannot fail.
         prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("encoding to a String");
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::status::{PartitionStatus, ReplicaStatus};
+
+    fn shard(terms_led: u64, resends: u64, duplicates: u64) -> ShardStatus {
+        let replica = ReplicaStatus {
+            id: 3,
+            role: "leader",
+            term: 7,
+            leader: Some(1),
+            commit: 40,
+            applied: 37,
+            last_index: 41,
+            terms_led,
+            reloads: 1,
+            handovers: 0,
+        };
+        let partition = PartitionStatus {
+            id: 3,
+            pvc: vec![0],
+            prepared: 0,
+            waiting: 0,
+            objects: 0,
+            versions: 0,
+            replication_backlog: 0,
+            replication_spilled: false,
+            inbound_backlog: Vec::new(),
+            duplicate_prepares: duplicates,
+        };
+        ShardStatus {
+            shard: 0,
+            open_transactions: 0,
+            resends_to_new_leaders: resends,
+            stable_snapshot: vec![0],
+            partitions: vec![partition],
+            replicas: vec![replica],
+        }
+    }
+
+    #[test]
+    fn replica_metrics_follow_the_status_and_counters_rise_to_its_totals() {
+        let m = Metrics::new();
+        m.observe_shards(&[shard(1, 2, 0)]);
+        m.observe_shards(&[shard(2, 5, 1)]);
+        let text = m.encode();
+        for line in [
+            "causet_replica_leader{partition=\"3\"} 1",
+            "causet_replica_term{partition=\"3\"} 7",
+            "causet_replica_index{partition=\"3\",kind=\"committed\"} 40",
+            "causet_replica_index{partition=\"3\",kind=\"applied\"} 37",
+            "causet_replica_apply_lag_entries{partition=\"3\"} 3",
+            "causet_replica_terms_led_total{partition=\"3\"} 2",
+            "causet_replica_step_downs_total{partition=\"3\"} 1",
+            "causet_resends_to_new_leaders_total 5",
+            "causet_duplicate_prepares_total 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
+        }
     }
 }
