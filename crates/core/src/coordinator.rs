@@ -248,6 +248,11 @@ pub struct Coordinator {
     clock: Clock,
     /// The DC's stable snapshot as last heard from the stabilizer.
     stable: VectorClock,
+    /// Whether the stabilizer spoke yet. Until it does, `stable` is zero: with several DCs, a transaction begun
+    /// then would read other DCs' entries at zero, below what a partition restored from a checkpoint has
+    /// garbage-collected (its read would fail as too old), so transactions wait for the first word. (One DC has no
+    /// such entries, and starts at once.)
+    heard_stable: bool,
     next_seq: u64,
     next_fetch: u64,
     txs: BTreeMap<TxId, Tx>,
@@ -271,6 +276,7 @@ impl Coordinator {
             topology: Topology::of_config(&config),
             clock: Clock::new(config.clock),
             stable: VectorClock::zero(dcs),
+            heard_stable: config.dcs == 1,
             next_seq: 0,
             next_fetch: 0,
             txs: BTreeMap::new(),
@@ -414,7 +420,7 @@ impl Coordinator {
         let starts = std::mem::take(&mut self.starts);
         for s in starts {
             if now_us >= s.deadline_us {
-                let err = TxError::Timeout("the DC's stable snapshot did not reach the client's clock".into());
+                let err = TxError::Timeout("the DC's stable snapshot did not reach the client's clock in time".into());
                 self.reply(s.client, s.request, Err(err));
             } else {
                 self.starts.push(s);
@@ -499,10 +505,11 @@ impl Coordinator {
             return;
         }
         let start = PendingStart { client, request, clock, then, deadline_us: now_us + self.config.op_timeout_us };
-        if self.remote_entries_stable(&start.clock) {
+        if self.heard_stable && self.remote_entries_stable(&start.clock) {
             self.begin(now_us, start);
         } else {
-            // Cure Alg. 1 line 11: wait until the stable snapshot covers the client's clock for remote DCs.
+            // Cure Alg. 1 line 11: wait until the stable snapshot covers the client's clock for remote DCs (and,
+            // at a coordinator that just started, until it heard the stable snapshot at all).
             self.starts.push(start);
         }
     }
@@ -578,6 +585,7 @@ impl Coordinator {
             return;
         }
         self.stable.merge_max(&stable);
+        self.heard_stable = true;
         self.clock.observe(stable.get(self.config.dc));
         let starts = std::mem::take(&mut self.starts);
         for s in starts {
