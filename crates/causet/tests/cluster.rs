@@ -508,32 +508,34 @@ fn failover_benchmark() {
         })
     };
     let ops: Vec<Op> = rt.block_on(async {
-        let sessions = (0..SESSIONS).map(|s| {
-            let (done, counters) = (done.clone(), counters.clone());
-            tokio::spawn(async move {
-                let mut c = Client::connect(addr).await.expect("node 0 answers");
-                let (mut ops, mut clock, mut i) = (Vec::new(), None::<VectorClock>, s);
-                while !done.load(std::sync::atomic::Ordering::SeqCst) {
-                    let key = (i * 7) % KEYS;
-                    i += 1;
-                    let start = Instant::now();
-                    let update = c.static_update(clock.as_ref(), vec![counters[key].increment(1)]);
-                    let ok = match tokio::time::timeout(Duration::from_secs(20), update).await {
-                        Ok(Ok(commit)) => {
-                            clock = Some(commit);
-                            true
-                        }
-                        _ => false,
-                    };
-                    ops.push(Op { start, end: Instant::now(), ok, key });
+        let mut sessions: tokio::task::JoinSet<_> = (0..SESSIONS)
+            .map(|s| {
+                let (done, counters) = (done.clone(), counters.clone());
+                async move {
+                    let mut c = Client::connect(addr).await.expect("node 0 answers");
+                    let (mut ops, mut clock, mut i) = (Vec::new(), None::<VectorClock>, s);
+                    while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                        let key = (i * 7) % KEYS;
+                        i += 1;
+                        let start = Instant::now();
+                        let update = c.static_update(clock.as_ref(), vec![counters[key].increment(1)]);
+                        let ok = match tokio::time::timeout(Duration::from_secs(20), update).await {
+                            Ok(Ok(commit)) => {
+                                clock = Some(commit);
+                                true
+                            }
+                            _ => false,
+                        };
+                        ops.push(Op { start, end: Instant::now(), ok, key });
+                    }
+                    (ops, clock)
                 }
-                (ops, clock)
             })
-        });
+            .collect();
         let mut all = Vec::new();
         let mut clock = None::<VectorClock>;
-        for s in futures_join(sessions.collect()).await {
-            let (ops, c) = s;
+        while let Some(session) = sessions.join_next().await {
+            let (ops, c) = session.expect("a session task");
             all.extend(ops);
             if let Some(c) = c {
                 match &mut clock {
@@ -588,13 +590,4 @@ fn failover_benchmark() {
         recoveries[recoveries.len() / 2].as_millis(),
         p99(&recoveries).as_millis()
     );
-}
-
-/// Awaits every task, in order.
-async fn futures_join<T>(tasks: Vec<tokio::task::JoinHandle<T>>) -> Vec<T> {
-    let mut out = Vec::new();
-    for t in tasks {
-        out.push(t.await.expect("a session task"));
-    }
-    out
 }

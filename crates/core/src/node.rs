@@ -130,7 +130,7 @@ impl Layout {
             Address::Replica(p, _) if p.0 >= topology.partition_count() => Location::Nowhere,
             Address::Replica(p, n) if n == self.node => Location::Shard(self.shard_of(topology, p)),
             Address::Replica(_, n) => Location::Node(n),
-            // Every node runs a stabilizer on its shard 0; a report goes to each (`Node::route_report`).
+            // Every node runs a stabilizer on its shard 0; a report goes to each (`Node::route_own`).
             Address::Stabilizer => Location::Shard(0),
         }
     }
@@ -961,19 +961,7 @@ mod tests {
         });
         assert_eq!(commit, Some(first), "answered with the old leader's commit: {:?}", dc.replies);
 
-        let body = ClientRequest::StaticRead {
-            clock: Some(
-                dc.replies[0]
-                    .result
-                    .clone()
-                    .map(|r| match r {
-                        ClientResponse::Committed { commit } => commit,
-                        other => panic!("{other:?}"),
-                    })
-                    .expect("committed"),
-            ),
-            objects: vec![key],
-        };
+        let body = ClientRequest::StaticRead { clock: commit, objects: vec![key] };
         dc.nodes[0].handle_client(dc.now, ClientId(1), RequestId(2), body);
         dc.run(100_000);
         let values = dc.replies.iter().find_map(|r| match &r.result {
