@@ -38,9 +38,9 @@
 //! replica that lost its disk cannot rejoin under a new identity), reads are served by the leader only, and there
 //! is no leader lease beyond the clock bound above. See `docs/design/raft-groups.md`.
 
-use crate::group::{DurableState, Entry, Group, GroupConfig, GroupError, GroupOutput, HardState, ReplicaId};
+use crate::group::{Compacted, DurableState, Entry, Group, GroupConfig, GroupError, GroupOutput, HardState, ReplicaId};
 use crate::message::ReplicaMessage;
-use crate::partition::{Partition, PartitionOutput};
+use crate::partition::{Checkpoint, Partition, PartitionOutput};
 use crate::record::{LogRecord, Lsn};
 use crate::replication::LOG_READ_RECORDS;
 use crate::topology::{NodeIndex, Topology};
@@ -59,6 +59,21 @@ pub fn replica_id(node: NodeIndex) -> ReplicaId {
 /// The node of a replica id.
 pub fn replica_node(id: ReplicaId) -> NodeIndex {
     (id.0 - 1) as NodeIndex
+}
+
+/// A snapshot a follower installs, sent by its leader because the entries it lacked were compacted away: the
+/// partition's complete checkpoint at `checkpoint.lsn` (every object), and the committed entries after `compacted`
+/// through `checkpoint.lsn` that the leader still kept (geo-replication reads them back). The driver makes it
+/// durable with the Write that carries it, atomically: the replica's stored log and checkpoint are replaced by it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InstalledSnapshot {
+    /// The partition after every entry up to `checkpoint.lsn`, complete.
+    pub checkpoint: Checkpoint,
+    /// The last entry not kept: `entries` start right after it.
+    pub compacted: Compacted,
+    /// Committed entries from `compacted.index + 1` through `checkpoint.lsn`, consecutive (empty when
+    /// `compacted.index == checkpoint.lsn`).
+    pub entries: Vec<Entry>,
 }
 
 /// What a replica asks its node to do.

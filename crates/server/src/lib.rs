@@ -176,7 +176,7 @@ impl Node {
                 if topology.replicated() {
                     let group = store.load_group(id).with_context(|| format!("loading partition {}", id.0))?;
                     anyhow::ensure!(
-                        group.compacted.is_none(),
+                        group.durable.compacted.is_none(),
                         "partition {}: its replica's log was truncated, which replicated partitions cannot take yet",
                         id.0
                     );

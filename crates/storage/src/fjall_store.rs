@@ -549,8 +549,7 @@ impl LogStore for FjallStore {
         let applied = checkpoint.as_ref().map_or(Lsn(0), |c| c.lsn);
         Ok(RecoveredGroup {
             checkpoint,
-            durable: DurableState { hard_state: state.hard_state, entries, applied },
-            compacted: state.compacted,
+            durable: DurableState { hard_state: state.hard_state, compacted: state.compacted, entries, applied },
         })
     }
 
@@ -1213,7 +1212,7 @@ mod tests {
         store.close().unwrap();
         let (store, _rx) = FjallStore::open(dir.path(), options).unwrap();
         let recovered = store.load_group(p).unwrap();
-        assert_eq!(recovered.compacted, Some(Compacted { index: Lsn(4), term: 3 }));
+        assert_eq!(recovered.durable.compacted, Some(Compacted { index: Lsn(4), term: 3 }));
         assert_eq!(recovered.durable.entries, vec![entry(5, 3)]);
         assert_eq!(recovered.durable.applied, Lsn(4));
         assert_eq!(store.stats().group_logs[&p].records, 1);

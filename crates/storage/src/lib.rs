@@ -101,11 +101,11 @@ mod fjall_store;
 pub use error::{Result, StorageError};
 pub use fjall_store::FjallStore;
 
+pub use causet_core::group::Compacted;
 use causet_core::group::{DurableState, Entry, HardState};
 use causet_core::partition::Checkpoint;
 use causet_core::record::{LogRecord, Lsn};
 use causet_core::PartitionId;
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -120,23 +120,11 @@ pub type Recovered = (Option<Checkpoint>, Vec<(Lsn, LogRecord)>);
 pub struct RecoveredGroup {
     /// The complete checkpoint, as [`LogStore::load`] returns it.
     pub checkpoint: Option<Checkpoint>,
-    /// The stored hard state (the default if none was written), every stored entry (consecutive, from
+    /// The stored hard state (the default if none was written), the compaction point (the last entry truncation
+    /// removed, if any: [`StorageOptions::truncate_group_logs`]), every stored entry (consecutive, from
     /// `compacted.index + 1`, or from 1 when nothing was compacted), and `applied`: the checkpoint's lsn (0
     /// without one), since the checkpoint holds every entry up to it applied.
     pub durable: DurableState,
-    /// The last entry truncation removed, if any ([`StorageOptions::truncate_group_logs`]); the entries then
-    /// start right after it. Core's `Group` does not take a compacted log yet.
-    pub compacted: Option<Compacted>,
-}
-
-/// The compaction point of a group's log: the index and term of the last entry truncation removed. Raft needs the
-/// term of the entry just before its first one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Compacted {
-    /// The last index removed.
-    pub index: Lsn,
-    /// Its term.
-    pub term: u64,
 }
 
 /// The durable log and checkpoints of the partitions of one node.

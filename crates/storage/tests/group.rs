@@ -60,7 +60,7 @@ fn writes_round_trip_through_load_group_and_reopen() {
     let (store, mut rx) = open(dir.path());
     // A new replica has nothing.
     let fresh = store.load_group(P0).unwrap();
-    assert_eq!((fresh.checkpoint, fresh.durable, fresh.compacted), (None, Default::default(), None));
+    assert_eq!((fresh.checkpoint, fresh.durable), (None, Default::default()));
 
     store.write_group(P0, 1, vec![], Some(hard_state(1, 0))).unwrap();
     store.write_group(P0, 2, entries(1, 3, 1), None).unwrap();
@@ -74,7 +74,7 @@ fn writes_round_trip_through_load_group_and_reopen() {
         let recovered = store.load_group(P0).unwrap();
         assert_eq!(recovered.durable.entries, entries(1, 4, 1));
         assert_eq!(recovered.durable.hard_state, hard_state(2, 4));
-        assert_eq!((recovered.durable.applied, recovered.checkpoint, recovered.compacted), (Lsn(0), None, None));
+        assert_eq!((recovered.durable.applied, recovered.checkpoint, recovered.durable.compacted), (Lsn(0), None, None));
         let other = store.load_group(P1).unwrap();
         assert_eq!((other.durable.entries, other.durable.hard_state), (entries(1, 2, 7), hard_state(7, 1)));
         // Catch-up reads.
@@ -332,7 +332,7 @@ fn checkpoints_keep_group_entries_by_default() {
     assert_eq!(recovered.checkpoint.unwrap().objects, vec![(object("a"), image(6))]);
     assert_eq!(recovered.durable.applied, Lsn(6));
     assert_eq!(indexes(&recovered.durable.entries), (1..=12).collect::<Vec<_>>());
-    assert_eq!(recovered.compacted, None);
+    assert_eq!(recovered.durable.compacted, None);
     assert_eq!(store.stats().entries_deleted, 0);
     store.close().unwrap();
 }
@@ -349,7 +349,7 @@ fn checkpoints_truncate_group_entries_when_asked_and_keep_the_compaction_point()
     barrier(&store, &mut rx, 1);
     let recovered = store.load_group(P0).unwrap();
     assert_eq!(indexes(&recovered.durable.entries), (4..=10).collect::<Vec<_>>(), "entries from keep_log_from on");
-    assert_eq!(recovered.compacted, Some(Compacted { index: Lsn(3), term: 1 }));
+    assert_eq!(recovered.durable.compacted, Some(Compacted { index: Lsn(3), term: 1 }));
     assert_eq!(recovered.durable.applied, Lsn(8));
     assert_eq!(indexes(&store.read_group_log(P0, Lsn(0), 100).unwrap()), (4..=10).collect::<Vec<_>>());
 
@@ -364,7 +364,7 @@ fn checkpoints_truncate_group_entries_when_asked_and_keep_the_compaction_point()
     let (store, mut rx) = truncating(dir.path());
     let recovered = store.load_group(P0).unwrap();
     assert_eq!(recovered.durable.entries, vec![entry(10, 2), entry(11, 2)]);
-    assert_eq!(recovered.compacted, Some(Compacted { index: Lsn(9), term: 2 }));
+    assert_eq!(recovered.durable.compacted, Some(Compacted { index: Lsn(9), term: 2 }));
     assert_eq!(recovered.durable.hard_state, hard_state(2, 10));
     assert_eq!(recovered.checkpoint.map(|c| c.lsn), Some(Lsn(9)));
     // Writing continues after the compacted log, never at or below the checkpoint.
@@ -378,7 +378,7 @@ fn checkpoints_truncate_group_entries_when_asked_and_keep_the_compaction_point()
     let (store, _rx) = truncating(dir.path());
     let recovered = store.load_group(P0).unwrap();
     assert!(recovered.durable.entries.is_empty());
-    assert_eq!(recovered.compacted, Some(Compacted { index: Lsn(12), term: 3 }));
+    assert_eq!(recovered.durable.compacted, Some(Compacted { index: Lsn(12), term: 3 }));
     assert!(matches!(store.write_group(P0, 1, entries(14, 14, 3), None), Err(StorageError::InvalidGroupWrite { .. })));
     store.write_group(P0, 1, entries(13, 13, 3), None).unwrap();
     store.close().unwrap();

@@ -170,13 +170,25 @@ pub struct HardState {
     pub commit: Lsn,
 }
 
+/// The compaction point of a replica's log: the index and term of the last entry removed from its start. Raft
+/// needs the term of the entry just before its first one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Compacted {
+    /// The last index removed.
+    pub index: Lsn,
+    /// Its term.
+    pub term: u64,
+}
+
 /// What a replica recovered from its disk: every [`GroupOutput::Write`] made durable, applied in order. Empty
 /// ([`Default`]) for a new replica.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DurableState {
     /// The last hard state written.
     pub hard_state: HardState,
-    /// The log, from index 1 on, consecutive.
+    /// Where the log was compacted, if it was: the entries start right after it.
+    pub compacted: Option<Compacted>,
+    /// The log, consecutive, from `compacted.index + 1` (from 1 without compaction).
     pub entries: Vec<Entry>,
     /// Entries up to here were already applied by the driver (say, covered by its checkpoint): they are not
     /// reported [`GroupOutput::Committed`] again. At most `hard_state.commit`.

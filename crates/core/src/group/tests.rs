@@ -712,7 +712,7 @@ fn garbage_messages_are_dropped() {
 fn recovery_rejects_an_inconsistent_log() {
     let entry = |index, term| Entry { index: Lsn(index), term, kind: EntryKind::Normal, data: vec![1] };
     let hs = HardState { term: 2, vote: None, commit: Lsn(1) };
-    let ok = DurableState { hard_state: hs, entries: vec![entry(1, 1), entry(2, 2)], applied: Lsn(1) };
+    let ok = DurableState { hard_state: hs, compacted: None, entries: vec![entry(1, 1), entry(2, 2)], applied: Lsn(1) };
     assert!(Group::new(config(1, 3, 0), 0, ok.clone()).is_ok());
     let gap = DurableState { entries: vec![entry(1, 1), entry(3, 2)], ..ok.clone() };
     let commit = DurableState { hard_state: HardState { commit: Lsn(5), ..hs }, ..ok.clone() };
