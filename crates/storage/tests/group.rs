@@ -74,7 +74,10 @@ fn writes_round_trip_through_load_group_and_reopen() {
         let recovered = store.load_group(P0).unwrap();
         assert_eq!(recovered.durable.entries, entries(1, 4, 1));
         assert_eq!(recovered.durable.hard_state, hard_state(2, 4));
-        assert_eq!((recovered.durable.applied, recovered.checkpoint, recovered.durable.compacted), (Lsn(0), None, None));
+        assert_eq!(
+            (recovered.durable.applied, recovered.checkpoint, recovered.durable.compacted),
+            (Lsn(0), None, None)
+        );
         let other = store.load_group(P1).unwrap();
         assert_eq!((other.durable.entries, other.durable.hard_state), (entries(1, 2, 7), hard_state(7, 1)));
         // Catch-up reads.
