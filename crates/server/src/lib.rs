@@ -58,7 +58,7 @@ impl storage::LogSink for StoreSink {
     }
 
     fn write_group(&self, partition: PartitionId, ready: u64, entries: Vec<Entry>, hard_state: Option<HardState>) {
-        if let Err(e) = self.0.write_group(partition, ready, entries, hard_state) {
+        if let Err(e) = self.0.write_group(partition, ready, None, entries, hard_state) {
             tracing::error!(partition = partition.0, error = %e, "the log refused a group write");
         }
     }

@@ -9,6 +9,7 @@ use crate::{
 use causet_core::group::{DurableState, Entry, HardState};
 use causet_core::partition::Checkpoint;
 use causet_core::record::{LogRecord, Lsn};
+use causet_core::replica::InstalledSnapshot;
 use causet_core::PartitionId;
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode, Readable};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -72,15 +73,13 @@ enum Op {
     },
     Checkpoint {
         partition: PartitionId,
-        lsn: Lsn,
-        state: Vec<u8>,
-        objects: Vec<(Vec<u8>, Vec<u8>)>,
-        /// The log from here on is kept.
-        keep_from: Option<Lsn>,
+        checkpoint: EncodedCheckpoint,
     },
     GroupWrite {
         partition: PartitionId,
         ready: u64,
+        /// A snapshot to install before the entries.
+        snapshot: Option<Box<EncodedSnapshot>>,
         /// Encoded entries by index, consecutive.
         entries: Vec<(Lsn, Vec<u8>)>,
         hard_state: Option<HardState>,
@@ -95,17 +94,104 @@ impl Op {
     fn bytes(&self) -> usize {
         match self {
             Op::Append { value, .. } => codec::LOG_KEY_LEN + value.len(),
-            Op::Checkpoint { state, objects, .. } => {
-                state.len() + objects.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>()
-            }
-            Op::GroupWrite { entries, .. } => {
+            Op::Checkpoint { checkpoint, .. } => checkpoint.bytes(),
+            Op::GroupWrite { snapshot, entries, .. } => {
                 // The group state is small next to a batch's bound; count it as a key.
-                codec::LOG_KEY_LEN + entries.iter().map(|(_, v)| codec::LOG_KEY_LEN + v.len()).sum::<usize>()
+                let snapshot = snapshot.as_ref().map_or(0, |s| s.checkpoint.bytes() + entries_bytes(&s.entries));
+                codec::LOG_KEY_LEN + snapshot + entries_bytes(entries)
             }
             #[cfg(test)]
             Op::Fail => 0,
         }
     }
+}
+
+/// A checkpoint, encoded for the writer.
+#[derive(Debug)]
+struct EncodedCheckpoint {
+    lsn: Lsn,
+    state: Vec<u8>,
+    /// Object images by key.
+    objects: Vec<(Vec<u8>, Vec<u8>)>,
+    /// The log from here on is kept.
+    keep_from: Option<Lsn>,
+}
+
+impl EncodedCheckpoint {
+    fn new(partition: PartitionId, checkpoint: &Checkpoint) -> Result<Self> {
+        let state = codec::encode(&StateRef {
+            lsn: checkpoint.lsn,
+            clock: checkpoint.clock,
+            frontier: &checkpoint.frontier,
+            prepared: &checkpoint.prepared,
+            recent_commits: &checkpoint.recent_commits,
+            keep_log_from: checkpoint.keep_log_from,
+            committed_through: checkpoint.committed_through,
+            clock_bound: checkpoint.clock_bound,
+            fenced: &checkpoint.fenced,
+            peer_acked: &checkpoint.peer_acked,
+            pvc: &checkpoint.pvc,
+            remote_pending: &checkpoint.remote_pending,
+            remote_applied: &checkpoint.remote_applied,
+            decided: &checkpoint.decided,
+        })?;
+        let objects = checkpoint
+            .objects
+            .iter()
+            .map(|(object, image)| Ok((codec::object_key(partition, object)?, codec::encode(image)?)))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Self { lsn: checkpoint.lsn, state, objects, keep_from: checkpoint.keep_log_from })
+    }
+
+    fn bytes(&self) -> usize {
+        self.state.len() + self.objects.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>()
+    }
+}
+
+/// A snapshot to install ([`InstalledSnapshot`]), encoded for the writer.
+#[derive(Debug)]
+struct EncodedSnapshot {
+    checkpoint: EncodedCheckpoint,
+    compacted: Compacted,
+    /// Encoded entries by index, consecutive from `compacted.index + 1` through `checkpoint.lsn`.
+    entries: Vec<(Lsn, Vec<u8>)>,
+}
+
+fn encode_entries(entries: &[Entry]) -> Result<Vec<(Lsn, Vec<u8>)>> {
+    entries.iter().map(|e| Ok((e.index, codec::encode_entry(e)?))).collect()
+}
+
+fn entries_bytes(entries: &[(Lsn, Vec<u8>)]) -> usize {
+    entries.iter().map(|(_, v)| codec::LOG_KEY_LEN + v.len()).sum()
+}
+
+/// Why `entries` are not consecutive, if they are not.
+fn gap(entries: &[Entry]) -> Option<String> {
+    entries
+        .windows(2)
+        .find(|pair| pair[1].index.0 != pair[0].index.0.wrapping_add(1))
+        .map(|pair| format!("entry {} follows entry {}", pair[1].index.0, pair[0].index.0))
+}
+
+/// Why a snapshot is not one a replica can install, whatever it holds: its entries must run from right after its
+/// compaction point through its checkpoint's lsn.
+fn malformed(snapshot: &InstalledSnapshot) -> Option<String> {
+    let (lsn, compacted) = (snapshot.checkpoint.lsn, snapshot.compacted.index);
+    if compacted > lsn {
+        return Some(format!("snapshot compacted through {} beyond its checkpoint {}", compacted.0, lsn.0));
+    }
+    let (Some(first), Some(last)) = (snapshot.entries.first(), snapshot.entries.last()) else {
+        return (compacted != lsn).then(|| {
+            format!("snapshot without the entries after its compaction point {} through {}", compacted.0, lsn.0)
+        });
+    };
+    if compacted.0.checked_add(1) != Some(first.index.0) {
+        return Some(format!("snapshot entries from {} after compaction point {}", first.index.0, compacted.0));
+    }
+    if let Some(reason) = gap(&snapshot.entries) {
+        return Some(format!("snapshot {reason}"));
+    }
+    (last.index != lsn).then(|| format!("snapshot entries end at {}, its checkpoint at {}", last.index.0, lsn.0))
 }
 
 impl FjallStore {
@@ -447,28 +533,8 @@ impl LogStore for FjallStore {
     }
 
     fn checkpoint(&self, partition: PartitionId, checkpoint: Checkpoint) -> Result<()> {
-        let state = codec::encode(&StateRef {
-            lsn: checkpoint.lsn,
-            clock: checkpoint.clock,
-            frontier: &checkpoint.frontier,
-            prepared: &checkpoint.prepared,
-            recent_commits: &checkpoint.recent_commits,
-            keep_log_from: checkpoint.keep_log_from,
-            committed_through: checkpoint.committed_through,
-            clock_bound: checkpoint.clock_bound,
-            fenced: &checkpoint.fenced,
-            peer_acked: &checkpoint.peer_acked,
-            pvc: &checkpoint.pvc,
-            remote_pending: &checkpoint.remote_pending,
-            remote_applied: &checkpoint.remote_applied,
-            decided: &checkpoint.decided,
-        })?;
-        let objects = checkpoint
-            .objects
-            .iter()
-            .map(|(object, image)| Ok((codec::object_key(partition, object)?, codec::encode(image)?)))
-            .collect::<Result<Vec<_>>>()?;
-        let (lsn, keep_from) = (checkpoint.lsn, checkpoint.keep_log_from);
+        let checkpoint = EncodedCheckpoint::new(partition, &checkpoint)?;
+        let lsn = checkpoint.lsn;
         self.enqueue(
             partition,
             |cursor| {
@@ -480,7 +546,7 @@ impl LogStore for FjallStore {
                 cursor.checkpoint = lsn;
                 Ok(())
             },
-            || Op::Checkpoint { partition, lsn, state, objects, keep_from },
+            || Op::Checkpoint { partition, checkpoint },
         )
     }
 
@@ -496,38 +562,54 @@ impl LogStore for FjallStore {
         &self,
         partition: PartitionId,
         ready: u64,
+        snapshot: Option<Box<InstalledSnapshot>>,
         entries: Vec<Entry>,
         hard_state: Option<HardState>,
     ) -> Result<()> {
         let invalid = |reason: String| StorageError::InvalidGroupWrite { partition, ready, reason };
-        for pair in entries.windows(2) {
-            if pair[1].index.0 != pair[0].index.0.wrapping_add(1) {
-                return Err(invalid(format!("entry {} follows entry {}", pair[1].index.0, pair[0].index.0)));
-            }
+        if let Some(reason) = gap(&entries).or_else(|| snapshot.as_deref().and_then(malformed)) {
+            return Err(invalid(reason));
         }
-        let encoded = entries.iter().map(|e| Ok((e.index, codec::encode_entry(e)?))).collect::<Result<Vec<_>>>()?;
+        let encoded = encode_entries(&entries)?;
         let span = entries.first().zip(entries.last()).map(|(first, last)| (first.index, last.index));
+        let snapshot = match snapshot {
+            Some(snapshot) => Some(Box::new(EncodedSnapshot {
+                checkpoint: EncodedCheckpoint::new(partition, &snapshot.checkpoint)?,
+                compacted: snapshot.compacted,
+                entries: encode_entries(&snapshot.entries)?,
+            })),
+            None => None,
+        };
+        let installs = snapshot.as_ref().map(|s| s.checkpoint.lsn);
         self.enqueue(
             partition,
             |cursor| {
                 if ready <= cursor.ready {
                     return Err(invalid(format!("not above the last write {}", cursor.ready)));
                 }
-                if let Some((first, last)) = span {
-                    if first.0 == 0 || first.0 > cursor.group_last.0.saturating_add(1) {
-                        let reason = format!("entries from {} leave a gap after {}", first.0, cursor.group_last.0);
-                        return Err(invalid(reason));
+                // The log and checkpoint the entries follow: the snapshot's, if one is installed first.
+                let (mut checkpoint, mut group_last) = (cursor.checkpoint, cursor.group_last);
+                if let Some(lsn) = installs {
+                    if lsn < checkpoint {
+                        return Err(invalid(format!("snapshot at {} below checkpoint {}", lsn.0, checkpoint.0)));
                     }
-                    if first <= cursor.checkpoint {
-                        let reason = format!("entries from {} overwrite checkpoint {}", first.0, cursor.checkpoint.0);
-                        return Err(invalid(reason));
-                    }
-                    cursor.group_last = last;
+                    (checkpoint, group_last) = (lsn, lsn);
                 }
-                cursor.ready = ready;
+                if let Some((first, last)) = span {
+                    if first.0 == 0 || first.0 > group_last.0.saturating_add(1) {
+                        let reason = format!("entries from {} leave a gap after {}", first.0, group_last.0);
+                        return Err(invalid(reason));
+                    }
+                    if first <= checkpoint {
+                        let reason = format!("entries from {} overwrite checkpoint {}", first.0, checkpoint.0);
+                        return Err(invalid(reason));
+                    }
+                    group_last = last;
+                }
+                (cursor.checkpoint, cursor.group_last, cursor.ready) = (checkpoint, group_last, ready);
                 Ok(())
             },
-            || Op::GroupWrite { partition, ready, entries: encoded, hard_state },
+            || Op::GroupWrite { partition, ready, snapshot, entries: encoded, hard_state },
         )
     }
 
@@ -754,18 +836,15 @@ impl Writer {
                     *durable = lsn;
                     batch.records += 1;
                 }
-                Op::Checkpoint { partition, lsn, state, objects, keep_from } => {
-                    batch.writes.insert((Space::Checkpoint, codec::state_key(partition)), Some(state));
-                    for (key, image) in objects {
-                        batch.writes.insert((Space::Checkpoint, key), Some(image));
-                    }
-                    let written = self.partition(partition);
-                    written.checkpoint = lsn;
-                    written.hold = keep_from.map(|from| Lsn(from.0.saturating_sub(1)));
+                Op::Checkpoint { partition, checkpoint } => {
+                    self.write_checkpoint(partition, checkpoint, &mut batch);
                     self.stats.checkpoints_written += 1;
                     self.truncate(partition, &mut batch)?;
                 }
-                Op::GroupWrite { partition, ready, entries, hard_state } => {
+                Op::GroupWrite { partition, ready, snapshot, entries, hard_state } => {
+                    if let Some(snapshot) = snapshot {
+                        self.install(partition, *snapshot, &mut batch)?;
+                    }
                     if let Some((first, _)) = entries.first() {
                         if *first <= self.partition(partition).group_last {
                             // A new leader overwrote a suffix: what is stored from here on goes.
@@ -773,14 +852,7 @@ impl Writer {
                             self.delete(partition, Space::Raft, deleted, &mut batch);
                         }
                     }
-                    let size = self.stats.group_logs.entry(partition).or_default();
-                    for (index, value) in entries {
-                        size.records += 1;
-                        size.bytes += value.len() as u64;
-                        batch.writes.insert((Space::Raft, codec::entry_key(partition, index)), Some(value));
-                        self.partitions.entry(partition).or_default().group_last = index;
-                        batch.entries += 1;
-                    }
+                    self.insert_entries(partition, entries, &mut batch);
                     if let Some(hard_state) = hard_state {
                         self.partition(partition).group.hard_state = hard_state;
                         batch.group_states.insert(partition);
@@ -798,6 +870,50 @@ impl Writer {
             batch.writes.insert((Space::Checkpoint, codec::group_state_key(partition)), Some(value));
         }
         Ok(batch)
+    }
+
+    /// Writes a checkpoint's state and object images (upserted) in the batch, and takes its lsn and truncation
+    /// hold; truncates nothing.
+    fn write_checkpoint(&mut self, partition: PartitionId, checkpoint: EncodedCheckpoint, batch: &mut Batch) {
+        batch.writes.insert((Space::Checkpoint, codec::state_key(partition)), Some(checkpoint.state));
+        for (key, image) in checkpoint.objects {
+            batch.writes.insert((Space::Checkpoint, key), Some(image));
+        }
+        let written = self.partition(partition);
+        written.checkpoint = checkpoint.lsn;
+        written.hold = checkpoint.keep_from.map(|from| Lsn(from.0.saturating_sub(1)));
+    }
+
+    /// Inserts encoded entries in the batch, counted into the group log's size.
+    fn insert_entries(&mut self, partition: PartitionId, entries: Vec<(Lsn, Vec<u8>)>, batch: &mut Batch) {
+        let size = self.stats.group_logs.entry(partition).or_default();
+        for (index, value) in entries {
+            size.records += 1;
+            size.bytes += value.len() as u64;
+            batch.writes.insert((Space::Raft, codec::entry_key(partition, index)), Some(value));
+            self.partitions.entry(partition).or_default().group_last = index;
+            batch.entries += 1;
+        }
+    }
+
+    /// Replaces the partition's checkpoint and group log by a snapshot: every object image and every entry that
+    /// exists once the batch so far is written goes, then the snapshot's checkpoint, entries and compaction point
+    /// are written. Truncates nothing beyond that: the next checkpoint truncates after the compaction point.
+    fn install(&mut self, partition: PartitionId, snapshot: EncodedSnapshot, batch: &mut Batch) -> Result<()> {
+        let images = self.object_images(partition, batch)?;
+        self.delete(partition, Space::Checkpoint, images, batch);
+        let lsn = snapshot.checkpoint.lsn;
+        self.write_checkpoint(partition, snapshot.checkpoint, batch);
+        let entries = self.deletions(partition, Space::Raft, Lsn(0), Lsn(u64::MAX), batch)?;
+        self.delete(partition, Space::Raft, entries, batch);
+        self.insert_entries(partition, snapshot.entries, batch);
+        let state = self.partition(partition);
+        state.group.compacted = Some(snapshot.compacted);
+        state.group_truncated_through = snapshot.compacted.index;
+        state.group_last = lsn;
+        batch.group_states.insert(partition);
+        self.stats.snapshots_installed += 1;
+        Ok(())
     }
 
     fn partition(&mut self, partition: PartitionId) -> &mut WriterPartition {
@@ -824,26 +940,55 @@ impl Writer {
         batch: &Batch,
     ) -> Result<Vec<(Vec<u8>, usize)>> {
         let (from, to) = (codec::log_key(partition, from), codec::log_key(partition, to));
-        let mut deleted: Vec<(Vec<u8>, usize)> = batch
-            .writes
-            .range((space, from.clone())..=(space, to.clone()))
-            .filter_map(|((_, key), value)| value.as_ref().map(|v| (key.clone(), v.len())))
-            .collect();
-        for guard in self.keyspace(space).range(from..=to) {
-            let (key, value) = guard.into_inner()?;
-            if !batch.writes.contains_key(&(space, key.to_vec())) {
-                deleted.push((key.to_vec(), value.len()));
-            }
-        }
-        deleted.sort_unstable();
-        Ok(deleted)
+        let engine = self.keyspace(space).range(from.clone()..=to.clone());
+        Self::existing(space, from, |key| key <= to.as_slice(), engine, batch)
     }
 
-    /// Deletes `keys` (found by [`Writer::deletions`]) in the batch, and counts them out of the log's size.
+    /// The keys of the partition's object images that exist once the batch so far is written, as
+    /// [`Writer::deletions`] finds log keys.
+    fn object_images(&self, partition: PartitionId, batch: &Batch) -> Result<Vec<(Vec<u8>, usize)>> {
+        let prefix = codec::object_prefix(partition);
+        let engine = self.checkpoints.prefix(&prefix);
+        Self::existing(Space::Checkpoint, prefix.clone(), |key| key.starts_with(&prefix), engine, batch)
+    }
+
+    /// The keys of `space` from `from` on, as long as `within` holds, that exist once the batch so far is written,
+    /// with their values' sizes, ascending; `engine` iterates over the same keys in the engine.
+    fn existing(
+        space: Space,
+        from: Vec<u8>,
+        within: impl Fn(&[u8]) -> bool,
+        engine: fjall::Iter,
+        batch: &Batch,
+    ) -> Result<Vec<(Vec<u8>, usize)>> {
+        let mut found: Vec<(Vec<u8>, usize)> = batch
+            .writes
+            .range((space, from)..)
+            .take_while(|((in_space, key), _)| *in_space == space && within(key))
+            .filter_map(|((_, key), value)| value.as_ref().map(|v| (key.clone(), v.len())))
+            .collect();
+        for guard in engine {
+            let (key, value) = guard.into_inner()?;
+            if !batch.writes.contains_key(&(space, key.to_vec())) {
+                found.push((key.to_vec(), value.len()));
+            }
+        }
+        found.sort_unstable();
+        Ok(found)
+    }
+
+    /// Deletes `keys` (found by [`Writer::deletions`] or [`Writer::object_images`]) in the batch, and counts
+    /// deleted records and entries out of their log's size.
     fn delete(&mut self, partition: PartitionId, space: Space, keys: Vec<(Vec<u8>, usize)>, batch: &mut Batch) {
         let (sizes, deleted) = match space {
             Space::Raft => (&mut self.stats.group_logs, &mut self.stats.entries_deleted),
-            _ => (&mut self.stats.logs, &mut self.stats.records_truncated),
+            Space::Log => (&mut self.stats.logs, &mut self.stats.records_truncated),
+            Space::Checkpoint => {
+                for (key, _) in keys {
+                    batch.writes.insert((space, key), None);
+                }
+                return;
+            }
         };
         let size = sizes.entry(partition).or_default();
         for (key, len) in keys {
@@ -1132,7 +1277,7 @@ mod tests {
         let (store, mut rx) = open(dir.path());
         let p = PartitionId(6);
         let hard_state = HardState { term: 1, vote: None, commit: Lsn(2) };
-        store.write_group(p, 1, (1..=4).map(|i| entry(i, 1)).collect(), Some(hard_state)).unwrap();
+        store.write_group(p, 1, None, (1..=4).map(|i| entry(i, 1)).collect(), Some(hard_state)).unwrap();
         wait_group(&mut rx, p, 1);
         let raft = store.raft_keyspace();
         let good = raft.get(codec::entry_key(p, Lsn(2))).unwrap().unwrap().to_vec();
@@ -1182,13 +1327,13 @@ mod tests {
         let (store, mut rx) = open(dir.path());
         let p = PartitionId(0);
         let hard_state = HardState { term: 1, vote: None, commit: Lsn(0) };
-        store.write_group(p, 1, vec![entry(1, 1)], Some(hard_state)).unwrap();
+        store.write_group(p, 1, None, vec![entry(1, 1)], Some(hard_state)).unwrap();
         assert_eq!(rx.blocking_recv().unwrap(), Some(vec![(p, Durable::Group(1))]));
         store.inject_failure();
-        let _ = store.write_group(p, 2, vec![entry(2, 1)], None);
+        let _ = store.write_group(p, 2, None, vec![entry(2, 1)], None);
         assert!(matches!(rx.blocking_recv(), Err(StorageError::WriterFailed(_))));
-        assert!(matches!(store.write_group(p, 3, vec![entry(3, 1)], None), Err(StorageError::WriterFailed(_))));
-        assert!(matches!(store.write_group(p, 4, vec![], Some(hard_state)), Err(StorageError::WriterFailed(_))));
+        assert!(matches!(store.write_group(p, 3, None, vec![entry(3, 1)], None), Err(StorageError::WriterFailed(_))));
+        assert!(matches!(store.write_group(p, 4, None, vec![], Some(hard_state)), Err(StorageError::WriterFailed(_))));
         assert!(matches!(store.close(), Err(StorageError::WriterFailed(_))));
         let (store, _rx) = open(dir.path());
         let recovered = store.load_group(p).unwrap();
@@ -1204,10 +1349,10 @@ mod tests {
         let (store, mut rx) = FjallStore::open(dir.path(), options.clone()).unwrap();
         let p = PartitionId(3);
         // Enqueued back to back, so most likely one batch; correct either way.
-        store.write_group(p, 1, (1..=5).map(|i| entry(i, 2)).collect(), None).unwrap();
-        store.write_group(p, 2, vec![entry(4, 3)], None).unwrap();
+        store.write_group(p, 1, None, (1..=5).map(|i| entry(i, 2)).collect(), None).unwrap();
+        store.write_group(p, 2, None, vec![entry(4, 3)], None).unwrap();
         store.checkpoint(p, checkpoint(Lsn(4))).unwrap();
-        store.write_group(p, 3, vec![entry(5, 3)], None).unwrap();
+        store.write_group(p, 3, None, vec![entry(5, 3)], None).unwrap();
         wait_group(&mut rx, p, 3);
         store.close().unwrap();
         let (store, _rx) = FjallStore::open(dir.path(), options).unwrap();

@@ -28,17 +28,23 @@
 //! takes. [`LogStore::load_group`] recovers the checkpoint, the hard state and every stored entry, as a
 //! `DurableState` for `Group::new`; [`LogStore::read_group_log`] reads entries back for catch-up.
 //!
+//! **Snapshots.** A Write may carry a snapshot to install (`causet_core::replica::InstalledSnapshot`: a leader's
+//! complete checkpoint, its compaction point and the committed entries after it through the checkpoint's lsn).
+//! The writer applies it in the Write's batch, before the Write's own entries and hard state: it deletes every
+//! stored entry of the partition and every stored object image, then writes the snapshot's entries, its
+//! checkpoint (state and every image) and its compaction point. So the replica's stored state becomes exactly the
+//! snapshot's, atomically, and the Write's entries continue right after the snapshot's checkpoint.
+//!
 //! A node holds at most one replica of each partition of its DC, so the group log is keyed by partition like
 //! the record log. A partition uses one or the other: a checkpoint's lsn is then the group's applied index, and
 //! its truncation applies to whichever log the partition has.
 //!
-//! **Compaction.** A checkpoint makes the group entries it covers unnecessary for recovery, but core's `Group`
-//! cannot yet start from a log whose first index is above 1 (no snapshots). So truncating group entries is off by
-//! default ([`StorageOptions::truncate_group_logs`]); when it is on, it follows checkpoints exactly as for
+//! **Compaction.** A checkpoint makes the group entries it covers unnecessary for recovery. Truncating them is
+//! off by default ([`StorageOptions::truncate_group_logs`]); when it is on, it follows checkpoints exactly as for
 //! records (up to the checkpoint's lsn, never from `keep_log_from` on), and the writer records, atomically with
 //! the deletion, the **compaction point** ([`Compacted`]: index and term of the last entry removed), which raft
-//! needs to answer `term(first_index - 1)`. [`RecoveredGroup::compacted`] returns it, so that core can use it
-//! once it supports a compacted log.
+//! needs to answer `term(first_index - 1)`. An installed snapshot sets the compaction point to its own, and later
+//! checkpoints truncate after it. [`LogStore::load_group`] returns it in `DurableState::compacted`.
 //!
 //! # On-disk layout
 //! One fjall database per node, in the directory given to [`FjallStore::open`], with three keyspaces shared by
@@ -105,6 +111,7 @@ pub use causet_core::group::Compacted;
 use causet_core::group::{DurableState, Entry, HardState};
 use causet_core::partition::Checkpoint;
 use causet_core::record::{LogRecord, Lsn};
+use causet_core::replica::InstalledSnapshot;
 use causet_core::PartitionId;
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
@@ -173,14 +180,29 @@ pub trait LogStore: Send + Sync {
     /// `hard_state`, if given, replaces the stored one. `entries` may be empty (a hard-state-only Write). Once
     /// durable, it is reported as [`Durable::Group`]`(ready)`.
     ///
+    /// With a `snapshot` (a follower installs its leader's, `causet_core::replica::InstalledSnapshot`), the same
+    /// batch first replaces the partition's stored state by it: every stored entry of the partition goes
+    /// (whatever its index) and the snapshot's entries are inserted; the compaction point becomes
+    /// `snapshot.compacted`; every stored object image goes and the snapshot's checkpoint is written (state and
+    /// images), so that the stored checkpoint is exactly the snapshot's, with its truncation hold. The Write's own
+    /// entries and hard state then apply on top, and [`LogStore::load_group`] returns the snapshot's checkpoint,
+    /// its compaction point, its entries followed by the Write's, and the hard state. The snapshot does not
+    /// truncate anything itself: the next checkpoint truncates after `snapshot.compacted` as usual.
+    ///
     /// Refused with [`StorageError::InvalidGroupWrite`] (nothing enqueued) if `ready` is not above the last Write
     /// number enqueued for the partition since it was opened or [`LogStore::load_group`]ed, if the entries are not
     /// consecutive, if they would leave a gap after the partition's last entry, or if they start at or below its
-    /// checkpoint (raft never overwrites an applied entry). Waits for room and fails like [`LogStore::append`].
+    /// checkpoint (raft never overwrites an applied entry). With a snapshot, "last entry" and "checkpoint" are the
+    /// snapshot's (its `checkpoint.lsn`, so the Write's entries must start right after it), and it is refused too if
+    /// its checkpoint's lsn is below the partition's current checkpoint, if `compacted.index` is above
+    /// `checkpoint.lsn`, or if its entries are not consecutive from `compacted.index + 1` through exactly
+    /// `checkpoint.lsn` (no entries: `compacted.index` must equal `checkpoint.lsn`). Waits for room and fails like
+    /// [`LogStore::append`].
     fn write_group(
         &self,
         partition: PartitionId,
         ready: u64,
+        snapshot: Option<Box<InstalledSnapshot>>,
         entries: Vec<Entry>,
         hard_state: Option<HardState>,
     ) -> Result<()>;
@@ -235,8 +257,8 @@ pub struct StorageOptions {
     pub batch_bytes_max: usize,
     /// The engine's block cache.
     pub cache_bytes: u64,
-    /// Whether checkpoints truncate the Raft group entries they cover (as they do records). Off by default:
-    /// core's `Group` cannot yet start from a log that does not begin at index 1 (crate documentation).
+    /// Whether checkpoints truncate the Raft group entries they cover (as they do records). Off by default (crate
+    /// documentation, "Compaction").
     pub truncate_group_logs: bool,
 }
 
@@ -277,9 +299,12 @@ pub struct StorageStats {
     pub records_truncated: u64,
     /// Raft group Writes written since open.
     pub group_writes: u64,
+    /// Snapshots installed by group Writes since open (not counted in `checkpoints_written`).
+    pub snapshots_installed: u64,
     /// Raft entries written since open.
     pub entries_written: u64,
-    /// Raft entries deleted since open: replaced by a Write that overwrote them, or truncated by a checkpoint.
+    /// Raft entries deleted since open: replaced by a Write that overwrote them or by an installed snapshot, or
+    /// truncated by a checkpoint.
     pub entries_deleted: u64,
     /// Engine batches written.
     pub batches: u64,

@@ -115,7 +115,7 @@ fn run_child(dir: &Path, seed: u64, sync: SyncMode) {
                 entries.push(group_entry(last, term));
                 last_of_write.lock().unwrap().insert(ready, last);
                 let hard_state = HardState { term, vote: None, commit: Lsn(last - 1) };
-                store.write_group(GROUP, ready, entries, Some(hard_state)).expect("child: write");
+                store.write_group(GROUP, ready, None, entries, Some(hard_state)).expect("child: write");
             }
             std::thread::sleep(Duration::from_micros(rng.below(400)));
         });

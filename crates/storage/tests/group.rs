@@ -62,12 +62,12 @@ fn writes_round_trip_through_load_group_and_reopen() {
     let fresh = store.load_group(P0).unwrap();
     assert_eq!((fresh.checkpoint, fresh.durable), (None, Default::default()));
 
-    store.write_group(P0, 1, vec![], Some(hard_state(1, 0))).unwrap();
-    store.write_group(P0, 2, entries(1, 3, 1), None).unwrap();
-    store.write_group(P0, 5, entries(4, 4, 1), Some(hard_state(1, 3))).unwrap();
+    store.write_group(P0, 1, None, vec![], Some(hard_state(1, 0))).unwrap();
+    store.write_group(P0, 2, None, entries(1, 3, 1), None).unwrap();
+    store.write_group(P0, 5, None, entries(4, 4, 1), Some(hard_state(1, 3))).unwrap();
     // Hard-state-only: the entries stay.
-    store.write_group(P0, 6, vec![], Some(hard_state(2, 4))).unwrap();
-    store.write_group(P1, 1, entries(1, 2, 7), Some(hard_state(7, 1))).unwrap();
+    store.write_group(P0, 6, None, vec![], Some(hard_state(2, 4))).unwrap();
+    store.write_group(P1, 1, None, entries(1, 2, 7), Some(hard_state(7, 1))).unwrap();
     wait_group(&mut rx, &[(P0, 6), (P1, 1)]);
 
     let check = |store: &FjallStore| {
@@ -98,7 +98,7 @@ fn writes_round_trip_through_load_group_and_reopen() {
     check(&store);
     assert_eq!(store.stats().group_logs[&P0].records, 4, "opening measures the group logs");
     // Writes are numbered afresh after a restart.
-    store.write_group(P0, 1, entries(5, 5, 2), None).unwrap();
+    store.write_group(P0, 1, None, entries(5, 5, 2), None).unwrap();
     store.close().unwrap();
     let (store, _rx) = open(dir.path());
     assert_eq!(indexes(&store.load_group(P0).unwrap().durable.entries), (1..=5).collect::<Vec<_>>());
@@ -109,10 +109,10 @@ fn writes_round_trip_through_load_group_and_reopen() {
 fn a_write_replaces_the_suffix_from_its_first_entry() {
     let dir = tempfile::tempdir().unwrap();
     let (store, mut rx) = open(dir.path());
-    store.write_group(P0, 1, entries(1, 10, 1), Some(hard_state(1, 3))).unwrap();
+    store.write_group(P0, 1, None, entries(1, 10, 1), Some(hard_state(1, 3))).unwrap();
     wait_group(&mut rx, &[(P0, 1)]);
     // A new leader of term 2 overwrote 6..=10 with two entries.
-    store.write_group(P0, 2, entries(6, 7, 2), Some(hard_state(2, 3))).unwrap();
+    store.write_group(P0, 2, None, entries(6, 7, 2), Some(hard_state(2, 3))).unwrap();
     wait_group(&mut rx, &[(P0, 2)]);
     let mut expected = entries(1, 5, 1);
     expected.extend(entries(6, 7, 2));
@@ -126,10 +126,10 @@ fn a_write_replaces_the_suffix_from_its_first_entry() {
     assert_eq!(recovered.durable.entries, expected);
     assert_eq!(recovered.durable.hard_state, hard_state(2, 3));
     // Replacements within one batch (enqueued back to back): the last one wins, and a longer one extends.
-    store.write_group(P0, 1, entries(7, 9, 3), None).unwrap();
-    store.write_group(P0, 2, entries(8, 8, 4), None).unwrap();
-    store.write_group(P0, 3, entries(6, 6, 5), None).unwrap();
-    store.write_group(P0, 4, entries(7, 12, 5), Some(hard_state(5, 5))).unwrap();
+    store.write_group(P0, 1, None, entries(7, 9, 3), None).unwrap();
+    store.write_group(P0, 2, None, entries(8, 8, 4), None).unwrap();
+    store.write_group(P0, 3, None, entries(6, 6, 5), None).unwrap();
+    store.write_group(P0, 4, None, entries(7, 12, 5), Some(hard_state(5, 5))).unwrap();
     wait_group(&mut rx, &[(P0, 4)]);
     let mut expected = entries(1, 5, 1);
     expected.extend(entries(6, 12, 5));
@@ -146,28 +146,28 @@ fn a_write_replaces_the_suffix_from_its_first_entry() {
 fn out_of_order_writes_are_refused_and_leave_the_store_usable() {
     let dir = tempfile::tempdir().unwrap();
     let (store, mut rx) = open(dir.path());
-    store.write_group(P0, 3, entries(1, 4, 1), None).unwrap();
+    store.write_group(P0, 3, None, entries(1, 4, 1), None).unwrap();
     let refused = |result: Result<(), StorageError>| {
         assert!(matches!(result, Err(StorageError::InvalidGroupWrite { partition: P0, .. })), "{result:?}");
     };
-    refused(store.write_group(P0, 3, entries(5, 5, 1), None));
-    refused(store.write_group(P0, 4, entries(6, 6, 1), None)); // a gap after 4
-    refused(store.write_group(P0, 4, vec![entry(5, 1), entry(7, 1)], None)); // not consecutive
-    refused(store.write_group(P0, 4, entries(0, 1, 1), None)); // index 0
+    refused(store.write_group(P0, 3, None, entries(5, 5, 1), None));
+    refused(store.write_group(P0, 4, None, entries(6, 6, 1), None)); // a gap after 4
+    refused(store.write_group(P0, 4, None, vec![entry(5, 1), entry(7, 1)], None)); // not consecutive
+    refused(store.write_group(P0, 4, None, entries(0, 1, 1), None)); // index 0
     store.append(P0, Lsn(1), record(P0, Lsn(1))).unwrap();
     store.checkpoint(P0, checkpoint(Lsn(2), vec![])).unwrap();
-    refused(store.write_group(P0, 4, entries(2, 2, 2), None)); // overwrites what the checkpoint applied
+    refused(store.write_group(P0, 4, None, entries(2, 2, 2), None)); // overwrites what the checkpoint applied
     assert!(matches!(
         store.checkpoint(P0, checkpoint(Lsn(5), vec![])),
         Err(StorageError::CheckpointOutOfOrder { lsn: Lsn(5), last: Lsn(4), .. })
     ));
-    store.write_group(P0, 4, entries(3, 3, 2), None).unwrap();
+    store.write_group(P0, 4, None, entries(3, 3, 2), None).unwrap();
     wait_group(&mut rx, &[(P0, 4)]);
     // load_group starts a new Group: Writes are numbered from 1 again.
     let recovered = store.load_group(P0).unwrap();
     assert_eq!(recovered.durable.applied, Lsn(2));
     assert_eq!(recovered.durable.entries, vec![entry(1, 1), entry(2, 1), entry(3, 2)]);
-    store.write_group(P0, 1, entries(4, 4, 2), None).unwrap();
+    store.write_group(P0, 1, None, entries(4, 4, 2), None).unwrap();
     wait_group(&mut rx, &[(P0, 1)]);
     store.close().unwrap();
 }
@@ -208,7 +208,7 @@ fn writes_and_appends_share_batches_and_are_reported_in_order() {
                 let mut last = 0;
                 for n in 1..=WRITES {
                     let entries = nth_write(n, &mut last);
-                    store.write_group(group, n, entries, Some(hard_state(n / 10 + 1, 0))).unwrap();
+                    store.write_group(group, n, None, entries, Some(hard_state(n / 10 + 1, 0))).unwrap();
                     store.append(records, Lsn(n), record(records, Lsn(n))).unwrap();
                     if t == 0 {
                         // A partition with both: its reports of each kind stay apart.
@@ -286,8 +286,8 @@ fn writes_and_appends_share_batches_and_are_reported_in_order() {
 fn a_dropped_store_keeps_every_write_reported_durable() {
     let dir = tempfile::tempdir().unwrap();
     let (store, mut rx) = open(dir.path());
-    store.write_group(P0, 1, entries(1, 50, 1), Some(hard_state(1, 20))).unwrap();
-    store.write_group(P0, 2, entries(40, 60, 2), Some(hard_state(2, 30))).unwrap();
+    store.write_group(P0, 1, None, entries(1, 50, 1), Some(hard_state(1, 20))).unwrap();
+    store.write_group(P0, 2, None, entries(40, 60, 2), Some(hard_state(2, 30))).unwrap();
     wait_group(&mut rx, &[(P0, 2)]);
     drop(store);
     let (store, _rx) = open(dir.path());
@@ -306,7 +306,7 @@ fn periodic_mode_reports_writes_once_written() {
         StorageOptions { sync: SyncMode::Periodic { interval: Duration::from_millis(20) }, ..Default::default() };
     let (store, mut rx) = FjallStore::open(dir.path(), options).unwrap();
     for n in 1..=20 {
-        store.write_group(P1, n, entries(n, n, 1), Some(hard_state(1, n - 1))).unwrap();
+        store.write_group(P1, n, None, entries(n, n, 1), Some(hard_state(1, n - 1))).unwrap();
     }
     wait_group(&mut rx, &[(P1, 20)]);
     store.close().unwrap();
@@ -319,14 +319,14 @@ fn keeping(lsn: u64, keep: Option<u64>) -> Checkpoint {
     Checkpoint { keep_log_from: keep.map(Lsn), ..checkpoint(Lsn(lsn), vec![(object("a"), image(lsn as i64))]) }
 }
 
-/// By default checkpoints leave group entries alone (core's `Group` needs its log from index 1).
+/// By default checkpoints leave group entries alone.
 #[test]
 fn checkpoints_keep_group_entries_by_default() {
     let dir = tempfile::tempdir().unwrap();
     let (store, mut rx) = open(dir.path());
-    store.write_group(P0, 1, entries(1, 10, 1), Some(hard_state(1, 8))).unwrap();
+    store.write_group(P0, 1, None, entries(1, 10, 1), Some(hard_state(1, 8))).unwrap();
     store.checkpoint(P0, keeping(6, None)).unwrap();
-    store.write_group(P0, 2, entries(11, 12, 1), None).unwrap();
+    store.write_group(P0, 2, None, entries(11, 12, 1), None).unwrap();
     wait_group(&mut rx, &[(P0, 2)]);
     store.close().unwrap();
     let (store, _rx) = open(dir.path());
@@ -346,8 +346,8 @@ fn checkpoints_keep_group_entries_by_default() {
 fn checkpoints_truncate_group_entries_when_asked_and_keep_the_compaction_point() {
     let dir = tempfile::tempdir().unwrap();
     let (store, mut rx) = truncating(dir.path());
-    store.write_group(P0, 1, entries(1, 5, 1), None).unwrap();
-    store.write_group(P0, 2, entries(6, 10, 2), Some(hard_state(2, 9))).unwrap();
+    store.write_group(P0, 1, None, entries(1, 5, 1), None).unwrap();
+    store.write_group(P0, 2, None, entries(6, 10, 2), Some(hard_state(2, 9))).unwrap();
     store.checkpoint(P0, keeping(8, Some(4))).unwrap();
     barrier(&store, &mut rx, 1);
     let recovered = store.load_group(P0).unwrap();
@@ -358,7 +358,7 @@ fn checkpoints_truncate_group_entries_when_asked_and_keep_the_compaction_point()
 
     // A later checkpoint that keeps nothing truncates up to itself.
     store.checkpoint(P0, keeping(9, None)).unwrap();
-    store.write_group(P0, 3, entries(11, 11, 2), Some(hard_state(2, 10))).unwrap();
+    store.write_group(P0, 3, None, entries(11, 11, 2), Some(hard_state(2, 10))).unwrap();
     wait_group(&mut rx, &[(P0, 3)]);
     assert_eq!(store.stats().entries_deleted, 9);
     assert_eq!(store.stats().group_logs[&P0].records, 2);
@@ -371,19 +371,25 @@ fn checkpoints_truncate_group_entries_when_asked_and_keep_the_compaction_point()
     assert_eq!(recovered.durable.hard_state, hard_state(2, 10));
     assert_eq!(recovered.checkpoint.map(|c| c.lsn), Some(Lsn(9)));
     // Writing continues after the compacted log, never at or below the checkpoint.
-    assert!(matches!(store.write_group(P0, 1, entries(9, 9, 3), None), Err(StorageError::InvalidGroupWrite { .. })));
-    store.write_group(P0, 1, entries(11, 12, 3), None).unwrap();
+    assert!(matches!(
+        store.write_group(P0, 1, None, entries(9, 9, 3), None),
+        Err(StorageError::InvalidGroupWrite { .. })
+    ));
+    store.write_group(P0, 1, None, entries(11, 12, 3), None).unwrap();
     // Everything compacted: the compaction point alone says where the log continues.
     store.checkpoint(P0, keeping(12, None)).unwrap();
-    store.write_group(P0, 2, vec![], Some(hard_state(3, 12))).unwrap();
+    store.write_group(P0, 2, None, vec![], Some(hard_state(3, 12))).unwrap();
     wait_group(&mut rx, &[(P0, 2)]);
     store.close().unwrap();
     let (store, _rx) = truncating(dir.path());
     let recovered = store.load_group(P0).unwrap();
     assert!(recovered.durable.entries.is_empty());
     assert_eq!(recovered.durable.compacted, Some(Compacted { index: Lsn(12), term: 3 }));
-    assert!(matches!(store.write_group(P0, 1, entries(14, 14, 3), None), Err(StorageError::InvalidGroupWrite { .. })));
-    store.write_group(P0, 1, entries(13, 13, 3), None).unwrap();
+    assert!(matches!(
+        store.write_group(P0, 1, None, entries(14, 14, 3), None),
+        Err(StorageError::InvalidGroupWrite { .. })
+    ));
+    store.write_group(P0, 1, None, entries(13, 13, 3), None).unwrap();
     store.close().unwrap();
     let (store, _rx) = truncating(dir.path());
     assert_eq!(store.load_group(P0).unwrap().durable.entries, vec![entry(13, 3)]);
