@@ -1,11 +1,13 @@
 //! The Raft group log on fjall: Writes round-trip through `load_group`, replace suffixes, share batches and
-//! fsyncs with records, are reported durable in order, survive a drop, and follow checkpoints' truncation.
+//! fsyncs with records, are reported durable in order, survive a drop, follow checkpoints' truncation, and install
+//! snapshots.
 
 mod common;
 
 use causet_core::group::{Entry, EntryKind, HardState, ReplicaId};
 use causet_core::partition::Checkpoint;
 use causet_core::record::Lsn;
+use causet_core::replica::InstalledSnapshot;
 use causet_core::PartitionId;
 use causet_storage::{
     Compacted, Durable, DurableReceiver, FjallStore, LogStore, StorageError, StorageOptions, SyncMode,
@@ -393,5 +395,244 @@ fn checkpoints_truncate_group_entries_when_asked_and_keep_the_compaction_point()
     store.close().unwrap();
     let (store, _rx) = truncating(dir.path());
     assert_eq!(store.load_group(P0).unwrap().durable.entries, vec![entry(13, 3)]);
+    store.close().unwrap();
+}
+
+/// A snapshot at `lsn` whose checkpoint holds `objects`, compacted through `compacted` (of term 1), with the
+/// entries after it of term `term`.
+fn snapshot(lsn: u64, objects: &[(&str, i64)], compacted: u64, term: u64) -> Box<InstalledSnapshot> {
+    let objects = objects.iter().map(|(name, base)| (object(name), image(*base))).collect();
+    Box::new(InstalledSnapshot {
+        checkpoint: checkpoint(Lsn(lsn), objects),
+        compacted: Compacted { index: Lsn(compacted), term: 1 },
+        entries: entries(compacted + 1, lsn, term),
+    })
+}
+
+/// A snapshot replaces the stored log (entries below and above its index alike) and the checkpoint (objects it
+/// does not hold are gone, with those of a checkpoint enqueued just before it), in the batch of its Write, whose
+/// entries and hard state follow it; all of it survives a reopen.
+#[test]
+fn a_snapshot_replaces_the_log_and_the_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, mut rx) = open(dir.path());
+    store.write_group(P0, 1, None, entries(1, 10, 1), Some(hard_state(1, 6))).unwrap();
+    store.checkpoint(P0, checkpoint(Lsn(4), vec![(object("a"), image(1)), (object("b"), image(2))])).unwrap();
+    barrier(&store, &mut rx, 1);
+    // Enqueued back to back with the snapshot, so most likely in its batch; correct either way.
+    store.checkpoint(P0, checkpoint(Lsn(6), vec![(object("z"), image(3))])).unwrap();
+    let installed = snapshot(7, &[("b", 70), ("c", 71)], 5, 2);
+    store.write_group(P0, 2, Some(installed.clone()), entries(8, 9, 3), Some(hard_state(3, 7))).unwrap();
+    let reports = wait_group(&mut rx, &[(P0, 2)]);
+    assert!(reports.contains(&(P0, Durable::Group(2))), "{reports:?}");
+
+    let mut expected = installed.entries.clone();
+    expected.extend(entries(8, 9, 3));
+    let check = |store: &FjallStore| {
+        let recovered = store.load_group(P0).unwrap();
+        assert_eq!(recovered.checkpoint.as_ref(), Some(&installed.checkpoint));
+        assert_eq!(recovered.durable.compacted, Some(installed.compacted));
+        assert_eq!(recovered.durable.entries, expected);
+        assert_eq!(recovered.durable.hard_state, hard_state(3, 7));
+        assert_eq!(recovered.durable.applied, Lsn(7));
+        assert_eq!(store.read_group_log(P0, Lsn(0), 100).unwrap(), expected);
+        assert_eq!(store.read_group_log(P0, Lsn(7), 100).unwrap(), entries(8, 9, 3));
+        assert_eq!(store.load(P0).unwrap().0.as_ref(), Some(&installed.checkpoint));
+        assert_eq!(store.stats().group_logs[&P0].records, 4);
+    };
+    check(&store);
+    let stats = store.stats();
+    assert_eq!((stats.snapshots_installed, stats.checkpoints_written, stats.group_writes), (1, 2, 2));
+    assert_eq!((stats.entries_written, stats.entries_deleted), (14, 10));
+    store.close().unwrap();
+
+    let (store, _rx) = open(dir.path());
+    check(&store);
+    store.close().unwrap();
+}
+
+/// A snapshot that kept no entry: the compaction point alone says where the log continues.
+#[test]
+fn a_snapshot_without_entries_leaves_only_the_compaction_point() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, mut rx) = open(dir.path());
+    let installed = snapshot(5, &[("a", 5)], 5, 2);
+    assert!(installed.entries.is_empty());
+    // A replica with nothing stored yet, as after a node was replaced.
+    store.write_group(P1, 1, Some(installed.clone()), vec![], Some(hard_state(2, 5))).unwrap();
+    wait_group(&mut rx, &[(P1, 1)]);
+    let recovered = store.load_group(P1).unwrap();
+    assert_eq!(recovered.checkpoint.as_ref(), Some(&installed.checkpoint));
+    assert_eq!(recovered.durable.compacted, Some(Compacted { index: Lsn(5), term: 1 }));
+    assert!(recovered.durable.entries.is_empty());
+    assert_eq!((recovered.durable.hard_state, recovered.durable.applied), (hard_state(2, 5), Lsn(5)));
+    assert!(store.read_group_log(P1, Lsn(0), 10).unwrap().is_empty());
+    store.write_group(P1, 1, None, entries(6, 6, 2), None).unwrap();
+    wait_group(&mut rx, &[(P1, 1)]);
+    store.close().unwrap();
+
+    let (store, _rx) = open(dir.path());
+    let recovered = store.load_group(P1).unwrap();
+    assert_eq!(recovered.durable.entries, entries(6, 6, 2));
+    assert_eq!(recovered.durable.compacted, Some(Compacted { index: Lsn(5), term: 1 }));
+    assert_eq!(recovered.checkpoint, Some(installed.checkpoint));
+    // Opening finds the log's end after the compaction point.
+    assert!(matches!(
+        store.write_group(P1, 1, None, entries(8, 8, 2), None),
+        Err(StorageError::InvalidGroupWrite { .. })
+    ));
+    store.close().unwrap();
+}
+
+/// After a snapshot, Writes continue after its checkpoint (in the same batch or later, and after a reopen), and
+/// never at or below it.
+#[test]
+fn writes_continue_after_a_snapshot_and_never_at_or_below_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, mut rx) = open(dir.path());
+    let refused = |result: Result<(), StorageError>| {
+        assert!(matches!(result, Err(StorageError::InvalidGroupWrite { partition: P0, .. })), "{result:?}");
+    };
+    store.write_group(P0, 1, None, entries(1, 3, 1), None).unwrap();
+    store.write_group(P0, 2, Some(snapshot(20, &[("a", 20)], 17, 2)), vec![], None).unwrap();
+    // Back to back: most likely the snapshot's batch.
+    store.write_group(P0, 3, None, entries(21, 22, 2), None).unwrap();
+    refused(store.write_group(P0, 4, None, entries(20, 21, 3), None));
+    refused(store.write_group(P0, 4, None, entries(4, 4, 3), None));
+    refused(store.write_group(P0, 4, None, entries(24, 24, 3), None));
+    store.write_group(P0, 4, None, entries(23, 25, 2), Some(hard_state(2, 22))).unwrap();
+    // A new leader replaces a suffix after the snapshot.
+    store.write_group(P0, 5, None, entries(22, 22, 3), Some(hard_state(3, 21))).unwrap();
+    wait_group(&mut rx, &[(P0, 5)]);
+    let mut expected = entries(18, 21, 2);
+    expected.push(entry(22, 3));
+    assert_eq!(store.load_group(P0).unwrap().durable.entries, expected);
+    assert_eq!(store.stats().group_logs[&P0].records, 5);
+    store.close().unwrap();
+
+    let (store, mut rx) = open(dir.path());
+    let recovered = store.load_group(P0).unwrap();
+    assert_eq!((recovered.durable.entries, recovered.durable.hard_state), (expected, hard_state(3, 21)));
+    refused(store.write_group(P0, 1, None, entries(20, 20, 3), None));
+    store.write_group(P0, 1, None, entries(23, 23, 3), None).unwrap();
+    wait_group(&mut rx, &[(P0, 1)]);
+    assert_eq!(indexes(&store.load_group(P0).unwrap().durable.entries), (18..=23).collect::<Vec<_>>());
+    store.close().unwrap();
+}
+
+/// Each malformed or misplaced snapshot is refused at once, enqueuing nothing: the store is unchanged and takes
+/// the next Write as if the refused ones had not been tried.
+#[test]
+fn malformed_or_misplaced_snapshots_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, mut rx) = open(dir.path());
+    store.write_group(P0, 1, None, entries(1, 8, 1), Some(hard_state(1, 8))).unwrap();
+    store.checkpoint(P0, checkpoint(Lsn(6), vec![(object("a"), image(6))])).unwrap();
+    let refused = |snapshot: Box<InstalledSnapshot>, entries: Vec<Entry>, because: &str| match store.write_group(
+        P0,
+        2,
+        Some(snapshot),
+        entries,
+        None,
+    ) {
+        Err(StorageError::InvalidGroupWrite { partition: P0, ready: 2, reason }) => {
+            assert!(reason.contains(because), "{reason:?} does not say {because:?}")
+        }
+        other => panic!("expected a refusal for {because:?}, got {other:?}"),
+    };
+    // Below the current checkpoint.
+    refused(snapshot(5, &[], 3, 2), vec![], "below checkpoint 6");
+    // Compacted beyond the checkpoint.
+    refused(
+        Box::new(InstalledSnapshot { compacted: Compacted { index: Lsn(11), term: 1 }, ..*snapshot(10, &[], 10, 2) }),
+        vec![],
+        "beyond its checkpoint",
+    );
+    // Entries not consecutive.
+    let mut gap = snapshot(10, &[], 7, 2);
+    gap.entries.remove(1);
+    refused(gap, vec![], "entry 10 follows entry 8");
+    // Entries not right after the compaction point.
+    let mut late = snapshot(10, &[], 7, 2);
+    late.entries.remove(0);
+    refused(late, vec![], "from 9 after compaction point 7");
+    // Entries ending before or after the checkpoint.
+    let mut short = snapshot(10, &[], 7, 2);
+    short.entries.pop();
+    refused(short, vec![], "end at 9");
+    let mut long = snapshot(10, &[], 7, 2);
+    long.entries.push(entry(11, 2));
+    refused(long, vec![], "end at 11");
+    // No entries, though the compaction point is below the checkpoint.
+    let mut empty = snapshot(10, &[], 7, 2);
+    empty.entries.clear();
+    refused(empty, vec![], "without the entries");
+    // The Write's own entries not right after the snapshot.
+    refused(snapshot(10, &[], 7, 2), entries(12, 12, 2), "gap after 10");
+    refused(snapshot(10, &[], 7, 2), entries(10, 11, 2), "overwrite checkpoint 10");
+    refused(snapshot(10, &[], 7, 2), entries(7, 7, 2), "overwrite checkpoint 10");
+    refused(snapshot(10, &[], 7, 2), vec![entry(11, 2), entry(13, 2)], "entry 13 follows entry 11");
+    // Not above the last Write.
+    assert!(matches!(
+        store.write_group(P0, 1, Some(snapshot(10, &[], 7, 2)), vec![], None),
+        Err(StorageError::InvalidGroupWrite { ready: 1, .. })
+    ));
+
+    // Nothing was enqueued: the log, the checkpoint and the enqueuing side's positions are as before.
+    store.write_group(P0, 2, None, entries(7, 9, 2), None).unwrap();
+    wait_group(&mut rx, &[(P0, 2)]);
+    let recovered = store.load_group(P0).unwrap();
+    assert_eq!(indexes(&recovered.durable.entries), (1..=9).collect::<Vec<_>>());
+    assert_eq!(recovered.checkpoint.map(|c| (c.lsn, c.objects)), Some((Lsn(6), vec![(object("a"), image(6))])));
+    assert_eq!(recovered.durable.compacted, None);
+    assert_eq!(store.stats().snapshots_installed, 0);
+    // A snapshot at the current checkpoint is not below it.
+    store.write_group(P0, 1, Some(snapshot(6, &[], 6, 2)), entries(7, 7, 3), None).unwrap();
+    wait_group(&mut rx, &[(P0, 1)]);
+    assert_eq!(store.load_group(P0).unwrap().durable.entries, entries(7, 7, 3));
+    store.close().unwrap();
+}
+
+/// With truncation on, a snapshot replaces the compaction point (even with one below the truncated log's: its
+/// leader kept more entries), and the checkpoints after it truncate from there (never from their `keep_log_from`
+/// on).
+#[test]
+fn checkpoints_after_a_snapshot_truncate_after_its_compaction_point() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, mut rx) = truncating(dir.path());
+    store.write_group(P0, 1, None, entries(1, 9, 1), None).unwrap();
+    store.checkpoint(P0, keeping(9, None)).unwrap();
+    barrier(&store, &mut rx, 1);
+    assert_eq!(store.load_group(P0).unwrap().durable.compacted, Some(Compacted { index: Lsn(9), term: 1 }));
+    store.write_group(P0, 2, Some(snapshot(10, &[("b", 10)], 6, 2)), entries(11, 12, 3), None).unwrap();
+    wait_group(&mut rx, &[(P0, 2)]);
+    let recovered = store.load_group(P0).unwrap();
+    assert_eq!(recovered.durable.compacted, Some(Compacted { index: Lsn(6), term: 1 }));
+    assert_eq!(indexes(&recovered.durable.entries), (7..=12).collect::<Vec<_>>());
+    assert_eq!(recovered.checkpoint.unwrap().objects, vec![(object("b"), image(10))], "the earlier \"a\" is gone");
+
+    store.checkpoint(P0, keeping(12, Some(9))).unwrap();
+    store.write_group(P0, 3, None, vec![], Some(hard_state(3, 12))).unwrap();
+    wait_group(&mut rx, &[(P0, 3)]);
+    let recovered = store.load_group(P0).unwrap();
+    assert_eq!(recovered.durable.compacted, Some(Compacted { index: Lsn(8), term: 2 }));
+    assert_eq!(indexes(&recovered.durable.entries), (9..=12).collect::<Vec<_>>());
+    let objects = recovered.checkpoint.unwrap().objects;
+    assert_eq!(objects, vec![(object("a"), image(12)), (object("b"), image(10))]);
+    // 1..=9 by the first checkpoint, 7..=8 by the last.
+    assert_eq!((store.stats().entries_deleted, store.stats().group_logs[&P0].records), (11, 4));
+    store.close().unwrap();
+
+    let (store, mut rx) = truncating(dir.path());
+    store.checkpoint(P0, keeping(12, None)).unwrap();
+    store.write_group(P0, 1, None, entries(13, 13, 3), None).unwrap();
+    wait_group(&mut rx, &[(P0, 1)]);
+    let recovered = store.load_group(P0).unwrap();
+    assert_eq!(recovered.durable.compacted, Some(Compacted { index: Lsn(12), term: 3 }));
+    assert_eq!(recovered.durable.entries, entries(13, 13, 3));
+    assert_eq!(store.stats().group_logs[&P0].records, 1);
+    store.close().unwrap();
+    let (store, _rx) = truncating(dir.path());
+    assert_eq!(store.load_group(P0).unwrap().durable.entries, entries(13, 13, 3));
     store.close().unwrap();
 }
