@@ -281,14 +281,41 @@ fn replicated_dc(dir: &std::path::Path) -> StartOptions {
     }
 }
 
-/// One DC of three nodes with every partition a Raft group of three replicas. A write is acknowledged; one node
-/// is killed with SIGKILL (it leads some partitions: each node leads those it is home to, or some of them); the
-/// other two elect new leaders and keep committing; a read at every surviving node shows both writes; the killed
-/// node restarts empty-handed of the second write and catches up from the others.
+/// Every number under `field` in node `n`'s `/status`.
+fn status_values(file: &cluster::ClusterFile, n: usize, field: &str) -> Vec<u64> {
+    fn walk(v: &serde_json::Value, field: &str, out: &mut Vec<u64>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, v) in m {
+                    match v.as_u64() {
+                        Some(x) if k == field => out.push(x),
+                        _ => walk(v, field, out),
+                    }
+                }
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|v| walk(v, field, out)),
+            _ => {}
+        }
+    }
+    let status = cluster::http_get(file.nodes[n].admin, "/status").unwrap_or_default();
+    let mut out = Vec::new();
+    if let Ok(v) = serde_json::from_str::<serde_json::Value>(&status) {
+        walk(&v, field, &mut out);
+    }
+    out
+}
+
+/// One DC of three nodes with every partition a Raft group of three replicas, checkpointing every second. A write
+/// is acknowledged; one node is killed with SIGKILL (it leads some partitions: each node leads those it is home
+/// to, or some of them); the other two elect new leaders and keep committing, checkpoint, and compact their logs;
+/// a read at every surviving node shows both writes; the killed node restarts, is caught up by snapshots (the
+/// entries it lacks are gone from the others' logs), and is a full member again: with another node killed, it
+/// and node 0 keep committing.
 #[test]
 fn a_dc_of_three_nodes_with_replicated_partitions_keeps_committing_when_one_is_killed() {
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let options = replicated_dc(dir.path());
+    let mut options = replicated_dc(dir.path());
+    options.extra_config = "checkpoint_interval_s = 1".into();
     let mut file = cluster::start(&options).expect("the cluster starts");
     let _guard = Running(dir.path());
     // Keys on every partition, so that the second write needs a leader of each, including those the dead node led.
@@ -311,8 +338,17 @@ fn a_dc_of_three_nodes_with_replicated_partitions_keeps_committing_when_one_is_k
     let first = rt.block_on(write(file.nodes[0].client, "a", sets.clone()));
     let victim = 1;
     cluster::kill_node(&file, victim);
-    let second = rt.block_on(write(file.nodes[0].client, "b", sets.clone()));
+    let mut second = rt.block_on(write(file.nodes[0].client, "b", sets.clone()));
     assert!(first.le(&second), "the second commit follows the first: {first:?} then {second:?}");
+    // Over a few checkpoint intervals, the survivors checkpoint and compact their logs (a replica compacts once a
+    // write after its checkpoint is durable: keep writing).
+    for _ in 0..4 {
+        std::thread::sleep(Duration::from_millis(700));
+        second = rt.block_on(write(file.nodes[0].client, "b", sets.clone()));
+    }
+    let compacted =
+        (0..3).filter(|n| *n != victim).any(|n| status_values(&file, n, "first_index").iter().any(|i| *i > 1));
+    assert!(compacted, "no survivor compacted its log");
     let keys: Vec<_> = sets.iter().map(|s| s.key().clone()).collect();
     let read_all = |addr: SocketAddr, clock: VectorClock| {
         let keys = keys.clone();
@@ -345,6 +381,16 @@ fn a_dc_of_three_nodes_with_replicated_partitions_keeps_committing_when_one_is_k
     cluster::restart_node(&mut file, dir.path(), victim).expect("the node restarts");
     let values = rt.block_on(read_all(file.nodes[victim].client, second));
     assert!(values.iter().all(|v| v.as_set().unwrap_or_default().len() == 2), "the restarted node: {values:?}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while status_values(&file, victim, "snapshots_installed").iter().sum::<u64>() == 0 {
+        assert!(Instant::now() < deadline, "the restarted node installed no snapshot within 20 s");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // A full member again: without node 2, node 0 and the restarted node are the majority of every group.
+    cluster::kill_node(&file, 2);
+    let third = rt.block_on(write(file.nodes[0].client, "c", sets.clone()));
+    let values = rt.block_on(read_all(file.nodes[victim].client, third));
+    assert!(values.iter().all(|v| v.as_set().unwrap_or_default().len() == 3), "the caught-up node: {values:?}");
 }
 
 /// Commits an update of every counter (adding nothing) at `addr`, retrying for up to 30 s: once it is done, every

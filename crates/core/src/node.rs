@@ -30,7 +30,7 @@ use crate::group::{DurableState, Entry, HardState};
 use crate::message::ReplicaMessage;
 use crate::partition::{Checkpoint, Partition, PartitionOutput};
 use crate::record::{LogRecord, Lsn};
-use crate::replica::{Replica, ReplicaOutput};
+use crate::replica::{InstalledSnapshot, Replica, ReplicaOutput};
 use crate::stabilizer::Stabilizer;
 use crate::topology::{NodeIndex, Topology};
 use crate::{Address, ClientId, Config, CoordinatorId, DcId, Envelope, Message, PartitionId, RequestId, Timestamp};
@@ -223,10 +223,25 @@ pub enum NodeOutput {
         partition: PartitionId,
         /// The Write's number.
         ready: u64,
+        /// A snapshot from the leader to install first: it replaces the replica's stored log and checkpoint.
+        snapshot: Option<Box<InstalledSnapshot>>,
         /// Entries replacing the log from `entries[0].index` on.
         entries: Vec<Entry>,
         /// The new hard state, if it changed.
         hard_state: Option<HardState>,
+    },
+    /// Write a replica's checkpoint, after every GroupWrite of the partition handed out before it (see
+    /// [`ReplicaOutput::Checkpoint`]).
+    Checkpoint {
+        /// The replicated partition.
+        partition: PartitionId,
+        /// Its checkpoint (incremental).
+        checkpoint: Checkpoint,
+    },
+    /// Load a replica's complete checkpoint as stored and hand it to [`Node::handle_checkpoint_loaded`].
+    LoadCheckpoint {
+        /// The replicated partition.
+        partition: PartitionId,
     },
     /// A replicated partition's leader is on `node` from `term` on: hand it to the node's other shards
     /// ([`Node::handle_leader`]), which route the partition's messages there.
@@ -271,15 +286,15 @@ const MAX_PARKED: usize = 4_096;
 pub enum Stored {
     /// A partition that is not replicated: the last checkpoint and the log records after it.
     Partition(PartitionId, Option<Box<Checkpoint>>, Vec<(Lsn, LogRecord)>),
-    /// This node's replica of a replicated partition: what its group wrote.
-    Replica(PartitionId, DurableState),
+    /// This node's replica of a replicated partition: what its group wrote, and its complete checkpoint.
+    Replica(PartitionId, DurableState, Option<Box<Checkpoint>>),
 }
 
 impl Stored {
     /// The partition.
     pub fn partition(&self) -> PartitionId {
         match self {
-            Stored::Partition(p, ..) | Stored::Replica(p, _) => *p,
+            Stored::Partition(p, ..) | Stored::Replica(p, ..) => *p,
         }
     }
 }
@@ -304,15 +319,16 @@ impl Node {
         let mut replicas = BTreeMap::new();
         for p in layout.partitions_of_shard(&topology, shard) {
             if topology.replicated() {
-                let durable = match stored.remove(&p) {
-                    Some(Stored::Replica(_, durable)) => durable,
-                    None => DurableState::default(),
+                let (durable, checkpoint) = match stored.remove(&p) {
+                    Some(Stored::Replica(_, durable, checkpoint)) => (durable, checkpoint.map(|c| *c)),
+                    None => (DurableState::default(), None),
                     Some(other) => panic!("partition {p:?} is replicated, but its stored state is {other:?}"),
                 };
                 // Election jitter differs between replicas and between runs of a node, and replays exactly.
                 let seed = (layout.incarnation << 16) | u64::from(layout.node);
                 let seed = xxhash_rust::xxh3::xxh3_64_with_seed(&p.0.to_le_bytes(), seed);
-                let replica = Replica::new(p, config.clone(), &topology, layout.node, now_us, durable, seed)
+                let node = layout.node;
+                let replica = Replica::new(p, config.clone(), &topology, node, now_us, durable, checkpoint, seed)
                     .unwrap_or_else(|e| panic!("partition {p:?}: the replica cannot start: {e}"));
                 replicas.insert(p, replica);
                 continue;
@@ -408,6 +424,14 @@ impl Node {
         self.pump(now_us);
     }
 
+    /// A replica's complete checkpoint as stored, which [`NodeOutput::LoadCheckpoint`] asked for.
+    pub fn handle_checkpoint_loaded(&mut self, now_us: u64, partition: PartitionId, checkpoint: Option<Checkpoint>) {
+        if let Some(r) = self.replicas.get_mut(&partition) {
+            r.handle_loaded(now_us, checkpoint);
+        }
+        self.pump(now_us);
+    }
+
     /// Another shard of this node heard that a replicated partition's leader is on `node` from `term` on.
     pub fn handle_leader(&mut self, partition: PartitionId, node: NodeIndex, term: u64) {
         self.note_leader(partition, node, term);
@@ -453,8 +477,13 @@ impl Node {
         self.outputs.pop_front()
     }
 
-    /// A checkpoint of every partition of this shard (see [`Partition::take_checkpoint`]).
-    pub fn take_checkpoints(&mut self) -> Vec<(PartitionId, Checkpoint)> {
+    /// A checkpoint of every partition of this shard that is not replicated (see [`Partition::take_checkpoint`]);
+    /// replicas hand theirs out as [`NodeOutput::Checkpoint`] when they can ([`Replica::checkpoint`]).
+    pub fn take_checkpoints(&mut self, now_us: u64) -> Vec<(PartitionId, Checkpoint)> {
+        for r in self.replicas.values_mut() {
+            r.checkpoint();
+        }
+        self.pump(now_us);
         self.partitions.values_mut().map(|p| (p.id(), p.take_checkpoint())).collect()
     }
 
@@ -677,9 +706,20 @@ impl Node {
                     progressed = true;
                     match out {
                         ReplicaOutput::Send(e) => sends.push(e),
-                        ReplicaOutput::Write { ready, entries, hard_state } => self
-                            .outputs
-                            .push_back(NodeOutput::GroupWrite { partition: r.id(), ready, entries, hard_state }),
+                        ReplicaOutput::Write { ready, snapshot, entries, hard_state } => {
+                            let partition = r.id();
+                            self.outputs.push_back(NodeOutput::GroupWrite {
+                                partition,
+                                ready,
+                                snapshot,
+                                entries,
+                                hard_state,
+                            })
+                        }
+                        ReplicaOutput::Checkpoint(checkpoint) => {
+                            self.outputs.push_back(NodeOutput::Checkpoint { partition: r.id(), checkpoint })
+                        }
+                        ReplicaOutput::Load => self.outputs.push_back(NodeOutput::LoadCheckpoint { partition: r.id() }),
                         ReplicaOutput::Leading { term } => leading.push((r.id(), term)),
                     }
                 }

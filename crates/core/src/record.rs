@@ -71,4 +71,15 @@ pub enum LogRecord {
         /// The bound.
         until: crate::Timestamp,
     },
+    /// What each peer DC acknowledged of this partition's transactions (a replicated partition's leader logs it
+    /// when it changed, at most every [`ACKS_LOG_INTERVAL_US`]): followers forget what every peer has, so their
+    /// checkpoints let the log be compacted, and a new leader resumes replication from there rather than from
+    /// its last checkpoint.
+    PeerAcked {
+        /// Per peer DC, everything of this DC's commit time at or below it is durably applied there.
+        acked: Vec<(crate::DcId, crate::Timestamp)>,
+    },
 }
+
+/// How often, at most, a replicated partition's leader logs what its peer DCs acknowledged.
+pub const ACKS_LOG_INTERVAL_US: u64 = 100_000;

@@ -31,12 +31,30 @@
 //!   bound. Every transaction the new leader commits has a commit time above that bound, so the old leader's
 //!   answers are at snapshots below every commit it missed: stale, and consistent.
 //!
+//! # Checkpoints, compaction and snapshots
+//!
+//! - **Checkpoints.** On the driver's timer ([`Replica::checkpoint`]) every replica hands out a checkpoint of its
+//!   partition ([`ReplicaOutput::Checkpoint`]): a follower's partition is the committed state, so at once; a
+//!   serving leader's runs ahead of the commit point (records proposed, not committed), so its checkpoint waits
+//!   until the group committed everything it covers in the same term, and is dropped if the leader reloads first.
+//! - **Compaction.** The log before a checkpoint goes, except from its `keep_log_from` on (geo-replication reads
+//!   those records back). The driver truncates the stored log when it writes the checkpoint; the group's view is
+//!   compacted once a Write handed out after the checkpoint is durable, which shows the checkpoint is on disk too
+//!   (the driver writes in order). So the stored checkpoint always reaches the start of the group's view.
+//! - **Rebuilding.** A step-down rebuilds the partition from memory while the log is whole; once compacted, from
+//!   the stored checkpoint ([`ReplicaOutput::Load`], [`Replica::handle_loaded`]) and the entries after it. Until it
+//!   is loaded the replica neither applies nor serves. A restart starts from the stored checkpoint likewise.
+//! - **Snapshots.** A follower that needs compacted entries gets the leader's stored checkpoint, loaded the same
+//!   way, with the entries it still keeps for geo-replication ([`InstalledSnapshot`]). Followers forget what the
+//!   peer DCs acknowledged because the leader logs it ([`LogRecord::PeerAcked`]): their `keep_log_from` advances
+//!   like the leader's, and one that takes the lead resumes replication from there.
+//!
 //! # Left for later
 //!
-//! The log is kept whole in memory and on disk (no snapshots, no compaction: a follower that fell behind is caught
-//! up from the log, and a step-down replays it from the start), the voters are fixed (no membership changes, so a
-//! replica that lost its disk cannot rejoin under a new identity), reads are served by the leader only, and there
-//! is no leader lease beyond the clock bound above. See `docs/design/raft-groups.md`.
+//! The voters are fixed (no membership changes, so a replica that lost its disk cannot rejoin under a new
+//! identity), reads are served by the leader only, and there is no leader lease beyond the clock bound above. A
+//! snapshot travels as one message (a partition's whole state): chunked transfer is not built. See
+//! `docs/design/raft-groups.md`.
 
 use crate::group::{Compacted, DurableState, Entry, Group, GroupConfig, GroupError, GroupOutput, HardState, ReplicaId};
 use crate::message::ReplicaMessage;
@@ -50,6 +68,14 @@ use std::collections::VecDeque;
 /// How often a serving leader repeats its leadership notice, for nodes that missed it (a link to them was down
 /// when it was elected, or they restarted since).
 pub const LEADER_NOTICE_INTERVAL_US: u64 = 1_000_000;
+
+/// The largest snapshot a leader sends, encoded: a snapshot travels as one message on the node-to-node link, whose
+/// frames are limited to 16 MiB. A larger one is not sent (the follower stays behind; counted in
+/// [`ReplicaStats::snapshots_too_large`]), and the leader tries again after [`SNAPSHOT_RETRY_US`].
+pub const MAX_SNAPSHOT_BYTES: usize = 15 << 20;
+
+/// How long a leader waits before it loads a snapshot again after one was too large to send.
+pub const SNAPSHOT_RETRY_US: u64 = 10_000_000;
 
 /// The raft id of the replica on node `node` (raft reserves 0).
 pub fn replica_id(node: NodeIndex) -> ReplicaId {
@@ -86,11 +112,20 @@ pub enum ReplicaOutput {
     Write {
         /// The Write's number.
         ready: u64,
+        /// A snapshot from the leader to install first: it replaces the stored log and checkpoint.
+        snapshot: Option<Box<InstalledSnapshot>>,
         /// Entries replacing the log from `entries[0].index` on.
         entries: Vec<Entry>,
         /// The new hard state, if it changed.
         hard_state: Option<HardState>,
     },
+    /// Write this checkpoint of the partition (incremental: the objects changed since the previous one), after
+    /// every Write handed out before it; the stored log up to its lsn may then be truncated, but not from its
+    /// `keep_log_from` on.
+    Checkpoint(Checkpoint),
+    /// Load the partition's complete checkpoint as stored (every object's latest image) and hand it to
+    /// [`Replica::handle_loaded`]: the replica rebuilds from it, or offers it as a snapshot to a follower.
+    Load,
     /// This replica serves as the partition's leader in `term`: tell the DC, so that messages come here. Emitted
     /// when it starts serving, and again every [`LEADER_NOTICE_INTERVAL_US`] while it does.
     Leading {
@@ -119,6 +154,12 @@ pub struct ReplicaStats {
     pub reloads: u64,
     /// Times this replica handed leadership back to the partition's home node.
     pub handovers: u64,
+    /// Checkpoints handed to the driver.
+    pub checkpoints: u64,
+    /// Times the stored checkpoint was loaded (to rebuild the partition, or to send it as a snapshot).
+    pub loads: u64,
+    /// Snapshots not sent because they were larger than [`MAX_SNAPSHOT_BYTES`].
+    pub snapshots_too_large: u64,
 }
 
 /// One replica of a replicated partition. See the module documentation.
@@ -136,12 +177,33 @@ pub struct Replica {
     stats: ReplicaStats,
     /// When a serving leader next repeats its notice.
     next_notice_us: u64,
+    /// The partition is not the applied state: a reload waits for the stored checkpoint. It neither applies nor
+    /// serves until [`Replica::handle_loaded`].
+    stale: bool,
+    /// A [`ReplicaOutput::Load`] is out.
+    loading: bool,
+    /// The group wants a snapshot for a follower: offer the checkpoint when it is loaded.
+    snapshot_wanted: bool,
+    /// No snapshot is loaded before this time (the last one was too large to send).
+    next_snapshot_us: u64,
+    /// A leader's checkpoint, taken beyond what the group committed: written once the group commits everything it
+    /// covers in `term`, dropped if the leader reloads first.
+    pending_checkpoint: Option<(u64, Checkpoint)>,
+    /// The checkpoint of a snapshot being installed: the partition becomes it once the group reports it durable.
+    installing: Option<Checkpoint>,
+    /// The number of the last Write handed out.
+    last_write: u64,
+    /// The log may be compacted through this index once a Write after the numbered one is durable (then so is
+    /// the checkpoint handed out before it).
+    compact_after: Option<(u64, Lsn)>,
 }
 
 impl Replica {
-    /// Starts node `node`'s replica of partition `id` from what its disk holds (`durable`; empty for a new
-    /// replica). Every committed entry is applied again. `election_seed` randomizes its elections (the driver
-    /// draws it from its random source).
+    /// Starts node `node`'s replica of partition `id` from what its disk holds (`durable` and the complete
+    /// `checkpoint`; empty for a new replica). The partition starts from the checkpoint, and every committed
+    /// entry after it is applied again. `election_seed` randomizes its elections (the driver draws it from its
+    /// random source).
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         id: PartitionId,
         config: Config,
@@ -149,17 +211,19 @@ impl Replica {
         node: NodeIndex,
         now_us: u64,
         durable: DurableState,
+        checkpoint: Option<Checkpoint>,
         election_seed: u64,
     ) -> Result<Self, GroupError> {
         let voters = topology.replicas(id).nodes.into_iter().map(replica_id).collect();
         let mut group_config = GroupConfig::new(replica_id(node), voters);
         group_config.election_seed = election_seed;
-        // The partition is rebuilt from the whole committed log: nothing is applied yet.
-        let durable = DurableState { applied: Lsn(0), ..durable };
+        // The checkpoint holds every entry up to its lsn applied; the group hands out the ones after it.
+        let applied = checkpoint.as_ref().map_or(Lsn(0), |c| c.lsn);
+        let durable = DurableState { applied, ..durable };
         let group = Group::new(group_config, now_us, durable)?;
         let home = topology.home(topology.dc(), id).expect("a DC knows its own shape");
         let mut replica = Self {
-            partition: Partition::replica(id, config.clone(), now_us),
+            partition: Partition::restore_replica(id, config.clone(), now_us, checkpoint),
             id,
             node,
             home,
@@ -169,6 +233,14 @@ impl Replica {
             outputs: VecDeque::new(),
             stats: ReplicaStats::default(),
             next_notice_us: 0,
+            stale: false,
+            loading: false,
+            snapshot_wanted: false,
+            next_snapshot_us: 0,
+            pending_checkpoint: None,
+            installing: None,
+            last_write: 0,
+            compact_after: None,
         };
         replica.pump(now_us);
         Ok(replica)
@@ -229,6 +301,65 @@ impl Replica {
     /// The driver made every Write up to `ready` durable.
     pub fn handle_written(&mut self, now_us: u64, ready: u64) {
         self.group.handle_written(ready);
+        if let Some((after, through)) = self.compact_after.filter(|(after, _)| ready > *after) {
+            let _ = after;
+            // The checkpoint handed out before this Write is on disk too (the driver writes in order).
+            self.group.compact(through);
+            self.compact_after = None;
+        }
+        self.pump(now_us);
+    }
+
+    /// Takes a checkpoint of the partition for the driver ([`ReplicaOutput::Checkpoint`]): at once on a replica
+    /// that does not serve (its partition is the committed state), and on a serving leader once the group has
+    /// committed every record it covers (a leader's partition runs ahead of the log's commit point). Nothing while
+    /// the partition is being rebuilt, or while a leader's previous checkpoint still waits.
+    pub fn checkpoint(&mut self) {
+        if self.stale || self.installing.is_some() || self.pending_checkpoint.is_some() {
+            return;
+        }
+        let checkpoint = self.partition.take_checkpoint();
+        match self.role {
+            Role::Serving { term } if checkpoint.lsn > self.group.applied() => {
+                self.pending_checkpoint = Some((term, checkpoint));
+            }
+            _ if checkpoint.lsn == Lsn(0) => {}
+            _ => self.hand_out_checkpoint(checkpoint),
+        }
+    }
+
+    /// The partition's complete checkpoint as stored (asked by [`ReplicaOutput::Load`]).
+    pub fn handle_loaded(&mut self, now_us: u64, checkpoint: Option<Checkpoint>) {
+        self.loading = false;
+        self.stats.loads += 1;
+        let first = self.group.first_index();
+        if self.stale {
+            let c = checkpoint.as_ref().filter(|c| c.lsn.0 + 1 >= first.0);
+            let c = c.unwrap_or_else(|| {
+                panic!("partition {:?}: the stored checkpoint does not reach the log's start {first:?}", self.id)
+            });
+            let mut partition = Partition::restore_replica(self.id, self.config.clone(), now_us, Some(c.clone()));
+            for (lsn, record) in self.committed_records(c.lsn, usize::MAX) {
+                partition.apply_committed(now_us, lsn, record);
+            }
+            while partition.poll_output().is_some() {}
+            self.partition = partition;
+            self.stale = false;
+        }
+        if std::mem::take(&mut self.snapshot_wanted) {
+            if let Some(c) = checkpoint {
+                let keep_after = c.keep_log_from.map_or(c.lsn, |k| Lsn(k.0.saturating_sub(1)));
+                let state = postcard::to_allocvec(&c).expect("a checkpoint serializes");
+                let kept = self.group.read_entries(keep_after, c.lsn, usize::MAX);
+                let size = state.len() + kept.iter().map(|(_, data)| data.len()).sum::<usize>();
+                if size > MAX_SNAPSHOT_BYTES {
+                    self.stats.snapshots_too_large += 1;
+                    self.next_snapshot_us = now_us + SNAPSHOT_RETRY_US;
+                } else {
+                    self.group.offer_snapshot(c.lsn, keep_after, state);
+                }
+            }
+        }
         self.pump(now_us);
     }
 
@@ -279,7 +410,8 @@ impl Replica {
                     PartitionOutput::Send(envelope) => self.outputs.push_back(ReplicaOutput::Send(envelope)),
                     PartitionOutput::Persist { lsn, record } => self.propose(now_us, lsn, &record),
                     PartitionOutput::ReadLog { after } => {
-                        // The whole log is in memory (no compaction yet): answer at once, committed records only.
+                        // The log the partition may read back is in memory (compaction spares it: it keeps the
+                        // checkpoints' `keep_log_from` on): answer at once, committed records only.
                         let records = self.committed_records(after, LOG_READ_RECORDS);
                         self.partition.handle_log_read(records);
                     }
@@ -288,9 +420,23 @@ impl Replica {
             while let Some(out) = self.group.poll_output() {
                 progressed = true;
                 match out {
-                    GroupOutput::Write { ready, entries, hard_state } => {
-                        self.outputs.push_back(ReplicaOutput::Write { ready, entries, hard_state })
+                    GroupOutput::Write { ready, snapshot, entries, hard_state } => {
+                        self.last_write = ready;
+                        let snapshot = snapshot.map(|s| Box::new(self.install(*s)));
+                        self.outputs.push_back(ReplicaOutput::Write { ready, snapshot, entries, hard_state })
                     }
+                    GroupOutput::Restored { index } => {
+                        let c = self.installing.take().expect("a snapshot restored was installed");
+                        assert_eq!(c.lsn, index, "the snapshot restored is the one installed");
+                        self.partition = Partition::restore_replica(self.id, self.config.clone(), now_us, Some(c));
+                        self.stale = false;
+                        self.pending_checkpoint = None;
+                    }
+                    GroupOutput::SnapshotWanted if now_us >= self.next_snapshot_us => {
+                        self.snapshot_wanted = true;
+                        self.load();
+                    }
+                    GroupOutput::SnapshotWanted => {}
                     GroupOutput::Send { to, bytes } => {
                         let envelope = Envelope {
                             from: Address::Replica(self.id, self.node),
@@ -313,13 +459,23 @@ impl Replica {
                     },
                 }
             }
+            if let Some((term, c)) = self.pending_checkpoint.take() {
+                match self.role {
+                    Role::Serving { term: led } if led == term && self.group.applied() >= c.lsn => {
+                        self.hand_out_checkpoint(c);
+                        progressed = true;
+                    }
+                    Role::Serving { term: led } if led == term => self.pending_checkpoint = Some((term, c)),
+                    _ => {} // The leader reloaded: what it covered may not have committed.
+                }
+            }
             if let Role::Elected { term } = self.role {
                 // Serve once every entry of the log is applied: the ones before this term committed with its
                 // first entry, and a leader that reloaded waits for its own proposals still in flight.
                 let last = self.group.last_index();
                 let caught_up = self.group.applied_term() == term && self.group.applied() == last;
                 let leading = self.group.is_leader() && self.group.term() == term && !self.group.transferring();
-                if leading && caught_up {
+                if leading && caught_up && !self.stale && self.installing.is_none() {
                     self.role = Role::Serving { term };
                     self.stats.terms_led += 1;
                     self.partition.take_lead(now_us, last);
@@ -356,25 +512,66 @@ impl Replica {
             // A later term's entry: this leader was deposed (its role change is on its way). Start over.
             self.reload(now_us);
         }
+        // A partition being rebuilt applies the entries after the stored checkpoint once it is loaded.
+        if self.stale {
+            return;
+        }
         // A reload applied every entry handed out so far, some of which may still be on their way here.
         if index > self.partition.lsns().0 {
             self.partition.apply_committed(now_us, index, self.decode(index, data));
         }
     }
 
-    /// Throws the partition away and rebuilds it from the committed log. A replica that still leads waits, as
-    /// an elected one, for its proposals in flight to commit or be lost before it serves again.
+    /// Throws the partition away and rebuilds it from the committed log: from memory while the group's log is
+    /// whole, else from the stored checkpoint and the entries after it (a round trip to the driver, during which
+    /// the replica neither applies nor serves). A replica that still leads waits, as an elected one, for its
+    /// proposals in flight to commit or be lost before it serves again.
     fn reload(&mut self, now_us: u64) {
         if self.serving() {
             self.stats.reloads += 1;
         }
         self.role = self.unserved_role();
+        self.pending_checkpoint = None;
+        if self.group.first_index() > Lsn(1) {
+            self.stale = true;
+            self.load();
+            return;
+        }
         let mut partition = Partition::replica(self.id, self.config.clone(), now_us);
         for (lsn, record) in self.committed_records(Lsn(0), usize::MAX) {
             partition.apply_committed(now_us, lsn, record);
         }
         while partition.poll_output().is_some() {}
         self.partition = partition;
+        self.stale = false;
+    }
+
+    /// Asks the driver for the stored checkpoint, unless a request is out.
+    fn load(&mut self) {
+        if !self.loading {
+            self.loading = true;
+            self.outputs.push_back(ReplicaOutput::Load);
+        }
+    }
+
+    /// Hands a checkpoint to the driver, and compacts the group's log through what it covers (but not from its
+    /// `keep_log_from` on, which geo-replication reads back) once it is on disk.
+    fn hand_out_checkpoint(&mut self, checkpoint: Checkpoint) {
+        let keep = checkpoint.keep_log_from.map_or(checkpoint.lsn, |k| Lsn(k.0.saturating_sub(1)));
+        self.compact_after = Some((self.last_write, keep.min(checkpoint.lsn)));
+        self.stats.checkpoints += 1;
+        self.outputs.push_back(ReplicaOutput::Checkpoint(checkpoint));
+    }
+
+    /// A snapshot from the leader, in a Write: the driver stores its checkpoint with the Write, and the partition
+    /// becomes it once the Write is durable ([`GroupOutput::Restored`]).
+    fn install(&mut self, snapshot: crate::group::GroupSnapshot) -> InstalledSnapshot {
+        let checkpoint: Checkpoint = postcard::from_bytes(&snapshot.state).unwrap_or_else(|e| {
+            panic!("partition {:?}: the snapshot at {:?} is not a checkpoint: {e}", self.id, snapshot.index)
+        });
+        self.installing = Some(checkpoint.clone());
+        self.pending_checkpoint = None;
+        InstalledSnapshot { checkpoint, compacted: snapshot.compacted, entries: snapshot.entries }
     }
 
     /// Leadership spreads over the nodes: a leader that is not the partition's home, and has served for a while (a
@@ -423,8 +620,8 @@ mod tests {
 
     const P: PartitionId = PartitionId(0);
 
-    /// A Write not yet on disk: its number, entries and hard state.
-    type Unsynced = (u64, Vec<Entry>, Option<HardState>);
+    /// A Write not yet on disk: its number, snapshot, entries and hard state.
+    type Unsynced = (u64, Option<Box<InstalledSnapshot>>, Vec<Entry>, Option<HardState>);
     const COORD: Address = Address::Coordinator(CoordinatorId(0));
 
     /// Three replicas of one partition, a network that delivers at once (except from cut-off nodes), and disks
@@ -432,11 +629,15 @@ mod tests {
     struct Cluster {
         replicas: Vec<Option<Replica>>,
         disks: Vec<DurableState>,
+        /// Each node's stored checkpoint, merged (every object's latest image).
+        checkpoints: Vec<Option<Checkpoint>>,
         unsynced: Vec<Vec<Unsynced>>,
         hold_writes: BTreeSet<usize>,
         cut: BTreeSet<usize>,
         /// Messages to anyone but a replica (the coordinator, the stabilizer).
         out: Vec<Envelope>,
+        /// Stored checkpoints each node read back.
+        loads: Vec<u64>,
         now: u64,
     }
 
@@ -445,10 +646,12 @@ mod tests {
             let mut c = Self {
                 replicas: Vec::new(),
                 disks: vec![DurableState::default(); 3],
+                checkpoints: vec![None; 3],
                 unsynced: vec![Vec::new(); 3],
                 hold_writes: BTreeSet::new(),
                 cut: BTreeSet::new(),
                 out: Vec::new(),
+                loads: vec![0; 3],
                 now: 1_000_000,
             };
             for n in 0..3 {
@@ -464,7 +667,9 @@ mod tests {
             config.clock_bound_us = 2_000_000;
             let topology = Topology::new(DcId(0), 1, 1, 3).with_replicas(3);
             let durable = self.disks[n].clone();
-            Replica::new(P, config, &topology, n as NodeIndex, self.now, durable, 7 * n as u64 + 1).expect("starts")
+            let checkpoint = self.checkpoints[n].clone();
+            Replica::new(P, config, &topology, n as NodeIndex, self.now, durable, checkpoint, 7 * n as u64 + 1)
+                .expect("starts")
         }
 
         fn crash(&mut self, n: usize) {
@@ -478,12 +683,42 @@ mod tests {
 
         fn sync(&mut self, n: usize) {
             let Some(ready) = self.unsynced[n].last().map(|(r, ..)| *r) else { return };
-            for (_, entries, hard_state) in self.unsynced[n].drain(..) {
-                self.disks[n].apply_write(entries, hard_state);
+            for (_, snapshot, entries, hard_state) in self.unsynced[n].drain(..) {
+                if let Some(s) = snapshot {
+                    let disk = &mut self.disks[n];
+                    disk.compacted = Some(s.compacted);
+                    disk.entries = s.entries;
+                    disk.applied = s.checkpoint.lsn;
+                    self.checkpoints[n] = Some(s.checkpoint);
+                }
+                self.disks[n].apply_write(None, entries, hard_state);
             }
             if let Some(r) = self.replicas[n].as_mut() {
                 r.handle_written(self.now, ready);
             }
+        }
+
+        /// A checkpoint reaches node `n`'s disk after every Write before it: merged into the stored one, and the
+        /// log truncated through it (not from its `keep_log_from` on).
+        fn write_checkpoint(&mut self, n: usize, c: Checkpoint) {
+            self.sync(n);
+            let keep = c.keep_log_from.map_or(c.lsn, |k| Lsn(k.0 - 1)).min(c.lsn);
+            let disk = &mut self.disks[n];
+            let base = disk.compacted.map_or(0, |c| c.index.0);
+            if keep.0 > base {
+                let removed: Vec<Entry> = disk.entries.drain(..(keep.0 - base) as usize).collect();
+                let last = removed.last().expect("entries before a checkpoint");
+                disk.compacted = Some(Compacted { index: last.index, term: last.term });
+            }
+            disk.applied = c.lsn;
+            self.checkpoints[n] = Some(match self.checkpoints[n].take() {
+                None => c,
+                Some(mut old) => {
+                    let mut objects: std::collections::BTreeMap<_, _> = old.objects.drain(..).collect();
+                    objects.extend(c.objects);
+                    Checkpoint { objects: objects.into_iter().collect(), ..c }
+                }
+            });
         }
 
         /// Carries every output until the replicas are quiet.
@@ -508,8 +743,17 @@ mod tests {
                                 }
                                 _ => self.out.push(e),
                             },
-                            ReplicaOutput::Write { ready, entries, hard_state } => {
-                                self.unsynced[n].push((ready, entries, hard_state))
+                            ReplicaOutput::Write { ready, snapshot, entries, hard_state } => {
+                                self.unsynced[n].push((ready, snapshot, entries, hard_state))
+                            }
+                            ReplicaOutput::Checkpoint(c) => self.write_checkpoint(n, c),
+                            ReplicaOutput::Load => {
+                                self.loads[n] += 1;
+                                let c = self.checkpoints[n].clone();
+                                let now = self.now;
+                                if let Some(r) = self.replicas[n].as_mut() {
+                                    r.handle_loaded(now, c);
+                                }
                             }
                             ReplicaOutput::Leading { .. } => {}
                         }
@@ -627,6 +871,66 @@ mod tests {
         c.run(50_000);
         let back = &c.replicas[old].as_ref().expect("up").partition;
         assert!(back.recent_commit(tx(1)).is_some() && back.recent_commit(tx(2)).is_some());
+    }
+
+    /// Every live replica checkpoints; one more commit makes the checkpoints' compaction reach memory (a
+    /// replica compacts once a Write after its checkpoint is durable, which shows the checkpoint is too).
+    fn checkpoint_all(c: &mut Cluster, leader: usize, t: TxId) {
+        for r in c.replicas.iter_mut().flatten() {
+            r.checkpoint();
+        }
+        c.settle();
+        c.send(leader, increment(t));
+        c.run(20_000);
+        assert!(committed_at(&c.replies(), t).is_some());
+    }
+
+    #[test]
+    fn a_replica_back_after_compaction_gets_a_snapshot_and_a_deposed_leader_rebuilds_from_its_checkpoint() {
+        let mut c = Cluster::new();
+        let leader = c.elect();
+        c.replies();
+        let behind = (leader + 1) % 3;
+        c.crash(behind);
+        for seq in 1..=5 {
+            c.send(leader, increment(tx(seq)));
+            c.run(10_000);
+        }
+        checkpoint_all(&mut c, leader, tx(6));
+        let first = c.replicas[leader].as_ref().expect("up").group().first_index();
+        assert!(first > Lsn(5), "the leader's log still starts at {first:?}");
+        assert!(c.disks[leader].compacted.is_some(), "the leader's stored log was not truncated");
+        // Back, the replica lacks compacted entries: the leader loads its checkpoint and sends it as a snapshot.
+        c.restart(behind);
+        c.run(300_000);
+        let r = c.replicas[behind].as_ref().expect("up");
+        assert_eq!(r.group().stats().snapshots_installed, 1);
+        assert!(c.loads[leader] >= 1, "the leader never read its checkpoint back");
+        for seq in 1..=6 {
+            assert!(r.partition().recent_commit(tx(seq)).is_some(), "the snapshot lacks tx {seq}");
+        }
+        assert!(c.checkpoints[behind].as_ref().is_some_and(|k| k.lsn >= Lsn(5)), "the snapshot was not stored");
+        // It restarts from the snapshot it stored.
+        c.crash(behind);
+        c.restart(behind);
+        c.run(100_000);
+        let r = c.replicas[behind].as_ref().expect("up");
+        assert!((1..=6).all(|seq| r.partition().recent_commit(tx(seq)).is_some()));
+        // A leader cut off and deposed after compaction rebuilds from its stored checkpoint and the log after it.
+        let loads = c.loads[leader];
+        c.cut.insert(leader);
+        c.send(leader, increment(tx(7)));
+        c.run(400_000);
+        let new = c.leader().filter(|n| *n != leader).expect("the others elect a leader");
+        c.send(new, increment(tx(8)));
+        c.run(20_000);
+        c.cut.clear();
+        c.run(300_000);
+        let old = c.replicas[leader].as_ref().expect("up");
+        assert!(!old.serving() && old.stats().reloads == 1);
+        assert!(c.loads[leader] > loads, "the deposed leader did not rebuild from its checkpoint");
+        assert!(old.partition().recent_commit(tx(7)).is_none(), "the staged transaction survived the step-down");
+        assert!((1..=6).chain([8]).all(|seq| old.partition().recent_commit(tx(seq)).is_some()));
     }
 
     #[test]

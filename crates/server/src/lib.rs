@@ -57,14 +57,25 @@ impl storage::LogSink for StoreSink {
         }
     }
 
-    fn write_group(&self, partition: PartitionId, ready: u64, entries: Vec<Entry>, hard_state: Option<HardState>) {
-        if let Err(e) = self.0.write_group(partition, ready, None, entries, hard_state) {
+    fn write_group(
+        &self,
+        partition: PartitionId,
+        ready: u64,
+        snapshot: Option<Box<causet_core::replica::InstalledSnapshot>>,
+        entries: Vec<Entry>,
+        hard_state: Option<HardState>,
+    ) {
+        if let Err(e) = self.0.write_group(partition, ready, snapshot, entries, hard_state) {
             tracing::error!(partition = partition.0, error = %e, "the log refused a group write");
         }
     }
 
     fn has_room(&self, writes: usize) -> bool {
         self.0.has_room(writes)
+    }
+
+    fn load_checkpoint(&self, partition: PartitionId) -> Result<Option<Checkpoint>, String> {
+        self.0.load(partition).map(|(checkpoint, _)| checkpoint).map_err(|e| e.to_string())
     }
 
     fn read_log(&self, partition: PartitionId, after: Lsn) -> Vec<(Lsn, LogRecord)> {
@@ -135,7 +146,9 @@ impl Node {
             SyncPolicy::Always => SyncMode::Always,
             SyncPolicy::Periodic => SyncMode::Periodic { interval: Duration::from_millis(config.sync_interval_ms) },
         };
-        let options = StorageOptions { sync, ..StorageOptions::default() };
+        // A replica's log is compacted after its checkpoints like a record log; followers that need what was
+        // compacted get a snapshot.
+        let options = StorageOptions { sync, truncate_group_logs: true, ..StorageOptions::default() };
         let (store, mut durable) = FjallStore::open(&config.data_dir, options)
             .with_context(|| format!("opening the store in {}", config.data_dir.display()))?;
         let store = Arc::new(store);
@@ -175,12 +188,7 @@ impl Node {
             for id in layout.partitions_of_shard(&topology, index) {
                 if topology.replicated() {
                     let group = store.load_group(id).with_context(|| format!("loading partition {}", id.0))?;
-                    anyhow::ensure!(
-                        group.durable.compacted.is_none(),
-                        "partition {}: its replica's log was truncated, which replicated partitions cannot take yet",
-                        id.0
-                    );
-                    stored.push(Stored::Replica(id, group.durable));
+                    stored.push(Stored::Replica(id, group.durable, group.checkpoint.map(Box::new)));
                     continue;
                 }
                 let (checkpoint, tail) = store.load(id).with_context(|| format!("loading partition {}", id.0))?;

@@ -60,6 +60,10 @@ pub struct Metrics {
     pub replica_step_downs: Family<PartitionLabel, Counter>,
     /// Per replica: times it handed leadership back to the partition's home node.
     pub replica_handovers: Family<PartitionLabel, Counter>,
+    /// Per replica: checkpoints written.
+    pub replica_checkpoints: Family<PartitionLabel, Counter>,
+    /// Per replica and direction (`sent`, `installed`): snapshots transferred.
+    pub replica_snapshots: Family<Vec<(&'static str, String)>, Counter>,
     /// Requests coordinators sent again to a partition's new leader.
     pub resends_to_new_leaders: Counter,
     /// Prepares partitions turned away as duplicates of transactions that had ended there.
@@ -100,13 +104,15 @@ impl Metrics {
         let replica_terms_led = Family::<PartitionLabel, Counter>::default();
         let replica_step_downs = Family::<PartitionLabel, Counter>::default();
         let replica_handovers = Family::<PartitionLabel, Counter>::default();
+        let replica_checkpoints = Family::<PartitionLabel, Counter>::default();
+        let replica_snapshots = Family::<Vec<(&'static str, String)>, Counter>::default();
         let resends_to_new_leaders = Counter::default();
         let duplicate_prepares = Counter::default();
         registry.register("replica_leader", "Whether this node's replica leads the partition", replica_leader.clone());
         registry.register("replica_term", "The Raft term of this node's replica", replica_term.clone());
         registry.register(
             "replica_index",
-            "Log indexes of this node's replica: the highest known committed, and the last applied",
+            "Log indexes of this node's replica: the highest known committed, the last applied, the first kept",
             replica_index.clone(),
         );
         registry.register(
@@ -124,6 +130,12 @@ impl Metrics {
             "replica_handovers",
             "Times a leader here handed leadership back to the partition's home node",
             replica_handovers.clone(),
+        );
+        registry.register("replica_checkpoints", "Checkpoints this node's replica wrote", replica_checkpoints.clone());
+        registry.register(
+            "replica_snapshots",
+            "Snapshots this node's replica sent to followers that needed compacted entries, or installed",
+            replica_snapshots.clone(),
         );
         registry.register(
             "resends_to_new_leaders",
@@ -182,6 +194,8 @@ impl Metrics {
             replica_terms_led,
             replica_step_downs,
             replica_handovers,
+            replica_checkpoints,
+            replica_snapshots,
             resends_to_new_leaders,
             duplicate_prepares,
         }
@@ -197,7 +211,7 @@ impl Metrics {
             let label = vec![("partition", r.id.to_string())];
             self.replica_leader.get_or_create(&label).set(i64::from(r.role == "leader"));
             self.replica_term.get_or_create(&label).set(r.term);
-            for (kind, index) in [("committed", r.commit), ("applied", r.applied)] {
+            for (kind, index) in [("committed", r.commit), ("applied", r.applied), ("first", r.first_index)] {
                 let labels = vec![("partition", r.id.to_string()), ("kind", kind.to_string())];
                 self.replica_index.get_or_create(&labels).set(index);
             }
@@ -205,6 +219,11 @@ impl Metrics {
             raise(&self.replica_terms_led.get_or_create(&label), r.terms_led);
             raise(&self.replica_step_downs.get_or_create(&label), r.reloads);
             raise(&self.replica_handovers.get_or_create(&label), r.handovers);
+            raise(&self.replica_checkpoints.get_or_create(&label), r.checkpoints);
+            for (direction, total) in [("sent", r.snapshots_sent), ("installed", r.snapshots_installed)] {
+                let labels = vec![("partition", r.id.to_string()), ("direction", direction.to_string())];
+                raise(&self.replica_snapshots.get_or_create(&labels), total);
+            }
         }
         raise(&self.resends_to_new_leaders, shards.iter().map(|s| s.resends_to_new_leaders).sum());
         let duplicates = shards.iter().flat_map(|s| &s.partitions).map(|p| p.duplicate_prepares).sum();
@@ -234,6 +253,11 @@ mod tests {
             commit: 40,
             applied: 37,
             last_index: 41,
+            first_index: 12,
+            checkpoints: 4,
+            snapshots_sent: terms_led,
+            snapshots_installed: 1,
+            snapshots_too_large: 0,
             terms_led,
             reloads: 1,
             handovers: 0,
@@ -274,6 +298,10 @@ mod tests {
             "causet_replica_apply_lag_entries{partition=\"3\"} 3",
             "causet_replica_terms_led_total{partition=\"3\"} 2",
             "causet_replica_step_downs_total{partition=\"3\"} 1",
+            "causet_replica_index{partition=\"3\",kind=\"first\"} 12",
+            "causet_replica_checkpoints_total{partition=\"3\"} 4",
+            "causet_replica_snapshots_total{partition=\"3\",direction=\"sent\"} 2",
+            "causet_replica_snapshots_total{partition=\"3\",direction=\"installed\"} 1",
             "causet_resends_to_new_leaders_total 5",
             "causet_duplicate_prepares_total 1",
         ] {

@@ -33,6 +33,8 @@ pub enum ShardInput {
     Leader(PartitionId, causet_core::topology::NodeIndex, u64),
     /// Records read back from a partition's log, as the shard's node asked.
     LogRead(PartitionId, Vec<(Lsn, causet_core::record::LogRecord)>),
+    /// A replica's complete checkpoint, read back from the log.
+    CheckpointLoaded(PartitionId, Option<Box<causet_core::partition::Checkpoint>>),
     /// A peer DC's shape became known: it has this many nodes.
     DcNodes(DcId, u16),
     /// Report the shard's state.

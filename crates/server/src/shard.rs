@@ -42,7 +42,13 @@ pub struct ShardEnv {
 enum LogWrite {
     Append(PartitionId, Lsn, LogRecord),
     Checkpoint(PartitionId, Checkpoint),
-    Group(PartitionId, u64, Vec<causet_core::group::Entry>, Option<causet_core::group::HardState>),
+    Group(
+        PartitionId,
+        u64,
+        Option<Box<causet_core::replica::InstalledSnapshot>>,
+        Vec<causet_core::group::Entry>,
+        Option<causet_core::group::HardState>,
+    ),
 }
 
 /// One shard's node and driver state.
@@ -123,6 +129,9 @@ impl Shard {
             }
             ShardInput::Leader(p, node, term) => self.node.handle_leader(p, node, term),
             ShardInput::LogRead(p, records) => self.node.handle_log_read(now, p, records),
+            ShardInput::CheckpointLoaded(p, checkpoint) => {
+                self.node.handle_checkpoint_loaded(now, p, checkpoint.map(|c| *c))
+            }
             ShardInput::DcNodes(dc, nodes) => self.node.handle_dc_nodes(dc, nodes),
             ShardInput::Status(reply) => {
                 let _ = reply.send(ShardStatus::of(&self.node));
@@ -133,7 +142,7 @@ impl Shard {
     }
 
     fn checkpoint(&mut self) {
-        for (p, checkpoint) in self.node.take_checkpoints() {
+        for (p, checkpoint) in self.node.take_checkpoints(self.env.clock.now_us()) {
             self.unwritten.push(LogWrite::Checkpoint(p, checkpoint));
         }
     }
@@ -167,6 +176,27 @@ impl Shard {
         });
     }
 
+    /// Reads a replica's complete checkpoint on a blocking thread and hands it back through the inbox. A read that
+    /// fails is logged and tried again a second later: the replica waits for it (it neither applies nor serves
+    /// while it rebuilds, or cannot send a follower its snapshot).
+    fn load_checkpoint(&self, partition: PartitionId) {
+        let (log, routes, shard) = (self.env.log.clone(), self.env.routes.clone(), self.node.shard());
+        tokio::spawn(async move {
+            loop {
+                let log = log.clone();
+                match tokio::task::spawn_blocking(move || log.load_checkpoint(partition)).await {
+                    Ok(Ok(checkpoint)) => {
+                        let loaded = ShardInput::CheckpointLoaded(partition, checkpoint.map(Box::new));
+                        return routes.send(shard, loaded).await;
+                    }
+                    Ok(Err(e)) => tracing::error!(partition = partition.0, error = %e, "loading a checkpoint failed"),
+                    Err(e) => tracing::error!(partition = partition.0, error = %e, "loading a checkpoint panicked"),
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        });
+    }
+
     /// Carries out the node's outputs, in order.
     fn carry_out(&mut self) {
         while let Some(out) = self.node.poll_output() {
@@ -185,9 +215,13 @@ impl Shard {
                 }
                 // Before the reply that follows: a client told of this commit reaches any shard after it.
                 NodeOutput::SessionFloor(at) => self.env.routes.raise_session_floor(at),
-                NodeOutput::GroupWrite { partition, ready, entries, hard_state } => {
-                    self.unwritten.push(LogWrite::Group(partition, ready, entries, hard_state))
+                NodeOutput::GroupWrite { partition, ready, snapshot, entries, hard_state } => {
+                    self.unwritten.push(LogWrite::Group(partition, ready, snapshot, entries, hard_state))
                 }
+                NodeOutput::Checkpoint { partition, checkpoint } => {
+                    self.unwritten.push(LogWrite::Checkpoint(partition, checkpoint))
+                }
+                NodeOutput::LoadCheckpoint { partition } => self.load_checkpoint(partition),
                 NodeOutput::Leader { partition, node, term } => {
                     self.env.routes.announce_leader(self.node.shard(), partition, node, term)
                 }
@@ -201,7 +235,9 @@ fn write_all(log: &dyn LogSink, writes: Vec<LogWrite>) {
         match w {
             LogWrite::Append(p, lsn, record) => log.append(p, lsn, record),
             LogWrite::Checkpoint(p, checkpoint) => log.checkpoint(p, checkpoint),
-            LogWrite::Group(p, ready, entries, hard_state) => log.write_group(p, ready, entries, hard_state),
+            LogWrite::Group(p, ready, snapshot, entries, hard_state) => {
+                log.write_group(p, ready, snapshot, entries, hard_state)
+            }
         }
     }
 }

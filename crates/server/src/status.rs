@@ -37,6 +37,16 @@ pub struct ReplicaStatus {
     pub applied: u64,
     /// The last log index held (durable or not).
     pub last_index: u64,
+    /// The first log index held: the entries before it were compacted after a checkpoint.
+    pub first_index: u64,
+    /// Checkpoints this replica wrote.
+    pub checkpoints: u64,
+    /// Snapshots this replica sent to followers that needed compacted entries.
+    pub snapshots_sent: u64,
+    /// Snapshots this replica installed from its leader.
+    pub snapshots_installed: u64,
+    /// Snapshots this replica did not send because they were too large for one message.
+    pub snapshots_too_large: u64,
     /// Terms this replica started serving as leader.
     pub terms_led: u64,
     /// Times a serving leader stepped down and rebuilt its partition from the committed log.
@@ -105,6 +115,11 @@ impl ShardStatus {
                     commit: g.committed().0,
                     applied: g.applied().0,
                     last_index: g.last_index().0,
+                    first_index: g.first_index().0,
+                    checkpoints: r.stats().checkpoints,
+                    snapshots_sent: g.stats().snapshots_sent,
+                    snapshots_installed: g.stats().snapshots_installed,
+                    snapshots_too_large: r.stats().snapshots_too_large,
                     terms_led: r.stats().terms_led,
                     reloads: r.stats().reloads,
                     handovers: r.stats().handovers,

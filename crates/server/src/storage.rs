@@ -16,6 +16,7 @@ pub trait LogSink: Send + Sync {
         &self,
         partition: PartitionId,
         ready: u64,
+        snapshot: Option<Box<causet_core::replica::InstalledSnapshot>>,
         entries: Vec<causet_core::group::Entry>,
         hard_state: Option<causet_core::group::HardState>,
     );
@@ -24,4 +25,6 @@ pub trait LogSink: Send + Sync {
     /// Up to [`LOG_READ_RECORDS`](causet_core::replication::LOG_READ_RECORDS) durable records of a partition's log after `after`, ascending. Blocking: call it
     /// on a blocking thread. A failed read is logged and returns nothing (the read ends there).
     fn read_log(&self, partition: PartitionId, after: Lsn) -> Vec<(Lsn, LogRecord)>;
+    /// A partition's complete checkpoint as stored (every object's latest image), if one was written. Blocking.
+    fn load_checkpoint(&self, partition: PartitionId) -> Result<Option<Checkpoint>, String>;
 }

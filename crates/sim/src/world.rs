@@ -15,10 +15,11 @@
 use crate::history::{HistOp, History, ObjectName, Outcome, TxRecord};
 use crate::workload::{record_writes, Plan, Planned, Step, Workload, WorkloadConfig};
 use causet_core::coordinator::{ClientRequest, ClientResponse, TxError};
-use causet_core::group::{DurableState, Entry, HardState};
+use causet_core::group::{Compacted, DurableState, Entry, HardState};
 use causet_core::node::{Destination, Layout, Node, NodeOutput, Stored};
 use causet_core::partition::Checkpoint;
 use causet_core::record::{LogRecord, Lsn};
+use causet_core::replica::InstalledSnapshot;
 use causet_core::topology::{NodeIndex, Topology};
 use causet_core::{
     Address, Bug, ClientId, ClockKind, Config, CoordinatorId, DcId, Envelope, ObjectId, PartitionId, RequestId,
@@ -282,6 +283,10 @@ pub struct SimStats {
     /// Prepares partitions turned away as duplicates of transactions that had ended there (partitions serving at
     /// the end).
     pub duplicate_prepares: u64,
+    /// Replicas' stored checkpoints read back (to rebuild a partition, or to send it as a snapshot).
+    pub group_loads: u64,
+    /// Snapshots installed by replicas (those alive at the end).
+    pub snapshots_installed: u64,
 }
 
 /// The liveness phase's verdict.
@@ -334,12 +339,20 @@ enum Event {
         incarnation: u64,
         lsn: Lsn,
     },
-    /// A replica's group Writes up to `ready` reached its disk (lost if its node crashed meanwhile).
+    /// A replica's first `count` pending Writes and checkpoints reached its disk, up to the Write `ready` (lost
+    /// if its node crashed meanwhile).
     GroupFsync {
         node: NodeRef,
         partition: u32,
         incarnation: u64,
-        ready: u64,
+        count: usize,
+        ready: Option<u64>,
+    },
+    /// A replica's checkpoint is read from its disk, for the node that asked (lost if it crashed meanwhile).
+    GroupLoad {
+        node: NodeRef,
+        partition: u32,
+        incarnation: u64,
     },
     /// A node crashes; it restarts after this long (0: at once).
     Crash(NodeRef, u64),
@@ -399,17 +412,22 @@ struct Disk {
     in_sync: Vec<Checkpoint>,
 }
 
+/// A checkpoint merged into the stored one: every object's latest image.
+fn merge_checkpoint(stored: Option<Checkpoint>, c: Checkpoint) -> Checkpoint {
+    match stored {
+        None => c,
+        Some(mut old) => {
+            let mut objects: BTreeMap<ObjectId, _> = old.objects.drain(..).collect();
+            objects.extend(c.objects);
+            Checkpoint { objects: objects.into_iter().collect(), ..c }
+        }
+    }
+}
+
 impl Disk {
     /// A checkpoint became durable: merge it and truncate the log it covers.
     fn install(&mut self, c: Checkpoint) {
-        let merged = match self.checkpoint.take() {
-            None => c,
-            Some(mut old) => {
-                let mut objects: BTreeMap<ObjectId, _> = old.objects.drain(..).collect();
-                objects.extend(c.objects);
-                Checkpoint { objects: objects.into_iter().collect(), ..c }
-            }
-        };
+        let merged = merge_checkpoint(self.checkpoint.take(), c);
         // Truncate what the checkpoint covers, but not what it keeps for replication to read back.
         let (lsn, keep) = (merged.lsn, merged.keep_log_from.unwrap_or(Lsn(u64::MAX)));
         self.records.retain(|(l, _)| *l > lsn || *l >= keep);
@@ -417,23 +435,54 @@ impl Disk {
     }
 }
 
-/// The disk of one replica of a replicated partition: what its group wrote.
+/// The disk of one replica of a replicated partition: what its group wrote, and its checkpoints.
 #[derive(Debug, Default)]
 struct GroupDisk {
-    /// What survives a crash.
+    /// What survives a crash: the log (its `applied` is the checkpoint's lsn), and the merged checkpoint.
     durable: DurableState,
-    /// Writes not yet synced, in order: lost by a crash.
-    unsynced: Vec<(u64, Vec<Entry>, Option<HardState>)>,
+    checkpoint: Option<Checkpoint>,
+    /// Writes and checkpoints not yet synced, in order: lost by a crash.
+    unsynced: Vec<GroupPending>,
     syncing: bool,
 }
 
+/// What a replica's disk was given to write.
+#[derive(Debug)]
+enum GroupPending {
+    Write(u64, Option<Box<InstalledSnapshot>>, Vec<Entry>, Option<HardState>),
+    Checkpoint(Box<Checkpoint>),
+}
+
 impl GroupDisk {
-    /// The sync in flight covered the Writes up to `ready`: they reached the disk, in order, each atomically.
-    fn sync(&mut self, ready: u64) {
+    /// The sync in flight covered the first `count` items: they reached the disk, in order, each atomically.
+    fn sync(&mut self, count: usize) {
         self.syncing = false;
-        let later = self.unsynced.iter().position(|(r, ..)| *r > ready).unwrap_or(self.unsynced.len());
-        for (_, entries, hard_state) in self.unsynced.drain(..later) {
-            self.durable.apply_write(entries, hard_state);
+        for item in self.unsynced.drain(..count) {
+            match item {
+                GroupPending::Write(_, snapshot, entries, hard_state) => {
+                    if let Some(s) = snapshot {
+                        // The snapshot replaces the log and the checkpoint.
+                        self.durable.compacted = Some(s.compacted);
+                        self.durable.entries = s.entries;
+                        self.durable.applied = s.checkpoint.lsn;
+                        self.checkpoint = Some(s.checkpoint);
+                    }
+                    self.durable.apply_write(None, entries, hard_state);
+                }
+                GroupPending::Checkpoint(c) => {
+                    let c = *c;
+                    // Truncate the entries it covers, but not those it keeps for replication to read back.
+                    let keep = c.keep_log_from.map_or(c.lsn, |k| Lsn(k.0.saturating_sub(1))).min(c.lsn);
+                    let base = self.durable.compacted.map_or(0, |c| c.index.0);
+                    if keep.0 > base {
+                        let removed: Vec<Entry> = self.durable.entries.drain(..(keep.0 - base) as usize).collect();
+                        let last = removed.last().expect("entries up to a checkpoint were written before it");
+                        self.durable.compacted = Some(Compacted { index: last.index, term: last.term });
+                    }
+                    self.durable.applied = c.lsn;
+                    self.checkpoint = Some(merge_checkpoint(self.checkpoint.take(), c));
+                }
+            }
         }
     }
 }
@@ -699,7 +748,7 @@ impl World {
             let stored: Vec<Stored> = layout
                 .partitions_of_shard(&d.topology, shard)
                 .filter_map(|p| match d.group_disks.get(&(n, p.0)) {
-                    Some(disk) => Some(Stored::Replica(p, disk.durable.clone())),
+                    Some(disk) => Some(Stored::Replica(p, disk.durable.clone(), disk.checkpoint.clone().map(Box::new))),
                     None if d.topology.replicated() => None,
                     None => {
                         let disk = &d.disks[p.0 as usize];
@@ -922,6 +971,9 @@ impl World {
             }
             for shard in dc.nodes.iter().flat_map(|n| &n.shards) {
                 self.stats.resends += shard.coordinator().resends();
+                for r in shard.replicas() {
+                    self.stats.snapshots_installed += r.group().stats().snapshots_installed;
+                }
             }
         }
     }
@@ -1176,21 +1228,37 @@ impl World {
                 self.start_sync(dc, partition);
                 self.drain((dc, n, shard));
             }
-            Event::GroupFsync { node, partition, incarnation, ready } => {
+            Event::GroupFsync { node, partition, incarnation, count, ready } => {
                 let (dc, n) = node;
                 let d = &mut self.dcs[usize::from(dc.0)];
                 if d.nodes[usize::from(n)].incarnation != incarnation {
                     return; // The node crashed meanwhile: this sync never completed.
                 }
                 let disk = d.group_disks.get_mut(&(n, partition)).expect("a disk that was written exists");
-                disk.sync(ready);
+                disk.sync(count);
                 let now = self.local(node);
                 let d = &mut self.dcs[usize::from(dc.0)];
                 let shard = d.layout(n).shard_of(&d.topology, PartitionId(partition));
-                if let Some(machine) = d.nodes[usize::from(n)].shards.get_mut(shard) {
+                if let (Some(machine), Some(ready)) = (d.nodes[usize::from(n)].shards.get_mut(shard), ready) {
                     machine.handle_group_written(now, PartitionId(partition), ready);
                 }
                 self.start_group_sync(node, partition);
+                self.drain((dc, n, shard));
+            }
+            Event::GroupLoad { node, partition, incarnation } => {
+                let (dc, n) = node;
+                let d = &mut self.dcs[usize::from(dc.0)];
+                if d.nodes[usize::from(n)].incarnation != incarnation {
+                    return; // The node crashed meanwhile: its new incarnation did not ask.
+                }
+                let checkpoint = d.group_disks.get(&(n, partition)).and_then(|disk| disk.checkpoint.clone());
+                let shard = d.layout(n).shard_of(&d.topology, PartitionId(partition));
+                self.stats.group_loads += 1;
+                let now = self.local(node);
+                let d = &mut self.dcs[usize::from(dc.0)];
+                if let Some(machine) = d.nodes[usize::from(n)].shards.get_mut(shard) {
+                    machine.handle_checkpoint_loaded(now, PartitionId(partition), checkpoint);
+                }
                 self.drain((dc, n, shard));
             }
             Event::LogRead { dc, partition, incarnation, records } => {
@@ -1226,6 +1294,22 @@ impl World {
                 if !self.dcs[usize::from(node.0 .0)].nodes[usize::from(node.1)].is_up() {
                     self.start_node(node);
                 }
+            }
+            Event::Checkpoint(dc, p) if self.dcs[usize::from(dc.0)].topology.replicated() => {
+                // Every replica checkpoints on its own timer; here, one replica's shard at a time.
+                let nodes = self.dcs[usize::from(dc.0)].topology.replicas(PartitionId(p)).nodes;
+                let n = nodes[self.rng.random_range(0..nodes.len())];
+                let d = &mut self.dcs[usize::from(dc.0)];
+                let shard = d.layout(n).shard_of(&d.topology, PartitionId(p));
+                let now = self.local((dc, n));
+                let d = &mut self.dcs[usize::from(dc.0)];
+                if let Some(machine) = d.nodes[usize::from(n)].shards.get_mut(shard) {
+                    let unreplicated = machine.take_checkpoints(now);
+                    debug_assert!(unreplicated.is_empty());
+                    self.drain((dc, n, shard));
+                }
+                let next = self.rng.random_range(10_000..300_000);
+                self.schedule(next, Event::Checkpoint(dc, p));
             }
             Event::Checkpoint(dc, p) => {
                 let d = &mut self.dcs[usize::from(dc.0)];
@@ -1316,14 +1400,17 @@ impl World {
         let d = &mut self.dcs[usize::from(dc.0)];
         let incarnation = d.nodes[usize::from(n)].incarnation;
         let disk = d.group_disks.entry((n, p)).or_default();
-        let Some((ready, ..)) = disk.unsynced.last() else { return };
-        if disk.syncing {
+        if disk.unsynced.is_empty() || disk.syncing {
             return;
         }
-        let ready = *ready;
+        let count = disk.unsynced.len();
+        let ready = disk.unsynced.iter().rev().find_map(|item| match item {
+            GroupPending::Write(ready, ..) => Some(*ready),
+            GroupPending::Checkpoint(_) => None,
+        });
         disk.syncing = true;
         let took = self.rng.random_range(1..=self.config.faults.fsync_us_max.max(1));
-        self.schedule(took, Event::GroupFsync { node, partition: p, incarnation, ready });
+        self.schedule(took, Event::GroupFsync { node, partition: p, incarnation, count, ready });
     }
 
     /// Carries out a shard's outputs and arms its timer.
@@ -1339,10 +1426,23 @@ impl World {
         let mut group_synced = BTreeSet::new();
         for out in outputs {
             match out {
-                NodeOutput::GroupWrite { partition, ready, entries, hard_state } => {
+                NodeOutput::GroupWrite { partition, ready, snapshot, entries, hard_state } => {
                     let d = &mut self.dcs[usize::from(dc.0)];
-                    d.group_disks.entry((n, partition.0)).or_default().unsynced.push((ready, entries, hard_state));
+                    let write = GroupPending::Write(ready, snapshot, entries, hard_state);
+                    d.group_disks.entry((n, partition.0)).or_default().unsynced.push(write);
                     group_synced.insert(partition.0);
+                }
+                NodeOutput::Checkpoint { partition, checkpoint } => {
+                    let d = &mut self.dcs[usize::from(dc.0)];
+                    let pending = GroupPending::Checkpoint(Box::new(checkpoint));
+                    d.group_disks.entry((n, partition.0)).or_default().unsynced.push(pending);
+                    self.stats.checkpoints += 1;
+                    group_synced.insert(partition.0);
+                }
+                NodeOutput::LoadCheckpoint { partition } => {
+                    let incarnation = self.dcs[usize::from(dc.0)].nodes[usize::from(n)].incarnation;
+                    let delay = self.delay(false);
+                    self.schedule(delay, Event::GroupLoad { node: (dc, n), partition: partition.0, incarnation });
                 }
                 NodeOutput::Leader { partition, node: leader, term } => {
                     // The server hands it to the node's other shards, as it does the session floor.

@@ -49,11 +49,19 @@
 //!   counted, never stepped: raft-rs panics on some inconsistent messages, and a panic would take the whole node
 //!   down. (Raft is not Byzantine-tolerant: a well-formed lie from a member is still believed.)
 //!
+//! - **Compaction and snapshots.** The driver compacts a replica's log ([`Group::compact`]) once its own state
+//!   covers the entries durably (its checkpoint is on disk). A follower that needs compacted entries gets a
+//!   snapshot: raft asks the storage view for one, which answers "temporarily unavailable" and has the group emit
+//!   [`GroupOutput::SnapshotWanted`]; the driver offers its stored state ([`Group::offer_snapshot`]), which the
+//!   group ships with the committed entries after the point the application still reads back; raft sends it on
+//!   the follower's next heartbeat response. The group reports a snapshot sent as finished at once (raft probes
+//!   the follower next; a lost snapshot makes the probe fail and raft sends one again). The follower validates it
+//!   on receipt, the driver installs it with a Write ([`GroupOutput::Write`]'s `snapshot`), and once that is
+//!   durable the group reports [`GroupOutput::Restored`] and moves raft's applied index to it (raft reads its log
+//!   from there on: a campaign checks the unapplied entries).
+//!
 //! # Left out of this brick
 //!
-//! - **Snapshots and log compaction.** The log is kept whole (`first_index` is 1). The storage view is laid out
-//!   for compaction (entries from `first_index`, the base term for `first_index - 1`), but no snapshot is built,
-//!   sent or installed, and `MsgSnapshot` is dropped on receipt.
 //! - **Membership changes.** The voter set is [`GroupConfig::voters`], fixed for the group's life; conf-change
 //!   entries are never proposed (the type exists so a log round-trips), and [`DurableState`] has no conf state
 //!   yet.
@@ -70,9 +78,9 @@ use self::storage::LogView;
 use crate::record::Lsn;
 use protobuf::Message as _;
 use raft::prelude::{
-    ConfState, Entry as RaftEntry, EntryType, HardState as RaftHardState, Message as RaftMessage, MessageType,
+    ConfState, Entry as RaftEntry, EntryType, HardState as RaftHardState, Message as RaftMessage, MessageType, Snapshot,
 };
-use raft::{RawNode, StateRole};
+use raft::{RawNode, StateRole, Storage as _};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -199,9 +207,23 @@ impl DurableState {
     /// Applies a [`GroupOutput::Write`] the way a driver persists it: the log from `entries[0].index` on is replaced
     /// by `entries`, then the hard state recorded, if given. (For drivers that keep the state in memory: the
     /// simulator, tests.)
-    pub fn apply_write(&mut self, entries: Vec<Entry>, hard_state: Option<HardState>) {
+    ///
+    /// A Write's snapshot replaces the log by the snapshot's entries, after its compaction point, and the driver
+    /// keeps its state as applied: `applied` moves to the snapshot's index.
+    pub fn apply_write(
+        &mut self,
+        snapshot: Option<&GroupSnapshot>,
+        entries: Vec<Entry>,
+        hard_state: Option<HardState>,
+    ) {
+        if let Some(snapshot) = snapshot {
+            self.compacted = Some(snapshot.compacted);
+            self.entries = snapshot.entries.clone();
+            self.applied = snapshot.index;
+        }
         if let Some(first) = entries.first() {
-            self.entries.truncate(first.index.0.saturating_sub(1) as usize);
+            let base = self.compacted.map_or(0, |c| c.index.0);
+            self.entries.truncate(first.index.0.saturating_sub(base + 1) as usize);
             self.entries.extend(entries);
         }
         if let Some(hs) = hard_state {
@@ -210,15 +232,50 @@ impl DurableState {
     }
 }
 
+/// A snapshot from the leader that a follower installs: the application's state after every entry through
+/// `index` (opaque to the group: what the leader's driver offered with [`Group::offer_snapshot`]), and the
+/// committed entries after `compacted` through `index` that the leader still kept.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct GroupSnapshot {
+    /// The last entry the state covers.
+    pub index: Lsn,
+    /// That entry's term.
+    pub term: u64,
+    /// The last entry not kept: `entries` start right after it.
+    pub compacted: Compacted,
+    /// The committed entries from `compacted.index + 1` through `index`.
+    pub entries: Vec<Entry>,
+    /// The application's state at `index`.
+    pub state: Vec<u8>,
+}
+
+impl GroupSnapshot {
+    /// Whether the parts agree: entries consecutive from the compaction point through `index`, terms never
+    /// decreasing, the last one's term `term` (or the compaction point's, with no entries).
+    fn consistent(&self) -> bool {
+        let mut previous = self.compacted;
+        for e in &self.entries {
+            if e.index.0 != previous.index.0 + 1 || e.term < previous.term {
+                return false;
+            }
+            previous = Compacted { index: e.index, term: e.term };
+        }
+        previous.index == self.index && previous.term == self.term && self.index.0 > 0
+    }
+}
+
 /// What a group replica asks its driver to do.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum GroupOutput {
-    /// Make this durable, after every earlier Write and atomically (all of it or none): replace the log from
+    /// Make this durable, after every earlier Write and atomically (all of it or none): install `snapshot` if
+    /// given (the log becomes its entries, the application's state its state), replace the log from
     /// `entries[0].index` on by `entries` (dropping any conflicting suffix), then record `hard_state` if given.
     /// Report it with [`Group::handle_written`]`(ready)`, which also covers every earlier Write.
     Write {
         /// The Write's number; increasing, not consecutive.
         ready: u64,
+        /// A snapshot from the leader to install first; [`GroupOutput::Restored`] follows once it is durable.
+        snapshot: Option<Box<GroupSnapshot>>,
         /// Entries to append, consecutive; may be empty.
         entries: Vec<Entry>,
         /// The new hard state, if it changed.
@@ -250,6 +307,16 @@ pub enum GroupOutput {
         /// The term [`Group::propose`] returned.
         term: u64,
     },
+    /// The snapshot of a durable Write is installed: the application's state is the snapshot's, as of `index`;
+    /// committed entries continue after it. Proposals this replica made at or below `index` may have been lost
+    /// (they are reported [`GroupOutput::ProposalLost`], though some may have committed).
+    Restored {
+        /// The snapshot's index.
+        index: Lsn,
+    },
+    /// A follower needs entries that were compacted away: offer a snapshot ([`Group::offer_snapshot`]) at an
+    /// index at or above [`Group::first_index`]` - 1`. Repeated while none suitable is offered.
+    SnapshotWanted,
     /// The leader or the term changed.
     Role {
         /// The leader this replica follows, or itself; `None` while there is none (an election).
@@ -297,7 +364,7 @@ pub enum GroupError {
 }
 
 /// Message kinds this brick exchanges; everything else received is dropped (see the module documentation).
-const ACCEPTED: [MessageType; 9] = [
+const ACCEPTED: [MessageType; 10] = [
     MessageType::MsgAppend,
     MessageType::MsgAppendResponse,
     MessageType::MsgRequestVote,
@@ -308,10 +375,23 @@ const ACCEPTED: [MessageType; 9] = [
     MessageType::MsgHeartbeatResponse,
     // A leader handing leadership over tells the chosen replica to campaign at once.
     MessageType::MsgTimeoutNow,
+    // A follower that needs compacted entries gets a snapshot (checked before it is stepped).
+    MessageType::MsgSnapshot,
 ];
 
 /// Bytes of the checksum that trails every message.
 const CHECKSUM_LEN: usize = 8;
+
+/// Counters of a group replica.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GroupStats {
+    /// Snapshots this replica sent to followers that needed compacted entries.
+    pub snapshots_sent: u64,
+    /// Snapshots this replica installed.
+    pub snapshots_installed: u64,
+    /// Times the driver was asked for a snapshot.
+    pub snapshots_wanted: u64,
+}
 
 /// One replica of a Raft group. See the module documentation.
 pub struct Group {
@@ -341,6 +421,12 @@ pub struct Group {
     proposals: BTreeSet<(u64, u64)>,
     /// The last role reported.
     role: (Option<ReplicaId>, u64, bool),
+    /// A snapshot being installed: the number of the Write carrying it, its index and term.
+    restoring: Option<(u64, u64, u64)>,
+    /// Replicas sent a snapshot since the last Ready: raft hears that it left once the Ready is done.
+    snapshots_out: Vec<u64>,
+    /// Counters.
+    stats: GroupStats,
     outputs: VecDeque<GroupOutput>,
     dropped: u64,
 }
@@ -387,9 +473,11 @@ impl Group {
         };
         raft_config.validate().map_err(|e| GroupError::Config(e.to_string()))?;
         let hard_state = durable.hard_state;
+        let base = durable.compacted.map_or((0, 0), |c| (c.index.0, c.term));
         let view = LogView::new(
             to_raft_hard_state(&hard_state),
             ConfState::from((voters.iter().map(|v| v.0).collect::<Vec<_>>(), vec![])),
+            base,
             durable.entries.iter().map(to_raft_entry).collect(),
         );
         let logger = slog::Logger::root(slog::Discard, slog::o!());
@@ -412,6 +500,9 @@ impl Group {
             held: BTreeMap::new(),
             proposals: BTreeSet::new(),
             role: (None, hard_state.term, false),
+            restoring: None,
+            snapshots_out: Vec::new(),
+            stats: GroupStats::default(),
             outputs: VecDeque::new(),
             dropped: 0,
         };
@@ -468,6 +559,67 @@ impl Group {
     /// [`Group::applied`] are committed: asking beyond it reads entries that may yet be overwritten.
     pub fn read_entries(&self, after: Lsn, through: Lsn, max: usize) -> Vec<(Lsn, &[u8])> {
         self.raw.store().read_data(after.0, through.0, max)
+    }
+
+    /// The first index this replica's log keeps (entries before it were compacted away).
+    pub fn first_index(&self) -> Lsn {
+        Lsn(self.raw.store().first_index())
+    }
+
+    /// The term of the entry at `index`, if this replica knows it (kept, or just before the first kept).
+    pub fn term_of(&self, index: Lsn) -> Option<u64> {
+        self.raw.store().term_of(index.0)
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> GroupStats {
+        self.stats
+    }
+
+    /// Forgets the entries up to `through`, which the driver's state covers durably (say, a checkpoint at or
+    /// above it is on disk, and the entries it still reads back are after it). Clamped to what was applied;
+    /// followers that need them later get a snapshot.
+    pub fn compact(&mut self, through: Lsn) {
+        // Raft reads its log from its applied index on: never compact past it.
+        let through = through.0.min(self.applied).min(self.raw.raft.raft_log.applied);
+        self.raw.mut_store().compact(through);
+    }
+
+    /// Offers a snapshot for followers that need compacted entries ([`GroupOutput::SnapshotWanted`]): `state` is
+    /// the application's state after every entry through `index` (at least [`Group::first_index`]` - 1`, at
+    /// most [`Group::applied`]); the entries after `keep_after` through `index` that this replica still holds go
+    /// with it (the application reads them back on the follower). Returns whether it was taken.
+    pub fn offer_snapshot(&mut self, index: Lsn, keep_after: Lsn, state: Vec<u8>) -> bool {
+        let first = self.raw.store().first_index();
+        if index.0 + 1 < first || index.0 > self.applied || index.0 == 0 {
+            return false;
+        }
+        let Some(term) = self.term_of(index) else { return false };
+        let after = keep_after.0.clamp(first - 1, index.0);
+        let Some(base_term) = self.term_of(Lsn(after)) else { return false };
+        let entries = self
+            .raw
+            .store()
+            .entries(after + 1, index.0 + 1, None, raft::GetEntriesContext::empty(false))
+            .unwrap_or_default();
+        let data = GroupSnapshot {
+            index,
+            term,
+            compacted: Compacted { index: Lsn(after), term: base_term },
+            entries: entries.iter().map(from_raft_entry).collect(),
+            state,
+        };
+        debug_assert!(data.consistent());
+        let mut snapshot = Snapshot {
+            data: postcard::to_allocvec(&data).expect("a snapshot serializes").into(),
+            ..Default::default()
+        };
+        let metadata = snapshot.mut_metadata();
+        metadata.index = index.0;
+        metadata.term = term;
+        metadata.set_conf_state(self.raw.store().conf_state().clone());
+        self.raw.mut_store().offer(snapshot);
+        true
     }
 
     /// Messages dropped on receipt: garbage, from non-members, or of kinds this brick does not use.
@@ -581,6 +733,23 @@ impl Group {
         }
         self.written = ready;
         self.raw.on_persist_ready(ready);
+        if let Some((number, index, term)) = self.restoring.filter(|(number, ..)| *number <= ready) {
+            // The snapshot is durable: the application's state is its state. Raft hands out committed entries
+            // after it from the next Ready on.
+            let _ = number;
+            self.restoring = None;
+            self.applied = index;
+            self.applied_term = self.applied_term.max(term);
+            // Raft's own applied index moves with it now: raft reads entries from there on (a campaign looks for
+            // unapplied membership changes), and those before the snapshot are not in the log.
+            self.raw.advance_apply_to(index);
+            self.stats.snapshots_installed += 1;
+            let later = self.proposals.split_off(&(index + 1, 0));
+            for (index, term) in std::mem::replace(&mut self.proposals, later) {
+                self.outputs.push_back(GroupOutput::ProposalLost { index: Lsn(index), term });
+            }
+            self.outputs.push_back(GroupOutput::Restored { index: Lsn(index) });
+        }
         let later = self.held.split_off(&(ready + 1));
         let released = std::mem::replace(&mut self.held, later);
         for message in released.into_values().flatten() {
@@ -599,8 +768,8 @@ impl Group {
             for message in ready.take_messages() {
                 self.send(message);
             }
-            assert!(ready.snapshot().is_empty(), "raft produced a snapshot, but snapshots are not used yet");
             // The storage view takes the Write before raft is advanced past this Ready: raft reads it back.
+            let snapshot = (!ready.snapshot().is_empty()).then(|| self.take_snapshot(ready.snapshot()));
             let entries = ready.take_entries();
             self.raw.mut_store().append(&entries);
             let hard_state = ready.hs().cloned();
@@ -613,10 +782,19 @@ impl Group {
             let held = ready.take_persisted_messages();
             let number = ready.number();
             self.raw.advance_append_async(ready);
-            if !entries.is_empty() || hard_state.is_some() {
+            for to in std::mem::take(&mut self.snapshots_out) {
+                // The snapshot left; the follower's answer tells raft whether it arrived (if it did not, the
+                // follower rejects the next append, and raft sends a snapshot again).
+                self.raw.report_snapshot(to, raft::SnapshotStatus::Finish);
+            }
+            if let Some(s) = &snapshot {
+                self.restoring = Some((number, s.index.0, s.term));
+            }
+            if !entries.is_empty() || hard_state.is_some() || snapshot.is_some() {
                 self.last_write = number;
                 self.outputs.push_back(GroupOutput::Write {
                     ready: number,
+                    snapshot: snapshot.map(Box::new),
                     entries: entries.iter().map(from_raft_entry).collect(),
                     hard_state: hard_state.as_ref().map(from_raft_hard_state),
                 });
@@ -636,6 +814,10 @@ impl Group {
             self.raw.advance_apply_to(self.applied);
         }
         self.note_role();
+        if self.raw.store().take_wanted() {
+            self.stats.snapshots_wanted += 1;
+            self.outputs.push_back(GroupOutput::SnapshotWanted);
+        }
         let elapsed = self.raw.raft.election_elapsed;
         if elapsed < self.election_elapsed {
             self.new_election_round();
@@ -648,6 +830,15 @@ impl Group {
         self.election_round += 1;
         let draw = xxhash_rust::xxh3::xxh3_64_with_seed(&self.election_round.to_le_bytes(), self.election_seed);
         self.withhold = (draw % self.election_ticks.max(1) as u64) as usize;
+    }
+
+    /// A snapshot raft restored from the leader (validated on receipt): the view takes its entries, and the
+    /// driver gets it with the Write.
+    fn take_snapshot(&mut self, snapshot: &Snapshot) -> GroupSnapshot {
+        let data: GroupSnapshot = postcard::from_bytes(&snapshot.data).expect("validated when received");
+        let base = (data.compacted.index.0, data.compacted.term);
+        self.raw.mut_store().restore(base, data.entries.iter().map(to_raft_entry).collect());
+        data
     }
 
     /// Hands out one committed entry.
@@ -702,6 +893,10 @@ impl Group {
         let mut bytes = message.write_to_bytes().expect("encoding a raft message into a Vec cannot fail");
         let checksum = xxhash_rust::xxh3::xxh3_64(&bytes);
         bytes.extend_from_slice(&checksum.to_le_bytes());
+        if message.get_msg_type() == MessageType::MsgSnapshot {
+            self.stats.snapshots_sent += 1;
+            self.snapshots_out.push(message.to);
+        }
         self.outputs.push_back(GroupOutput::Send { to, bytes });
     }
 
@@ -710,7 +905,8 @@ impl Group {
         let message = parse_message(bytes)?;
         let from_voter = message.from != self.id.0 && self.voters.iter().any(|v| v.0 == message.from);
         let accepted = ACCEPTED.contains(&message.get_msg_type());
-        (message.to == self.id.0 && from_voter && accepted).then_some(message)
+        let whole = message.get_msg_type() != MessageType::MsgSnapshot || snapshot_is_whole(&message);
+        (message.to == self.id.0 && from_voter && accepted && whole).then_some(message)
     }
 }
 
@@ -723,6 +919,17 @@ fn parse_message(bytes: &[u8]) -> Option<RaftMessage> {
         return None;
     }
     RaftMessage::parse_from_bytes(body).ok()
+}
+
+/// Whether a snapshot message's data is a [`GroupSnapshot`] that agrees with itself and with the metadata (raft
+/// restores what it is given; a bad snapshot must be dropped before it is stepped).
+fn snapshot_is_whole(message: &RaftMessage) -> bool {
+    let snapshot = message.get_snapshot();
+    let meta = snapshot.get_metadata();
+    match postcard::from_bytes::<GroupSnapshot>(&snapshot.data) {
+        Ok(data) => data.consistent() && data.index.0 == meta.index && data.term == meta.term,
+        Err(_) => false,
+    }
 }
 
 /// A one-line description of an encoded message (kind, sender, receiver, term, log position, rejection), for
@@ -766,10 +973,14 @@ fn check_config(config: &GroupConfig) -> Result<(), GroupError> {
 fn check_durable(durable: &DurableState, voters: &[ReplicaId]) -> Result<(), GroupError> {
     let bad = |s: String| Err(GroupError::Durable(s));
     let hs = &durable.hard_state;
-    let mut previous_term = 0;
+    let base = durable.compacted.unwrap_or_default();
+    let mut previous_term = base.term;
     for (k, e) in durable.entries.iter().enumerate() {
-        if e.index.0 != k as u64 + 1 {
-            return bad(format!("entry {} at position {k}: the log must start at 1 and be consecutive", e.index.0));
+        if e.index.0 != base.index.0 + k as u64 + 1 {
+            return bad(format!(
+                "entry {} at position {k}: the log must start after the compaction point {} and be consecutive",
+                e.index.0, base.index.0
+            ));
         }
         if e.term < previous_term || e.term > hs.term {
             return bad(format!(
@@ -779,7 +990,13 @@ fn check_durable(durable: &DurableState, voters: &[ReplicaId]) -> Result<(), Gro
         }
         previous_term = e.term;
     }
-    let last = durable.entries.len() as u64;
+    let last = base.index.0 + durable.entries.len() as u64;
+    if base.index > hs.commit || base.index > durable.applied {
+        return bad(format!(
+            "compacted through {}, beyond commit {} or applied {}",
+            base.index.0, hs.commit.0, durable.applied.0
+        ));
+    }
     if hs.commit.0 > last {
         return bad(format!("commit {} beyond the last entry {last}", hs.commit.0));
     }

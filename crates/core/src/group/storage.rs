@@ -6,12 +6,15 @@
 //! back from `Storage` as soon as `advance_append_async` moved them out of its unstable buffer, whether or not
 //! the driver has made them durable yet).
 //!
-//! Compaction is not built, but the view is laid out for it: entries are kept from `first_index` on, and the
-//! term of the entry just before (`base_term`, the snapshot's term) answers `term(first_index - 1)`. Today
-//! `first_index` is always 1 and `base_term` 0.
+//! Compaction: entries are kept from `first_index` on, and the term of the entry just before (`base_term`)
+//! answers `term(first_index - 1)`. A snapshot for a follower that needs entries before `first_index` is
+//! offered by the driver ([`LogView::offer`]); until one is, [`Storage::snapshot`] answers "temporarily
+//! unavailable" and notes that one is wanted (raft asks again on the follower's next heartbeat response), as TiKV
+//! does.
 
 use raft::prelude::{ConfState, Entry as RaftEntry, HardState as RaftHardState, Snapshot};
 use raft::{GetEntriesContext, RaftState, Storage, StorageError};
+use std::cell::Cell;
 
 /// A replica's log as raft sees it.
 #[derive(Debug, Default)]
@@ -23,13 +26,71 @@ pub(super) struct LogView {
     /// The term of the entry at `first_index - 1` (0 without compaction).
     base_term: u64,
     entries: Vec<RaftEntry>,
+    /// The snapshot the driver offered last, for followers that need compacted entries.
+    offered: Option<Snapshot>,
+    /// Raft asked for a snapshot that is not here (none offered, or the one offered is older than the log's
+    /// start): the driver should offer one.
+    wanted: Cell<bool>,
 }
 
 impl LogView {
-    /// A view over a recovered log: `entries` must start at index 1 and be consecutive (checked by the caller).
-    pub(super) fn new(hard_state: RaftHardState, conf_state: ConfState, entries: Vec<RaftEntry>) -> Self {
-        debug_assert!(entries.iter().enumerate().all(|(k, e)| e.index == k as u64 + 1));
-        Self { hard_state, conf_state, first_index: 1, base_term: 0, entries }
+    /// A view over a recovered log: `entries` must start right after `base` (index and term; `(0, 0)` without
+    /// compaction) and be consecutive (checked by the caller).
+    pub(super) fn new(
+        hard_state: RaftHardState,
+        conf_state: ConfState,
+        base: (u64, u64),
+        entries: Vec<RaftEntry>,
+    ) -> Self {
+        debug_assert!(entries.iter().enumerate().all(|(k, e)| e.index == base.0 + k as u64 + 1));
+        Self { hard_state, conf_state, first_index: base.0 + 1, base_term: base.1, entries, ..Self::default() }
+    }
+
+    /// The index of the first entry kept.
+    pub(super) fn first_index(&self) -> u64 {
+        self.first_index
+    }
+
+    /// The term of the entry at `index`, if the view knows it (kept, or the one just before the first kept).
+    pub(super) fn term_of(&self, index: u64) -> Option<u64> {
+        self.term(index).ok()
+    }
+
+    /// Drops the entries up to `through` (at most the last index; the caller keeps it at or below what it
+    /// applied).
+    pub(super) fn compact(&mut self, through: u64) {
+        if through < self.first_index {
+            return;
+        }
+        let through = through.min(self.last_index());
+        let Some(term) = self.term_of(through) else { return };
+        self.entries.drain(..(through + 1 - self.first_index) as usize);
+        self.first_index = through + 1;
+        self.base_term = term;
+    }
+
+    /// Replaces the whole log by a snapshot's: entries after `base` (index, term), ending at the snapshot.
+    pub(super) fn restore(&mut self, base: (u64, u64), entries: Vec<RaftEntry>) {
+        self.first_index = base.0 + 1;
+        self.base_term = base.1;
+        self.entries = entries;
+        self.offered = None;
+    }
+
+    /// A snapshot for followers that need compacted entries.
+    pub(super) fn offer(&mut self, snapshot: Snapshot) {
+        self.offered = Some(snapshot);
+        self.wanted.set(false);
+    }
+
+    /// Whether raft asked for a snapshot that is not here since the last call.
+    pub(super) fn take_wanted(&self) -> bool {
+        self.wanted.replace(false)
+    }
+
+    /// The conf state, for a snapshot's metadata.
+    pub(super) fn conf_state(&self) -> &ConfState {
+        &self.conf_state
     }
 
     /// The index of the last entry (`first_index - 1` when the log is empty).
@@ -121,10 +182,17 @@ impl Storage for LogView {
         Ok(LogView::last_index(self))
     }
 
-    /// Never asked today: raft wants a snapshot only for a follower that needs entries before `first_index`,
-    /// and nothing is compacted. When compaction comes, this is where a snapshot is requested from the driver
-    /// (answering "temporarily unavailable" until it is built, as TiKV does; see the design memo §3).
-    fn snapshot(&self, _request_index: u64, _to: u64) -> raft::Result<Snapshot> {
+    /// Raft wants a snapshot for a follower that needs entries before `first_index`: the one offered, if it
+    /// reaches the log's start (the follower continues from the entries after it) and the index raft asks for.
+    /// Otherwise one is wanted, and raft asks again on the follower's next heartbeat response.
+    fn snapshot(&self, request_index: u64, _to: u64) -> raft::Result<Snapshot> {
+        if let Some(s) = &self.offered {
+            let index = s.get_metadata().index;
+            if index + 1 >= self.first_index && index >= request_index {
+                return Ok(s.clone());
+            }
+        }
+        self.wanted.set(true);
         Err(raft::Error::Store(StorageError::SnapshotTemporarilyUnavailable))
     }
 }

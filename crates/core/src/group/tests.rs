@@ -19,26 +19,49 @@ const TICK_US: u64 = 10_000;
 const ELECTION_TICKS: usize = 10;
 const MS: u64 = 1_000;
 
+/// A Write handed out and not yet durable: its number, snapshot, entries and hard state.
+type PendingWrite = (u64, Option<Box<GroupSnapshot>>, Vec<Entry>, Option<HardState>);
+
 /// A replica's disk: Writes are queued, then made durable by an fsync that covers every Write queued when it
 /// started. A crash loses the queue.
 #[derive(Default)]
 struct Disk {
     durable: DurableState,
-    pending: VecDeque<(u64, Vec<Entry>, Option<HardState>)>,
+    pending: VecDeque<PendingWrite>,
     /// How many of `pending` the fsync in flight covers; 0 when none is in flight.
     syncing: usize,
+    /// The application's state, as of an index: how many entries it had reported committed through it.
+    snap: (Lsn, usize),
 }
 
 impl Disk {
-    fn make_durable(&mut self, entries: Vec<Entry>, hard_state: Option<HardState>) {
-        if let Some(first) = entries.first() {
-            let keep = first.index.0 as usize - 1;
-            assert!(keep <= self.durable.entries.len(), "a Write leaves a gap in the log");
-            self.durable.entries.truncate(keep);
-            self.durable.entries.extend(entries);
+    fn make_durable(
+        &mut self,
+        snapshot: Option<Box<GroupSnapshot>>,
+        entries: Vec<Entry>,
+        hard_state: Option<HardState>,
+    ) {
+        if let Some(s) = &snapshot {
+            self.snap = (s.index, usize::from_le_bytes(s.state[..].try_into().expect("a count")));
         }
-        if let Some(hs) = hard_state {
-            self.durable.hard_state = hs;
+        let base = self.durable.compacted.map_or(0, |c| c.index.0);
+        if let Some(first) = entries.first() {
+            assert!(first.index.0 > base, "a Write overwrites compacted entries");
+            let keep = (first.index.0 - base - 1) as usize;
+            assert!(snapshot.is_some() || keep <= self.durable.entries.len(), "a Write leaves a gap in the log");
+        }
+        self.durable.apply_write(snapshot.as_deref(), entries, hard_state);
+    }
+
+    /// The application's state covers everything through `through` durably; the log is compacted through
+    /// `compact_to` (at most `through`).
+    fn checkpoint(&mut self, through: Lsn, reported: usize, compact_to: Lsn, term: u64) {
+        let base = self.durable.compacted.map_or(0, |c| c.index.0);
+        self.snap = (through, reported);
+        self.durable.applied = through;
+        if compact_to.0 > base {
+            self.durable.entries.drain(..(compact_to.0 - base) as usize);
+            self.durable.compacted = Some(Compacted { index: compact_to, term });
         }
     }
 }
@@ -79,6 +102,11 @@ enum Event {
         restart_after_us: Option<u64>,
     },
     Restart(u64),
+    /// Replica `id` checkpoints its state (if its disk is idle) and compacts its log, keeping `keep` entries.
+    Compact {
+        id: u64,
+        keep: u64,
+    },
     /// Cut the current leader off from the others.
     IsolateLeader,
     Isolate(Vec<u64>),
@@ -112,6 +140,8 @@ struct Sim {
     committed_outputs: usize,
     /// Crashes and cuts scheduled (or retried) after this are ignored.
     faults_until: u64,
+    /// Entries a leader keeps before the snapshot it offers (the application reads them back).
+    offer_keep: u64,
 }
 
 fn config(id: u64, n: u64, election_seed: u64) -> GroupConfig {
@@ -145,6 +175,7 @@ impl Sim {
             retry_lost: true,
             committed_outputs: 0,
             faults_until: u64::MAX,
+            offer_keep: 0,
         };
         for id in 1..=n {
             let replica =
@@ -174,6 +205,8 @@ impl Sim {
         let seed = self.rng.random();
         let r = self.replicas.get_mut(&id).expect("replica");
         let group = Group::new(config(id, n, seed), self.now, r.disk.durable.clone()).expect("recovered state");
+        // The application restarts from its checkpoint: the entries through it were reported.
+        r.reported = r.disk.snap.1;
         r.group = Some(group);
         self.drain(id);
     }
@@ -183,7 +216,7 @@ impl Sim {
         if r.group.take().is_none() {
             return;
         }
-        self.lost_unsynced += r.disk.pending.iter().map(|(_, e, _)| e.len()).sum::<usize>();
+        self.lost_unsynced += r.disk.pending.iter().map(|(_, _, e, _)| e.len()).sum::<usize>();
         r.disk.pending.clear();
         r.disk.syncing = 0;
         r.incarnation += 1;
@@ -212,8 +245,8 @@ impl Sim {
             let Some(output) = group.poll_output() else { return };
             (self.now, id, r.incarnation, &output).hash(&mut self.trace);
             match output {
-                GroupOutput::Write { ready, entries, hard_state } => {
-                    r.disk.pending.push_back((ready, entries, hard_state));
+                GroupOutput::Write { ready, snapshot, entries, hard_state } => {
+                    r.disk.pending.push_back((ready, snapshot, entries, hard_state));
                     if r.disk.syncing == 0 {
                         self.start_fsync(id);
                     }
@@ -252,6 +285,20 @@ impl Sim {
                     if self.retry_lost {
                         self.at(self.now, Event::Propose(value));
                     }
+                }
+                GroupOutput::Restored { index } => {
+                    // The disk took the snapshot with its Write: the application's state is the leader's.
+                    let (at, k) = r.disk.snap;
+                    assert_eq!(at, index, "replica {id} restored another snapshot than it stored");
+                    assert!(k <= self.canon.len(), "a snapshot ahead of everything reported");
+                    assert!(k == 0 || self.canon[k - 1].0 <= index, "snapshot state beyond its index");
+                    assert!(k == self.canon.len() || self.canon[k].0 > index, "snapshot state short of its index");
+                    r.reported = k;
+                }
+                GroupOutput::SnapshotWanted => {
+                    let (at, k) = r.disk.snap;
+                    let keep_after = Lsn(at.0.saturating_sub(self.offer_keep));
+                    group.offer_snapshot(at, keep_after, k.to_le_bytes().to_vec());
                 }
                 GroupOutput::Role { leader, term, is_leader } => {
                     assert_eq!(is_leader, leader == Some(ReplicaId(id)));
@@ -303,8 +350,8 @@ impl Sim {
                     return self.at(self.now + MS, Event::Fsynced { id, incarnation });
                 }
                 let mut last = 0;
-                for (ready, entries, hs) in r.disk.pending.drain(..r.disk.syncing).collect::<Vec<_>>() {
-                    r.disk.make_durable(entries, hs);
+                for (ready, snapshot, entries, hs) in r.disk.pending.drain(..r.disk.syncing).collect::<Vec<_>>() {
+                    r.disk.make_durable(snapshot, entries, hs);
                     last = ready;
                 }
                 r.disk.syncing = 0;
@@ -360,6 +407,19 @@ impl Sim {
                     self.start(id);
                 }
             }
+            Event::Compact { id, keep } => {
+                let r = self.replicas.get_mut(&id).expect("replica");
+                let Some(g) = r.group.as_mut() else { return };
+                if !r.disk.pending.is_empty() || g.applied() <= r.disk.snap.0 {
+                    return; // A checkpoint is written after the Writes before it: wait for an idle disk.
+                }
+                let through = g.applied();
+                let compact_to = Lsn(through.0.saturating_sub(keep).max(g.first_index().0 - 1));
+                let term = g.term_of(compact_to).expect("a kept entry");
+                r.disk.checkpoint(through, r.reported, compact_to, term);
+                g.compact(compact_to);
+                self.drain(id);
+            }
             Event::IsolateLeader => match self.leader() {
                 Some(l) => self.isolated = [l].into(),
                 None => self.at(self.now + 10 * MS, Event::IsolateLeader),
@@ -412,7 +472,11 @@ impl Sim {
             let r = &self.replicas[&id];
             assert!(r.reported <= self.canon.len());
             let hs = r.disk.durable.hard_state;
-            assert!(hs.commit.0 as usize <= r.disk.durable.entries.len(), "replica {id}: durable commit beyond log");
+            let base = r.disk.durable.compacted.map_or(0, |c| c.index.0);
+            assert!(
+                hs.commit.0 <= base + r.disk.durable.entries.len() as u64,
+                "replica {id}: durable commit beyond log"
+            );
         }
     }
 
@@ -737,8 +801,24 @@ fn a_late_timeout_ticks_once() {
 /// A run of `n` replicas with random faults (crashes, cuts, drops, duplicates) until 2.5 s, then none: returns
 /// the simulator after 5 s.
 fn chaos(seed: u64, n: u64) -> Sim {
+    chaos_with(seed, n, false)
+}
+
+/// [`chaos`], and with `compact`, every replica checkpoints and compacts its log every 20 to 120 ms (keeping 0
+/// to 3 entries), so that replicas that fall behind are caught up by snapshots.
+fn chaos_with(seed: u64, n: u64, compact: bool) -> Sim {
     let mut sim = Sim::new(seed, n);
     let mut plan = ChaCha8Rng::seed_from_u64(seed ^ 0xc4a0_5eed);
+    if compact {
+        sim.offer_keep = plan.random_range(0..4);
+        for id in 1..=n {
+            let mut t = 0;
+            while t < 5_000 * MS {
+                t += plan.random_range(20..120) * MS;
+                sim.at(t, Event::Compact { id, keep: plan.random_range(0..4) });
+            }
+        }
+    }
     sim.drop_rate = [0.0, 0.05, 0.2][plan.random_range(0..3)];
     sim.dup_rate = [0.0, 0.05][plan.random_range(0..2)];
     sim.workload("v", 100, 200 * MS, 20 * MS);
@@ -805,6 +885,67 @@ proptest! {
         let sim = chaos(seed, if five { 5 } else { 3 });
         sim.assert_converged(values("v", 100));
     }
+}
+
+/// The replica snapshots were sent to and installed by, over all replicas.
+fn snapshots(sim: &Sim) -> (u64, u64) {
+    sim.live().fold((0, 0), |(sent, installed), (_, g)| {
+        (sent + g.stats().snapshots_sent, installed + g.stats().snapshots_installed)
+    })
+}
+
+#[test]
+fn a_follower_back_after_the_log_was_compacted_is_caught_up_by_a_snapshot() {
+    let mut sim = Sim::new(3, 3);
+    sim.offer_keep = 2;
+    sim.workload("a", 20, 300 * MS, 10 * MS);
+    sim.run(800 * MS);
+    let leader = sim.leader().expect("a leader");
+    let follower = (1..=3).find(|id| *id != leader).expect("a follower");
+    sim.at(sim.now, Event::Crash { id: follower, restart_after_us: None });
+    sim.workload("b", 20, 900 * MS, 10 * MS);
+    sim.run(1_300 * MS);
+    // Every live replica compacts everything it applied: the entries the follower lacks are gone.
+    for id in (1..=3).filter(|id| *id != follower) {
+        sim.at(sim.now, Event::Compact { id, keep: 0 });
+    }
+    sim.run(sim.now + MS);
+    let first = sim.replicas[&leader].group.as_ref().expect("up").first_index();
+    assert!(first > Lsn(21), "the leader kept its log from {first:?}");
+    // Back, the follower gets a snapshot (the first offered may come before it is reachable again).
+    sim.at(sim.now, Event::Restart(follower));
+    sim.workload("c", 10, sim.now + 100 * MS, 10 * MS);
+    sim.run(sim.now + 1_000 * MS);
+    sim.assert_converged(values("a", 20).chain(values("b", 20)).chain(values("c", 10)));
+    let f = sim.replicas[&follower].group.as_ref().expect("up");
+    assert_eq!(f.stats().snapshots_installed, 1, "{f:?}");
+    assert!(f.first_index() > Lsn(1) && f.first_index() <= first, "the snapshot brought the kept entries along");
+    assert!(sim.replicas[&leader].group.as_ref().expect("up").stats().snapshots_sent >= 1);
+    // The follower may lead: its campaign reads its log from its applied index (raft's own applied index once
+    // lagged behind a snapshot installed, and the campaign read compacted entries and panicked).
+    sim.at(sim.now, Event::Crash { id: leader, restart_after_us: Some(500 * MS) });
+    sim.workload("x", 10, sim.now + 100 * MS, 10 * MS);
+    sim.run(sim.now + 1_500 * MS);
+    sim.assert_converged(values("x", 10));
+    // And the follower restarts from the snapshot it stored.
+    sim.at(sim.now, Event::Crash { id: follower, restart_after_us: Some(50 * MS) });
+    sim.workload("d", 10, sim.now + 100 * MS, 10 * MS);
+    sim.run(sim.now + 1_000 * MS);
+    sim.assert_converged(values("d", 10));
+}
+
+#[test]
+fn compaction_under_random_faults_keeps_the_invariants_and_converges() {
+    let (mut sent, mut installed) = (0, 0);
+    for seed in 0..24 {
+        let sim = chaos_with(seed, if seed % 3 == 0 { 5 } else { 3 }, true);
+        sim.assert_converged(values("v", 100));
+        let (s, i) = snapshots(&sim);
+        sent += s;
+        installed += i;
+    }
+    // The faults leave replicas behind often enough that some are caught up by snapshots.
+    assert!(installed > 0 && sent >= installed, "snapshots sent {sent}, installed {installed}");
 }
 
 #[test]

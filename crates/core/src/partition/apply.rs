@@ -99,6 +99,12 @@ impl<S: VersionStore> Partition<S> {
                 self.fence(tx);
             }
             LogRecord::ClockBound { until } => self.bound.recovered(until),
+            LogRecord::PeerAcked { acked } => {
+                for (peer, at) in &acked {
+                    self.replicator.acked(*peer, *at, false, now_us);
+                }
+                self.acks_logged = acked;
+            }
         }
     }
 }
@@ -159,6 +165,12 @@ mod tests {
     /// Delivers a message, makes every record it wrote durable at once, and keeps the records as the log.
     fn step(p: &mut Partition, log: &mut Vec<(Lsn, LogRecord)>, now: u64, from: Address, msg: Message) -> Vec<Message> {
         p.handle_message(now, from, msg);
+        settle(p, log, now)
+    }
+
+    /// Makes every record the partition wrote durable at once, keeping the records as the log, until it writes no
+    /// more; returns the messages it sent.
+    pub(super) fn settle(p: &mut Partition, log: &mut Vec<(Lsn, LogRecord)>, now: u64) -> Vec<Message> {
         let mut sent = Vec::new();
         loop {
             let mut last = None;
@@ -274,5 +286,74 @@ mod tests {
             assert_eq!(r.store.read(&id, &at), p.store.read(&id, &at), "{key}");
         }
         assert_eq!(r.take_checkpoint(), p.take_checkpoint());
+    }
+}
+
+#[cfg(test)]
+mod peer_acks {
+    use super::super::Partition;
+    use super::tests::settle;
+    use crate::record::{LogRecord, Lsn, ACKS_LOG_INTERVAL_US};
+    use crate::{Address, ClockKind, Config, CoordinatorId, DcId, Message, ObjectId, PartitionId, TxId, VectorClock};
+    use causet_crdt::{Crdt, CrdtType, EffectCtx, Op};
+
+    #[test]
+    fn a_leader_logs_what_peer_dcs_acknowledged_so_that_followers_let_the_log_go() {
+        let mut config = Config::new(2, DcId(0), 1);
+        config.clock = ClockKind::Physical;
+        let p0 = PartitionId(0);
+        let mut leader = Partition::replica(p0, config.clone(), 1_000);
+        leader.take_lead(1_000, Lsn(0));
+        let mut log = Vec::new();
+        settle(&mut leader, &mut log, 1_000);
+        let t = TxId { dc: DcId(0), coordinator: CoordinatorId(0), seq: 1 };
+        let object = ObjectId::new("k", "b", CrdtType::CounterPn);
+        let effect =
+            Crdt::new(CrdtType::CounterPn).generate(&Op::Increment(1), &mut EffectCtx::new(t.tag(), 0)).expect("fits");
+        let msg = Message::PrepareAndCommit {
+            tx: t,
+            snapshot: VectorClock::zero(2),
+            writes: vec![(object, effect)],
+            oldest_open: 0,
+        };
+        leader.handle_message(2_000, Address::Coordinator(CoordinatorId(0)), msg);
+        let sent = settle(&mut leader, &mut log, 2_000);
+        let commit = sent
+            .iter()
+            .find_map(|m| match m {
+                Message::Committed { commit, .. } => Some(commit.get(DcId(0))),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("not committed: {sent:?} {log:?}"));
+        // A follower that applied the log holds the transaction for the peer DC: its checkpoint keeps the log.
+        let follower_of = |log: &[(Lsn, LogRecord)]| {
+            let mut f = Partition::replica(p0, config.clone(), 3_000);
+            for (lsn, record) in log.iter().cloned() {
+                f.apply_committed(3_000, lsn, record);
+            }
+            f
+        };
+        assert!(follower_of(&log).take_checkpoint().keep_log_from.is_some());
+        // The peer acknowledges it; the leader logs that at its next timer (not more often than the interval).
+        let peer = Address::Peer(DcId(1), p0);
+        leader.handle_message(4_000, peer, Message::ReplicateAck { up_to: commit, gap: false });
+        leader.handle_timeout(4_000 + ACKS_LOG_INTERVAL_US);
+        settle(&mut leader, &mut log, 4_000 + ACKS_LOG_INTERVAL_US);
+        let acked: Vec<_> = log
+            .iter()
+            .filter_map(|(_, r)| match r {
+                LogRecord::PeerAcked { acked } => Some(acked.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(acked, vec![vec![(DcId(1), commit)]], "one record of the acknowledgement");
+        // Nothing new: nothing more logged.
+        leader.handle_timeout(4_000 + 3 * ACKS_LOG_INTERVAL_US);
+        settle(&mut leader, &mut log, 4_000 + 3 * ACKS_LOG_INTERVAL_US);
+        assert_eq!(log.iter().filter(|(_, r)| matches!(r, LogRecord::PeerAcked { .. })).count(), 1);
+        // A follower that applied it lets the log go, and would resume replication from there if it led.
+        let checkpoint = follower_of(&log).take_checkpoint();
+        assert_eq!(checkpoint.keep_log_from, None);
+        assert_eq!(checkpoint.peer_acked, vec![(DcId(1), commit)]);
     }
 }

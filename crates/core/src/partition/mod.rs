@@ -208,6 +208,10 @@ pub struct Partition<S = Store> {
     /// The largest prepare or commit time of the records applied: a replica that takes the lead starts its clock
     /// above it.
     exposed: Timestamp,
+    /// What the peer DCs acknowledged, as last logged (replicated partitions: [`LogRecord::PeerAcked`]), and when
+    /// a leader may next log it.
+    acks_logged: Vec<(DcId, Timestamp)>,
+    next_acks_log_us: u64,
 }
 
 // The constructors that name no store build a partition over the in-memory `Store`; they live in their own impl
@@ -226,6 +230,16 @@ impl Partition {
         let mut p = Self::blank(id, config, now_us, store);
         p.replicated = true;
         p
+    }
+
+    /// A replica of a replicated partition restored from its complete checkpoint (none: empty), as a follower,
+    /// like [`Partition::replica`]: its clock starts when it takes the lead, above everything the checkpoint shows
+    /// exposed.
+    pub fn restore_replica(id: PartitionId, config: Config, now_us: u64, checkpoint: Option<Checkpoint>) -> Self {
+        let store = Store::new(config.vector_len());
+        let mut p = Self::blank(id, config, now_us, store);
+        p.replicated = true;
+        Self::rebuild(p, now_us, checkpoint, [])
     }
 
     /// Rebuilds a partition from its durable log, in log order. Prepared transactions without a decision stay
@@ -300,6 +314,8 @@ impl<S: VersionStore> Partition<S> {
             bound: BoundKeeper::default(),
             replicated: false,
             exposed: Timestamp::ZERO,
+            acks_logged: Vec::new(),
+            next_acks_log_us: now_us,
             config,
         }
     }
@@ -432,6 +448,14 @@ impl<S: VersionStore> Partition<S> {
     pub fn handle_timeout(&mut self, now_us: u64) {
         self.refresh_pvc(now_us);
         self.renew_bound();
+        if self.replicated && now_us >= self.next_acks_log_us {
+            self.next_acks_log_us = now_us + crate::record::ACKS_LOG_INTERVAL_US;
+            let acked = self.replicator.acked_image();
+            if acked != self.acks_logged {
+                self.persist(LogRecord::PeerAcked { acked: acked.clone() });
+                self.acks_logged = acked;
+            }
+        }
         if now_us >= self.next_report_us {
             self.send(Address::Stabilizer, Message::PvcReport { pvc: self.pvc.clone() });
             self.next_report_us = now_us + self.config.stable_interval_us.max(1);

@@ -82,6 +82,12 @@ impl<S: VersionStore> Partition<S> {
             p.apply(now_us, lsn, record);
         }
         p.durable_lsn = p.last_lsn;
+        if p.replicated {
+            // A replica's clock starts when it takes the lead, above everything it applied exposed
+            // (`Partition::take_lead`); until then it only applies.
+            p.exposed = p.exposed.max(floor).max(p.bound.logged());
+            return p;
+        }
         // Before the crash this partition may have exposed (in pvc reports and reads) timestamps up to its clock,
         // which a hybrid clock may have pushed past physical time; none above the largest durable clock bound
         // (`bound.rs`). Never issue a prepare time at or below those: start above both the log and the bound.
@@ -151,6 +157,7 @@ pub(super) fn exposed_time(record: &LogRecord, local: DcId) -> Option<Timestamp>
         LogRecord::Remote { .. }
         | LogRecord::Aborted { .. }
         | LogRecord::Fenced { .. }
-        | LogRecord::ClockBound { .. } => None,
+        | LogRecord::ClockBound { .. }
+        | LogRecord::PeerAcked { .. } => None,
     }
 }
