@@ -72,6 +72,17 @@ impl ClusterFile {
     }
 }
 
+/// The replicas a DC of `nodes_per_dc` nodes gets unless told otherwise: 3 (Raft groups that survive the loss of
+/// one node, or of one node's disk) when it has 3 nodes or more, else 1. (Two replicas would keep a second copy
+/// of every commit but stop the partition whenever either node is down.)
+pub fn default_replicas(nodes_per_dc: u16) -> u16 {
+    if nodes_per_dc >= 3 {
+        3
+    } else {
+        1
+    }
+}
+
 /// Parameters of `causet cluster start`.
 #[derive(Clone, Debug)]
 pub struct StartOptions {

@@ -70,9 +70,10 @@ enum ClusterCommand {
         #[arg(long, default_value_t = 1)]
         nodes_per_dc: u16,
         /// Copies of each partition inside a DC, on distinct nodes (at most --nodes-per-dc); more than one makes
-        /// each partition a Raft group that survives the loss of a minority of its nodes.
-        #[arg(long, default_value_t = 1)]
-        replicas: u16,
+        /// each partition a Raft group that survives the loss of a minority of its nodes [default: 3 with 3 or more
+        /// nodes per DC, else 1].
+        #[arg(long)]
+        replicas: Option<u16>,
         /// Partitions per DC.
         #[arg(long, default_value_t = 8)]
         partitions: u32,
@@ -272,7 +273,7 @@ fn main() -> anyhow::Result<()> {
                 let options = cluster::StartOptions {
                     dcs,
                     nodes_per_dc,
-                    replicas,
+                    replicas: replicas.unwrap_or(cluster::default_replicas(nodes_per_dc)),
                     partitions,
                     wan_delay_ms,
                     jitter_ms,

@@ -61,6 +61,46 @@ fn cure_under_kills_pauses_cuts_and_clock_jumps_is_tcc_loses_nothing_and_converg
     assert!(report.contains("PASSED"), "{report}");
 }
 
+/// DCs of three nodes whose partitions are Raft groups of three, checkpointing every second: nodes killed, paused
+/// (SIGSTOP: a leader stops answering with its connections open) and cut from another node of their DC, links
+/// between DCs cut. The history is TCC, no acknowledged write is lost, the DCs converge.
+#[test]
+fn replicated_dcs_under_kills_pauses_and_cuts_between_their_nodes_are_tcc_and_lose_nothing() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let args = [
+        "--seed",
+        "3",
+        "--duration",
+        "40",
+        "--fault-interval-ms",
+        "1500",
+        "--dcs",
+        "2",
+        "--nodes-per-dc",
+        "3",
+        "--replicas",
+        "3",
+        "--faults",
+        "kill,pause,cut",
+        "--checkpoint-interval-s",
+        "1",
+    ];
+    let (code, report, file) = check(dir.path(), &args);
+    assert_eq!(code, 0, "cure on replicated DCs must pass:\n{report}");
+    for kind in ["Kill", "Restart", "Pause", "Resume", "CutNodes", "HealNodes"] {
+        assert!(count_faults(&file, kind) > 0, "no {kind} fault was injected:\n{report}");
+    }
+    let applied_ok = |kind: &str| {
+        faults(&file).iter().any(|a| {
+            a["step"]["fault"].as_object().is_some_and(|f| f.contains_key(kind)) && a["error"].as_str() == Some("")
+        })
+    };
+    assert!(applied_ok("CutNodes"), "no cut between nodes took effect:\n{report}");
+    assert!(file["stats"]["committed"].as_u64().unwrap_or(0) > 200, "too little work was checked:\n{report}");
+    assert!(file["report"]["anomalies"].as_array().is_some_and(Vec::is_empty));
+    assert!(report.contains("PASSED"), "{report}");
+}
+
 #[test]
 fn the_eventual_baseline_is_flagged_by_the_same_command() {
     let dir = tempfile::tempdir().expect("a temporary directory");

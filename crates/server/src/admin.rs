@@ -21,6 +21,8 @@ pub async fn serve(listener: TcpListener, state: Arc<NodeState>, mut stop: watch
         .route("/admin/links/{dc}/cut", post(cut))
         .route("/admin/links/{dc}/heal", post(heal))
         .route("/admin/links/{dc}/delay", post(delay))
+        .route("/admin/nodes/{node}/cut", post(cut_node))
+        .route("/admin/nodes/{node}/heal", post(heal_node))
         .route("/admin/clock", post(clock))
         .with_state(state);
     let shutdown = async move { crate::shutdown::stopped(&mut stop).await };
@@ -98,6 +100,35 @@ async fn heal(State(state): State<Arc<NodeState>>, headers: HeaderMap, Path(dc):
     }
     tracing::info!(peer = dc, "the link to the peer DC was healed by an operator");
     Ok::<_, (StatusCode, String)>(format!("link to DC {dc} healed\n"))
+}
+
+/// Cuts (`true`) or heals the link to another node of this DC, both ways.
+fn cut_member(state: &NodeState, node: u16, cut: bool) -> Result<String, (StatusCode, String)> {
+    let Some(link) = state.wan.member_link(node) else {
+        return Err((StatusCode::NOT_FOUND, format!("no other node {node} in this DC\n")));
+    };
+    link.cut.store(cut, std::sync::atomic::Ordering::Relaxed);
+    if cut {
+        tracing::warn!(node, "the link to a node of this DC was cut by an operator");
+        Ok(format!("link to node {node} cut\n"))
+    } else {
+        tracing::info!(node, "the link to a node of this DC was healed by an operator");
+        Ok(format!("link to node {node} healed\n"))
+    }
+}
+
+async fn cut_node(State(state): State<Arc<NodeState>>, headers: HeaderMap, Path(node): Path<u16>) -> impl IntoResponse {
+    authorized(&state, &headers)?;
+    cut_member(&state, node, true)
+}
+
+async fn heal_node(
+    State(state): State<Arc<NodeState>>,
+    headers: HeaderMap,
+    Path(node): Path<u16>,
+) -> impl IntoResponse {
+    authorized(&state, &headers)?;
+    cut_member(&state, node, false)
 }
 
 #[derive(serde::Deserialize)]

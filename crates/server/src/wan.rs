@@ -248,6 +248,17 @@ impl Wan {
         links.range((dc, 0)..=(dc, u16::MAX)).map(|(_, (_, s))| s.clone()).collect()
     }
 
+    /// The link to another node of this DC, if there is such a node.
+    pub fn member_link(&self, node: u16) -> Option<Arc<LinkState>> {
+        let links = self.inner.links.read().unwrap_or_else(|e| e.into_inner());
+        links.get(&(self.inner.local, node)).map(|(_, s)| s.clone())
+    }
+
+    /// Whether an operator cut the link to another node of this DC.
+    pub fn is_member_cut(&self, node: u16) -> bool {
+        self.member_link(node).is_some_and(|l| l.cut.load(Ordering::Relaxed))
+    }
+
     /// Whether an operator cut the links to a DC.
     pub fn is_cut(&self, dc: DcId) -> bool {
         self.links_to(dc).iter().any(|l| l.cut.load(Ordering::Relaxed))
@@ -401,6 +412,10 @@ async fn serve_peer(
             let body = buf.split_to(len);
             let envelope: Envelope = postcard::from_bytes(&body)?;
             if member {
+                // A cut link drops what arrives too, so a cut is symmetric even if only one side was told.
+                if wan.is_member_cut(origin_node) {
+                    continue;
+                }
                 // Traffic inside the DC: to a partition, coordinator or the stabilizer of this node, between a
                 // partition's replicas, or another DC's replication traffic a replica passes on to its leader.
                 let passed_on = matches!(envelope.to, Address::Peer(dc, _) if dc == routes.dc());

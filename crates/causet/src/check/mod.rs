@@ -4,8 +4,8 @@
 //! 1. Start a cluster of real `causet start` processes ([`crate::cluster`]).
 //! 2. Run client sessions at every DC (some move between DCs carrying their causal clock) through the client
 //!    protocol for `--duration`, recording every transaction ([`session`]), while the nemesis applies a fault
-//!    schedule derived from `--seed` ([`nemesis`]): kill -9 and restart, SIGSTOP/SIGCONT, link cuts and heals,
-//!    clock jumps.
+//!    schedule derived from `--seed` ([`nemesis`]): kill -9 and restart, SIGSTOP/SIGCONT, cuts and heals of links
+//!    between DCs and, with several nodes per DC, between two nodes of one DC, clock jumps.
 //! 3. Heal everything, then read every object at every DC with a clock covering every session's clock, until the
 //!    DCs agree or `--quiesce` runs out (final reads).
 //! 4. Check: the TCC checker over the whole history (the final reads included), no acknowledged write missing
@@ -55,9 +55,10 @@ pub struct CheckArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub nodes_per_dc: u16,
     /// Copies of each partition inside a DC, on distinct nodes (at most --nodes-per-dc): with 3, each partition
-    /// is a Raft group and a DC keeps committing while one of its nodes is killed, paused or cut off.
-    #[arg(long, default_value_t = 1)]
-    pub replicas: u16,
+    /// is a Raft group and a DC keeps committing while one of its nodes is killed, paused or cut off [default: 3
+    /// with 3 or more nodes per DC, else 1].
+    #[arg(long)]
+    pub replicas: Option<u16>,
     /// Partitions per DC.
     #[arg(long, default_value_t = 4)]
     pub partitions: u32,
@@ -85,6 +86,10 @@ pub struct CheckArgs {
     /// Mean time between fault starts, ms.
     #[arg(long, default_value_t = 3000)]
     pub fault_interval_ms: u64,
+    /// How often each node checkpoints its partitions (and, with replicas, compacts their logs, so that a node
+    /// back from a kill may be caught up by a snapshot), seconds [default: the server's, 60].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub checkpoint_interval_s: Option<u64>,
     /// Bound on every client request, ms: a reply later than this counts as lost.
     #[arg(long, default_value_t = 5000)]
     pub request_timeout_ms: u64,
@@ -326,23 +331,28 @@ pub fn run(args: &CheckArgs, progress: &mut dyn FnMut(&str)) -> anyhow::Result<C
             % 1_000_000_007
     });
     let kinds = FaultKinds::parse(&args.faults).map_err(anyhow::Error::msg)?;
+    let replicas = args.replicas.unwrap_or(crate::cluster::default_replicas(args.nodes_per_dc));
     anyhow::ensure!(args.duration > 0.0, "--duration must be positive");
     anyhow::ensure!(args.sessions_per_dc > 0, "--sessions-per-dc must be at least 1");
     anyhow::ensure!(args.keys >= 3, "--keys must be at least 3");
     anyhow::ensure!((0.0..=1.0).contains(&args.move_probability), "--move-probability is a probability");
-    let command = format!(
-        "causet check --seed {seed} --protocol {} --duration {} --dcs {} --nodes-per-dc {} --partitions {} \
-         --faults {} --fault-interval-ms {} --sessions-per-dc {} --keys {}",
+    let mut command = format!(
+        "causet check --seed {seed} --protocol {} --duration {} --dcs {} --nodes-per-dc {} --replicas {} \
+         --partitions {} --faults {} --fault-interval-ms {} --sessions-per-dc {} --keys {}",
         args.protocol,
         args.duration,
         args.dcs,
         args.nodes_per_dc,
+        replicas,
         args.partitions,
         args.faults,
         args.fault_interval_ms,
         args.sessions_per_dc,
         args.keys
     );
+    if let Some(s) = args.checkpoint_interval_s {
+        command.push_str(&format!(" --checkpoint-interval-s {s}"));
+    }
     progress(&format!("seed {seed} (rerun: {command})"));
     let (dir, temporary) = match &args.dir {
         Some(dir) => (dir.clone(), None),
@@ -354,7 +364,7 @@ pub fn run(args: &CheckArgs, progress: &mut dyn FnMut(&str)) -> anyhow::Result<C
     let options = StartOptions {
         dcs: args.dcs,
         nodes_per_dc: args.nodes_per_dc,
-        replicas: args.replicas,
+        replicas,
         partitions: args.partitions,
         wan_delay_ms: args.wan_delay_ms,
         jitter_ms: args.jitter_ms,
@@ -362,6 +372,7 @@ pub fn run(args: &CheckArgs, progress: &mut dyn FnMut(&str)) -> anyhow::Result<C
         base_port: 0,
         protocol: args.protocol,
         exe: args.exe.clone(),
+        extra_config: args.checkpoint_interval_s.map(|s| format!("checkpoint_interval_s = {s}\n")).unwrap_or_default(),
         ..Default::default()
     };
     let mut file = start_cluster(&options, progress)?;

@@ -52,6 +52,20 @@ pub enum Fault {
         /// The other DC.
         b: u16,
     },
+    /// Cut the link between two nodes of one DC, both ways (each end is told).
+    CutNodes {
+        /// Index into the cluster's nodes.
+        a: usize,
+        /// Index into the cluster's nodes, in `a`'s DC.
+        b: usize,
+    },
+    /// Heal the link between two nodes of one DC.
+    HealNodes {
+        /// Index into the cluster's nodes.
+        a: usize,
+        /// Index into the cluster's nodes, in `a`'s DC.
+        b: usize,
+    },
     /// Set the node's clock offset from the system clock (a jump by the difference from the previous offset; a
     /// restart resets it to 0). A node's clock never reads backwards: a backward jump makes it stand still until
     /// the system clock catches up.
@@ -76,6 +90,8 @@ impl Fault {
             Fault::Resume { .. } => "resume (SIGCONT)",
             Fault::Cut { .. } => "link cut",
             Fault::Heal { .. } => "link heal",
+            Fault::CutNodes { .. } => "node link cut",
+            Fault::HealNodes { .. } => "node link heal",
             Fault::Clock { jump_ms, .. } if *jump_ms >= 0 => "clock jump forward",
             Fault::Clock { .. } => "clock jump backward",
         }
@@ -98,7 +114,7 @@ pub struct FaultKinds {
     pub kill: bool,
     /// SIGSTOP and SIGCONT.
     pub pause: bool,
-    /// Link cuts and heals.
+    /// Link cuts and heals: between DCs, and between two nodes of one DC.
     pub cut: bool,
     /// Clock jumps.
     pub clock: bool,
@@ -158,6 +174,7 @@ struct Busy {
 enum Target {
     Node(usize),
     Link(u16, u16),
+    NodeLink(usize, usize),
 }
 
 /// Derives the fault schedule from `seed`: faults start every `interval_ms` on average after a quiet first
@@ -182,6 +199,14 @@ pub fn schedule(seed: u64, shape: &ScheduleShape) -> Vec<Step> {
     }
     if shape.kinds.clock {
         kinds.push(3);
+    }
+    // Pairs of nodes that share a DC.
+    let node_pairs: Vec<(usize, usize)> = (0..shape.node_dcs.len())
+        .flat_map(|a| (a + 1..shape.node_dcs.len()).map(move |b| (a, b)))
+        .filter(|(a, b)| shape.node_dcs[*a] == shape.node_dcs[*b])
+        .collect();
+    if shape.kinds.cut && !node_pairs.is_empty() {
+        kinds.push(4);
     }
     if kinds.is_empty() {
         return steps;
@@ -228,6 +253,15 @@ pub fn schedule(seed: u64, shape: &ScheduleShape) -> Vec<Step> {
                 steps.push(Step { at_ms, fault: Fault::Cut { a, b } });
                 steps.push(Step { at_ms: until_ms, fault: Fault::Heal { a, b } });
             }
+            4 => {
+                let (a, b) = node_pairs[rng.random_range(0..node_pairs.len())];
+                if !free(&Target::NodeLink(a, b), &busy) {
+                    continue;
+                }
+                busy.push(Busy { target: Target::NodeLink(a, b), from_ms: at_ms, until_ms });
+                steps.push(Step { at_ms, fault: Fault::CutNodes { a, b } });
+                steps.push(Step { at_ms: until_ms, fault: Fault::HealNodes { a, b } });
+            }
             _ => {
                 let node = rng.random_range(0..shape.node_dcs.len());
                 let up =
@@ -265,6 +299,8 @@ pub struct Nemesis<'a> {
     killed: BTreeSet<usize>,
     paused: BTreeSet<usize>,
     cut: BTreeSet<(u16, u16)>,
+    /// Links between two nodes of one DC that are cut.
+    node_cuts: BTreeSet<(usize, usize)>,
     /// Nodes whose clock offset is not 0, and the offset.
     skewed: BTreeMap<usize, i64>,
 }
@@ -278,6 +314,7 @@ impl<'a> Nemesis<'a> {
             killed: BTreeSet::new(),
             paused: BTreeSet::new(),
             cut: BTreeSet::new(),
+            node_cuts: BTreeSet::new(),
             skewed: BTreeMap::new(),
         }
     }
@@ -315,6 +352,14 @@ impl<'a> Nemesis<'a> {
                 self.cut.remove(&(a, b));
                 self.link(a, b, "heal")
             }
+            Fault::CutNodes { a, b } => {
+                self.node_cuts.insert((a, b));
+                self.node_link(a, b, "cut")
+            }
+            Fault::HealNodes { a, b } => {
+                self.node_cuts.remove(&(a, b));
+                self.node_link(a, b, "heal")
+            }
             Fault::Clock { node, offset_ms, .. } => {
                 if offset_ms != 0 {
                     self.skewed.insert(node, offset_ms);
@@ -335,6 +380,31 @@ impl<'a> Nemesis<'a> {
         for &(a, b) in &self.cut.clone() {
             let Some(peer) = other_end(dc, a, b) else { continue };
             if let Err(e) = self.admin(node, &format!("/admin/links/{peer}/cut")) {
+                errors.push(e);
+            }
+        }
+        for &(a, b) in &self.node_cuts.clone() {
+            let other = match node {
+                n if n == a => b,
+                n if n == b => a,
+                _ => continue,
+            };
+            if let Err(e) = self.admin(node, &format!("/admin/nodes/{}/cut", self.file.nodes[other].node)) {
+                errors.push(e);
+            }
+        }
+        all_ok(errors)
+    }
+
+    /// Cuts or heals the link between nodes `a` and `b` of one DC at both ends that run (a node that is down is
+    /// told when it restarts; the cut is symmetric anyway, since a cut end also drops what arrives).
+    fn node_link(&mut self, a: usize, b: usize, action: &str) -> Result<(), String> {
+        let mut errors = Vec::new();
+        for (node, other) in [(a, b), (b, a)] {
+            if self.killed.contains(&node) || self.paused.contains(&node) {
+                continue;
+            }
+            if let Err(e) = self.admin(node, &format!("/admin/nodes/{}/{action}", self.file.nodes[other].node)) {
                 errors.push(e);
             }
         }
@@ -386,6 +456,11 @@ impl<'a> Nemesis<'a> {
                 let result = self.apply(&fault);
                 done.push((fault, result));
             }
+        }
+        for (a, b) in std::mem::take(&mut self.node_cuts) {
+            let fault = Fault::HealNodes { a, b };
+            let result = self.apply(&fault);
+            done.push((fault, result));
         }
         for (node, offset_ms) in std::mem::take(&mut self.skewed) {
             let fault = Fault::Clock { node, offset_ms: 0, jump_ms: -offset_ms };
@@ -456,6 +531,7 @@ mod tests {
             let steps = schedule(seed, &shape(FaultKinds::ALL));
             let mut down: BTreeSet<usize> = BTreeSet::new();
             let mut cut: BTreeSet<(u16, u16)> = BTreeSet::new();
+            let mut node_cuts: BTreeSet<(usize, usize)> = BTreeSet::new();
             for s in &steps {
                 assert!(s.at_ms <= 59_000, "seed {seed}: {s:?} is too late");
                 match s.fault {
@@ -465,14 +541,35 @@ mod tests {
                     }
                     Fault::Cut { a, b } => assert!(cut.insert((a, b)) && a < b, "seed {seed}: {s:?}"),
                     Fault::Heal { a, b } => assert!(cut.remove(&(a, b)), "seed {seed}: {s:?}"),
+                    Fault::CutNodes { a, b } => assert!(node_cuts.insert((a, b)), "seed {seed}: {s:?}"),
+                    Fault::HealNodes { a, b } => assert!(node_cuts.remove(&(a, b)), "seed {seed}: {s:?}"),
                     Fault::Clock { node, offset_ms, .. } => {
                         assert!(!down.contains(&node), "seed {seed}: clock jump on a down node: {s:?}");
                         assert!(offset_ms.abs() <= 5000);
                     }
                 }
             }
-            assert!(down.is_empty() && cut.is_empty(), "seed {seed}: every fault ends");
+            assert!(down.is_empty() && cut.is_empty() && node_cuts.is_empty(), "seed {seed}: every fault ends");
         }
+    }
+
+    #[test]
+    fn nodes_of_one_dc_are_cut_from_each_other_only_when_a_dc_has_several() {
+        let mut multi = shape(FaultKinds::parse("cut").expect("parses"));
+        multi.node_dcs = vec![0, 0, 0, 1, 1, 1];
+        multi.dcs = 2;
+        let steps = schedule(5, &multi);
+        let pairs: Vec<(usize, usize)> = steps
+            .iter()
+            .filter_map(|s| match s.fault {
+                Fault::CutNodes { a, b } => Some((a, b)),
+                _ => None,
+            })
+            .collect();
+        assert!(!pairs.is_empty(), "{steps:?}");
+        assert!(pairs.iter().all(|(a, b)| a < b && multi.node_dcs[*a] == multi.node_dcs[*b]), "{pairs:?}");
+        let single = schedule(5, &shape(FaultKinds::parse("cut").expect("parses")));
+        assert!(single.iter().all(|s| !matches!(s.fault, Fault::CutNodes { .. })), "one node per DC: {single:?}");
     }
 
     #[test]
