@@ -242,6 +242,12 @@ impl Replica {
             last_write: 0,
             compact_after: None,
         };
+        if node == home {
+            // The home replica asks for the lead at once: at a cold start it is elected before the others time
+            // out, so leadership need not be handed back to it later (a handover stalls what is in flight). In a
+            // running group its pre-vote is refused while the others hear from their leader.
+            replica.group.campaign();
+        }
         replica.pump(now_us);
         Ok(replica)
     }
