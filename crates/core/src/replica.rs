@@ -22,7 +22,7 @@
 //! - **Stepping down.** A leader that loses its term, or learns that one of its proposals was lost (another
 //!   entry committed at its index), holds state that was staged for records that may never commit: prepared
 //!   transactions, decisions, remote transactions received, the replication sender's window. It throws the
-//!   partition away and rebuilds it as a follower from the committed log ([`Replica::reload`]), which is what a
+//!   partition away and rebuilds it as a follower from the committed log (`Replica::reload`), which is what a
 //!   crash and recovery would do, without the crash. Messages it held for durability are dropped: their senders
 //!   retry (a coordinator asks again or times out, a partition holding a prepared transaction queries its
 //!   outcome, replication resends what was not acknowledged).

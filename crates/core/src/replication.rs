@@ -2,7 +2,7 @@
 //!
 //! A partition ships its committed local transactions, in commit-time order, to the same partition in every DC
 //! the topology names. A transaction may leave only once no local transaction can still commit below it (its
-//! commit time is at or below pvc[local], Alg. 3 line 4); every message carries that bound (`up_to`), so an empty
+//! commit time is at or below `pvc[local]`, Alg. 3 line 4); every message carries that bound (`up_to`), so an empty
 //! message is Cure's heartbeat. Each peer acknowledges what it has durably applied; the sender resends from the
 //! acknowledged position when a peer falls silent (a cut link, a restart), so a DC that was away catches up by
 //! itself (AntidoteDB #420).
@@ -21,8 +21,8 @@
 //!
 //! The log is in the order records were written, not commit-time order (a transaction prepared early may commit
 //! late), so a read goes from `spill_from` to the last durable record and keeps the oldest transactions it meets.
-//! Everything of commit time at or below pvc[local] is durable (pvc stays below every prepared transaction), so
-//! a read that ends at the durable position at its start sees every transaction up to pvc[local] at its start,
+//! Everything of commit time at or below `pvc[local]` is durable (pvc stays below every prepared transaction), so
+//! a read that ends at the durable position at its start sees every transaction up to `pvc[local]` at its start,
 //! and a peer is never promised more than that.
 //!
 //! Nothing of the backlog is in checkpoints: after a crash the replicator starts with an empty window and
@@ -186,7 +186,7 @@ impl Replicator {
     }
 
     /// A local transaction just became visible here. `lsn` is the first log record it is rebuilt from (its
-    /// prepare record); `pvc_local` is the partition's pvc[local], below which transactions are final.
+    /// prepare record); `pvc_local` is the partition's `pvc[local]`, below which transactions are final.
     pub fn committed(&mut self, tx: ReplicatedTx, lsn: Lsn, pvc_local: Timestamp) {
         if self.peers.is_empty() {
             return; // Nobody to replicate to.

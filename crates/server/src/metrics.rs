@@ -62,6 +62,9 @@ pub struct Metrics {
     pub replica_handovers: Family<PartitionLabel, Counter>,
     /// Per replica: checkpoints written.
     pub replica_checkpoints: Family<PartitionLabel, Counter>,
+    /// Per partition this node leads and follower node: entries of the leader's log the follower is not known to
+    /// hold.
+    pub replica_follower_lag: Family<Vec<(&'static str, String)>, Gauge<u64, AtomicU64>>,
     /// Per replica and direction (`sent`, `installed`): snapshots transferred.
     pub replica_snapshots: Family<Vec<(&'static str, String)>, Counter>,
     /// Requests coordinators sent again to a partition's new leader.
@@ -106,6 +109,7 @@ impl Metrics {
         let replica_handovers = Family::<PartitionLabel, Counter>::default();
         let replica_checkpoints = Family::<PartitionLabel, Counter>::default();
         let replica_snapshots = Family::<Vec<(&'static str, String)>, Counter>::default();
+        let replica_follower_lag = Family::<Vec<(&'static str, String)>, Gauge<u64, AtomicU64>>::default();
         let resends_to_new_leaders = Counter::default();
         let duplicate_prepares = Counter::default();
         registry.register("replica_leader", "Whether this node's replica leads the partition", replica_leader.clone());
@@ -132,6 +136,11 @@ impl Metrics {
             replica_handovers.clone(),
         );
         registry.register("replica_checkpoints", "Checkpoints this node's replica wrote", replica_checkpoints.clone());
+        registry.register(
+            "replica_follower_lag_entries",
+            "For partitions this node leads: entries of the leader's log each follower is not known to hold",
+            replica_follower_lag.clone(),
+        );
         registry.register(
             "replica_snapshots",
             "Snapshots this node's replica sent to followers that needed compacted entries, or installed",
@@ -196,6 +205,7 @@ impl Metrics {
             replica_handovers,
             replica_checkpoints,
             replica_snapshots,
+            replica_follower_lag,
             resends_to_new_leaders,
             duplicate_prepares,
         }
@@ -207,8 +217,14 @@ impl Metrics {
         fn raise(counter: &Counter, total: u64) {
             counter.inc_by(total.saturating_sub(counter.get()));
         }
+        // Only what this node leads now: a partition that moved away leaves no stale follower lag behind.
+        self.replica_follower_lag.clear();
         for r in shards.iter().flat_map(|s| &s.replicas) {
             let label = vec![("partition", r.id.to_string())];
+            for f in &r.followers {
+                let labels = vec![("partition", r.id.to_string()), ("follower", f.node.to_string())];
+                self.replica_follower_lag.get_or_create(&labels).set(f.lag);
+            }
             self.replica_leader.get_or_create(&label).set(i64::from(r.role == "leader"));
             self.replica_term.get_or_create(&label).set(r.term);
             for (kind, index) in [("committed", r.commit), ("applied", r.applied), ("first", r.first_index)] {
@@ -258,6 +274,7 @@ mod tests {
             snapshots_sent: terms_led,
             snapshots_installed: 1,
             snapshots_too_large: 0,
+            followers: vec![crate::status::FollowerStatus { node: 2, matched: 38, lag: 3, snapshot: false }],
             terms_led,
             reloads: 1,
             handovers: 0,
@@ -300,6 +317,7 @@ mod tests {
             "causet_replica_step_downs_total{partition=\"3\"} 1",
             "causet_replica_index{partition=\"3\",kind=\"first\"} 12",
             "causet_replica_checkpoints_total{partition=\"3\"} 4",
+            "causet_replica_follower_lag_entries{partition=\"3\",follower=\"2\"} 3",
             "causet_replica_snapshots_total{partition=\"3\",direction=\"sent\"} 2",
             "causet_replica_snapshots_total{partition=\"3\",direction=\"installed\"} 1",
             "causet_resends_to_new_leaders_total 5",

@@ -47,12 +47,27 @@ pub struct ReplicaStatus {
     pub snapshots_installed: u64,
     /// Snapshots this replica did not send because they were too large for one message.
     pub snapshots_too_large: u64,
+    /// On a leader, the other replicas: how far behind its log each one is.
+    pub followers: Vec<FollowerStatus>,
     /// Terms this replica started serving as leader.
     pub terms_led: u64,
     /// Times a serving leader stepped down and rebuilt its partition from the committed log.
     pub reloads: u64,
     /// Times this replica handed leadership back to the partition's home node.
     pub handovers: u64,
+}
+
+/// Another replica as the leader sees it, for `/status`.
+#[derive(Clone, Debug, Serialize)]
+pub struct FollowerStatus {
+    /// Its node.
+    pub node: u16,
+    /// The last log index it is known to hold.
+    pub matched: u64,
+    /// Entries of the leader's log it is not known to hold.
+    pub lag: u64,
+    /// It is being sent a snapshot.
+    pub snapshot: bool,
 }
 
 /// A partition's state, for `/status`.
@@ -120,6 +135,16 @@ impl ShardStatus {
                     snapshots_sent: g.stats().snapshots_sent,
                     snapshots_installed: g.stats().snapshots_installed,
                     snapshots_too_large: r.stats().snapshots_too_large,
+                    followers: g
+                        .followers()
+                        .into_iter()
+                        .map(|f| FollowerStatus {
+                            node: causet_core::replica::replica_node(f.id),
+                            matched: f.matched.0,
+                            lag: g.last_index().0.saturating_sub(f.matched.0),
+                            snapshot: f.snapshot,
+                        })
+                        .collect(),
                     terms_led: r.stats().terms_led,
                     reloads: r.stats().reloads,
                     handovers: r.stats().handovers,

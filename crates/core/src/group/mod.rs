@@ -382,6 +382,17 @@ const ACCEPTED: [MessageType; 10] = [
 /// Bytes of the checksum that trails every message.
 const CHECKSUM_LEN: usize = 8;
 
+/// What a leader knows of another replica of its group ([`Group::followers`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FollowerProgress {
+    /// The replica.
+    pub id: ReplicaId,
+    /// The last index it is known to hold.
+    pub matched: Lsn,
+    /// It is being sent a snapshot.
+    pub snapshot: bool,
+}
+
 /// Counters of a group replica.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GroupStats {
@@ -699,6 +710,28 @@ impl Group {
             // A leader drops a proposal over `max_uncommitted_size`, and while it hands leadership over.
             Err(_) => Err(ProposeError::Busy),
         }
+    }
+
+    /// On a leader, each other replica's progress as raft tracks it: the last index it is known to hold
+    /// (`matched`), and whether it is being sent a snapshot. Empty on a follower.
+    pub fn followers(&self) -> Vec<FollowerProgress> {
+        if !self.is_leader() {
+            return Vec::new();
+        }
+        let mut out: Vec<FollowerProgress> = self
+            .raw
+            .raft
+            .prs()
+            .iter()
+            .filter(|(id, _)| **id != self.id.0)
+            .map(|(id, p)| FollowerProgress {
+                id: ReplicaId(*id),
+                matched: Lsn(p.matched),
+                snapshot: p.state == raft::ProgressState::Snapshot,
+            })
+            .collect();
+        out.sort_by_key(|f| f.id);
+        out
     }
 
     /// Whether this replica leads and knows that replica `id` holds every entry of its log.

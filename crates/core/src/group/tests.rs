@@ -910,8 +910,16 @@ fn a_follower_back_after_the_log_was_compacted_is_caught_up_by_a_snapshot() {
         sim.at(sim.now, Event::Compact { id, keep: 0 });
     }
     sim.run(sim.now + MS);
-    let first = sim.replicas[&leader].group.as_ref().expect("up").first_index();
+    let l = sim.replicas[&leader].group.as_ref().expect("up");
+    let first = l.first_index();
     assert!(first > Lsn(21), "the leader kept its log from {first:?}");
+    // The leader sees the follower that is away fall behind, and the other one hold its whole log.
+    let progress = l.followers();
+    assert_eq!(progress.len(), 2, "{progress:?}");
+    for f in &progress {
+        let behind = f.matched < l.last_index();
+        assert_eq!(behind, f.id == ReplicaId(follower), "{progress:?}");
+    }
     // Back, the follower gets a snapshot (the first offered may come before it is reachable again).
     sim.at(sim.now, Event::Restart(follower));
     sim.workload("c", 10, sim.now + 100 * MS, 10 * MS);
@@ -920,7 +928,9 @@ fn a_follower_back_after_the_log_was_compacted_is_caught_up_by_a_snapshot() {
     let f = sim.replicas[&follower].group.as_ref().expect("up");
     assert_eq!(f.stats().snapshots_installed, 1, "{f:?}");
     assert!(f.first_index() > Lsn(1) && f.first_index() <= first, "the snapshot brought the kept entries along");
-    assert!(sim.replicas[&leader].group.as_ref().expect("up").stats().snapshots_sent >= 1);
+    let l = sim.replicas[&leader].group.as_ref().expect("up");
+    assert!(l.stats().snapshots_sent >= 1);
+    assert!(l.followers().iter().all(|f| f.matched == l.last_index() && !f.snapshot), "{:?}", l.followers());
     // The follower may lead: its campaign reads its log from its applied index (raft's own applied index once
     // lagged behind a snapshot installed, and the campaign read compacted entries and panicked).
     sim.at(sim.now, Event::Crash { id: leader, restart_after_us: Some(500 * MS) });
