@@ -937,6 +937,25 @@ impl World {
                             .push(format!("DC {d}: replicated partition {p} has no leader serving it: {replicas:?}"));
                     }
                 }
+                // Every replica catches up: it applied its leader's whole log (new entries come now and then, a
+                // clock bound or acknowledgements, so this holds between them).
+                let replicas: Vec<(usize, &causet_core::replica::Replica)> = (dc.nodes.iter().enumerate())
+                    .flat_map(|(n, node)| node.shards.iter().map(move |s| (n, s)))
+                    .flat_map(|(n, s)| s.replicas().map(move |r| (n, r)))
+                    .collect();
+                for (n, leader) in replicas.iter().filter(|(_, r)| r.serving()) {
+                    let last = leader.group().last_index();
+                    for (m, r) in replicas.iter().filter(|(m, r)| r.id() == leader.id() && m != n) {
+                        if r.group().applied() < last {
+                            reasons.push(format!(
+                                "DC {d}: node {m}'s replica of partition {} applied through {:?}, its leader's (node \
+                                 {n}) log ends at {last:?}",
+                                r.id().0,
+                                r.group().applied()
+                            ));
+                        }
+                    }
+                }
             }
             for p in dc.partitions() {
                 if p.prepared_count() > 0 {
