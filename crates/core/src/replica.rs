@@ -307,11 +307,9 @@ impl Replica {
     /// The driver made every Write up to `ready` durable.
     pub fn handle_written(&mut self, now_us: u64, ready: u64) {
         self.group.handle_written(ready);
-        if let Some((after, through)) = self.compact_after.filter(|(after, _)| ready > *after) {
-            let _ = after;
+        if let Some((_, through)) = self.compact_after.take_if(|(after, _)| ready > *after) {
             // The checkpoint handed out before this Write is on disk too (the driver writes in order).
             self.group.compact(through);
-            self.compact_after = None;
         }
         self.pump(now_us);
     }
@@ -338,24 +336,10 @@ impl Replica {
     pub fn handle_loaded(&mut self, now_us: u64, checkpoint: Option<Checkpoint>) {
         self.loading = false;
         self.stats.loads += 1;
-        let first = self.group.first_index();
-        if self.stale {
-            let c = checkpoint.as_ref().filter(|c| c.lsn.0 + 1 >= first.0);
-            let c = c.unwrap_or_else(|| {
-                panic!("partition {:?}: the stored checkpoint does not reach the log's start {first:?}", self.id)
-            });
-            let mut partition = Partition::restore_replica(self.id, self.config.clone(), now_us, Some(c.clone()));
-            for (lsn, record) in self.committed_records(c.lsn, usize::MAX) {
-                partition.apply_committed(now_us, lsn, record);
-            }
-            while partition.poll_output().is_some() {}
-            self.partition = partition;
-            self.stale = false;
-        }
         if std::mem::take(&mut self.snapshot_wanted) {
-            if let Some(c) = checkpoint {
-                let keep_after = c.keep_log_from.map_or(c.lsn, |k| Lsn(k.0.saturating_sub(1)));
-                let state = postcard::to_allocvec(&c).expect("a checkpoint serializes");
+            if let Some(c) = &checkpoint {
+                let keep_after = c.truncate_through();
+                let state = postcard::to_allocvec(c).expect("a checkpoint serializes");
                 let kept = self.group.read_entries(keep_after, c.lsn, usize::MAX);
                 let size = state.len() + kept.iter().map(|(_, data)| data.len()).sum::<usize>();
                 if size > MAX_SNAPSHOT_BYTES {
@@ -365,6 +349,13 @@ impl Replica {
                     self.group.offer_snapshot(c.lsn, keep_after, state);
                 }
             }
+        }
+        if self.stale {
+            let first = self.group.first_index();
+            let c = checkpoint.filter(|c| c.lsn.0 + 1 >= first.0).unwrap_or_else(|| {
+                panic!("partition {:?}: the stored checkpoint does not reach the log's start {first:?}", self.id)
+            });
+            self.rebuild(now_us, Some(c));
         }
         self.pump(now_us);
     }
@@ -434,8 +425,7 @@ impl Replica {
                     GroupOutput::Restored { index } => {
                         let c = self.installing.take().expect("a snapshot restored was installed");
                         assert_eq!(c.lsn, index, "the snapshot restored is the one installed");
-                        self.partition = Partition::restore_replica(self.id, self.config.clone(), now_us, Some(c));
-                        self.stale = false;
+                        self.rebuild(now_us, Some(c));
                         self.pending_checkpoint = None;
                     }
                     GroupOutput::SnapshotWanted if now_us >= self.next_snapshot_us => {
@@ -543,8 +533,14 @@ impl Replica {
             self.load();
             return;
         }
-        let mut partition = Partition::replica(self.id, self.config.clone(), now_us);
-        for (lsn, record) in self.committed_records(Lsn(0), usize::MAX) {
+        self.rebuild(now_us, None);
+    }
+
+    /// The partition becomes `checkpoint` (none: empty) and every committed entry after it.
+    fn rebuild(&mut self, now_us: u64, checkpoint: Option<Checkpoint>) {
+        let after = checkpoint.as_ref().map_or(Lsn(0), |c| c.lsn);
+        let mut partition = Partition::restore_replica(self.id, self.config.clone(), now_us, checkpoint);
+        for (lsn, record) in self.committed_records(after, usize::MAX) {
             partition.apply_committed(now_us, lsn, record);
         }
         while partition.poll_output().is_some() {}
@@ -563,8 +559,7 @@ impl Replica {
     /// Hands a checkpoint to the driver, and compacts the group's log through what it covers (but not from its
     /// `keep_log_from` on, which geo-replication reads back) once it is on disk.
     fn hand_out_checkpoint(&mut self, checkpoint: Checkpoint) {
-        let keep = checkpoint.keep_log_from.map_or(checkpoint.lsn, |k| Lsn(k.0.saturating_sub(1)));
-        self.compact_after = Some((self.last_write, keep.min(checkpoint.lsn)));
+        self.compact_after = Some((self.last_write, checkpoint.truncate_through()));
         self.stats.checkpoints += 1;
         self.outputs.push_back(ReplicaOutput::Checkpoint(checkpoint));
     }
@@ -691,10 +686,7 @@ mod tests {
             let Some(ready) = self.unsynced[n].last().map(|(r, ..)| *r) else { return };
             for (_, snapshot, entries, hard_state) in self.unsynced[n].drain(..) {
                 if let Some(s) = snapshot {
-                    let disk = &mut self.disks[n];
-                    disk.compacted = Some(s.compacted);
-                    disk.entries = s.entries;
-                    disk.applied = s.checkpoint.lsn;
+                    self.disks[n].install(s.compacted, s.entries, s.checkpoint.lsn);
                     self.checkpoints[n] = Some(s.checkpoint);
                 }
                 self.disks[n].apply_write(None, entries, hard_state);
@@ -708,23 +700,9 @@ mod tests {
         /// log truncated through it (not from its `keep_log_from` on).
         fn write_checkpoint(&mut self, n: usize, c: Checkpoint) {
             self.sync(n);
-            let keep = c.keep_log_from.map_or(c.lsn, |k| Lsn(k.0 - 1)).min(c.lsn);
-            let disk = &mut self.disks[n];
-            let base = disk.compacted.map_or(0, |c| c.index.0);
-            if keep.0 > base {
-                let removed: Vec<Entry> = disk.entries.drain(..(keep.0 - base) as usize).collect();
-                let last = removed.last().expect("entries before a checkpoint");
-                disk.compacted = Some(Compacted { index: last.index, term: last.term });
-            }
-            disk.applied = c.lsn;
-            self.checkpoints[n] = Some(match self.checkpoints[n].take() {
-                None => c,
-                Some(mut old) => {
-                    let mut objects: std::collections::BTreeMap<_, _> = old.objects.drain(..).collect();
-                    objects.extend(c.objects);
-                    Checkpoint { objects: objects.into_iter().collect(), ..c }
-                }
-            });
+            self.disks[n].compact(c.truncate_through());
+            self.disks[n].applied = c.lsn;
+            self.checkpoints[n] = Some(c.merged_onto(self.checkpoints[n].take()));
         }
 
         /// Carries every output until the replicas are quiet.

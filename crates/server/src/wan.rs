@@ -277,12 +277,12 @@ impl Wan {
 /// How many bytes of frames a link gathers into one write, at most (a single larger frame is written whole).
 const BATCH_BYTES: usize = 256 * 1024;
 
-fn encode(envelope: &Envelope) -> Option<Vec<u8>> {
-    let body = postcard::to_allocvec(envelope).ok()?;
-    let mut frame = Vec::with_capacity(4 + body.len());
-    frame.put_u32(body.len() as u32);
-    frame.extend_from_slice(&body);
-    Some(frame)
+/// Appends an envelope's frame (length, then body) to `batch`; returns whether it was encodable.
+fn append_frame(batch: &mut Vec<u8>, envelope: &Envelope) -> bool {
+    let Ok(body) = postcard::to_allocvec(envelope) else { return false };
+    batch.put_u32(body.len() as u32);
+    batch.extend_from_slice(&body);
+    true
 }
 
 /// A small deterministic-enough jitter source without a global random generator: splitmix64 over a counter.
@@ -367,10 +367,7 @@ async fn run_link(
             // when many partitions and groups talk to one node at once.
             batch.clear();
             let mut count = 0;
-            if let Some(frame) = encode(&envelope) {
-                batch.extend_from_slice(&frame);
-                count += 1;
-            }
+            count += u64::from(append_frame(&mut batch, &envelope));
             while batch.len() < BATCH_BYTES {
                 let Ok((sent_at, envelope)) = queue.try_recv() else { break };
                 if state.cut.load(Ordering::Relaxed) {
@@ -381,10 +378,7 @@ async fn run_link(
                     next = Some((sent_at, envelope));
                     break;
                 }
-                if let Some(frame) = encode(&envelope) {
-                    batch.extend_from_slice(&frame);
-                    count += 1;
-                }
+                count += u64::from(append_frame(&mut batch, &envelope));
             }
             if let Err(e) = stream.write_all(&batch).await {
                 warn!(peer = state.dc.0, error = %e, "the link to the peer DC broke; reconnecting");

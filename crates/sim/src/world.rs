@@ -15,7 +15,7 @@
 use crate::history::{HistOp, History, ObjectName, Outcome, TxRecord};
 use crate::workload::{record_writes, Plan, Planned, Step, Workload, WorkloadConfig};
 use causet_core::coordinator::{ClientRequest, ClientResponse, TxError};
-use causet_core::group::{Compacted, DurableState, Entry, HardState};
+use causet_core::group::{DurableState, Entry, HardState};
 use causet_core::node::{Destination, Layout, Node, NodeOutput, Stored};
 use causet_core::partition::Checkpoint;
 use causet_core::record::{LogRecord, Lsn};
@@ -412,25 +412,13 @@ struct Disk {
     in_sync: Vec<Checkpoint>,
 }
 
-/// A checkpoint merged into the stored one: every object's latest image.
-fn merge_checkpoint(stored: Option<Checkpoint>, c: Checkpoint) -> Checkpoint {
-    match stored {
-        None => c,
-        Some(mut old) => {
-            let mut objects: BTreeMap<ObjectId, _> = old.objects.drain(..).collect();
-            objects.extend(c.objects);
-            Checkpoint { objects: objects.into_iter().collect(), ..c }
-        }
-    }
-}
-
 impl Disk {
     /// A checkpoint became durable: merge it and truncate the log it covers.
     fn install(&mut self, c: Checkpoint) {
-        let merged = merge_checkpoint(self.checkpoint.take(), c);
+        let merged = c.merged_onto(self.checkpoint.take());
         // Truncate what the checkpoint covers, but not what it keeps for replication to read back.
-        let (lsn, keep) = (merged.lsn, merged.keep_log_from.unwrap_or(Lsn(u64::MAX)));
-        self.records.retain(|(l, _)| *l > lsn || *l >= keep);
+        let through = merged.truncate_through();
+        self.records.retain(|(l, _)| *l > through);
         self.checkpoint = Some(merged);
     }
 }
@@ -462,25 +450,16 @@ impl GroupDisk {
                 GroupPending::Write(_, snapshot, entries, hard_state) => {
                     if let Some(s) = snapshot {
                         // The snapshot replaces the log and the checkpoint.
-                        self.durable.compacted = Some(s.compacted);
-                        self.durable.entries = s.entries;
-                        self.durable.applied = s.checkpoint.lsn;
+                        self.durable.install(s.compacted, s.entries, s.checkpoint.lsn);
                         self.checkpoint = Some(s.checkpoint);
                     }
                     self.durable.apply_write(None, entries, hard_state);
                 }
                 GroupPending::Checkpoint(c) => {
-                    let c = *c;
                     // Truncate the entries it covers, but not those it keeps for replication to read back.
-                    let keep = c.keep_log_from.map_or(c.lsn, |k| Lsn(k.0.saturating_sub(1))).min(c.lsn);
-                    let base = self.durable.compacted.map_or(0, |c| c.index.0);
-                    if keep.0 > base {
-                        let removed: Vec<Entry> = self.durable.entries.drain(..(keep.0 - base) as usize).collect();
-                        let last = removed.last().expect("entries up to a checkpoint were written before it");
-                        self.durable.compacted = Some(Compacted { index: last.index, term: last.term });
-                    }
+                    self.durable.compact(c.truncate_through());
                     self.durable.applied = c.lsn;
-                    self.checkpoint = Some(merge_checkpoint(self.checkpoint.take(), c));
+                    self.checkpoint = Some((*c).merged_onto(self.checkpoint.take()));
                 }
             }
         }

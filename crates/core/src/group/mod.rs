@@ -217,9 +217,7 @@ impl DurableState {
         hard_state: Option<HardState>,
     ) {
         if let Some(snapshot) = snapshot {
-            self.compacted = Some(snapshot.compacted);
-            self.entries = snapshot.entries.clone();
-            self.applied = snapshot.index;
+            self.install(snapshot.compacted, snapshot.entries.clone(), snapshot.index);
         }
         if let Some(first) = entries.first() {
             let base = self.compacted.map_or(0, |c| c.index.0);
@@ -229,6 +227,26 @@ impl DurableState {
         if let Some(hs) = hard_state {
             self.hard_state = hs;
         }
+    }
+
+    /// Installs a snapshot's log: its `entries`, which start right after `compacted`, replace the log, and the
+    /// driver's state (the snapshot's) covers everything through `applied`.
+    pub fn install(&mut self, compacted: Compacted, entries: Vec<Entry>, applied: Lsn) {
+        self.compacted = Some(compacted);
+        self.entries = entries;
+        self.applied = applied;
+    }
+
+    /// Drops the entries through `through` (the driver's durable state covers them), noting the last one dropped
+    /// as the compaction point. Nothing if the log is compacted that far already.
+    pub fn compact(&mut self, through: Lsn) {
+        let base = self.compacted.map_or(0, |c| c.index.0);
+        if through.0 <= base {
+            return;
+        }
+        let removed: Vec<Entry> = self.entries.drain(..(through.0 - base) as usize).collect();
+        let last = removed.last().expect("the entries before a compaction point were written");
+        self.compacted = Some(Compacted { index: last.index, term: last.term });
     }
 }
 
@@ -776,11 +794,9 @@ impl Group {
         }
         self.written = ready;
         self.raw.on_persist_ready(ready);
-        if let Some((number, index, term)) = self.restoring.filter(|(number, ..)| *number <= ready) {
+        if let Some((_, index, term)) = self.restoring.take_if(|(number, ..)| *number <= ready) {
             // The snapshot is durable: the application's state is its state. Raft hands out committed entries
             // after it from the next Ready on.
-            let _ = number;
-            self.restoring = None;
             self.applied = index;
             self.applied_term = self.applied_term.max(term);
             // Raft's own applied index moves with it now: raft reads entries from there on (a campaign looks for

@@ -55,14 +55,10 @@ impl Disk {
 
     /// The application's state covers everything through `through` durably; the log is compacted through
     /// `compact_to` (at most `through`).
-    fn checkpoint(&mut self, through: Lsn, reported: usize, compact_to: Lsn, term: u64) {
-        let base = self.durable.compacted.map_or(0, |c| c.index.0);
+    fn checkpoint(&mut self, through: Lsn, reported: usize, compact_to: Lsn) {
         self.snap = (through, reported);
         self.durable.applied = through;
-        if compact_to.0 > base {
-            self.durable.entries.drain(..(compact_to.0 - base) as usize);
-            self.durable.compacted = Some(Compacted { index: compact_to, term });
-        }
+        self.durable.compact(compact_to);
     }
 }
 
@@ -415,8 +411,7 @@ impl Sim {
                 }
                 let through = g.applied();
                 let compact_to = Lsn(through.0.saturating_sub(keep).max(g.first_index().0 - 1));
-                let term = g.term_of(compact_to).expect("a kept entry");
-                r.disk.checkpoint(through, r.reported, compact_to, term);
+                r.disk.checkpoint(through, r.reported, compact_to);
                 g.compact(compact_to);
                 self.drain(id);
             }

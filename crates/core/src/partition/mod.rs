@@ -114,6 +114,23 @@ pub struct Checkpoint {
     pub decided: Vec<DecidedImage>,
 }
 
+impl Checkpoint {
+    /// The last log position a driver may truncate once this checkpoint is durable: its `lsn`, but nothing from
+    /// `keep_log_from` on (replication still reads those records back).
+    pub fn truncate_through(&self) -> Lsn {
+        self.keep_log_from.map_or(self.lsn, |k| Lsn(k.0.saturating_sub(1))).min(self.lsn)
+    }
+
+    /// This (incremental) checkpoint written over the one stored before it: every object's latest image, and the
+    /// rest of this one. (For drivers that keep checkpoints in memory: the simulator, tests.)
+    pub fn merged_onto(self, stored: Option<Checkpoint>) -> Checkpoint {
+        let Some(mut old) = stored else { return self };
+        let mut objects: std::collections::BTreeMap<ObjectId, ObjectImage> = old.objects.drain(..).collect();
+        objects.extend(self.objects);
+        Checkpoint { objects: objects.into_iter().collect(), ..self }
+    }
+}
+
 /// What a partition asks its driver to do.
 #[derive(Clone, Debug, PartialEq)]
 pub enum PartitionOutput {
