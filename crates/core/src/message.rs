@@ -237,6 +237,12 @@ pub enum ReplicaMessage {
         /// The leader's term: a notice of an older term than one known is ignored.
         term: u64,
     },
+    /// Replica → the other replicas of its partition: this replica, not a member of the group (its node came back
+    /// with an empty disk), asks the leader to add it.
+    Join {
+        /// The replica asking.
+        replica: crate::group::ReplicaId,
+    },
 }
 
 impl Message {
@@ -265,6 +271,7 @@ impl Message {
             Message::Stable { .. } => "stable",
             Message::Replica(ReplicaMessage::Raft { .. }) => "raft",
             Message::Replica(ReplicaMessage::Leader { .. }) => "leader",
+            Message::Replica(ReplicaMessage::Join { .. }) => "join",
         }
     }
 }

@@ -47,6 +47,10 @@ pub struct Layout {
     pub shards: usize,
     /// The node's incarnation.
     pub incarnation: u64,
+    /// The generation of the node's disk: 0 for a node of a new cluster, a new one whenever the node starts with
+    /// an empty disk in a running cluster (its replicas then join their groups under new ids; see
+    /// [`crate::replica`]).
+    pub generation: u64,
 }
 
 /// Where a message goes, as seen from one shard of a node.
@@ -68,7 +72,12 @@ impl Layout {
     /// The layout of a node with `shards` shards.
     pub fn new(node: NodeIndex, shards: usize, incarnation: u64) -> Self {
         assert!(shards >= 1, "a node runs at least one shard");
-        Self { node, shards, incarnation }
+        Self { node, shards, incarnation, generation: 0 }
+    }
+
+    /// The same layout with the disk in `generation`.
+    pub fn with_generation(self, generation: u64) -> Self {
+        Self { generation, ..self }
     }
 
     /// The coordinator of a shard, in this incarnation.
@@ -236,7 +245,7 @@ pub enum NodeOutput {
         /// The replicated partition.
         partition: PartitionId,
         /// Its checkpoint (incremental).
-        checkpoint: Checkpoint,
+        checkpoint: Box<Checkpoint>,
     },
     /// Load a replica's complete checkpoint as stored and hand it to [`Node::handle_checkpoint_loaded`].
     LoadCheckpoint {
@@ -280,6 +289,12 @@ pub struct Node {
 /// Most messages a shard parks per replicated partition while it knows no leader (an election lasts a few hundred
 /// milliseconds).
 const MAX_PARKED: usize = 4_096;
+
+/// The node of a replicated partition's leader: the one its local replica follows, else the one last announced
+/// (a replica that is not a member of its group yet hears from no leader).
+fn leader_of(leaders: &BTreeMap<PartitionId, (u64, NodeIndex)>, replica: &Replica) -> Option<NodeIndex> {
+    replica.leader_node().or_else(|| leaders.get(&replica.id()).map(|(_, n)| *n))
+}
 
 /// A partition's durable state on this node, as the driver loads it.
 #[derive(Clone, Debug, PartialEq)]
@@ -328,8 +343,10 @@ impl Node {
                 let seed = (layout.incarnation << 16) | u64::from(layout.node);
                 let seed = xxhash_rust::xxh3::xxh3_64_with_seed(&p.0.to_le_bytes(), seed);
                 let node = layout.node;
-                let replica = Replica::new(p, config.clone(), &topology, node, now_us, durable, checkpoint, seed)
-                    .unwrap_or_else(|e| panic!("partition {p:?}: the replica cannot start: {e}"));
+                let generation = layout.generation;
+                let replica =
+                    Replica::new(p, config.clone(), &topology, node, now_us, generation, durable, checkpoint, seed)
+                        .unwrap_or_else(|e| panic!("partition {p:?}: the replica cannot start: {e}"));
                 replicas.insert(p, replica);
                 continue;
             }
@@ -554,6 +571,10 @@ impl Node {
 
     /// Records where a replicated partition's leader is, unless a later term is known. A leader newly heard of
     /// may not have what was sent to the one before: the coordinator asks again what it waits for from `p`.
+    fn leader_of(&self, replica: &Replica) -> Option<NodeIndex> {
+        leader_of(&self.leaders, replica)
+    }
+
     fn note_leader(&mut self, p: PartitionId, node: NodeIndex, term: u64) {
         let known = self.leaders.get(&p).copied();
         if known.is_none_or(|(t, n)| term > t || (term == t && node != n)) {
@@ -603,7 +624,7 @@ impl Node {
                 } else if let Some(replica) = self.replicas.get_mut(&p) {
                     if replica.serving() {
                         replica.handle_message(now_us, e.from, e.msg);
-                    } else if let Some(n) = replica.leader_node().filter(|n| *n != self.layout.node) {
+                    } else if let Some(n) = leader_of(&self.leaders, replica).filter(|n| *n != self.layout.node) {
                         // Not the leader: pass it on to the one this replica follows.
                         self.outputs.push_back(NodeOutput::Transmit(Destination::Node(n), e));
                     } else {
@@ -644,7 +665,7 @@ impl Node {
     fn unpark(&mut self) -> bool {
         let me = self.layout.node;
         let ready: Vec<PartitionId> = (self.parked.keys())
-            .filter(|p| self.replicas.get(p).is_some_and(|r| r.serving() || r.leader_node().is_some_and(|n| n != me)))
+            .filter(|p| self.replicas.get(p).is_some_and(|r| r.serving() || self.leader_of(r).is_some_and(|n| n != me)))
             .copied()
             .collect();
         for p in &ready {

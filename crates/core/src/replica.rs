@@ -56,7 +56,8 @@
 //! snapshot travels as one message (a partition's whole state): chunked transfer is not built. See
 //! `docs/design/raft-groups.md`.
 
-use crate::group::{Compacted, DurableState, Entry, Group, GroupConfig, GroupError, GroupOutput, HardState, ReplicaId};
+use crate::group::{Compacted, DurableState, Entry, Group, GroupConfig, GroupError, GroupOutput, HardState};
+use crate::group::{MembershipChange, ReplicaId};
 use crate::message::ReplicaMessage;
 use crate::partition::{Checkpoint, Partition, PartitionOutput};
 use crate::record::{LogRecord, Lsn};
@@ -77,15 +78,25 @@ pub const MAX_SNAPSHOT_BYTES: usize = 15 << 20;
 /// How long a leader waits before it loads a snapshot again after one was too large to send.
 pub const SNAPSHOT_RETRY_US: u64 = 10_000_000;
 
-/// The raft id of the replica on node `node` (raft reserves 0).
-pub fn replica_id(node: NodeIndex) -> ReplicaId {
-    ReplicaId(u64::from(node) + 1)
+/// The raft id of the replica on node `node` whose disk is in its `generation` (raft reserves 0): a node that
+/// lost its disk comes back in a new generation, so its replicas have new ids (module documentation).
+pub fn replica_id(node: NodeIndex, generation: u64) -> ReplicaId {
+    ReplicaId((u64::from(node) + 1) | generation << 16)
 }
 
 /// The node of a replica id.
 pub fn replica_node(id: ReplicaId) -> NodeIndex {
-    (id.0 - 1) as NodeIndex
+    ((id.0 & 0xffff) - 1) as NodeIndex
 }
+
+/// The disk generation of a replica id.
+pub fn replica_generation(id: ReplicaId) -> u64 {
+    id.0 >> 16
+}
+
+/// How often a replica that is not a member of its group asks to join, and a serving leader looks for a
+/// membership step to take.
+pub const MEMBERSHIP_INTERVAL_US: u64 = 500_000;
 
 /// A snapshot a follower installs, sent by its leader because the entries it lacked were compacted away: the
 /// partition's complete checkpoint at `checkpoint.lsn` (every object), and the committed entries after `compacted`
@@ -122,7 +133,7 @@ pub enum ReplicaOutput {
     /// Write this checkpoint of the partition (incremental: the objects changed since the previous one), after
     /// every Write handed out before it; the stored log up to its lsn may then be truncated, but not from its
     /// `keep_log_from` on.
-    Checkpoint(Checkpoint),
+    Checkpoint(Box<Checkpoint>),
     /// Load the partition's complete checkpoint as stored (every object's latest image) and hand it to
     /// [`Replica::handle_loaded`]: the replica rebuilds from it, or offers it as a snapshot to a follower.
     Load,
@@ -160,6 +171,10 @@ pub struct ReplicaStats {
     pub loads: u64,
     /// Snapshots not sent because they were larger than [`MAX_SNAPSHOT_BYTES`].
     pub snapshots_too_large: u64,
+    /// Membership changes this replica proposed as leader.
+    pub membership_proposals: u64,
+    /// Requests to join the group this replica sent (while it is not a member).
+    pub join_requests: u64,
 }
 
 /// One replica of a replicated partition. See the module documentation.
@@ -193,6 +208,10 @@ pub struct Replica {
     installing: Option<Checkpoint>,
     /// The number of the last Write handed out.
     last_write: u64,
+    /// The nodes that hold a replica of the partition (its placement).
+    placement: Vec<NodeIndex>,
+    /// When this replica next asks to join (not a member), or looks for a membership step (a serving leader).
+    next_membership_us: u64,
     /// The log may be compacted through this index once a Write after the numbered one is durable (then so is
     /// the checkpoint handed out before it).
     compact_after: Option<(u64, Lsn)>,
@@ -210,16 +229,21 @@ impl Replica {
         topology: &Topology,
         node: NodeIndex,
         now_us: u64,
+        generation: u64,
         durable: DurableState,
         checkpoint: Option<Checkpoint>,
         election_seed: u64,
     ) -> Result<Self, GroupError> {
-        let voters = topology.replicas(id).nodes.into_iter().map(replica_id).collect();
-        let mut group_config = GroupConfig::new(replica_id(node), voters);
+        let placement = topology.replicas(id).nodes;
+        // A new group's voters are the first generation's replicas; a node that lost its disk joins again.
+        let voters = placement.iter().map(|n| replica_id(*n, 0)).collect();
+        let mut group_config = GroupConfig::new(replica_id(node, generation), voters);
         group_config.election_seed = election_seed;
-        // The checkpoint holds every entry up to its lsn applied; the group hands out the ones after it.
+        // The checkpoint holds every entry up to its lsn applied, and the membership as of it; the group hands out
+        // the ones after it.
         let applied = checkpoint.as_ref().map_or(Lsn(0), |c| c.lsn);
-        let durable = DurableState { applied, ..durable };
+        let membership = checkpoint.as_ref().and_then(|c| c.membership.clone());
+        let durable = DurableState { applied, membership, ..durable };
         let group = Group::new(group_config, now_us, durable)?;
         let home = topology.home(topology.dc(), id).expect("a DC knows its own shape");
         let mut replica = Self {
@@ -241,6 +265,8 @@ impl Replica {
             installing: None,
             last_write: 0,
             compact_after: None,
+            placement,
+            next_membership_us: now_us,
         };
         if node == home {
             // The home replica asks for the lead at once: at a cold start it is elected before the others time
@@ -292,12 +318,19 @@ impl Replica {
         self.group.leader().map(replica_node)
     }
 
+    /// The id of the group's member on node `node`, if it has one (its latest generation).
+    fn member_on(&self, node: NodeIndex) -> Option<ReplicaId> {
+        self.group.membership().members().into_iter().filter(|id| replica_node(*id) == node).max()
+    }
+
     /// A message for this replica: Raft's, or the partition's (only while serving; the node forwards the
     /// partition's messages to the leader otherwise).
     pub fn handle_message(&mut self, now_us: u64, from: Address, msg: Message) {
         match msg {
             Message::Replica(ReplicaMessage::Raft { bytes }) => self.group.handle_message(now_us, &bytes),
             Message::Replica(ReplicaMessage::Leader { .. }) => {}
+            Message::Replica(ReplicaMessage::Join { replica }) if self.serving() => self.admit(replica),
+            Message::Replica(ReplicaMessage::Join { .. }) => {}
             msg if self.serving() => self.partition.handle_message(now_us, from, msg),
             _ => {}
         }
@@ -337,7 +370,12 @@ impl Replica {
         self.loading = false;
         self.stats.loads += 1;
         if std::mem::take(&mut self.snapshot_wanted) {
-            if let Some(c) = &checkpoint {
+            if checkpoint.as_ref().is_some_and(|c| c.lsn < self.group.membership_index()) {
+                // The stored checkpoint predates the last membership change: the follower that wants it may be
+                // newer than it and would drop it. Write a newer one; a later request loads that.
+                self.checkpoint();
+                self.next_snapshot_us = now_us + SNAPSHOT_RETRY_US / 100;
+            } else if let Some(c) = &checkpoint {
                 let keep_after = c.truncate_through();
                 let state = postcard::to_allocvec(c).expect("a checkpoint serializes");
                 let kept = self.group.read_entries(keep_after, c.lsn, usize::MAX);
@@ -368,10 +406,19 @@ impl Replica {
         if self.serving() && self.partition.poll_timeout().is_some_and(|t| t <= now_us) {
             self.partition.handle_timeout(now_us);
         }
+        if now_us >= self.next_membership_us {
+            self.next_membership_us = now_us + MEMBERSHIP_INTERVAL_US;
+            if !self.group.membership().contains(self.group.id()) {
+                self.ask_to_join();
+            } else if self.serving() {
+                self.next_membership_step();
+            }
+        }
         if let Role::Serving { term } = self.role {
             if now_us >= self.next_notice_us {
                 self.next_notice_us = now_us + LEADER_NOTICE_INTERVAL_US;
-                if self.node != self.home && self.group.caught_up(replica_id(self.home)) {
+                let home = self.member_on(self.home);
+                if self.node != self.home && home.is_some_and(|h| self.group.caught_up(h)) {
                     self.hand_over(now_us);
                 } else {
                     self.outputs.push_back(ReplicaOutput::Leading { term });
@@ -386,7 +433,8 @@ impl Replica {
         let serving = self.serving();
         let partition = self.partition.poll_timeout().filter(|_| serving);
         let notice = Some(self.next_notice_us).filter(|_| serving);
-        self.group.poll_timeout().into_iter().chain(partition).chain(notice).min()
+        let membership = Some(self.next_membership_us);
+        self.group.poll_timeout().into_iter().chain(partition).chain(notice).chain(membership).min()
     }
 
     /// Hands over the next output, if any. Drain after every input.
@@ -558,21 +606,86 @@ impl Replica {
 
     /// Hands a checkpoint to the driver, and compacts the group's log through what it covers (but not from its
     /// `keep_log_from` on, which geo-replication reads back) once it is on disk.
-    fn hand_out_checkpoint(&mut self, checkpoint: Checkpoint) {
+    fn hand_out_checkpoint(&mut self, mut checkpoint: Checkpoint) {
+        checkpoint.membership = Some(self.group.membership_at(checkpoint.lsn).clone());
         self.compact_after = Some((self.last_write, checkpoint.truncate_through()));
         self.stats.checkpoints += 1;
-        self.outputs.push_back(ReplicaOutput::Checkpoint(checkpoint));
+        self.outputs.push_back(ReplicaOutput::Checkpoint(Box::new(checkpoint)));
     }
 
     /// A snapshot from the leader, in a Write: the driver stores its checkpoint with the Write, and the partition
     /// becomes it once the Write is durable ([`GroupOutput::Restored`]).
     fn install(&mut self, snapshot: crate::group::GroupSnapshot) -> InstalledSnapshot {
-        let checkpoint: Checkpoint = postcard::from_bytes(&snapshot.state).unwrap_or_else(|e| {
+        let mut checkpoint: Checkpoint = postcard::from_bytes(&snapshot.state).unwrap_or_else(|e| {
             panic!("partition {:?}: the snapshot at {:?} is not a checkpoint: {e}", self.id, snapshot.index)
         });
+        checkpoint.membership = Some(snapshot.membership);
         self.installing = Some(checkpoint.clone());
         self.pending_checkpoint = None;
         InstalledSnapshot { checkpoint, compacted: snapshot.compacted, entries: snapshot.entries }
+    }
+
+    /// Not a member of the group (a node back with an empty disk, in a new generation): ask the leader to add this
+    /// replica. The request goes to every node of the placement, since a replica that is not a member hears from
+    /// no leader; the serving one acts on it ([`Replica::admit`]).
+    fn ask_to_join(&mut self) {
+        self.stats.join_requests += 1;
+        let replica = self.group.id();
+        for &n in self.placement.iter().filter(|n| **n != self.node) {
+            self.outputs.push_back(ReplicaOutput::Send(Envelope {
+                from: Address::Replica(self.id, self.node),
+                to: Address::Replica(self.id, n),
+                msg: Message::Replica(ReplicaMessage::Join { replica }),
+            }));
+        }
+    }
+
+    /// A serving leader hears that `replica` asks to join: it becomes a learner (and is caught up by the log or
+    /// a snapshot), then replaces its node's earlier replica as a voter ([`Replica::next_membership_step`]). Only
+    /// a node of the placement may join, and only in a generation newer than its member's: an id the group
+    /// removed never comes back.
+    fn admit(&mut self, replica: ReplicaId) {
+        let node = replica_node(replica);
+        let membership = self.group.membership();
+        if !self.placement.contains(&node) || membership.contains(replica) {
+            return;
+        }
+        let on_node: Vec<ReplicaId> = membership.members().into_iter().filter(|id| replica_node(*id) == node).collect();
+        if on_node.iter().any(|id| replica_generation(*id) >= replica_generation(replica)) {
+            return;
+        }
+        // An earlier learner of the node (say, it lost its disk again while catching up) goes in the same step.
+        let mut changes = vec![MembershipChange::AddLearner(replica)];
+        changes.extend(
+            on_node.iter().filter(|id| membership.learners.contains(id)).map(|id| MembershipChange::Remove(*id)),
+        );
+        self.change_membership(changes);
+    }
+
+    /// A serving leader moves the membership on, one step at a time: it leaves a joint configuration, and
+    /// promotes a learner that holds the whole log, in one joint change with the removal of its node's earlier
+    /// replica (whose disk is gone).
+    fn next_membership_step(&mut self) {
+        let membership = self.group.membership().clone();
+        if membership.is_joint() {
+            self.change_membership(Vec::new());
+            return;
+        }
+        let Some(&learner) = membership.learners.iter().find(|l| self.group.caught_up(**l)) else { return };
+        let node = replica_node(learner);
+        let mut changes = vec![MembershipChange::AddVoter(learner)];
+        let replaced = membership.voters.iter().filter(|v| replica_node(**v) == node && **v != learner);
+        changes.extend(replaced.map(|v| MembershipChange::Remove(*v)));
+        self.change_membership(changes);
+    }
+
+    /// Proposes a membership change as the serving leader. The entry takes a log position the partition would
+    /// otherwise give its next record, so the partition skips it.
+    fn change_membership(&mut self, changes: Vec<MembershipChange>) {
+        if let Ok(proposal) = self.group.change_membership(&changes) {
+            self.partition.skip_log_position(proposal.index);
+            self.stats.membership_proposals += 1;
+        }
     }
 
     /// Leadership spreads over the nodes: a leader that is not the partition's home, and has served for a while (a
@@ -581,7 +694,9 @@ impl Replica {
     /// no proposal meets the transfer; should raft give the transfer up, it serves again.
     fn hand_over(&mut self, now_us: u64) {
         self.reload(now_us);
-        self.group.transfer_leadership(replica_id(self.home));
+        if let Some(home) = self.member_on(self.home) {
+            self.group.transfer_leadership(home);
+        }
         self.stats.handovers += 1;
     }
 
@@ -639,6 +754,8 @@ mod tests {
         out: Vec<Envelope>,
         /// Stored checkpoints each node read back.
         loads: Vec<u64>,
+        /// Each node's disk generation.
+        generations: Vec<u64>,
         now: u64,
     }
 
@@ -653,6 +770,7 @@ mod tests {
                 cut: BTreeSet::new(),
                 out: Vec::new(),
                 loads: vec![0; 3],
+                generations: vec![0; 3],
                 now: 1_000_000,
             };
             for n in 0..3 {
@@ -669,7 +787,9 @@ mod tests {
             let topology = Topology::new(DcId(0), 1, 1, 3).with_replicas(3);
             let durable = self.disks[n].clone();
             let checkpoint = self.checkpoints[n].clone();
-            Replica::new(P, config, &topology, n as NodeIndex, self.now, durable, checkpoint, 7 * n as u64 + 1)
+            let generation = self.generations[n];
+            let seed = 7 * n as u64 + 1 + generation;
+            Replica::new(P, config, &topology, n as NodeIndex, self.now, generation, durable, checkpoint, seed)
                 .expect("starts")
         }
 
@@ -680,6 +800,15 @@ mod tests {
 
         fn restart(&mut self, n: usize) {
             self.replicas[n] = Some(self.start(n));
+        }
+
+        /// Node `n` loses its disk and comes back empty, in its next generation.
+        fn wipe(&mut self, n: usize) {
+            self.crash(n);
+            self.disks[n] = DurableState::default();
+            self.checkpoints[n] = None;
+            self.generations[n] += 1;
+            self.restart(n);
         }
 
         fn sync(&mut self, n: usize) {
@@ -730,7 +859,7 @@ mod tests {
                             ReplicaOutput::Write { ready, snapshot, entries, hard_state } => {
                                 self.unsynced[n].push((ready, snapshot, entries, hard_state))
                             }
-                            ReplicaOutput::Checkpoint(c) => self.write_checkpoint(n, c),
+                            ReplicaOutput::Checkpoint(c) => self.write_checkpoint(n, *c),
                             ReplicaOutput::Load => {
                                 self.loads[n] += 1;
                                 let c = self.checkpoints[n].clone();
@@ -940,5 +1069,55 @@ mod tests {
         assert_eq!(r.partition.prepared_count(), 0, "the staged transaction survived the step-down");
         assert!(r.partition.recent_commit(tx(1)).is_none() && r.partition.recent_commit(tx(2)).is_some());
         assert_eq!(committed_at(&c.replies(), tx(1)), None, "a commit that never reached a majority was acknowledged");
+    }
+
+    #[test]
+    fn a_replica_that_lost_its_disk_joins_again_replaces_its_old_self_and_counts_towards_the_majority() {
+        for compacted in [false, true] {
+            let mut c = Cluster::new();
+            let leader = c.elect();
+            c.replies();
+            for seq in 1..=5 {
+                c.send(leader, increment(tx(seq)));
+                c.run(10_000);
+            }
+            if compacted {
+                checkpoint_all(&mut c, leader, tx(6));
+            }
+            let (lost, other) = ((leader + 1) % 3, (leader + 2) % 3);
+            c.wipe(lost);
+            let (old_id, new_id) = (replica_id(lost as NodeIndex, 0), replica_id(lost as NodeIndex, 1));
+            // It asks to join, is caught up as a learner, then replaces its old self in one joint change, which the
+            // leader leaves: all within a few membership intervals.
+            c.run(3_000_000);
+            let l = c.replicas[leader].as_ref().expect("up");
+            let m = l.group().membership();
+            assert!(m.voters.contains(&new_id) && !m.contains(old_id) && !m.is_joint(), "{compacted}: {m:?}");
+            assert!(l.stats().membership_proposals >= 3, "{compacted}: {:?}", l.stats());
+            let joined = c.replicas[lost].as_ref().expect("up");
+            assert!(joined.stats().join_requests >= 1);
+            assert_eq!(joined.group().stats().snapshots_installed > 0, compacted);
+            // The snapshot it got was written after it was added (an older one would name no such member).
+            let stored = c.checkpoints[leader].as_ref().and_then(|k| k.membership.as_ref());
+            assert!(!compacted || stored.is_some_and(|m| m.contains(new_id)), "{stored:?}");
+            // With the other original replica down, the leader and the newcomer make a majority.
+            c.crash(other);
+            c.send(leader, increment(tx(10)));
+            c.run(50_000);
+            assert!(committed_at(&c.replies(), tx(10)).is_some(), "{compacted}: the newcomer does not count");
+            // The leader goes too; the newcomer, restarted from what it stored, and the other elect a leader that
+            // has every acknowledged commit.
+            c.crash(leader);
+            c.crash(lost);
+            c.restart(lost);
+            c.restart(other);
+            let new = c.elect();
+            assert_ne!(new, leader);
+            let p = c.replicas[new].as_ref().expect("up").partition();
+            let seqs = (1..=5).chain(compacted.then_some(6)).chain([10]);
+            for seq in seqs {
+                assert!(p.recent_commit(tx(seq)).is_some(), "{compacted}: tx {seq} lost after the disk loss");
+            }
+        }
     }
 }

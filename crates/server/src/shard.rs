@@ -41,7 +41,7 @@ pub struct ShardEnv {
 /// A write for the log, held until the shard hands its batch over.
 enum LogWrite {
     Append(PartitionId, Lsn, LogRecord),
-    Checkpoint(PartitionId, Checkpoint),
+    Checkpoint(PartitionId, Box<Checkpoint>),
     Group(
         PartitionId,
         u64,
@@ -143,7 +143,7 @@ impl Shard {
 
     fn checkpoint(&mut self) {
         for (p, checkpoint) in self.node.take_checkpoints(self.env.clock.now_us()) {
-            self.unwritten.push(LogWrite::Checkpoint(p, checkpoint));
+            self.unwritten.push(LogWrite::Checkpoint(p, Box::new(checkpoint)));
         }
     }
 
@@ -234,7 +234,7 @@ fn write_all(log: &dyn LogSink, writes: Vec<LogWrite>) {
     for w in writes {
         match w {
             LogWrite::Append(p, lsn, record) => log.append(p, lsn, record),
-            LogWrite::Checkpoint(p, checkpoint) => log.checkpoint(p, checkpoint),
+            LogWrite::Checkpoint(p, checkpoint) => log.checkpoint(p, *checkpoint),
             LogWrite::Group(p, ready, snapshot, entries, hard_state) => {
                 log.write_group(p, ready, snapshot, entries, hard_state)
             }

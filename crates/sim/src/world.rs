@@ -1432,7 +1432,7 @@ impl World {
                 }
                 NodeOutput::Checkpoint { partition, checkpoint } => {
                     let d = &mut self.dcs[usize::from(dc.0)];
-                    let pending = GroupPending::Checkpoint(Box::new(checkpoint));
+                    let pending = GroupPending::Checkpoint(checkpoint);
                     d.group_disks.entry((n, partition.0)).or_default().unsynced.push(pending);
                     self.stats.checkpoints += 1;
                     group_synced.insert(partition.0);

@@ -214,6 +214,7 @@ pub(crate) struct StateRef<'a> {
     pub remote_pending: &'a [(causet_core::DcId, causet_core::replication::ReplicatedTx)],
     pub remote_applied: &'a [(causet_core::DcId, Timestamp, TxId)],
     pub decided: &'a [causet_core::partition::DecidedImage],
+    pub membership: &'a Option<causet_core::group::Membership>,
 }
 
 /// The owned form of [`StateRef`] (postcard encodes a slice and a `Vec` alike).
@@ -233,6 +234,7 @@ pub(crate) struct State {
     pub remote_pending: Vec<(causet_core::DcId, causet_core::replication::ReplicatedTx)>,
     pub remote_applied: Vec<(causet_core::DcId, Timestamp, TxId)>,
     pub decided: Vec<causet_core::partition::DecidedImage>,
+    pub membership: Option<causet_core::group::Membership>,
 }
 
 /// Decodes a checkpoint state.

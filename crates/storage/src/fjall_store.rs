@@ -134,6 +134,7 @@ impl EncodedCheckpoint {
             remote_pending: &checkpoint.remote_pending,
             remote_applied: &checkpoint.remote_applied,
             decided: &checkpoint.decided,
+            membership: &checkpoint.membership,
         })?;
         let objects = checkpoint
             .objects
@@ -461,6 +462,7 @@ impl FjallStore {
             remote_pending: state.remote_pending,
             remote_applied: state.remote_applied,
             decided: state.decided,
+            membership: state.membership,
         }))
     }
 }
@@ -631,7 +633,14 @@ impl LogStore for FjallStore {
         let applied = checkpoint.as_ref().map_or(Lsn(0), |c| c.lsn);
         Ok(RecoveredGroup {
             checkpoint,
-            durable: DurableState { hard_state: state.hard_state, compacted: state.compacted, entries, applied },
+            // The membership as of `applied` is the checkpoint's, which the replica takes from it.
+            durable: DurableState {
+                hard_state: state.hard_state,
+                compacted: state.compacted,
+                entries,
+                applied,
+                membership: None,
+            },
         })
     }
 
@@ -1211,6 +1220,7 @@ mod tests {
             remote_pending: &[],
             remote_applied: &[],
             decided: &[],
+            membership: &None,
         })
         .unwrap();
         checkpoints.insert(codec::state_key(p), state).unwrap();
@@ -1381,6 +1391,7 @@ mod tests {
             remote_pending: Vec::new(),
             remote_applied: Vec::new(),
             decided: Vec::new(),
+            membership: None,
         }
     }
 

@@ -89,12 +89,97 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct ReplicaId(pub u64);
 
+/// A group's membership (raft's conf state), as of some log index: who votes, who only receives the log, and during
+/// a joint change the voters of the configuration being left (a decision then needs a majority of both).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Membership {
+    /// The voters (of the incoming configuration, during a joint change), ascending.
+    pub voters: Vec<ReplicaId>,
+    /// Replicas that receive the log and do not vote, ascending.
+    pub learners: Vec<ReplicaId>,
+    /// During a joint change, the voters of the outgoing configuration; empty otherwise.
+    pub outgoing: Vec<ReplicaId>,
+    /// During a joint change, outgoing voters that become learners when it is left.
+    pub learners_next: Vec<ReplicaId>,
+}
+
+impl Membership {
+    /// A configuration of `voters` only.
+    pub fn of_voters(voters: &[ReplicaId]) -> Self {
+        let mut voters = voters.to_vec();
+        voters.sort();
+        Self { voters, ..Self::default() }
+    }
+
+    /// Whether `id` belongs to the group in any role.
+    pub fn contains(&self, id: ReplicaId) -> bool {
+        self.is_voter(id) || self.learners.contains(&id) || self.learners_next.contains(&id)
+    }
+
+    /// Whether `id` votes (in either configuration, during a joint change).
+    pub fn is_voter(&self, id: ReplicaId) -> bool {
+        self.voters.contains(&id) || self.outgoing.contains(&id)
+    }
+
+    /// Whether a joint change is under way (it must be left before another change).
+    pub fn is_joint(&self) -> bool {
+        !self.outgoing.is_empty()
+    }
+
+    /// Every replica of the group, in any role, ascending and once each.
+    pub fn members(&self) -> Vec<ReplicaId> {
+        let mut all: Vec<ReplicaId> = [&self.voters, &self.learners, &self.outgoing, &self.learners_next]
+            .into_iter()
+            .flatten()
+            .copied()
+            .collect();
+        all.sort();
+        all.dedup();
+        all
+    }
+
+    fn to_raft(&self) -> ConfState {
+        let ids = |v: &[ReplicaId]| v.iter().map(|r| r.0).collect::<Vec<_>>();
+        let mut cs = ConfState::from((ids(&self.voters), ids(&self.learners)));
+        cs.voters_outgoing = ids(&self.outgoing);
+        cs.learners_next = ids(&self.learners_next);
+        cs
+    }
+
+    fn from_raft(cs: &ConfState) -> Self {
+        let ids = |v: &[u64]| {
+            let mut out: Vec<ReplicaId> = v.iter().map(|&r| ReplicaId(r)).collect();
+            out.sort();
+            out
+        };
+        Self {
+            voters: ids(&cs.voters),
+            learners: ids(&cs.learners),
+            outgoing: ids(&cs.voters_outgoing),
+            learners_next: ids(&cs.learners_next),
+        }
+    }
+}
+
+/// One step of a membership change ([`Group::change_membership`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MembershipChange {
+    /// Make this replica a voter (a learner is promoted).
+    AddVoter(ReplicaId),
+    /// Add this replica as a learner: it receives the log (a snapshot first) and does not vote.
+    AddLearner(ReplicaId),
+    /// Remove this replica from the group.
+    Remove(ReplicaId),
+}
+
 /// How a group replica runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GroupConfig {
     /// This replica.
     pub id: ReplicaId,
-    /// The group's voters, this replica among them.
+    /// The voters a new group starts with (its membership before the first entry). A replica that joins an
+    /// existing group is not among them: it does not campaign, and learns the membership from the log or a
+    /// snapshot. A restarted replica's membership comes from [`DurableState::membership`] instead.
     pub voters: Vec<ReplicaId>,
     /// The length of one raft tick, in microseconds.
     pub tick_us: u64,
@@ -201,6 +286,9 @@ pub struct DurableState {
     /// Entries up to here were already applied by the driver (say, covered by its checkpoint): they are not
     /// reported [`GroupOutput::Committed`] again. At most `hard_state.commit`.
     pub applied: Lsn,
+    /// The membership as of `applied` ([`Group::membership_at`], kept with the driver's state); `None`: the
+    /// configured voters (nothing applied changed them, or the log holds every change from the first entry on).
+    pub membership: Option<Membership>,
 }
 
 impl DurableState {
@@ -218,6 +306,7 @@ impl DurableState {
     ) {
         if let Some(snapshot) = snapshot {
             self.install(snapshot.compacted, snapshot.entries.clone(), snapshot.index);
+            self.membership = Some(snapshot.membership.clone());
         }
         if let Some(first) = entries.first() {
             let base = self.compacted.map_or(0, |c| c.index.0);
@@ -265,6 +354,8 @@ pub struct GroupSnapshot {
     pub entries: Vec<Entry>,
     /// The application's state at `index`.
     pub state: Vec<u8>,
+    /// The group's membership as of `index`: the installing replica starts from it.
+    pub membership: Membership,
 }
 
 impl GroupSnapshot {
@@ -368,6 +459,9 @@ pub enum ProposeError {
     /// The leader holds more uncommitted data than [`GroupConfig::max_uncommitted_size`]; retry later.
     #[error("too much uncommitted data")]
     Busy,
+    /// A membership change is not applied yet, or a joint change is not left (or there is none to leave).
+    #[error("a membership change is under way")]
+    MembershipChanging,
 }
 
 /// A group replica that cannot start.
@@ -420,12 +514,16 @@ pub struct GroupStats {
     pub snapshots_installed: u64,
     /// Times the driver was asked for a snapshot.
     pub snapshots_wanted: u64,
+    /// Membership changes applied.
+    pub membership_changes: u64,
 }
 
 /// One replica of a Raft group. See the module documentation.
 pub struct Group {
     id: ReplicaId,
-    voters: Vec<ReplicaId>,
+    /// The membership from each index on where it changed, from the one in force at the start (or at the last
+    /// snapshot, or compaction point) on: applied conf changes, as raft's own conf state follows them.
+    memberships: BTreeMap<u64, Membership>,
     tick_us: u64,
     election_ticks: usize,
     election_seed: u64,
@@ -483,7 +581,8 @@ impl Group {
     pub fn new(config: GroupConfig, now_us: u64, durable: DurableState) -> Result<Self, GroupError> {
         let GroupConfig { id, voters, tick_us, .. } = config.clone();
         check_config(&config)?;
-        check_durable(&durable, &voters)?;
+        check_durable(&durable)?;
+        let membership = durable.membership.clone().unwrap_or_else(|| Membership::of_voters(&voters));
         let raft_config = raft::Config {
             id: id.0,
             election_tick: config.election_ticks,
@@ -505,7 +604,7 @@ impl Group {
         let base = durable.compacted.map_or((0, 0), |c| (c.index.0, c.term));
         let view = LogView::new(
             to_raft_hard_state(&hard_state),
-            ConfState::from((voters.iter().map(|v| v.0).collect::<Vec<_>>(), vec![])),
+            membership.to_raft(),
             base,
             durable.entries.iter().map(to_raft_entry).collect(),
         );
@@ -513,7 +612,7 @@ impl Group {
         let raw = RawNode::new(&raft_config, view, &logger).map_err(|e| GroupError::Config(e.to_string()))?;
         let mut group = Self {
             id,
-            voters,
+            memberships: BTreeMap::from([(durable.applied.0, membership)]),
             tick_us,
             election_ticks: config.election_ticks,
             election_seed: config.election_seed,
@@ -612,6 +711,10 @@ impl Group {
         // Raft reads its log from its applied index on: never compact past it.
         let through = through.0.min(self.applied).min(self.raw.raft.raft_log.applied);
         self.raw.mut_store().compact(through);
+        // The membership before the log's start is no longer asked for: keep the one in force there on.
+        if let Some(&start) = self.memberships.range(..=through).next_back().map(|(k, _)| k) {
+            self.memberships = self.memberships.split_off(&start);
+        }
     }
 
     /// Offers a snapshot for followers that need compacted entries ([`GroupOutput::SnapshotWanted`]): `state` is
@@ -631,12 +734,14 @@ impl Group {
             .store()
             .entries(after + 1, index.0 + 1, None, raft::GetEntriesContext::empty(false))
             .unwrap_or_default();
+        let membership = self.membership_at(index).clone();
         let data = GroupSnapshot {
             index,
             term,
             compacted: Compacted { index: Lsn(after), term: base_term },
             entries: entries.iter().map(from_raft_entry).collect(),
             state,
+            membership,
         };
         debug_assert!(data.consistent());
         let mut snapshot = Snapshot {
@@ -646,7 +751,7 @@ impl Group {
         let metadata = snapshot.mut_metadata();
         metadata.index = index.0;
         metadata.term = term;
-        metadata.set_conf_state(self.raw.store().conf_state().clone());
+        metadata.set_conf_state(data.membership.to_raft());
         self.raw.mut_store().offer(snapshot);
         true
     }
@@ -758,10 +863,65 @@ impl Group {
         self.is_leader() && self.raw.raft.prs().get(id.0).is_some_and(|p| p.matched == last)
     }
 
+    /// The membership in force: as of the last entry applied (raft acts on a membership change once it is
+    /// applied, on every replica).
+    pub fn membership(&self) -> &Membership {
+        self.memberships.values().next_back().expect("a group always has a membership")
+    }
+
+    /// The membership as of entry `index` (at or after the start of the history this replica keeps: its applied
+    /// index at start, its last snapshot, or its compaction point; earlier indexes get the oldest it knows).
+    pub fn membership_at(&self, index: Lsn) -> &Membership {
+        self.memberships
+            .range(..=index.0)
+            .next_back()
+            .or_else(|| self.memberships.iter().next())
+            .map(|(_, m)| m)
+            .expect("a group always has a membership")
+    }
+
+    /// The index from which the membership in force holds (the entry that changed it last, or the start of the
+    /// history this replica keeps). A snapshot must be at least this recent for every member to accept it.
+    pub fn membership_index(&self) -> Lsn {
+        Lsn(*self.memberships.keys().next_back().expect("a group always has a membership"))
+    }
+
+    /// On a leader, proposes a membership change: one step is made at once; several make a joint change, which
+    /// [`Group::change_membership`] with no step then leaves (a decision needs a majority of the old and of the
+    /// new voters meanwhile). Refused while a change is not applied yet, or while a joint change is not left
+    /// (and leaving one that is not joint). The change takes effect on each replica as it applies the entry.
+    pub fn change_membership(&mut self, changes: &[MembershipChange]) -> Result<Proposal, ProposeError> {
+        use raft::prelude::{ConfChangeTransition, ConfChangeType, ConfChangeV2};
+        if !self.is_leader() {
+            let leader_hint = self.leader().filter(|l| *l != self.id);
+            return Err(ProposeError::NotLeader { leader_hint });
+        }
+        if self.raw.raft.has_pending_conf() || self.membership().is_joint() != changes.is_empty() {
+            return Err(ProposeError::MembershipChanging);
+        }
+        let mut cc = ConfChangeV2::default();
+        for change in changes {
+            let (id, kind) = match *change {
+                MembershipChange::AddVoter(id) => (id, ConfChangeType::AddNode),
+                MembershipChange::AddLearner(id) => (id, ConfChangeType::AddLearnerNode),
+                MembershipChange::Remove(id) => (id, ConfChangeType::RemoveNode),
+            };
+            cc.mut_changes().push(single_change(id.0, kind));
+        }
+        // One step: a simple change. Several: a joint one, left explicitly (raft's automatic leaving appends an
+        // entry of its own, at an index the driver may have promised to something else).
+        let transition = if changes.len() > 1 { ConfChangeTransition::Explicit } else { ConfChangeTransition::Auto };
+        cc.set_transition(transition);
+        match self.raw.propose_conf_change(Vec::new(), cc) {
+            Ok(()) => Ok(Proposal { index: self.last_index(), term: self.term() }),
+            Err(_) => Err(ProposeError::Busy),
+        }
+    }
+
     /// Campaigns at once instead of waiting for an election timeout (with pre-vote: a replica that cannot win, or
     /// whose peers still hear from a leader, disturbs nobody).
     pub fn campaign(&mut self) {
-        if !self.is_leader() {
+        if !self.is_leader() && self.membership().is_voter(self.id) {
             // An error is raft declining (say, a conf change not applied yet): the election timeout still runs.
             let _ = self.raw.campaign();
             self.pump();
@@ -895,6 +1055,8 @@ impl Group {
     /// driver gets it with the Write.
     fn take_snapshot(&mut self, snapshot: &Snapshot) -> GroupSnapshot {
         let data: GroupSnapshot = postcard::from_bytes(&snapshot.data).expect("validated when received");
+        // Raft took the snapshot's membership (its metadata's, checked equal on receipt): the history restarts.
+        self.memberships = BTreeMap::from([(data.index.0, data.membership.clone())]);
         let base = (data.compacted.index.0, data.compacted.term);
         self.raw.mut_store().restore(base, data.entries.iter().map(to_raft_entry).collect());
         data
@@ -928,13 +1090,39 @@ impl Group {
                 !lost
             });
         }
-        if entry.get_entry_type() == EntryType::EntryNormal && !entry.data.is_empty() {
+        if entry.get_entry_type() != EntryType::EntryNormal {
+            self.apply_membership_change(&entry);
+        } else if !entry.data.is_empty() {
             self.outputs.push_back(GroupOutput::Committed {
                 index: Lsn(entry.index),
                 term: entry.term,
                 data: entry.data.to_vec(),
             });
         }
+    }
+
+    /// A committed membership change takes effect (on every replica, as it applies the entry; at a restart, again
+    /// for those after the driver's applied index, whose membership predates them).
+    fn apply_membership_change(&mut self, entry: &RaftEntry) {
+        use raft::prelude::{ConfChange, ConfChangeV2};
+        let change = match entry.get_entry_type() {
+            EntryType::EntryConfChange => ConfChange::parse_from_bytes(&entry.data).map(|c| {
+                let mut v2 = ConfChangeV2::default();
+                v2.mut_changes().push(single_change(c.node_id, c.get_change_type()));
+                v2
+            }),
+            _ => ConfChangeV2::parse_from_bytes(&entry.data),
+        };
+        // Raft checked the change when its leader took it, against the membership every replica has at this
+        // index: a change that does not apply means a damaged log, and taking it would split the group's view.
+        let change =
+            change.unwrap_or_else(|e| panic!("{:?}: membership entry {} does not parse: {e}", self.id, entry.index));
+        let state = self
+            .raw
+            .apply_conf_change(&change)
+            .unwrap_or_else(|e| panic!("{:?}: membership entry {} does not apply: {e}", self.id, entry.index));
+        self.memberships.insert(entry.index, Membership::from_raft(&state));
+        self.stats.membership_changes += 1;
     }
 
     /// Reports a change of leader, term or role.
@@ -962,10 +1150,15 @@ impl Group {
     /// The message in `bytes`, if it is one this replica should step.
     fn decode(&self, bytes: &[u8]) -> Option<RaftMessage> {
         let message = parse_message(bytes)?;
-        let from_voter = message.from != self.id.0 && self.voters.iter().any(|v| v.0 == message.from);
+        // A replica that is not (yet) a member hears from whoever leads: its membership may be out of date (say,
+        // the configured voters of a group that has changed since); raft counts only members' answers anyway.
+        let membership = self.membership();
+        let from = ReplicaId(message.from);
+        let from_member = from != self.id && (membership.contains(from) || !membership.contains(self.id));
         let accepted = ACCEPTED.contains(&message.get_msg_type());
         let whole = message.get_msg_type() != MessageType::MsgSnapshot || snapshot_is_whole(&message);
-        (message.to == self.id.0 && from_voter && accepted && whole).then_some(message)
+        (message.to == self.id.0 && message.from != raft::INVALID_ID && from_member && accepted && whole)
+            .then_some(message)
     }
 }
 
@@ -986,7 +1179,12 @@ fn snapshot_is_whole(message: &RaftMessage) -> bool {
     let snapshot = message.get_snapshot();
     let meta = snapshot.get_metadata();
     match postcard::from_bytes::<GroupSnapshot>(&snapshot.data) {
-        Ok(data) => data.consistent() && data.index.0 == meta.index && data.term == meta.term,
+        Ok(data) => {
+            data.consistent()
+                && data.index.0 == meta.index
+                && data.term == meta.term
+                && data.membership == Membership::from_raft(meta.get_conf_state())
+        }
         Err(_) => false,
     }
 }
@@ -1014,9 +1212,6 @@ fn check_config(config: &GroupConfig) -> Result<(), GroupError> {
     if config.id.0 == 0 || config.voters.iter().any(|v| v.0 == 0) {
         return bad("replica id 0 is reserved".into());
     }
-    if !config.voters.contains(&config.id) {
-        return bad(format!("{:?} is not among the voters {:?}", config.id, config.voters));
-    }
     let mut sorted = config.voters.clone();
     sorted.sort();
     sorted.dedup();
@@ -1029,7 +1224,7 @@ fn check_config(config: &GroupConfig) -> Result<(), GroupError> {
     Ok(())
 }
 
-fn check_durable(durable: &DurableState, voters: &[ReplicaId]) -> Result<(), GroupError> {
+fn check_durable(durable: &DurableState) -> Result<(), GroupError> {
     let bad = |s: String| Err(GroupError::Durable(s));
     let hs = &durable.hard_state;
     let base = durable.compacted.unwrap_or_default();
@@ -1062,12 +1257,13 @@ fn check_durable(durable: &DurableState, voters: &[ReplicaId]) -> Result<(), Gro
     if durable.applied > hs.commit {
         return bad(format!("applied {} beyond commit {}", durable.applied.0, hs.commit.0));
     }
-    if let Some(v) = hs.vote {
-        if !voters.contains(&v) {
-            return bad(format!("voted for {v:?}, not a voter"));
-        }
-    }
     Ok(())
+}
+
+fn single_change(id: u64, kind: raft::prelude::ConfChangeType) -> raft::prelude::ConfChangeSingle {
+    let mut single = raft::prelude::ConfChangeSingle { node_id: id, ..Default::default() };
+    single.set_change_type(kind);
+    single
 }
 
 fn replica(id: u64) -> Option<ReplicaId> {

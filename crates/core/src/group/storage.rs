@@ -88,11 +88,6 @@ impl LogView {
         self.wanted.replace(false)
     }
 
-    /// The conf state, for a snapshot's metadata.
-    pub(super) fn conf_state(&self) -> &ConfState {
-        &self.conf_state
-    }
-
     /// The index of the last entry (`first_index - 1` when the log is empty).
     pub(super) fn last_index(&self) -> u64 {
         self.first_index + self.entries.len() as u64 - 1
@@ -183,12 +178,18 @@ impl Storage for LogView {
     }
 
     /// Raft wants a snapshot for a follower that needs entries before `first_index`: the one offered, if it
-    /// reaches the log's start (the follower continues from the entries after it) and the index raft asks for.
-    /// Otherwise one is wanted, and raft asks again on the follower's next heartbeat response.
-    fn snapshot(&self, request_index: u64, _to: u64) -> raft::Result<Snapshot> {
+    /// reaches the log's start (the follower continues from the entries after it) and the index raft asks for,
+    /// and names the follower as a member (raft drops a snapshot whose membership lacks its receiver: one older
+    /// than the change that added it is of no use). Otherwise one is wanted, and raft asks again on the
+    /// follower's next heartbeat response.
+    fn snapshot(&self, request_index: u64, to: u64) -> raft::Result<Snapshot> {
         if let Some(s) = &self.offered {
             let index = s.get_metadata().index;
-            if index + 1 >= self.first_index && index >= request_index {
+            let conf = s.get_metadata().get_conf_state();
+            let member = [&conf.voters, &conf.learners, &conf.voters_outgoing, &conf.learners_next]
+                .into_iter()
+                .any(|ids| ids.contains(&to));
+            if index + 1 >= self.first_index && index >= request_index && member {
                 return Ok(s.clone());
             }
         }

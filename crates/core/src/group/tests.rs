@@ -138,6 +138,8 @@ struct Sim {
     faults_until: u64,
     /// Entries a leader keeps before the snapshot it offers (the application reads them back).
     offer_keep: u64,
+    /// The group's first voters are replicas `1..=bootstrap`.
+    bootstrap: u64,
 }
 
 fn config(id: u64, n: u64, election_seed: u64) -> GroupConfig {
@@ -172,6 +174,7 @@ impl Sim {
             committed_outputs: 0,
             faults_until: u64::MAX,
             offer_keep: 0,
+            bootstrap: n,
         };
         for id in 1..=n {
             let replica =
@@ -197,7 +200,7 @@ impl Sim {
     }
 
     fn start(&mut self, id: u64) {
-        let n = self.replicas.len() as u64;
+        let n = self.bootstrap;
         let seed = self.rng.random();
         let r = self.replicas.get_mut(&id).expect("replica");
         let group = Group::new(config(id, n, seed), self.now, r.disk.durable.clone()).expect("recovered state");
@@ -290,6 +293,12 @@ impl Sim {
                     assert!(k == 0 || self.canon[k - 1].0 <= index, "snapshot state beyond its index");
                     assert!(k == self.canon.len() || self.canon[k].0 > index, "snapshot state short of its index");
                     r.reported = k;
+                }
+                GroupOutput::SnapshotWanted if r.disk.snap.0 < group.membership_index() => {
+                    // The state on disk predates the last membership change: a newcomer would drop it. Write a
+                    // newer one (the next request gets it).
+                    let keep = self.offer_keep;
+                    self.at(self.now, Event::Compact { id, keep });
                 }
                 GroupOutput::SnapshotWanted => {
                     let (at, k) = r.disk.snap;
@@ -412,6 +421,7 @@ impl Sim {
                 let through = g.applied();
                 let compact_to = Lsn(through.0.saturating_sub(keep).max(g.first_index().0 - 1));
                 r.disk.checkpoint(through, r.reported, compact_to);
+                r.disk.durable.membership = Some(g.membership_at(through).clone());
                 g.compact(compact_to);
                 self.drain(id);
             }
@@ -771,7 +781,13 @@ fn garbage_messages_are_dropped() {
 fn recovery_rejects_an_inconsistent_log() {
     let entry = |index, term| Entry { index: Lsn(index), term, kind: EntryKind::Normal, data: vec![1] };
     let hs = HardState { term: 2, vote: None, commit: Lsn(1) };
-    let ok = DurableState { hard_state: hs, compacted: None, entries: vec![entry(1, 1), entry(2, 2)], applied: Lsn(1) };
+    let ok = DurableState {
+        hard_state: hs,
+        compacted: None,
+        entries: vec![entry(1, 1), entry(2, 2)],
+        applied: Lsn(1),
+        membership: None,
+    };
     assert!(Group::new(config(1, 3, 0), 0, ok.clone()).is_ok());
     let gap = DurableState { entries: vec![entry(1, 1), entry(3, 2)], ..ok.clone() };
     let commit = DurableState { hard_state: HardState { commit: Lsn(5), ..hs }, ..ok.clone() };
@@ -780,7 +796,14 @@ fn recovery_rejects_an_inconsistent_log() {
     for bad in [gap, commit, applied, term] {
         assert!(matches!(Group::new(config(1, 3, 0), 0, bad), Err(GroupError::Durable(_))));
     }
-    assert!(matches!(Group::new(config(4, 3, 0), 0, DurableState::default()), Err(GroupError::Config(_))));
+    assert!(matches!(Group::new(config(0, 3, 0), 0, DurableState::default()), Err(GroupError::Config(_))));
+    // A replica that is not among the first voters starts (it joins), and does not campaign.
+    let mut joiner = Group::new(config(4, 3, 0), 0, DurableState::default()).expect("a joiner starts");
+    joiner.campaign();
+    for t in 1..=100 {
+        joiner.handle_timeout(t * TICK_US);
+    }
+    assert_eq!(joiner.term(), 0, "a replica that is not a voter campaigned");
 }
 
 #[test]
@@ -959,4 +982,105 @@ fn the_same_seed_replays_the_same_trace() {
     let b = chaos(42, 3);
     assert_eq!(a.digest(), b.digest());
     assert_ne!(a.digest(), chaos(43, 3).digest(), "the trace does not depend on the seed");
+}
+
+impl Sim {
+    /// Replica `old` loses its disk and comes back empty as `new` (a new id: it forgot its votes and log).
+    fn wipe(&mut self, old: u64, new: u64) {
+        self.crash(old);
+        self.replicas.remove(&old);
+        let replica =
+            Replica { group: None, disk: Disk::default(), incarnation: 0, reported: 0, proposals: BTreeMap::new() };
+        self.replicas.insert(new, replica);
+        self.start(new);
+    }
+
+    /// Has the leader propose a membership change; whether it took it.
+    fn change(&mut self, changes: &[MembershipChange]) -> bool {
+        let Some(l) = self.leader() else { return false };
+        let taken = self.replicas.get_mut(&l).and_then(|r| r.group.as_mut()).expect("live").change_membership(changes);
+        self.drain(l);
+        taken.is_ok()
+    }
+
+    /// Runs in steps of 10 ms until `done` holds, at most `limit_us`; whether it did.
+    fn run_until(&mut self, limit_us: u64, done: impl Fn(&Sim) -> bool) -> bool {
+        let end = self.now + limit_us;
+        while self.now < end {
+            if done(self) {
+                return true;
+            }
+            self.run(self.now + 10 * MS);
+        }
+        done(self)
+    }
+
+    fn leader_group(&self) -> &Group {
+        self.replicas[&self.leader().expect("a leader")].group.as_ref().expect("live")
+    }
+}
+
+#[test]
+fn a_replica_that_lost_its_disk_rejoins_under_a_new_id_and_replaces_its_old_self() {
+    for seed in 0..4 {
+        let mut sim = Sim::new(seed, 3);
+        sim.offer_keep = 2;
+        sim.workload("a", 30, 300 * MS, 10 * MS);
+        sim.run(1_000 * MS);
+        let leader = sim.leader().expect("a leader");
+        let (lost, other) = {
+            let f: Vec<u64> = (1..=3).filter(|id| *id != leader).collect();
+            (f[0], f[1])
+        };
+        if seed % 2 == 1 {
+            // The log is compacted: the newcomer is caught up by a snapshot, else by the whole log.
+            for id in 1..=3 {
+                sim.at(sim.now, Event::Compact { id, keep: 0 });
+            }
+            sim.run(sim.now + MS);
+        }
+        let new = lost | 1 << 16;
+        sim.wipe(lost, new);
+        sim.workload("b", 30, sim.now + 10 * MS, 10 * MS);
+        // The newcomer is not a member: it does not vote or campaign, and the leader goes on.
+        sim.run(sim.now + 200 * MS);
+        assert!(!sim.leader_group().membership().contains(ReplicaId(new)));
+        // Added as a learner, it is caught up without voting.
+        assert!(sim.change(&[MembershipChange::AddLearner(ReplicaId(new))]), "seed {seed}");
+        let caught_up = sim.run_until(2_000 * MS, |s| s.leader_group().caught_up(ReplicaId(new)));
+        assert!(caught_up, "seed {seed}: the learner was not caught up: {:?}", sim.leader_group().followers());
+        let m = sim.leader_group().membership().clone();
+        assert_eq!(m.learners, vec![ReplicaId(new)], "seed {seed}");
+        let installed = sim.replicas[&new].group.as_ref().expect("up").stats().snapshots_installed;
+        assert_eq!(installed > 0, seed % 2 == 1, "seed {seed}: a snapshot only when the log was compacted");
+        // One joint change makes it a voter in place of its old self, then the joint configuration is left.
+        let swap = [MembershipChange::AddVoter(ReplicaId(new)), MembershipChange::Remove(ReplicaId(lost))];
+        assert!(sim.change(&swap), "seed {seed}");
+        assert!(sim.run_until(1_000 * MS, |s| s.leader_group().membership().is_joint()), "seed {seed}");
+        assert!(!sim.change(&swap), "seed {seed}: a second change was taken during a joint one");
+        assert!(sim.change(&[]), "seed {seed}: leaving the joint configuration");
+        let mut voters = vec![ReplicaId(leader), ReplicaId(other), ReplicaId(new)];
+        voters.sort();
+        let left = sim.run_until(1_000 * MS, |s| {
+            s.live().all(|(_, g)| g.membership().voters == voters && !g.membership().is_joint())
+        });
+        assert!(left, "seed {seed}: {:?}", sim.live().map(|(id, g)| (id, g.membership().clone())).collect::<Vec<_>>());
+        // The newcomer counts: with the third original replica down, the leader and it commit.
+        sim.at(sim.now, Event::Crash { id: other, restart_after_us: None });
+        sim.workload("c", 20, sim.now + 10 * MS, 10 * MS);
+        sim.run(sim.now + 1_500 * MS);
+        let committed = |s: &Sim| values("c", 20).all(|v| s.count(&v) >= 1);
+        assert!(committed(&sim), "seed {seed}: the leader and the newcomer did not commit");
+        // Everyone restarts (the newcomer from what it stored) and agrees, membership included.
+        sim.at(sim.now, Event::Restart(other));
+        for id in [leader, new] {
+            sim.at(sim.now + 10 * MS, Event::Crash { id, restart_after_us: Some(300 * MS) });
+        }
+        sim.workload("d", 10, sim.now + 400 * MS, 10 * MS);
+        sim.run(sim.now + 2_000 * MS);
+        sim.assert_converged(values("a", 30).chain(values("b", 30)).chain(values("c", 20)).chain(values("d", 10)));
+        for (id, g) in sim.live() {
+            assert_eq!(g.membership().voters, voters, "seed {seed}: replica {id}");
+        }
+    }
 }

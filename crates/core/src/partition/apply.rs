@@ -119,6 +119,13 @@ impl<S: VersionStore> Partition<S> {
         self.apply(now_us, lsn, record);
     }
 
+    /// A serving leader's group took log position `lsn` (the next one) for an entry of its own, a membership
+    /// change: the partition's next record goes after it.
+    pub fn skip_log_position(&mut self, lsn: Lsn) {
+        assert_eq!(lsn, Lsn(self.last_lsn.0 + 1), "a log position skipped out of turn");
+        self.last_lsn = lsn;
+    }
+
     /// A replica that applied every record committed through `last` (its group's whole log: a new leader's own
     /// first entry is committed) starts serving as the partition's leader: its clock starts above everything a
     /// previous leader may have exposed (the largest durable clock bound, and the times in the log), its next

@@ -112,6 +112,10 @@ pub struct Checkpoint {
     /// (`decided.rs`).
     #[serde(default)]
     pub decided: Vec<DecidedImage>,
+    /// A replicated partition's group membership as of `lsn` (set by the replica; `None` for a partition that
+    /// is not replicated, or a group that kept its first voters).
+    #[serde(default)]
+    pub membership: Option<crate::group::Membership>,
 }
 
 impl Checkpoint {

@@ -128,6 +128,7 @@ impl<S: VersionStore> Partition<S> {
             remote_applied: self.remote_applied.iter().map(|(d, (at, tx))| (*d, *at, *tx)).collect(),
             remote_pending: self.remote_pending_image(),
             decided: self.decided.image(),
+            membership: None,
         }
     }
 

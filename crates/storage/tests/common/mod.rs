@@ -3,6 +3,7 @@
 
 #![allow(dead_code)] // Each test binary uses a different subset.
 
+use causet_core::group::ReplicaId;
 use causet_core::partition::{Checkpoint, DecidedImage, Outcome, PreparedImage};
 use causet_core::record::{LogRecord, Lsn};
 use causet_core::store::{ObjectImage, Version};
@@ -91,6 +92,12 @@ pub fn checkpoint(lsn: Lsn, objects: Vec<(ObjectId, ObjectImage)>) -> Checkpoint
             oldest_open: lsn.0,
             outcomes: vec![(lsn.0, Outcome::Committed(Timestamp(lsn.0 * 10))), (lsn.0 + 1, Outcome::Settled)],
         }],
+        membership: Some(causet_core::group::Membership {
+            voters: vec![ReplicaId(1), ReplicaId(3), ReplicaId(65538)],
+            learners: vec![ReplicaId(lsn.0 + 4)],
+            outgoing: vec![ReplicaId(1), ReplicaId(2), ReplicaId(3)],
+            learners_next: Vec::new(),
+        }),
     }
 }
 
