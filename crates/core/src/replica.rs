@@ -49,12 +49,27 @@
 //!   peer DCs acknowledged because the leader logs it ([`LogRecord::PeerAcked`]): their `keep_log_from` advances
 //!   like the leader's, and one that takes the lead resumes replication from there.
 //!
+//! # A node that lost its disk
+//!
+//! A replica's raft id names its node and its disk's generation ([`replica_id`]): a node that comes back with an
+//! empty disk must not answer under its old id, since it forgot its votes and its log (with one empty disk and
+//! everyone up, an entry held by the other two could be outvoted by the empty one and a replica lacking it). The
+//! driver gives it a new generation instead. Its replicas are then not members of their groups: each asks the
+//! other replicas of its placement to join ([`ReplicaMessage::Join`], every [`MEMBERSHIP_INTERVAL_US`]), and the
+//! serving leader adds it as a learner (caught up from the log, or by a snapshot written after the change, which
+//! the leader checkpoints for if its stored one is older), then, once it holds every committed entry, makes it a
+//! voter in place of its node's earlier replica in one joint change, and leaves the joint configuration. While
+//! this runs the old replica's vote is simply missing, as it was since the disk was lost; a second disk lost
+//! before the first is replaced can lose a majority's copy, which no protocol survives. A serving leader's
+//! membership entries take log positions its partition would otherwise give records: it skips them
+//! ([`Partition::skip_log_position`]).
+//!
 //! # Left for later
 //!
-//! The voters are fixed (no membership changes, so a replica that lost its disk cannot rejoin under a new
-//! identity), reads are served by the leader only, and there is no leader lease beyond the clock bound above. A
-//! snapshot travels as one message (a partition's whole state): chunked transfer is not built. See
-//! `docs/design/raft-groups.md`.
+//! Nodes are not added or removed yet (a partition's placement is fixed by the topology; membership changes
+//! only replace a node's replicas by its next generation), reads are served by the leader only, and there is no
+//! leader lease beyond the clock bound above. A snapshot travels as one message (a partition's whole state):
+//! chunked transfer is not built. See `docs/design/raft-groups.md`.
 
 use crate::group::{Compacted, DurableState, Entry, Group, GroupConfig, GroupError, GroupOutput, HardState};
 use crate::group::{MembershipChange, ReplicaId};
@@ -318,9 +333,11 @@ impl Replica {
         self.group.leader().map(replica_node)
     }
 
-    /// The id of the group's member on node `node`, if it has one (its latest generation).
-    fn member_on(&self, node: NodeIndex) -> Option<ReplicaId> {
-        self.group.membership().members().into_iter().filter(|id| replica_node(*id) == node).max()
+    /// The id of the group's voter on node `node`, if it has one (its latest generation; a learner cannot take
+    /// leadership over).
+    fn voter_on(&self, node: NodeIndex) -> Option<ReplicaId> {
+        let membership = self.group.membership();
+        membership.voters.iter().filter(|id| replica_node(**id) == node).max().copied()
     }
 
     /// A message for this replica: Raft's, or the partition's (only while serving; the node forwards the
@@ -417,7 +434,7 @@ impl Replica {
         if let Role::Serving { term } = self.role {
             if now_us >= self.next_notice_us {
                 self.next_notice_us = now_us + LEADER_NOTICE_INTERVAL_US;
-                let home = self.member_on(self.home);
+                let home = self.voter_on(self.home);
                 if self.node != self.home && home.is_some_and(|h| self.group.caught_up(h)) {
                     self.hand_over(now_us);
                 } else {
@@ -671,7 +688,7 @@ impl Replica {
             self.change_membership(Vec::new());
             return;
         }
-        let Some(&learner) = membership.learners.iter().find(|l| self.group.caught_up(**l)) else { return };
+        let Some(&learner) = membership.learners.iter().find(|l| self.group.holds_committed(**l)) else { return };
         let node = replica_node(learner);
         let mut changes = vec![MembershipChange::AddVoter(learner)];
         let replaced = membership.voters.iter().filter(|v| replica_node(**v) == node && **v != learner);
@@ -694,7 +711,7 @@ impl Replica {
     /// no proposal meets the transfer; should raft give the transfer up, it serves again.
     fn hand_over(&mut self, now_us: u64) {
         self.reload(now_us);
-        if let Some(home) = self.member_on(self.home) {
+        if let Some(home) = self.voter_on(self.home) {
             self.group.transfer_leadership(home);
         }
         self.stats.handovers += 1;

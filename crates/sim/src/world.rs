@@ -65,6 +65,11 @@ pub struct Faults {
     pub coordinator_crash_every_us: u64,
     /// Mean time between cuts of a link between two nodes of one DC (0: none); a cut lasts up to `cut_us_max`.
     pub node_cut_every_us: u64,
+    /// Mean time between disk losses (0: none): a node of a DC whose partitions are groups of three or more
+    /// crashes, loses every disk, and comes back empty in a new generation; its replicas join their groups again.
+    /// Only while every group of its DC has its whole membership (a second loss before the first was repaired
+    /// could lose a majority's copy, which no protocol survives).
+    pub disk_loss_every_us: u64,
 }
 
 impl Faults {
@@ -84,6 +89,7 @@ impl Faults {
             cut_us_max: 0,
             coordinator_crash_every_us: 0,
             node_cut_every_us: 0,
+            disk_loss_every_us: 0,
         }
     }
 }
@@ -163,6 +169,7 @@ impl SimConfig {
             cut_us_max: rng.random_range(50_000..500_000),
             coordinator_crash_every_us: 0,
             node_cut_every_us: 0,
+            disk_loss_every_us: 0,
         };
         let workload = WorkloadConfig {
             keys: rng.random_range(3..40),
@@ -196,6 +203,11 @@ impl SimConfig {
         // Cuts between the nodes of a DC, in most seeds with replicated partitions.
         if replicas > 1 && groups.random_bool(0.7) {
             faults.node_cut_every_us = groups.random_range(100_000..600_000);
+        }
+        // Disk losses in half the seeds with groups of three, from a fourth generator.
+        let mut disks = ChaCha8Rng::seed_from_u64(seed ^ 0xd15c_1055);
+        if replicas >= 3 && disks.random_bool(0.5) {
+            faults.disk_loss_every_us = disks.random_range(300_000..900_000);
         }
         Self {
             seed,
@@ -287,6 +299,10 @@ pub struct SimStats {
     pub group_loads: u64,
     /// Snapshots installed by replicas (those alive at the end).
     pub snapshots_installed: u64,
+    /// Nodes that lost their disks and came back empty.
+    pub disk_losses: u64,
+    /// Membership changes applied by replicas (those alive at the end).
+    pub membership_changes: u64,
 }
 
 /// The liveness phase's verdict.
@@ -371,6 +387,8 @@ enum Event {
     Heal(DcId, DcId),
     /// Cut a link between two nodes of a DC.
     CutNodes,
+    /// A node loses its disks (if its DC's groups are whole).
+    LoseDisk,
     HealNodes(DcId, NodeIndex, NodeIndex),
 }
 
@@ -496,6 +514,8 @@ struct SimNode {
     /// Its shards, each the server's own node code; empty while the node is down.
     shards: Vec<Node>,
     incarnation: u64,
+    /// Its disks' generation: a new one after each disk loss.
+    generation: u64,
 }
 
 impl SimNode {
@@ -519,7 +539,41 @@ struct Dc {
 
 impl Dc {
     fn layout(&self, node: NodeIndex) -> Layout {
-        Layout::new(node, self.shards, self.nodes[usize::from(node)].incarnation)
+        let n = &self.nodes[usize::from(node)];
+        Layout::new(node, self.shards, n.incarnation).with_generation(n.generation)
+    }
+
+    /// Why the DC's groups are not whole, one line per group (empty when they are): each group's leader sees
+    /// every node of the placement in its membership, as a voter of the node's current disk generation, and no
+    /// joint configuration or learner. Every node must be up.
+    fn unwhole_groups(&self) -> Vec<String> {
+        use causet_core::replica::{replica_generation, replica_node};
+        if self.nodes.iter().any(|n| !n.is_up()) {
+            return vec!["a node is down".into()];
+        }
+        let mut reasons = Vec::new();
+        let leaders = self.nodes.iter().flat_map(|n| &n.shards).flat_map(Node::replicas).filter(|r| r.serving());
+        let mut led = BTreeSet::new();
+        for r in leaders {
+            led.insert(r.id().0);
+            let m = r.group().membership();
+            let placement = self.topology.replicas(r.id()).nodes;
+            let current = |id: &causet_core::group::ReplicaId| {
+                let node = replica_node(*id);
+                placement.contains(&node) && replica_generation(*id) == self.nodes[usize::from(node)].generation
+            };
+            if m.is_joint()
+                || !m.learners.is_empty()
+                || m.voters.len() != placement.len()
+                || !m.voters.iter().all(current)
+            {
+                reasons.push(format!("partition {}: membership {m:?}", r.id().0));
+            }
+        }
+        reasons.extend(
+            (0..self.config.partitions).filter(|p| !led.contains(p)).map(|p| format!("partition {p}: no leader")),
+        );
+        reasons
     }
 
     /// The DC's stable snapshot: the least of its running nodes' stabilizers (each node runs one), `None` while
@@ -556,6 +610,8 @@ pub struct World {
     rng: ChaCha8Rng,
     /// Draws of the immediate node restarts (apart, so seeds without them draw everything else as before).
     coordinator_rng: ChaCha8Rng,
+    /// Draws of disk losses (apart likewise).
+    disk_rng: ChaCha8Rng,
     /// Crashed coordinators whose messages still in flight are held up, by how long.
     held_up: BTreeMap<(DcId, CoordinatorId), u64>,
     now: u64,
@@ -620,7 +676,9 @@ impl World {
                 config: config.dc_config(dc),
                 topology,
                 shards: config.shards,
-                nodes: (0..config.nodes).map(|_| SimNode { shards: Vec::new(), incarnation: 0 }).collect(),
+                nodes: (0..config.nodes)
+                    .map(|_| SimNode { shards: Vec::new(), incarnation: 0, generation: 0 })
+                    .collect(),
                 disks: (0..config.partitions).map(|_| Disk::default()).collect(),
                 group_disks: BTreeMap::new(),
             });
@@ -654,6 +712,7 @@ impl World {
             trace: std::env::var("CAUSET_SIM_TRACE").ok(),
             trace_messages: std::env::var_os("CAUSET_SIM_MSGS").is_some(),
             coordinator_rng: ChaCha8Rng::seed_from_u64(config.seed ^ 0xdead_c0de),
+            disk_rng: ChaCha8Rng::seed_from_u64(config.seed ^ 0xd15c_d15c),
             held_up: BTreeMap::new(),
             rng,
             now,
@@ -692,6 +751,10 @@ impl World {
         if world.config.faults.node_cut_every_us > 0 {
             let at = world.coordinator_rng.random_range(0..world.config.faults.node_cut_every_us * 2);
             world.schedule(at, Event::CutNodes);
+        }
+        if world.config.faults.disk_loss_every_us > 0 {
+            let at = world.disk_rng.random_range(0..world.config.faults.disk_loss_every_us * 2);
+            world.schedule(at, Event::LoseDisk);
         }
         world
     }
@@ -922,6 +985,8 @@ impl World {
                     .flat_map(|(n, node)| node.shards.iter().map(move |s| (n, s)))
                     .flat_map(|(n, s)| s.replicas().map(move |r| (n, r)))
                     .collect();
+                // Every group has its whole membership again: a node back from a disk loss replaced its old self.
+                reasons.extend(dc.unwhole_groups().into_iter().map(|r| format!("DC {d}: {r}")));
                 for (n, leader) in replicas.iter().filter(|(_, r)| r.serving()) {
                     let last = leader.group().last_index();
                     for (m, r) in replicas.iter().filter(|(m, r)| r.id() == leader.id() && m != n) {
@@ -971,6 +1036,7 @@ impl World {
                 self.stats.resends += shard.coordinator().resends();
                 for r in shard.replicas() {
                     self.stats.snapshots_installed += r.group().stats().snapshots_installed;
+                    self.stats.membership_changes += r.group().stats().membership_changes;
                 }
             }
         }
@@ -1366,6 +1432,28 @@ impl World {
             }
             Event::HealNodes(dc, a, b) => {
                 self.node_cuts.remove(&(dc, a, b));
+            }
+            Event::LoseDisk => {
+                if !self.faults_on {
+                    return;
+                }
+                let dc = DcId(self.disk_rng.random_range(0..self.config.dcs));
+                let n = self.disk_rng.random_range(0..self.config.nodes);
+                let down = self.disk_rng.random_range(1..=self.config.faults.downtime_us_max.max(1));
+                let d = &self.dcs[usize::from(dc.0)];
+                if d.unwhole_groups().is_empty() {
+                    self.crash((dc, n), down);
+                    let d = &mut self.dcs[usize::from(dc.0)];
+                    d.group_disks.retain(|(node, _), _| *node != n);
+                    d.nodes[usize::from(n)].generation += 1;
+                    self.stats.disk_losses += 1;
+                    if self.trace.is_some() {
+                        println!("{} lose disk DC {} node {n}", self.now, dc.0);
+                    }
+                }
+                let every = self.config.faults.disk_loss_every_us;
+                let next = self.disk_rng.random_range(every / 2..=every * 3 / 2);
+                self.schedule(next, Event::LoseDisk);
             }
             Event::Think(s) => {
                 if self.workload_on && self.sessions[s as usize].active.is_none() {

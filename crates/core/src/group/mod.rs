@@ -60,11 +60,19 @@
 //!   durable the group reports [`GroupOutput::Restored`] and moves raft's applied index to it (raft reads its log
 //!   from there on: a campaign checks the unapplied entries).
 //!
+//! - **Membership.** A new group's voters are [`GroupConfig::voters`]; from then on the membership is raft's conf
+//!   state, changed by entries ([`Group::change_membership`]: one step at a time, or a joint change, which the
+//!   leader leaves explicitly, since raft's automatic leaving would append an entry of its own at an index the
+//!   driver may have promised to something else). A change takes effect on each replica as it applies the entry;
+//!   the group keeps the membership by index ([`Group::membership_at`]), so that the driver stores the one as of
+//!   its state with that state ([`DurableState::membership`]) and a restart applies the later changes again on
+//!   top of it; snapshots carry it ([`GroupSnapshot::membership`]). A snapshot older than the change that added
+//!   its receiver is not sent to it (raft would drop it): the driver is asked for a newer one. A replica that is
+//!   not a member (it joins under a new id, its node having lost its disk) starts from the first voters, does
+//!   not campaign, and hears from any leader, since its view of who leads may be out of date.
+//!
 //! # Left out of this brick
 //!
-//! - **Membership changes.** The voter set is [`GroupConfig::voters`], fixed for the group's life; conf-change
-//!   entries are never proposed (the type exists so a log round-trips), and [`DurableState`] has no conf state
-//!   yet.
 //! - **Read index and leases**, priorities, and forwarding proposals from followers: `MsgReadIndex` and
 //!   `MsgPropose` from peers are dropped. Leader transfer is used ([`Group::transfer_leadership`]): a leader hands
 //!   leadership to a caught-up replica with `MsgTimeoutNow`.
@@ -916,6 +924,17 @@ impl Group {
             Ok(()) => Ok(Proposal { index: self.last_index(), term: self.term() }),
             Err(_) => Err(ProposeError::Busy),
         }
+    }
+
+    /// Whether this replica leads and knows that replica `id` holds every committed entry, and receives new ones
+    /// as they come (raft replicates to it, not probing it or sending it a snapshot). Unlike
+    /// [`Group::caught_up`], it holds while entries are in flight: a group whose leader proposes now and then
+    /// (clock bounds, acknowledgements) may always have one in flight when it looks.
+    pub fn holds_committed(&self, id: ReplicaId) -> bool {
+        let committed = self.raw.raft.raft_log.committed;
+        self.is_leader()
+            && (self.raw.raft.prs().get(id.0))
+                .is_some_and(|p| p.state == raft::ProgressState::Replicate && p.matched >= committed)
     }
 
     /// Campaigns at once instead of waiting for an election timeout (with pre-vote: a replica that cannot win, or
