@@ -336,6 +336,7 @@ async fn transaction(
     let w = &shared.workload;
     let m = &w.file.mix;
     let ratio = shared.point.update_ratio;
+    let reads = w.file.clients.read_from.read_from();
     let weights = [m.single, m.interactive, m.static_, m.read_only];
     let mut pick = rng.random::<f64>() * weights.iter().sum::<f64>();
     // Rounding can leave `pick` just above the last weight: fall back on the last kind that has a weight.
@@ -353,7 +354,8 @@ async fn transaction(
         if rng.random_bool(ratio) {
             (TxKind::Update, 1, client.static_update(None, [(o, update_op(w, value))]).await.map(|_| ()))
         } else {
-            (TxKind::Read, 1, client.static_read(None, std::slice::from_ref(&o)).await.map(|_| ()))
+            let read = client.static_read_with(None, std::slice::from_ref(&o), reads).await;
+            (TxKind::Read, 1, read.map(|_| ()))
         }
     } else if choice == 1 {
         shared.chooser.sample_distinct(rng, n, ranks);
@@ -384,12 +386,12 @@ async fn transaction(
             (TxKind::StaticUpdate, n as u64, client.static_update(None, updates).await.map(|_| ()))
         } else {
             let objects: Vec<ObjectId> = ranks.iter().map(|r| object(w, *r)).collect();
-            (TxKind::StaticRead, n as u64, client.static_read(None, &objects).await.map(|_| ()))
+            (TxKind::StaticRead, n as u64, client.static_read_with(None, &objects, reads).await.map(|_| ()))
         }
     } else {
         shared.chooser.sample_distinct(rng, n, ranks);
         let objects: Vec<ObjectId> = ranks.iter().map(|r| object(w, *r)).collect();
-        (TxKind::ReadOnly, n as u64, client.static_read(None, &objects).await.map(|_| ()))
+        (TxKind::ReadOnly, n as u64, client.static_read_with(None, &objects, reads).await.map(|_| ()))
     }
 }
 

@@ -242,6 +242,31 @@ pub struct ClientsSection {
     /// Transactions between moves of a switching session.
     #[serde(default = "default_switch_every")]
     pub switch_every: u64,
+    /// Where read-only transactions (single reads, static reads, read-only transactions) read: `"leader"` (the
+    /// default) or `"nearest"`, the replica on the session's server where a partition has one.
+    #[serde(default)]
+    pub read_from: ReadFromName,
+}
+
+/// Where reads go, as a workload file names it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReadFromName {
+    /// Each partition's leader.
+    #[default]
+    Leader,
+    /// The nearest replica.
+    Nearest,
+}
+
+impl ReadFromName {
+    /// The client's choice.
+    pub fn read_from(self) -> causet_client::ReadFrom {
+        match self {
+            ReadFromName::Leader => causet_client::ReadFrom::Leader,
+            ReadFromName::Nearest => causet_client::ReadFrom::Nearest,
+        }
+    }
 }
 
 fn default_sessions() -> usize {
@@ -260,6 +285,7 @@ impl Default for ClientsSection {
             remote_fraction: 0.0,
             switch_fraction: 0.0,
             switch_every: default_switch_every(),
+            read_from: ReadFromName::Leader,
         }
     }
 }

@@ -79,6 +79,10 @@ pub struct BenchArgs {
     /// Local clusters: override the workload's fsync policy (always or periodic).
     #[arg(long)]
     pub sync: Option<String>,
+    /// Override where the workload's read-only transactions read: leader or nearest (a partition's replica on
+    /// the session's node).
+    #[arg(long)]
+    pub read_from: Option<String>,
     /// Print the shipped workloads and exit.
     #[arg(long)]
     pub list: bool,
@@ -97,7 +101,7 @@ impl Drop for Running {
     }
 }
 
-fn apply_overrides(w: &mut workload::WorkloadFile, a: &BenchArgs) {
+fn apply_overrides(w: &mut workload::WorkloadFile, a: &BenchArgs) -> anyhow::Result<()> {
     if let Some(v) = a.duration_s {
         w.run.duration_s = v;
     }
@@ -134,6 +138,14 @@ fn apply_overrides(w: &mut workload::WorkloadFile, a: &BenchArgs) {
     if let Some(v) = &a.sync {
         w.cluster.sync = v.clone();
     }
+    if let Some(v) = &a.read_from {
+        w.clients.read_from = match v.as_str() {
+            "leader" => workload::ReadFromName::Leader,
+            "nearest" => workload::ReadFromName::Nearest,
+            other => anyhow::bail!("--read-from {other}: expected leader or nearest"),
+        };
+    }
+    Ok(())
 }
 
 fn target_of(file: &ClusterFile) -> Target {
@@ -169,7 +181,7 @@ pub fn main(args: BenchArgs) -> anyhow::Result<PathBuf> {
         return Ok(PathBuf::new());
     }
     let mut w = workload::load(&args.workload)?;
-    apply_overrides(&mut w.file, &args);
+    apply_overrides(&mut w.file, &args)?;
     let w = Workload::check(w.file, &args.workload)?;
     let started_unix_s =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);

@@ -3,7 +3,7 @@
 use crate::connection::Connection;
 use crate::ClientError;
 use bytes::Bytes;
-use causet_core::coordinator::ClientResponse;
+use causet_core::coordinator::{ClientResponse, ReadFrom};
 use causet_core::{ObjectId, TxId, VectorClock};
 use causet_crdt::{CrdtType, Op, Value};
 use causet_wire::frame::DEFAULT_MAX_FRAME_BYTES;
@@ -74,7 +74,18 @@ impl Client {
     /// Drop the transaction only after [`Transaction::commit`] or [`Transaction::abort`]: a transaction dropped
     /// open stays open on the server until its idle timeout aborts it.
     pub async fn start_transaction(&mut self, clock: Option<&VectorClock>) -> Result<Transaction<'_>, ClientError> {
-        let request = encode_start(self.clock_for(clock).as_ref())?;
+        self.start_transaction_with(clock, ReadFrom::Leader).await
+    }
+
+    /// [`Client::start_transaction`], with its reads going where `reads` says: [`ReadFrom::Nearest`] reads from
+    /// the replica on the server's own node where a partition has one, at the DC's stable snapshot (a little
+    /// older than the leaders' latest, and still causally consistent and after the session clock).
+    pub async fn start_transaction_with(
+        &mut self,
+        clock: Option<&VectorClock>,
+        reads: ReadFrom,
+    ) -> Result<Transaction<'_>, ClientError> {
+        let request = encode_start(self.clock_for(clock).as_ref(), reads)?;
         match self.call(&ReplyKind::Start, request).await? {
             ClientResponse::Started { tx, snapshot } => {
                 self.observe_clock(&snapshot);
@@ -91,7 +102,17 @@ impl Client {
         clock: Option<&VectorClock>,
         objects: &[ObjectId],
     ) -> Result<(Vec<Value>, VectorClock), ClientError> {
-        let request = encode_static_read(self.clock_for(clock).as_ref(), objects)?;
+        self.static_read_with(clock, objects, ReadFrom::Leader).await
+    }
+
+    /// [`Client::static_read`], reading where `reads` says (see [`Client::start_transaction_with`]).
+    pub async fn static_read_with(
+        &mut self,
+        clock: Option<&VectorClock>,
+        objects: &[ObjectId],
+        reads: ReadFrom,
+    ) -> Result<(Vec<Value>, VectorClock), ClientError> {
+        let request = encode_static_read(self.clock_for(clock).as_ref(), objects, reads)?;
         let kind = ReplyKind::StaticRead(types_of(objects));
         match self.call(&kind, request).await? {
             ClientResponse::StaticValues { values, commit } => {

@@ -116,7 +116,7 @@ impl Store {
 
     fn serve(&mut self, request: ClientRequest) -> Result<ClientResponse, TxError> {
         match request {
-            ClientRequest::Start { clock } => {
+            ClientRequest::Start { clock, .. } => {
                 self.start_clocks.push(clock);
                 let tx = TxId { dc: DcId(0), coordinator: CoordinatorId(1), seq: self.next_seq };
                 self.next_seq += 1;
@@ -143,7 +143,7 @@ impl Store {
                 self.open.remove(&tx).ok_or(TxError::UnknownTransaction(tx))?;
                 Ok(ClientResponse::Aborted)
             }
-            ClientRequest::StaticRead { clock, objects } => {
+            ClientRequest::StaticRead { clock, objects, .. } => {
                 self.start_clocks.push(clock);
                 Ok(ClientResponse::StaticValues { values: self.read(&objects, &[]), commit: vc(&[self.time]) })
             }

@@ -90,7 +90,11 @@ impl Bench {
         let tx = TxId { dc: DcId(0), coordinator: CoordinatorId(0), seq: u64::MAX };
         let snapshot = self.vector(self.now.saturating_sub(2_000));
         let objects = vec![self.keys[key as usize].clone()];
-        self.p.handle_message(self.now, COORD, Message::Read { tx, request: self.ops, snapshot, objects });
+        self.p.handle_message(
+            self.now,
+            COORD,
+            Message::Read { tx, request: self.ops, snapshot, objects, nearest: false },
+        );
         self.drain();
         self.now += 10;
     }

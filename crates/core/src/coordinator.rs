@@ -18,6 +18,19 @@ use causet_crdt::{requires_state, Crdt, CrdtError, Effect, EffectCtx, Op, Stamp,
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+/// Where a transaction's reads go (NuKV's per-transaction choice; the transaction is TCC either way).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ReadFrom {
+    /// Each partition's leader, at a snapshot as fresh as the coordinator's clock (the default).
+    #[default]
+    Leader,
+    /// The replica on the coordinator's node, where a partition has one, at the DC's stable snapshot (or the
+    /// client's clock, if later): no network hop and no load on the leader, for a snapshot a little older. A
+    /// replica serves only a snapshot whose every transaction it has applied; otherwise the read goes on to the
+    /// leader.
+    Nearest,
+}
+
 /// A client's request to the coordinator.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum ClientRequest {
@@ -25,6 +38,8 @@ pub enum ClientRequest {
     Start {
         /// The client's causal clock: the largest commit or snapshot vector it has seen.
         clock: Option<VectorClock>,
+        /// Where its reads go.
+        reads: ReadFrom,
     },
     /// Read objects in an interactive transaction.
     Read {
@@ -56,6 +71,8 @@ pub enum ClientRequest {
         clock: Option<VectorClock>,
         /// The objects.
         objects: Vec<ObjectId>,
+        /// Where the reads go.
+        reads: ReadFrom,
     },
     /// Update objects in a transaction of its own.
     StaticUpdate {
@@ -212,6 +229,8 @@ struct Tx {
     cache: BTreeMap<ObjectId, Crdt>,
     /// The transaction's effects, in program order.
     writes: Vec<(ObjectId, Effect)>,
+    /// Where its reads go.
+    reads: ReadFrom,
 }
 
 #[derive(Clone, Debug)]
@@ -226,6 +245,7 @@ struct PendingStart {
     request: RequestId,
     clock: VectorClock,
     then: Option<StaticOp>,
+    reads: ReadFrom,
     deadline_us: u64,
 }
 
@@ -336,12 +356,12 @@ impl Coordinator {
     /// A client request.
     pub fn handle_client(&mut self, now_us: u64, client: ClientId, request: RequestId, body: ClientRequest) {
         match body {
-            ClientRequest::Start { clock } => self.on_start(now_us, client, request, clock, None),
-            ClientRequest::StaticRead { clock, objects } => {
-                self.on_start(now_us, client, request, clock, Some(StaticOp::Read(objects)))
+            ClientRequest::Start { clock, reads } => self.on_start(now_us, client, request, clock, None, reads),
+            ClientRequest::StaticRead { clock, objects, reads } => {
+                self.on_start(now_us, client, request, clock, Some(StaticOp::Read(objects)), reads)
             }
             ClientRequest::StaticUpdate { clock, updates } => {
-                self.on_start(now_us, client, request, clock, Some(StaticOp::Update(updates)))
+                self.on_start(now_us, client, request, clock, Some(StaticOp::Update(updates)), ReadFrom::Leader)
             }
             ClientRequest::Read { tx, objects } => {
                 if self.idle_tx(client, request, tx) {
@@ -494,6 +514,7 @@ impl Coordinator {
         request: RequestId,
         clock: Option<VectorClock>,
         then: Option<StaticOp>,
+        reads: ReadFrom,
     ) {
         let clock = clock.unwrap_or_else(|| VectorClock::zero(self.config.vector_len()));
         if let Err(e) = self.validate_clock(now_us, &clock) {
@@ -504,7 +525,8 @@ impl Coordinator {
             self.reply(client, request, Err(TxError::TooManyTransactions(self.txs.len())));
             return;
         }
-        let start = PendingStart { client, request, clock, then, deadline_us: now_us + self.config.op_timeout_us };
+        let deadline_us = now_us + self.config.op_timeout_us;
+        let start = PendingStart { client, request, clock, then, reads, deadline_us };
         if self.heard_stable && self.remote_entries_stable(&start.clock) {
             self.begin(now_us, start);
         } else {
@@ -556,6 +578,9 @@ impl Coordinator {
         let (clock, stable) = (self.clock.current(now_us), self.stable.get(local));
         let fresh_stable = stable.micros().saturating_add(self.config.stable_read_max_lag_us) >= clock.micros();
         let own = match start.then {
+            // Reads from the nearest replica are at the stable snapshot: a follower has applied it (or will soon),
+            // never the coordinator's clock, which is ahead of everything any replica applied.
+            _ if start.reads == ReadFrom::Nearest => start.clock.get(local).max(stable),
             Some(StaticOp::Read(_)) if self.config.stable_reads && fresh_stable => start.clock.get(local).max(stable),
             _ => clock.max(start.clock.get(local)).max(stable),
         };
@@ -571,6 +596,7 @@ impl Coordinator {
             phase: Phase::Idle { deadline_us: now_us + self.config.tx_idle_timeout_us },
             cache: BTreeMap::new(),
             writes: Vec::new(),
+            reads: start.reads,
         };
         self.txs.insert(id, tx);
         match start.then {
@@ -651,7 +677,8 @@ impl Coordinator {
             self.next_fetch += 1;
             outstanding.insert(fetch);
             self.fetches.insert(fetch, (id, objects.clone()));
-            let msg = Message::Read { tx: id, request: fetch, snapshot: snapshot.clone(), objects };
+            let nearest = tx.reads == ReadFrom::Nearest;
+            let msg = Message::Read { tx: id, request: fetch, snapshot: snapshot.clone(), objects, nearest };
             sends.push((Address::Partition(partition), msg));
         }
         tx.phase = Phase::Fetching { request, then, outstanding, deadline_us: now_us + self.config.op_timeout_us };
@@ -853,8 +880,13 @@ impl Coordinator {
             let Some(tx) = self.txs.get(id) else { continue };
             let Phase::Fetching { outstanding, .. } = &tx.phase else { continue };
             if outstanding.contains(fetch) && objects.first().is_some_and(|o| self.topology.partition_of(o) == p) {
-                let msg =
-                    Message::Read { tx: *id, request: *fetch, snapshot: tx.snapshot.clone(), objects: objects.clone() };
+                let msg = Message::Read {
+                    tx: *id,
+                    request: *fetch,
+                    snapshot: tx.snapshot.clone(),
+                    objects: objects.clone(),
+                    nearest: tx.reads == ReadFrom::Nearest,
+                };
                 reads.push((*fetch, msg));
             }
         }

@@ -83,6 +83,10 @@ pub enum Message {
         snapshot: VectorClock,
         /// The objects, all owned by the partition.
         objects: Vec<ObjectId>,
+        /// A replica of the partition near the coordinator (on its node) may serve it, if it applied everything the
+        /// snapshot covers; else the leader does.
+        #[serde(default)]
+        nearest: bool,
     },
     /// Partition → coordinator: the objects' states at the snapshot, in request order.
     ReadReply {
@@ -207,6 +211,11 @@ pub enum Message {
     PvcReport {
         /// The partition's pvc.
         pvc: VectorClock,
+        /// A replicated partition's leader: the term and the last log position it had proposed when it computed
+        /// `pvc`. Every record that `pvc` depends on is at or before it, so a follower that applied that entry
+        /// (of that term) holds every transaction `pvc` covers, and may serve reads at snapshots within it.
+        #[serde(default)]
+        at: Option<(u64, crate::record::Lsn)>,
     },
     /// Coordinator → stabilizer: no transaction of mine will read below this snapshot, now or later.
     OldestSnapshot {
@@ -236,6 +245,16 @@ pub enum ReplicaMessage {
     Leader {
         /// The leader's term: a notice of an older term than one known is ignored.
         term: u64,
+    },
+    /// Leader → a follower (passed on by the follower's node from the leader's pvc report): once the follower
+    /// applied the entry at `index` of term `term`, it may serve reads at snapshots within `pvc`.
+    Closed {
+        /// The term of the entry at `index`.
+        term: u64,
+        /// The log position.
+        index: crate::record::Lsn,
+        /// What the leader's pvc covered then.
+        pvc: VectorClock,
     },
     /// Replica → the other replicas of its partition: this replica, not a member of the group (its node came back
     /// with an empty disk), asks the leader to add it.
@@ -272,6 +291,7 @@ impl Message {
             Message::Replica(ReplicaMessage::Raft { .. }) => "raft",
             Message::Replica(ReplicaMessage::Leader { .. }) => "leader",
             Message::Replica(ReplicaMessage::Join { .. }) => "join",
+            Message::Replica(ReplicaMessage::Closed { .. }) => "closed",
         }
     }
 }

@@ -544,7 +544,7 @@ impl Node {
     /// with an older one) still sees what the node acknowledged before it asked.
     fn raise_to_session_floor(&self, body: &mut ClientRequest) {
         let clock = match body {
-            ClientRequest::Start { clock }
+            ClientRequest::Start { clock, .. }
             | ClientRequest::StaticRead { clock, .. }
             | ClientRequest::StaticUpdate { clock, .. } => clock,
             _ => return,
@@ -575,6 +575,11 @@ impl Node {
         leader_of(&self.leaders, replica)
     }
 
+    /// The node leading partition `p`, as last announced.
+    fn leader_of_partition(&self, p: PartitionId) -> Option<NodeIndex> {
+        self.leaders.get(&p).map(|(_, n)| *n)
+    }
+
     fn note_leader(&mut self, p: PartitionId, node: NodeIndex, term: u64) {
         let known = self.leaders.get(&p).copied();
         if known.is_none_or(|(t, n)| term > t || (term == t && node != n)) {
@@ -597,6 +602,19 @@ impl Node {
 
     /// Sends a message to wherever its receiver runs.
     fn route(&mut self, e: Envelope) {
+        // A read that the nearest replica may serve goes to this node's, if it has one (it passes the read on to
+        // the leader if it has not applied what the snapshot covers).
+        if let (Address::Partition(p), Message::Read { nearest: true, .. }) = (e.to, &e.msg) {
+            if p.0 < self.topology.partition_count() && self.topology.holds(self.layout.node, p) {
+                let shard = self.layout.shard_of(&self.topology, p);
+                if shard == self.shard {
+                    self.local.push_back(e);
+                } else {
+                    self.outputs.push_back(NodeOutput::Transmit(Destination::Shard(shard), e));
+                }
+                return;
+            }
+        }
         match self.locate(e.to) {
             Location::Shard(s) if s == self.shard => self.local.push_back(e),
             Location::Shard(s) => self.outputs.push_back(NodeOutput::Transmit(Destination::Shard(s), e)),
@@ -624,7 +642,11 @@ impl Node {
                 } else if let Some(replica) = self.replicas.get_mut(&p) {
                     if replica.serving() {
                         replica.handle_message(now_us, e.from, e.msg);
-                    } else if let Some(n) = leader_of(&self.leaders, replica).filter(|n| *n != self.layout.node) {
+                        return;
+                    }
+                    // A read for the nearest replica: served here if this follower applied what it covers.
+                    let Some(e) = replica.read_nearest(e) else { return };
+                    if let Some(n) = leader_of(&self.leaders, replica).filter(|n| *n != self.layout.node) {
                         // Not the leader: pass it on to the one this replica follows.
                         self.outputs.push_back(NodeOutput::Transmit(Destination::Node(n), e));
                     } else {
@@ -653,6 +675,16 @@ impl Node {
             }
             Address::Coordinator(_) => {}
             Address::Stabilizer => {
+                // A leader's pvc report, with its log position: this node's replica of the partition, if it
+                // follows, may serve reads within that pvc once it applied that far.
+                if let (Address::Partition(p), Message::PvcReport { pvc, at: Some((term, index)) }) = (e.from, &e.msg) {
+                    let me = self.layout.node;
+                    if self.topology.replicas(p).nodes.contains(&me) && self.leader_of_partition(p) != Some(me) {
+                        let msg =
+                            Message::Replica(ReplicaMessage::Closed { term: *term, index: *index, pvc: pvc.clone() });
+                        self.route(Envelope { from: e.from, to: Address::Replica(p, me), msg });
+                    }
+                }
                 if let Some(s) = self.stabilizer.as_mut() {
                     s.handle_message(e.from, e.msg);
                 }
@@ -816,7 +848,7 @@ mod tests {
         assert_eq!(l.client_shard(&ClientRequest::Commit { tx }, 0), Err(TxError::UnknownTransaction(tx)));
         let live = TxId { coordinator: l.coordinator(1), ..tx };
         assert_eq!(l.client_shard(&ClientRequest::Commit { tx: live }, 0), Ok(1));
-        assert_eq!(l.client_shard(&ClientRequest::Start { clock: None }, 5), Ok(1));
+        assert_eq!(l.client_shard(&ClientRequest::Start { clock: None, reads: Default::default() }, 5), Ok(1));
     }
 
     /// A one-node, one-shard DC: a static update travels coordinator → partition → log → coordinator → client
@@ -858,7 +890,12 @@ mod tests {
         // ahead of physical time).
         let floor = Timestamp::from_micros(now_us + 500_000);
         node.handle_session_floor(floor);
-        node.handle_client(now_us, ClientId(1), RequestId(1), ClientRequest::Start { clock: None });
+        node.handle_client(
+            now_us,
+            ClientId(1),
+            RequestId(1),
+            ClientRequest::Start { clock: None, reads: Default::default() },
+        );
         let started = drain(&mut node).into_iter().find_map(|o| match o {
             NodeOutput::Reply(ClientReply { result: Ok(ClientResponse::Started { snapshot, .. }), .. }) => {
                 Some(snapshot)
@@ -1039,7 +1076,7 @@ mod tests {
         });
         assert_eq!(commit, Some(first), "answered with the old leader's commit: {:?}", dc.replies);
 
-        let body = ClientRequest::StaticRead { clock: commit, objects: vec![key] };
+        let body = ClientRequest::StaticRead { clock: commit, objects: vec![key], reads: Default::default() };
         dc.nodes[0].handle_client(dc.now, ClientId(1), RequestId(2), body);
         dc.run(100_000);
         let values = dc.replies.iter().find_map(|r| match &r.result {

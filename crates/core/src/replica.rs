@@ -109,6 +109,9 @@ pub fn replica_generation(id: ReplicaId) -> u64 {
     id.0 >> 16
 }
 
+/// The most pvc reports a follower keeps waiting for their log position to be applied.
+const MAX_CLOSED_PENDING: usize = 256;
+
 /// How often a replica that is not a member of its group asks to join, and a serving leader looks for a
 /// membership step to take.
 pub const MEMBERSHIP_INTERVAL_US: u64 = 500_000;
@@ -190,6 +193,11 @@ pub struct ReplicaStats {
     pub membership_proposals: u64,
     /// Requests to join the group this replica sent (while it is not a member).
     pub join_requests: u64,
+    /// Reads served by this replica as a follower ([`Replica::read_nearest`]).
+    pub nearest_reads: u64,
+    /// Reads for the nearest replica that this follower passed on to the leader (it had not applied their
+    /// snapshot yet).
+    pub nearest_reads_passed_on: u64,
 }
 
 /// One replica of a replicated partition. See the module documentation.
@@ -227,6 +235,9 @@ pub struct Replica {
     placement: Vec<NodeIndex>,
     /// When this replica next asks to join (not a member), or looks for a membership step (a serving leader).
     next_membership_us: u64,
+    /// The leader's pvc reports not yet usable here, oldest first: (term, index, pvc), usable once the entry at
+    /// `index` of term `term` is applied ([`Partition::note_closed`]).
+    closed: VecDeque<(u64, Lsn, crate::VectorClock)>,
     /// The log may be compacted through this index once a Write after the numbered one is durable (then so is
     /// the checkpoint handed out before it).
     compact_after: Option<(u64, Lsn)>,
@@ -282,6 +293,7 @@ impl Replica {
             compact_after: None,
             placement,
             next_membership_us: now_us,
+            closed: VecDeque::new(),
         };
         if node == home {
             // The home replica asks for the lead at once: at a cold start it is elected before the others time
@@ -348,10 +360,55 @@ impl Replica {
             Message::Replica(ReplicaMessage::Leader { .. }) => {}
             Message::Replica(ReplicaMessage::Join { replica }) if self.serving() => self.admit(replica),
             Message::Replica(ReplicaMessage::Join { .. }) => {}
+            Message::Replica(ReplicaMessage::Closed { term, index, pvc }) if !self.serving() => {
+                if self.closed.len() >= MAX_CLOSED_PENDING {
+                    self.closed.pop_front();
+                }
+                self.closed.push_back((term, index, pvc));
+            }
+            Message::Replica(ReplicaMessage::Closed { .. }) => {}
             msg if self.serving() => self.partition.handle_message(now_us, from, msg),
             _ => {}
         }
         self.pump(now_us);
+    }
+
+    /// A read that the replica nearest its coordinator may serve ([`Message::Read`] with `nearest`), arriving at this
+    /// replica while it does not serve as the leader: answered from what it applied if that covers the read's
+    /// snapshot, else handed back, to go on to the leader.
+    pub fn read_nearest(&mut self, e: Envelope) -> Option<Envelope> {
+        let Message::Read { tx, request, snapshot, objects, nearest: true } = &e.msg else { return Some(e) };
+        if self.stale || self.installing.is_some() {
+            return Some(e);
+        }
+        match self.partition.read_applied(snapshot, objects) {
+            Some(result) => {
+                self.stats.nearest_reads += 1;
+                let msg = Message::ReadReply { tx: *tx, request: *request, result };
+                self.outputs.push_back(ReplicaOutput::Send(Envelope {
+                    from: Address::Partition(self.id),
+                    to: e.from,
+                    msg,
+                }));
+                None
+            }
+            None => {
+                self.stats.nearest_reads_passed_on += 1;
+                Some(e)
+            }
+        }
+    }
+
+    /// The leader's pvc reports whose log position this replica applied become what it may serve reads at; one
+    /// whose entry there has another term (that leader's entries were overwritten) is dropped.
+    fn take_closed(&mut self) {
+        let applied = self.group.applied();
+        while self.closed.front().is_some_and(|(_, index, _)| *index <= applied) {
+            let (term, index, pvc) = self.closed.pop_front().expect("a front");
+            if !self.serving() && !self.stale && self.group.term_of(index) == Some(term) {
+                self.partition.note_closed(&pvc);
+            }
+        }
     }
 
     /// The driver made every Write up to `ready` durable.
@@ -469,7 +526,14 @@ impl Replica {
                     continue; // A follower's partition only applies; it has nothing to say.
                 }
                 match out {
-                    PartitionOutput::Send(envelope) => self.outputs.push_back(ReplicaOutput::Send(envelope)),
+                    PartitionOutput::Send(mut envelope) => {
+                        if let (Message::PvcReport { at, .. }, Role::Serving { term }) = (&mut envelope.msg, self.role)
+                        {
+                            // Every record this pvc depends on is at or before the last position handed out.
+                            *at = Some((term, self.partition.lsns().0));
+                        }
+                        self.outputs.push_back(ReplicaOutput::Send(envelope))
+                    }
                     PartitionOutput::Persist { lsn, record } => self.propose(now_us, lsn, &record),
                     PartitionOutput::ReadLog { after } => {
                         // The log the partition may read back is in memory (compaction spares it: it keeps the
@@ -549,6 +613,7 @@ impl Replica {
                 break;
             }
         }
+        self.take_closed();
     }
 
     /// The serving partition wrote a record at `lsn`: propose it. It must land at that index.
@@ -1136,5 +1201,70 @@ mod tests {
                 assert!(p.recent_commit(tx(seq)).is_some(), "{compacted}: tx {seq} lost after the disk loss");
             }
         }
+    }
+
+    fn read(snapshot: VectorClock) -> Envelope {
+        let object = ObjectId::new("k", "b", CrdtType::CounterPn);
+        let msg = Message::Read { tx: tx(99), request: 7, snapshot, objects: vec![object], nearest: true };
+        Envelope { from: COORD, to: Address::Partition(P), msg }
+    }
+
+    /// The leader's last pvc report, with its log position.
+    fn last_report(c: &mut Cluster) -> (VectorClock, u64, Lsn) {
+        c.out
+            .drain(..)
+            .filter_map(|e| match e.msg {
+                Message::PvcReport { pvc, at: Some((term, index)) } => Some((pvc, term, index)),
+                _ => None,
+            })
+            .next_back()
+            .expect("the leader reported its pvc with its log position")
+    }
+
+    #[test]
+    fn a_follower_serves_a_read_only_once_it_applied_what_the_leaders_report_covers() {
+        let mut c = Cluster::new();
+        let leader = c.elect();
+        c.replies();
+        let (f, slow) = ((leader + 1) % 3, (leader + 2) % 3);
+        c.send(leader, increment(tx(1)));
+        c.run(20_000);
+        let commit = committed_at(&c.replies(), tx(1)).expect("acknowledged");
+        c.out.clear();
+        // One follower's disk hangs: it does not apply the next commit, which the other follower and the leader do.
+        c.hold_writes.insert(slow);
+        c.send(leader, increment(tx(2)));
+        c.run(20_000);
+        let second = committed_at(&c.replies(), tx(2)).expect("acknowledged by the leader and the other follower");
+        c.run(10_000);
+        let (pvc, term, index) = last_report(&mut c);
+        assert!(pvc.get(DcId(0)) >= second, "the report covers the second commit");
+        let at = |t: Timestamp| VectorClock::from_entries(vec![t]);
+        for n in [f, slow] {
+            let closed = Message::Replica(ReplicaMessage::Closed { term, index, pvc: pvc.clone() });
+            c.replicas[n].as_mut().expect("up").handle_message(c.now, Address::Partition(P), closed);
+        }
+        c.settle();
+        // The follower that applied the report's position serves a snapshot within it, with both increments.
+        let r = c.replicas[f].as_mut().expect("up");
+        assert!(r.read_nearest(read(at(second))).is_none(), "served");
+        let reply = std::iter::from_fn(|| r.poll_output()).find_map(|o| match o {
+            ReplicaOutput::Send(Envelope { msg: Message::ReadReply { result, .. }, .. }) => Some(result),
+            _ => None,
+        });
+        let values = reply.expect("a reply").expect("a value");
+        assert_eq!(values[0].value(), causet_crdt::Value::Counter(2));
+        // A snapshot beyond the report goes on to the leader.
+        let beyond = Timestamp(pvc.get(DcId(0)).0 + 1_000_000);
+        assert!(r.read_nearest(read(at(beyond))).is_some(), "a snapshot beyond the report was served");
+        // The follower whose disk hangs has not applied the position: it passes even the first commit's snapshot on.
+        let s = c.replicas[slow].as_mut().expect("up");
+        assert!(s.read_nearest(read(at(commit))).is_some(), "served by a follower that had not applied the report");
+        assert_eq!((s.stats().nearest_reads, s.stats().nearest_reads_passed_on), (0, 1));
+        // Its disk back, it applies the position and serves.
+        c.hold_writes.clear();
+        c.run(20_000);
+        let s = c.replicas[slow].as_mut().expect("up");
+        assert!(s.read_nearest(read(at(second))).is_none(), "served once applied");
     }
 }

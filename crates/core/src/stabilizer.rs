@@ -72,7 +72,7 @@ impl Stabilizer {
     pub fn handle_message(&mut self, from: Address, msg: Message) {
         let dcs = self.config.vector_len();
         match (from, msg) {
-            (Address::Partition(PartitionId(p)), Message::PvcReport { pvc }) if pvc.has_dcs(dcs) => {
+            (Address::Partition(PartitionId(p)), Message::PvcReport { pvc, .. }) if pvc.has_dcs(dcs) => {
                 let Some(slot) = self.pvcs.get_mut(p as usize) else {
                     return;
                 };

@@ -107,7 +107,7 @@ impl Dc {
     }
 
     fn start(&mut self, clock: Option<VectorClock>) -> TxId {
-        match self.call(ClientRequest::Start { clock }) {
+        match self.call(ClientRequest::Start { clock, reads: Default::default() }) {
             Ok(ClientResponse::Started { tx, .. }) => tx,
             other => panic!("start failed: {other:?}"),
         }
@@ -137,7 +137,11 @@ fn committed(result: Result<ClientResponse, TxError>) -> VectorClock {
 fn a_client_clock_from_a_commit_reads_that_commit_in_the_next_transaction() {
     let mut dc = Dc::new(4);
     let clock = committed(dc.call(ClientRequest::StaticUpdate { clock: None, updates: vec![(set("x"), add("a"))] }));
-    match dc.call(ClientRequest::StaticRead { clock: Some(clock.clone()), objects: vec![set("x")] }) {
+    match dc.call(ClientRequest::StaticRead {
+        clock: Some(clock.clone()),
+        objects: vec![set("x")],
+        reads: Default::default(),
+    }) {
         Ok(ClientResponse::StaticValues { values, commit }) => {
             assert_eq!(values, vec![Value::Set(vec![b"a".to_vec()])]);
             assert!(clock.le(&commit), "the read's snapshot covers the client's clock");
@@ -191,6 +195,7 @@ fn cure_alg1_the_commit_time_is_the_largest_prepare_time() {
             request: 0,
             snapshot: ahead,
             objects: vec![],
+            nearest: false,
         },
     );
     dc.settle();
@@ -266,17 +271,20 @@ fn a_prepare_a_partition_never_answers_times_out_and_aborts_everywhere() {
     let (_, result) = dc.replies.pop_front().expect("a timeout reply");
     assert!(matches!(result, Err(TxError::Timeout(_))), "{result:?}");
     assert_eq!(dc.partitions[0].prepared_count(), 0, "the live participant was told to abort");
-    let read = dc.call(ClientRequest::StaticRead { clock: None, objects: vec![a] });
+    let read = dc.call(ClientRequest::StaticRead { clock: None, objects: vec![a], reads: Default::default() });
     assert!(matches!(read, Ok(ClientResponse::StaticValues { ref values, .. }) if values[0] == Value::Counter(0)));
 }
 
 #[test]
 fn a_malformed_or_runaway_client_clock_is_refused() {
     let mut dc = Dc::new(1);
-    let wrong = dc.call(ClientRequest::Start { clock: Some(VectorClock::zero(3)) });
+    let wrong = dc.call(ClientRequest::Start { clock: Some(VectorClock::zero(3)), reads: Default::default() });
     assert!(matches!(wrong, Err(TxError::InvalidClock(_))), "{wrong:?}");
     let far = VectorClock::from_entries(vec![Timestamp::from_micros(dc.now + 86_400_000_000)]);
-    assert!(matches!(dc.call(ClientRequest::Start { clock: Some(far) }), Err(TxError::InvalidClock(_))));
+    assert!(matches!(
+        dc.call(ClientRequest::Start { clock: Some(far), reads: Default::default() }),
+        Err(TxError::InvalidClock(_))
+    ));
 }
 
 #[test]
@@ -288,7 +296,7 @@ fn bounded_counter_without_rights_refuses_with_no_permissions() {
     assert_eq!(err.code(), 2, "{err:?}");
     committed(dc.call(ClientRequest::StaticUpdate { clock: None, updates: vec![(bc.clone(), Op::Increment(3))] }));
     committed(dc.call(ClientRequest::StaticUpdate { clock: None, updates: vec![(bc.clone(), Op::Increment(-2))] }));
-    match dc.call(ClientRequest::StaticRead { clock: None, objects: vec![bc] }) {
+    match dc.call(ClientRequest::StaticRead { clock: None, objects: vec![bc], reads: Default::default() }) {
         Ok(ClientResponse::StaticValues { values, .. }) => assert_eq!(values, vec![Value::Counter(1)]),
         other => panic!("{other:?}"),
     }
@@ -317,6 +325,7 @@ fn a_single_partition_transaction_commits_in_one_round_and_one_record() {
     match dc.call(ClientRequest::StaticRead {
         clock: Some(commit),
         objects: vec![ObjectId::new("c", "b", CrdtType::CounterPn)],
+        reads: Default::default(),
     }) {
         Ok(ClientResponse::StaticValues { values, .. }) => assert_eq!(values, vec![Value::Counter(2)]),
         other => panic!("{other:?}"),
@@ -361,7 +370,11 @@ fn a_static_read_at_the_stable_snapshot_does_not_wait_for_a_later_prepare() {
             dc.now,
             ClientId(1),
             request,
-            ClientRequest::StaticRead { clock: Some(before.clone()), objects: vec![set("x")] },
+            ClientRequest::StaticRead {
+                clock: Some(before.clone()),
+                objects: vec![set("x")],
+                reads: Default::default(),
+            },
         );
         dc.settle();
         if stable_reads {
@@ -386,7 +399,7 @@ fn without_a_fresh_stable_snapshot_a_static_read_falls_back_to_the_clock() {
     let mut dc = Dc::new(1);
     committed(dc.call(ClientRequest::StaticUpdate { clock: None, updates: vec![(set("y"), add("b"))] }));
     assert_eq!(dc.coordinator.stable_snapshot().get(DcId(0)), Timestamp::ZERO, "no stable snapshot heard yet");
-    match dc.call(ClientRequest::StaticRead { clock: None, objects: vec![set("y")] }) {
+    match dc.call(ClientRequest::StaticRead { clock: None, objects: vec![set("y")], reads: Default::default() }) {
         Ok(ClientResponse::StaticValues { values, commit }) => {
             assert_eq!(values, vec![Value::Set(vec![b"b".to_vec()])]);
             assert!(commit.get(DcId(0)).micros() >= dc.now, "read at the clock: {commit:?}");
@@ -398,7 +411,7 @@ fn without_a_fresh_stable_snapshot_a_static_read_falls_back_to_the_clock() {
     let stable = dc.coordinator.stable_snapshot().get(DcId(0));
     let bound = Config::new(1, DcId(0), 1).stable_read_max_lag_us;
     dc.now += bound + 1_000; // No timers run: no new stable snapshot.
-    match dc.call(ClientRequest::StaticRead { clock: None, objects: vec![set("y")] }) {
+    match dc.call(ClientRequest::StaticRead { clock: None, objects: vec![set("y")], reads: Default::default() }) {
         Ok(ClientResponse::StaticValues { commit, .. }) => {
             assert!(commit.get(DcId(0)) > stable, "not at the stale stable snapshot");
             assert!(commit.get(DcId(0)).micros() >= dc.now, "at the clock");
@@ -418,7 +431,7 @@ fn a_coordinator_begins_no_transaction_before_it_heard_the_stable_snapshot() {
         dc.now,
         ClientId(1),
         RequestId(7),
-        ClientRequest::StaticRead { clock: None, objects: vec![set("x")] },
+        ClientRequest::StaticRead { clock: None, objects: vec![set("x")], reads: Default::default() },
     );
     dc.settle();
     assert!(dc.replies.is_empty(), "no answer before the stable snapshot: {:?}", dc.replies);

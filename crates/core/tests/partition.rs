@@ -73,7 +73,7 @@ fn drain_durable(p: &mut Partition, now: u64) -> Vec<Envelope> {
 }
 
 fn read(p: &mut Partition, now: u64, snapshot: VectorClock, objects: Vec<ObjectId>) {
-    p.handle_message(now, COORD, Message::Read { tx: tx(99), request: 1, snapshot, objects });
+    p.handle_message(now, COORD, Message::Read { tx: tx(99), request: 1, snapshot, objects, nearest: false });
 }
 
 fn read_reply(sent: &[Envelope]) -> Option<Result<Vec<Crdt>, RemoteError>> {

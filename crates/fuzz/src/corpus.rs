@@ -1,6 +1,7 @@
 //! Starting inputs for each target: valid encodings produced by the project's own encoders, so that mutations
 //! reach past the first checks of each decoder.
 
+use causet_core::coordinator::ReadFrom;
 use causet_core::{CoordinatorId, DcId, ObjectId, Timestamp, TxId, VectorClock};
 use causet_crdt::{Crdt, CrdtType, Effect, EffectCtx, MapKey, Op, Stamp, TxTag};
 use causet_wire::request::{
@@ -77,14 +78,16 @@ fn request_frames() -> Vec<Vec<u8>> {
     let tx = TxDescriptor { tx: TxId { dc: DcId(1), coordinator: CoordinatorId(2), seq: 3 }, snapshot: clock.clone() };
     let updates = updates();
     let mut frames = vec![
-        encode_start(None),
-        encode_start(Some(&clock)),
+        encode_start(None, ReadFrom::Leader),
+        encode_start(Some(&clock), ReadFrom::Leader),
+        encode_start(Some(&clock), ReadFrom::Nearest),
         encode_read(&tx, &objects()),
         encode_update(&tx, &updates[..4]),
         encode_update(&tx, &updates),
         encode_commit(&tx),
         encode_abort(&tx),
-        encode_static_read(Some(&clock), &objects()),
+        encode_static_read(Some(&clock), &objects(), ReadFrom::Leader),
+        encode_static_read(None, &objects(), ReadFrom::Nearest),
         encode_static_update(None, &updates),
     ];
     frames.extend(updates.iter().map(|u| encode_static_update(Some(&clock), std::slice::from_ref(u))));

@@ -61,7 +61,7 @@ impl SeedResult {
         let mut out = format!(
             "seed {}: {} DCs × {} partitions on {} nodes × {} shards, {} replicas, {} sessions, {:?} clock, skew ≤ {} µs, drift ≤ {} ppm, \
              delay {}..{} µs, crashes {}, link cuts {}; {} committed, {} aborted, {} unknown, {} node crashes, {} instant restarts, \
-             {} cuts, {} node cuts, {} checkpoints, {} log reads, {} resends to new leaders, {} duplicate prepares turned away, {} checkpoint loads, {} snapshots installed, {} disk losses, {} membership changes, {} messages, {:.1} s virtual, {:.2} s wall; {} reads checked; ",
+             {} cuts, {} node cuts, {} checkpoints, {} log reads, {} resends to new leaders, {} duplicate prepares turned away, {} checkpoint loads, {} snapshots installed, {} disk losses, {} membership changes, {} follower reads ({} passed on to leaders), {} messages, {:.1} s virtual, {:.2} s wall; {} reads checked; ",
             self.seed,
             c.dcs,
             c.partitions,
@@ -91,6 +91,8 @@ impl SeedResult {
             self.stats.snapshots_installed,
             self.stats.disk_losses,
             self.stats.membership_changes,
+            self.stats.nearest_reads.0,
+            self.stats.nearest_reads.1,
             self.stats.messages,
             self.stats.virtual_us as f64 / 1e6,
             self.wall_s,

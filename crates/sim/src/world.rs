@@ -14,7 +14,7 @@
 
 use crate::history::{HistOp, History, ObjectName, Outcome, TxRecord};
 use crate::workload::{record_writes, Plan, Planned, Step, Workload, WorkloadConfig};
-use causet_core::coordinator::{ClientRequest, ClientResponse, TxError};
+use causet_core::coordinator::{ClientRequest, ClientResponse, ReadFrom, TxError};
 use causet_core::group::{DurableState, Entry, HardState};
 use causet_core::node::{Destination, Layout, Node, NodeOutput, Stored};
 use causet_core::partition::Checkpoint;
@@ -129,6 +129,8 @@ pub struct SimConfig {
     pub certify_writes: bool,
     /// Static reads at the stable snapshot rather than the coordinator's clock.
     pub stable_reads: bool,
+    /// Half the transactions read from the nearest replica ([`ReadFrom::Nearest`]).
+    pub nearest_reads: bool,
     /// A deliberate protocol bug (to validate the checker).
     pub bug: Option<Bug>,
     /// The protocol every DC runs.
@@ -209,6 +211,8 @@ impl SimConfig {
         if replicas >= 3 && disks.random_bool(0.5) {
             faults.disk_loss_every_us = disks.random_range(300_000..900_000);
         }
+        // Reads from the nearest replica in half the seeds (from the same fourth generator, drawn after).
+        let nearest_reads = replication && disks.random_bool(0.5);
         Self {
             seed,
             dcs,
@@ -231,6 +235,7 @@ impl SimConfig {
             clock: if rng.random_bool(0.7) { ClockKind::Hybrid } else { ClockKind::Physical },
             certify_writes: rng.random_bool(0.2),
             stable_reads,
+            nearest_reads,
             bug: None,
             protocol: causet_core::Protocol::Cure,
             faults,
@@ -303,6 +308,9 @@ pub struct SimStats {
     pub disk_losses: u64,
     /// Membership changes applied by replicas (those alive at the end).
     pub membership_changes: u64,
+    /// Reads served by followers for the nearest replica, and those they passed on to the leader (replicas alive
+    /// at the end).
+    pub nearest_reads: (u64, u64),
 }
 
 /// The liveness phase's verdict.
@@ -1037,6 +1045,8 @@ impl World {
                 for r in shard.replicas() {
                     self.stats.snapshots_installed += r.group().stats().snapshots_installed;
                     self.stats.membership_changes += r.group().stats().membership_changes;
+                    self.stats.nearest_reads.0 += r.stats().nearest_reads;
+                    self.stats.nearest_reads.1 += r.stats().nearest_reads_passed_on;
                 }
             }
         }
@@ -1690,15 +1700,18 @@ impl World {
         let session = &mut self.sessions[s as usize];
         let active = session.active.as_mut().expect("a session with a request has a transaction");
         let clock = session.clock.clone();
+        let nearest = self.config.nearest_reads && (session.id + active.record.index as u64).is_multiple_of(2);
+        let reads = if nearest { ReadFrom::Nearest } else { ReadFrom::Leader };
         let body = match (&active.plan, active.tx) {
             (Plan::StaticRead(objects), _) => {
-                ClientRequest::StaticRead { clock, objects: objects.iter().map(|p| p.object.clone()).collect() }
+                let objects = objects.iter().map(|p| p.object.clone()).collect();
+                ClientRequest::StaticRead { clock, objects, reads }
             }
             (Plan::StaticUpdate(writes), _) => {
                 active.in_flight = writes.clone();
                 ClientRequest::StaticUpdate { clock, updates: updates_of(writes) }
             }
-            (Plan::Interactive { .. }, None) => ClientRequest::Start { clock },
+            (Plan::Interactive { .. }, None) => ClientRequest::Start { clock, reads },
             (Plan::Interactive { steps, abort }, Some(tx)) => match steps.get(active.step) {
                 Some(Step::Read(objects)) => {
                     ClientRequest::Read { tx, objects: objects.iter().map(|p| p.object.clone()).collect() }

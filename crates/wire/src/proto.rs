@@ -212,7 +212,8 @@ pub struct ApbOperationResp {
     pub errorcode: Option<u32>,
 }
 
-/// `ApbTxnProperties`: transaction properties. Causet accepts and ignores them.
+/// `ApbTxnProperties`: transaction properties. Causet ignores AntidoteDB's own, and reads one extension field,
+/// `read_from` (AntidoteDB, which does not know it, skips it).
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct ApbTxnProperties {
     /// `optional uint32 read_write = 1`: 0 read-write, 1 read-only, 2 write-only.
@@ -227,6 +228,10 @@ pub struct ApbTxnProperties {
     /// `repeated bytes exclusive_locks = 4`.
     #[prost(bytes = "vec", repeated, tag = "4")]
     pub exclusive_locks: Vec<Vec<u8>>,
+    /// Causet's extension, `optional uint32 read_from = 100`: where the transaction's reads go; 0 (or absent) the
+    /// partitions' leaders, 1 the nearest replica (see `docs/protocol.md`).
+    #[prost(uint32, optional, tag = "100")]
+    pub read_from: Option<u32>,
 }
 
 /// `ApbBoundObject`: an object (key, type, bucket).

@@ -14,9 +14,11 @@
 //! | 133 | `ApbGetConnectionDescriptor` | [`Request::GetConnectionDescriptor`] |
 //! | 135 | `ApbValidateOrReadObjects` | [`Request::ValidateOrReadObjects`] |
 //!
-//! `ApbTxnProperties` (in `ApbStartTransaction`, and so in both static requests) is accepted and ignored: Causet
-//! runs every transaction the same way, whatever `read_write`, `red_blue` or the lock lists say. Any other code is
-//! a [`ProtocolError`], as is a body that does not decode or names an unknown type; none of them panics.
+//! `ApbTxnProperties` (in `ApbStartTransaction`, and so in both static requests) is accepted, and AntidoteDB's own
+//! fields ignored: Causet runs every transaction the same way, whatever `read_write`, `red_blue` or the lock lists
+//! say. Causet's extension field `read_from` (100) selects where reads go ([`ReadFrom`]): 1 the nearest replica,
+//! anything else the leaders. Any other code is a [`ProtocolError`], as is a body that does not decode or names an
+//! unknown type; none of them panics.
 
 use crate::convert::{bound_object, object_id, update_op, updates_from_proto};
 use crate::encoding::{decode_start_clock, encode_clock, DcDescriptor, TxDescriptor};
@@ -28,7 +30,7 @@ use crate::proto::{
     ApbValidateOrReadObjects, MessageCode,
 };
 use bytes::Bytes;
-use causet_core::coordinator::ClientRequest;
+use causet_core::coordinator::{ClientRequest, ReadFrom};
 use causet_core::{ObjectId, TxId, VectorClock};
 use causet_crdt::Op;
 use prost::Message;
@@ -99,6 +101,17 @@ fn start_clock(start: &ApbStartTransaction) -> Result<Option<VectorClock>, Proto
     decode_start_clock(start.timestamp.as_deref()).map_err(ProtocolError::InvalidClock)
 }
 
+/// Where a transaction's reads go, from its properties' `read_from` extension.
+fn read_from(start: &ApbStartTransaction) -> ReadFrom {
+    match start.properties.as_ref().and_then(|p| p.read_from) {
+        Some(READ_FROM_NEAREST) => ReadFrom::Nearest,
+        _ => ReadFrom::Leader,
+    }
+}
+
+/// `ApbTxnProperties.read_from` for reads from the nearest replica.
+pub const READ_FROM_NEAREST: u32 = 1;
+
 fn objects_of(objects: &[crate::proto::ApbBoundObject]) -> Result<Vec<ObjectId>, ProtocolError> {
     objects.iter().map(object_id).collect()
 }
@@ -109,7 +122,7 @@ pub fn decode_request(frame: &Frame) -> Result<Request, ProtocolError> {
     let request = match code {
         MessageCode::ApbStartTransaction => {
             let m: ApbStartTransaction = decode_body(frame, "ApbStartTransaction")?;
-            ClientRequest::Start { clock: start_clock(&m)? }
+            ClientRequest::Start { clock: start_clock(&m)?, reads: read_from(&m) }
         }
         MessageCode::ApbReadObjects => {
             let m: ApbReadObjects = decode_body(frame, "ApbReadObjects")?;
@@ -136,7 +149,11 @@ pub fn decode_request(frame: &Frame) -> Result<Request, ProtocolError> {
         }
         MessageCode::ApbStaticReadObjects => {
             let m: ApbStaticReadObjects = decode_body(frame, "ApbStaticReadObjects")?;
-            ClientRequest::StaticRead { clock: start_clock(&m.transaction)?, objects: objects_of(&m.objects)? }
+            ClientRequest::StaticRead {
+                clock: start_clock(&m.transaction)?,
+                objects: objects_of(&m.objects)?,
+                reads: read_from(&m.transaction),
+            }
         }
         MessageCode::ApbCreateDC => {
             let m: ApbCreateDC = decode_body(frame, "ApbCreateDC")?;
@@ -199,12 +216,12 @@ pub fn encode_request(request: &Request) -> Result<Bytes, EncodeError> {
 /// Encodes a transaction request into a frame, descriptors naming the transaction only.
 pub fn encode_client_request(request: &ClientRequest) -> Result<Bytes, EncodeError> {
     match request {
-        ClientRequest::Start { clock } => encode_start(clock.as_ref()),
+        ClientRequest::Start { clock, reads } => encode_start(clock.as_ref(), *reads),
         ClientRequest::Read { tx, objects } => encode_read(&TxDescriptor::id_only(*tx), objects),
         ClientRequest::Update { tx, updates } => encode_update(&TxDescriptor::id_only(*tx), updates),
         ClientRequest::Commit { tx } => encode_commit(&TxDescriptor::id_only(*tx)),
         ClientRequest::Abort { tx } => encode_abort(&TxDescriptor::id_only(*tx)),
-        ClientRequest::StaticRead { clock, objects } => encode_static_read(clock.as_ref(), objects),
+        ClientRequest::StaticRead { clock, objects, reads } => encode_static_read(clock.as_ref(), objects, *reads),
         ClientRequest::StaticUpdate { clock, updates } => encode_static_update(clock.as_ref(), updates),
     }
 }
@@ -213,9 +230,12 @@ fn descriptor_bytes(tx: &TxDescriptor) -> Result<Vec<u8>, EncodeError> {
     tx.encode().map_err(EncodeError::Encoding)
 }
 
-fn start_message(clock: Option<&VectorClock>) -> Result<ApbStartTransaction, EncodeError> {
+fn start_message(clock: Option<&VectorClock>, reads: ReadFrom) -> Result<ApbStartTransaction, EncodeError> {
     let timestamp = clock.map(encode_clock).transpose().map_err(EncodeError::Encoding)?;
-    Ok(ApbStartTransaction { timestamp, properties: None })
+    // No properties unless the reads go to the nearest replica: the frames stay those of AntidoteDB's clients.
+    let properties = (reads == ReadFrom::Nearest)
+        .then(|| crate::proto::ApbTxnProperties { read_from: Some(READ_FROM_NEAREST), ..Default::default() });
+    Ok(ApbStartTransaction { timestamp, properties })
 }
 
 fn bound_objects(objects: &[ObjectId]) -> Result<Vec<crate::proto::ApbBoundObject>, EncodeError> {
@@ -226,9 +246,9 @@ fn update_ops(updates: &[(ObjectId, Op)]) -> Result<Vec<crate::proto::ApbUpdateO
     updates.iter().map(|(o, op)| update_op(o, op)).collect()
 }
 
-/// `ApbStartTransaction` (119) after `clock`, if any; no properties.
-pub fn encode_start(clock: Option<&VectorClock>) -> Result<Bytes, EncodeError> {
-    Ok(encode_frame(MessageCode::ApbStartTransaction, &start_message(clock)?))
+/// `ApbStartTransaction` (119) after `clock`, if any; properties only for reads from the nearest replica.
+pub fn encode_start(clock: Option<&VectorClock>, reads: ReadFrom) -> Result<Bytes, EncodeError> {
+    Ok(encode_frame(MessageCode::ApbStartTransaction, &start_message(clock, reads)?))
 }
 
 /// `ApbReadObjects` (116) in the transaction `tx`.
@@ -256,13 +276,18 @@ pub fn encode_abort(tx: &TxDescriptor) -> Result<Bytes, EncodeError> {
 }
 
 /// `ApbStaticReadObjects` (123) after `clock`, if any.
-pub fn encode_static_read(clock: Option<&VectorClock>, objects: &[ObjectId]) -> Result<Bytes, EncodeError> {
-    let m = ApbStaticReadObjects { transaction: start_message(clock)?, objects: bound_objects(objects)? };
+pub fn encode_static_read(
+    clock: Option<&VectorClock>,
+    objects: &[ObjectId],
+    reads: ReadFrom,
+) -> Result<Bytes, EncodeError> {
+    let m = ApbStaticReadObjects { transaction: start_message(clock, reads)?, objects: bound_objects(objects)? };
     Ok(encode_frame(MessageCode::ApbStaticReadObjects, &m))
 }
 
 /// `ApbStaticUpdateObjects` (122) after `clock`, if any.
 pub fn encode_static_update(clock: Option<&VectorClock>, updates: &[(ObjectId, Op)]) -> Result<Bytes, EncodeError> {
-    let m = ApbStaticUpdateObjects { transaction: start_message(clock)?, updates: update_ops(updates)? };
+    let m =
+        ApbStaticUpdateObjects { transaction: start_message(clock, ReadFrom::Leader)?, updates: update_ops(updates)? };
     Ok(encode_frame(MessageCode::ApbStaticUpdateObjects, &m))
 }

@@ -78,15 +78,19 @@ fn tx() -> impl Strategy<Value = TxId> {
     })
 }
 
+fn reads() -> impl Strategy<Value = causet_core::coordinator::ReadFrom> {
+    prop_oneof![Just(causet_core::coordinator::ReadFrom::Leader), Just(causet_core::coordinator::ReadFrom::Nearest)]
+}
+
 fn client_request() -> impl Strategy<Value = ClientRequest> {
     prop_oneof![
-        clock().prop_map(|clock| ClientRequest::Start { clock }),
+        (clock(), reads()).prop_map(|(clock, reads)| ClientRequest::Start { clock, reads }),
         (tx(), prop::collection::vec(object(), 0..4)).prop_map(|(tx, objects)| ClientRequest::Read { tx, objects }),
         (tx(), prop::collection::vec(update(), 0..4)).prop_map(|(tx, updates)| ClientRequest::Update { tx, updates }),
         tx().prop_map(|tx| ClientRequest::Commit { tx }),
         tx().prop_map(|tx| ClientRequest::Abort { tx }),
-        (clock(), prop::collection::vec(object(), 0..4))
-            .prop_map(|(clock, objects)| ClientRequest::StaticRead { clock, objects }),
+        (clock(), prop::collection::vec(object(), 0..4), reads())
+            .prop_map(|(clock, objects, reads)| ClientRequest::StaticRead { clock, objects, reads }),
         (clock(), prop::collection::vec(update(), 0..4))
             .prop_map(|(clock, updates)| ClientRequest::StaticUpdate { clock, updates }),
     ]

@@ -106,8 +106,12 @@ fn transaction_messages_have_their_field_numbers() {
         red_blue: Some(1),
         shared_locks: vec![b"s".to_vec()],
         exclusive_locks: vec![b"x".to_vec()],
+        read_from: None,
     };
     assert_eq!(bytes(&m), [0x10, 0x01, 0x1a, 0x01, b's', 0x22, 0x01, b'x']);
+    // Causet's extension: field 100, varint (key 100 << 3 = 800 = 0xa0 0x06).
+    let m = ApbTxnProperties { read_from: Some(1), ..Default::default() };
+    assert_eq!(bytes(&m), [0xa0, 0x06, 0x01]);
     let m = ApbValidateOrReadObjects {
         boundobjects: vec![],
         object_tokens: vec![b"t".to_vec()],
@@ -227,6 +231,7 @@ fn every_message_encodes_and_decodes() {
         red_blue: Some(0),
         shared_locks: vec![b"s".to_vec()],
         exclusive_locks: vec![],
+        read_from: Some(1),
     };
     let start = ApbStartTransaction { timestamp: Some(vec![1, 0, 0]), properties: Some(properties.clone()) };
     let leaf = ApbReadObjectResp {

@@ -18,7 +18,10 @@ fn decode_hex(hex: &str) -> Request {
 #[test]
 fn start_transaction_with_default_properties() {
     // AntidoteClient.start_transaction(): properties {read_write: 0, red_blue: 0}, no timestamp.
-    assert_eq!(decode_hex("0000000777120408001000"), Request::Client(ClientRequest::Start { clock: None }));
+    assert_eq!(
+        decode_hex("0000000777120408001000"),
+        Request::Client(ClientRequest::Start { clock: None, reads: Default::default() })
+    );
 }
 
 #[test]
@@ -52,6 +55,7 @@ fn static_read_with_a_min_snapshot() {
         Request::Client(ClientRequest::StaticRead {
             clock: Some(VectorClock::from_entries(vec![Timestamp(5)])),
             objects: vec![ObjectId::new("f", "b", CrdtType::FlagEw)],
+            reads: Default::default(),
         })
     );
 }

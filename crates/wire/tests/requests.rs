@@ -2,7 +2,7 @@
 //! decode into the right Causet operation.
 
 use bytes::BytesMut;
-use causet_core::coordinator::ClientRequest;
+use causet_core::coordinator::{ClientRequest, ReadFrom};
 use causet_core::{CoordinatorId, DcId, ObjectId, Timestamp, TxId, VectorClock};
 use causet_crdt::{CrdtType, MapKey, Op};
 use causet_wire::proto::{
@@ -83,15 +83,17 @@ fn every_object() -> Vec<ObjectId> {
 #[test]
 fn every_transaction_request_round_trips() {
     let requests = vec![
-        ClientRequest::Start { clock: None },
-        ClientRequest::Start { clock: Some(clock(&[1, 2, 3])) },
+        ClientRequest::Start { clock: None, reads: ReadFrom::Leader },
+        ClientRequest::Start { clock: Some(clock(&[1, 2, 3])), reads: ReadFrom::Leader },
+        ClientRequest::Start { clock: None, reads: ReadFrom::Nearest },
         ClientRequest::Read { tx: tx(), objects: every_object() },
         ClientRequest::Read { tx: tx(), objects: vec![] },
         ClientRequest::Update { tx: tx(), updates: every_op_kind() },
         ClientRequest::Commit { tx: tx() },
         ClientRequest::Abort { tx: tx() },
-        ClientRequest::StaticRead { clock: Some(clock(&[9])), objects: every_object() },
-        ClientRequest::StaticRead { clock: None, objects: vec![] },
+        ClientRequest::StaticRead { clock: Some(clock(&[9])), objects: every_object(), reads: ReadFrom::Leader },
+        ClientRequest::StaticRead { clock: None, objects: vec![], reads: ReadFrom::Leader },
+        ClientRequest::StaticRead { clock: None, objects: every_object(), reads: ReadFrom::Nearest },
         ClientRequest::StaticUpdate { clock: Some(clock(&[0, u64::MAX])), updates: every_op_kind() },
         ClientRequest::StaticUpdate { clock: None, updates: vec![] },
     ];
@@ -285,11 +287,13 @@ fn a_start_clock_that_is_absent_or_empty_means_none_and_properties_are_ignored()
         red_blue: Some(1),
         shared_locks: vec![b"l".to_vec()],
         exclusive_locks: vec![b"x".to_vec()],
+        read_from: None,
     });
     for timestamp in [None, Some(Vec::new()), Some(b"\x83\x64\x00\x06ignore".to_vec())] {
         let m = ApbStartTransaction { timestamp, properties: properties.clone() };
         let frame = frame_of(&encode_frame(MessageCode::ApbStartTransaction, &m));
-        assert_eq!(decode_request(&frame), Ok(Request::Client(ClientRequest::Start { clock: None })));
+        let start = ClientRequest::Start { clock: None, reads: ReadFrom::Leader };
+        assert_eq!(decode_request(&frame), Ok(Request::Client(start)));
     }
     let m = ApbStaticUpdateObjects {
         transaction: ApbStartTransaction { timestamp: Some(b"garbage".to_vec()), properties },

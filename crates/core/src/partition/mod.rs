@@ -226,6 +226,8 @@ pub struct Partition<S = Store> {
     /// A replica of a Raft group (`crate::replica`): its log is the group's, its records durable once committed,
     /// and its clock is bounded whatever its kind (a new leader starts above what the old one exposed).
     replicated: bool,
+    /// A replica that does not lead: the snapshot it may serve reads at ([`Partition::read_applied`]).
+    closed: Option<VectorClock>,
     /// The largest prepare or commit time of the records applied: a replica that takes the lead starts its clock
     /// above it.
     exposed: Timestamp,
@@ -334,6 +336,7 @@ impl<S: VersionStore> Partition<S> {
             next_replication_us: now_us,
             bound: BoundKeeper::default(),
             replicated: false,
+            closed: None,
             exposed: Timestamp::ZERO,
             acks_logged: Vec::new(),
             next_acks_log_us: now_us,
@@ -478,7 +481,7 @@ impl<S: VersionStore> Partition<S> {
             }
         }
         if now_us >= self.next_report_us {
-            self.send(Address::Stabilizer, Message::PvcReport { pvc: self.pvc.clone() });
+            self.send(Address::Stabilizer, Message::PvcReport { pvc: self.pvc.clone(), at: None });
             self.next_report_us = now_us + self.config.stable_interval_us.max(1);
         }
         if self.config.dcs > 1 && now_us >= self.next_replication_us {
@@ -535,7 +538,7 @@ impl<S: VersionStore> Partition<S> {
     /// A message from another state machine of the DC.
     pub fn handle_message(&mut self, now_us: u64, from: Address, msg: Message) {
         match msg {
-            Message::Read { tx, request, snapshot, objects } => {
+            Message::Read { tx, request, snapshot, objects, .. } => {
                 self.on_request(now_us, Request::Read { from, tx, request, snapshot, objects })
             }
             Message::Prepare { tx, snapshot, writes, oldest_open } => {

@@ -8,7 +8,7 @@ use crate::message::RemoteError;
 use crate::protocol::ReadVersion;
 use crate::store::VersionStore;
 use crate::{Address, ClockKind, Message, ObjectId, TxId, VectorClock};
-use causet_crdt::Effect;
+use causet_crdt::{Crdt, Effect};
 
 #[derive(Clone, Debug)]
 pub(super) enum Request {
@@ -102,16 +102,45 @@ impl<S: VersionStore> Partition<S> {
         }
         match request {
             Request::Read { from, tx, request, snapshot, objects } => {
-                let result = match rules.read_version() {
-                    ReadVersion::AtSnapshot => objects.iter().map(|id| self.store.read(id, &snapshot)).collect(),
-                    // Eventual consistency: the latest applied state, whatever the snapshot.
-                    ReadVersion::Latest => Ok(objects.iter().map(|id| self.store.latest(id)).collect()),
-                };
+                let result = self.read_objects(&snapshot, &objects);
                 self.send(from, Message::ReadReply { tx, request, result });
             }
             Request::Prepare(prepare) => self.prepare(now_us, prepare),
         }
         None
+    }
+
+    /// The objects' states at `snapshot`, as this partition applied them.
+    fn read_objects(&mut self, snapshot: &VectorClock, objects: &[ObjectId]) -> Result<Vec<Crdt>, RemoteError> {
+        match self.config.protocol.rules().read_version() {
+            ReadVersion::AtSnapshot => objects.iter().map(|id| self.store.read(id, snapshot)).collect(),
+            // Eventual consistency: the latest applied state, whatever the snapshot.
+            ReadVersion::Latest => Ok(objects.iter().map(|id| self.store.latest(id)).collect()),
+        }
+    }
+
+    /// A replica that does not lead serves a read from what it applied, if that covers the snapshot: every
+    /// transaction at or below it is applied here, as the leader's pvc last reported with a log position this
+    /// replica has applied says ([`Partition::note_closed`]). `None` otherwise: the leader must serve it.
+    pub fn read_applied(
+        &mut self,
+        snapshot: &VectorClock,
+        objects: &[ObjectId],
+    ) -> Option<Result<Vec<Crdt>, RemoteError>> {
+        let closed = self.closed.as_ref()?;
+        if !snapshot.has_dcs(self.config.vector_len()) || !snapshot.le(closed) {
+            return None;
+        }
+        Some(self.read_objects(snapshot, objects))
+    }
+
+    /// A replica that does not lead applied the log through a position at which its leader's pvc was `pvc`: every
+    /// transaction that pvc covers is applied here (the records it depends on come before that position).
+    pub fn note_closed(&mut self, pvc: &VectorClock) {
+        match &mut self.closed {
+            Some(closed) => closed.merge_max(pvc),
+            None => self.closed = Some(pvc.clone()),
+        }
     }
 
     pub(super) fn serve_waiting(&mut self, now_us: u64) {
