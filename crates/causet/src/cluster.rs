@@ -363,6 +363,28 @@ pub fn kill_node(file: &ClusterFile, i: usize) {
     }
 }
 
+/// Node `i` loses its disk: it is killed (SIGKILL), its data directory deleted, and its configuration told to
+/// join the DC when it starts again (`join = true`: an empty data directory then starts a new disk generation,
+/// and its replicas join their groups under new ids rather than claim to be the ones that were lost). Start it
+/// with [`restart_node`].
+pub fn wipe_node(file: &ClusterFile, i: usize) -> anyhow::Result<()> {
+    kill_node(file, i);
+    let n = &file.nodes[i];
+    if process_alive(n.pid) {
+        bail!("DC {} node {} did not die", n.dc, n.node);
+    }
+    if n.data_dir.exists() {
+        std::fs::remove_dir_all(&n.data_dir).with_context(|| format!("deleting {}", n.data_dir.display()))?;
+    }
+    let config = std::fs::read_to_string(&n.config).with_context(|| format!("reading {}", n.config.display()))?;
+    if !config.lines().any(|l| l.trim() == "join = true") {
+        // Top-level keys go before the tables (peers) that follow them.
+        let joined = config.replacen("data_dir = ", "join = true\ndata_dir = ", 1);
+        std::fs::write(&n.config, joined).with_context(|| format!("writing {}", n.config.display()))?;
+    }
+    Ok(())
+}
+
 /// Starts node `i` again from its configuration and data (after [`kill_node`] or a crash), waits until it serves,
 /// and records its new pid in the cluster file.
 pub fn restart_node(file: &mut ClusterFile, dir: &Path, i: usize) -> anyhow::Result<()> {

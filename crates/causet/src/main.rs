@@ -111,6 +111,20 @@ enum ClusterCommand {
         #[arg(long, default_value = "./causet-cluster")]
         dir: std::path::PathBuf,
     },
+    /// Replace a node's disk: kill the node, delete its data directory, and start it again empty, joining its DC
+    /// (with replicated partitions, its replicas join their groups under new ids and are caught up by the others;
+    /// watch `/status` for the membership).
+    ReplaceDisk {
+        /// The cluster's directory.
+        #[arg(long, default_value = "./causet-cluster")]
+        dir: std::path::PathBuf,
+        /// The node's DC.
+        #[arg(long)]
+        dc: u16,
+        /// The node's index in its DC.
+        #[arg(long)]
+        node: u16,
+    },
     /// Show each DC's state: stable snapshot age per DC, links.
     Status {
         /// The cluster's directory.
@@ -163,6 +177,10 @@ struct StartArgs {
     /// Write-write certification of concurrent updates to one object (AntidoteDB's txn_cert).
     #[arg(long)]
     certify_writes: bool,
+    /// Join a running DC: with a new data directory (a node whose disk was lost), the node's replicas join their
+    /// Raft groups under new ids instead of starting them.
+    #[arg(long)]
+    join: bool,
     /// Log filter, e.g. `info` or `causet_server=debug` [default: info, or RUST_LOG].
     #[arg(long)]
     log: Option<String>,
@@ -217,6 +235,9 @@ fn server_config(args: &StartArgs) -> anyhow::Result<causet_server::config::Serv
     }
     if let Some(v) = args.checkpoint_interval_s {
         c.checkpoint_interval_s = v;
+    }
+    if args.join {
+        c.join = true;
     }
     if args.certify_writes {
         c.certify_writes = true;
@@ -306,6 +327,14 @@ fn main() -> anyhow::Result<()> {
                     }
                     anyhow::Ok(())
                 })?;
+            }
+            ClusterCommand::ReplaceDisk { dir, dc, node } => {
+                let mut file = cluster::load(&dir)?;
+                let i = (file.nodes.iter().position(|n| n.dc == dc && n.node == node))
+                    .ok_or_else(|| anyhow::anyhow!("the cluster in {} has no node {node} in DC {dc}", dir.display()))?;
+                cluster::wipe_node(&file, i)?;
+                cluster::restart_node(&mut file, &dir, i)?;
+                println!("DC {dc} node {node} restarted with an empty disk; it joins its DC (see its /status)");
             }
             ClusterCommand::Status { dir } => cluster::status(&dir)?,
         },

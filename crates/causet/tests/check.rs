@@ -62,8 +62,9 @@ fn cure_under_kills_pauses_cuts_and_clock_jumps_is_tcc_loses_nothing_and_converg
 }
 
 /// DCs of three nodes whose partitions are Raft groups of three, checkpointing every second: nodes killed, paused
-/// (SIGSTOP: a leader stops answering with its connections open) and cut from another node of their DC, links
-/// between DCs cut. The history is TCC, no acknowledged write is lost, the DCs converge.
+/// (SIGSTOP: a leader stops answering with its connections open), cut from another node of their DC, and one node
+/// of a DC losing its disk (killed, its data directory deleted, started again empty: it joins under new replica
+/// ids), links between DCs cut. The history is TCC, no acknowledged write is lost, the DCs converge.
 #[test]
 fn replicated_dcs_under_kills_pauses_and_cuts_between_their_nodes_are_tcc_and_lose_nothing() {
     let dir = tempfile::tempdir().expect("a temporary directory");
@@ -81,13 +82,13 @@ fn replicated_dcs_under_kills_pauses_and_cuts_between_their_nodes_are_tcc_and_lo
         "--replicas",
         "3",
         "--faults",
-        "kill,pause,cut",
+        "kill,pause,cut,wipe",
         "--checkpoint-interval-s",
         "1",
     ];
     let (code, report, file) = check(dir.path(), &args);
     assert_eq!(code, 0, "cure on replicated DCs must pass:\n{report}");
-    for kind in ["Kill", "Restart", "Pause", "Resume", "CutNodes", "HealNodes"] {
+    for kind in ["Kill", "Wipe", "Restart", "Pause", "Resume", "CutNodes", "HealNodes"] {
         assert!(count_faults(&file, kind) > 0, "no {kind} fault was injected:\n{report}");
     }
     let applied_ok = |kind: &str| {

@@ -485,6 +485,9 @@ impl Replica {
             if !self.group.membership().contains(self.group.id()) {
                 self.ask_to_join();
             } else if self.serving() {
+                // What the partition's timers just staged is proposed first: a membership entry takes the next
+                // log position, which must not be one the partition gave a record.
+                self.pump(now_us);
                 self.next_membership_step();
             }
         }
@@ -764,6 +767,11 @@ impl Replica {
     /// Proposes a membership change as the serving leader. The entry takes a log position the partition would
     /// otherwise give its next record, so the partition skips it.
     fn change_membership(&mut self, changes: Vec<MembershipChange>) {
+        // Only between records: a record the partition staged and has not proposed yet owns the next position
+        // (the partition's timers may just have staged one). The next interval tries again.
+        if self.partition.lsns().0 != self.group.last_index() {
+            return;
+        }
         if let Ok(proposal) = self.group.change_membership(&changes) {
             self.partition.skip_log_position(proposal.index);
             self.stats.membership_proposals += 1;
@@ -838,6 +846,8 @@ mod tests {
         loads: Vec<u64>,
         /// Each node's disk generation.
         generations: Vec<u64>,
+        /// The partitions' clock bound, µs ahead of the clock.
+        clock_bound_us: u64,
         now: u64,
     }
 
@@ -853,6 +863,7 @@ mod tests {
                 out: Vec::new(),
                 loads: vec![0; 3],
                 generations: vec![0; 3],
+                clock_bound_us: 2_000_000,
                 now: 1_000_000,
             };
             for n in 0..3 {
@@ -865,7 +876,7 @@ mod tests {
         fn start(&self, n: usize) -> Replica {
             let mut config = Config::new(1, DcId(0), 1);
             // A bound far ahead of the clock, so that a new leader's clock is above it only if it was raised there.
-            config.clock_bound_us = 2_000_000;
+            config.clock_bound_us = self.clock_bound_us;
             let topology = Topology::new(DcId(0), 1, 1, 3).with_replicas(3);
             let durable = self.disks[n].clone();
             let checkpoint = self.checkpoints[n].clone();
@@ -1155,8 +1166,16 @@ mod tests {
 
     #[test]
     fn a_replica_that_lost_its_disk_joins_again_replaces_its_old_self_and_counts_towards_the_majority() {
-        for compacted in [false, true] {
+        for (compacted, clock_bound_us) in [(false, 2_000_000), (true, 2_000_000), (false, 1_000)] {
             let mut c = Cluster::new();
+            if clock_bound_us != c.clock_bound_us {
+                // A bound renewed at nearly every partition timer: the leader's partition has a record to propose
+                // whenever its membership timer fires too (a membership change once took the record's position).
+                c.clock_bound_us = clock_bound_us;
+                for n in 0..3 {
+                    c.restart(n);
+                }
+            }
             let leader = c.elect();
             c.replies();
             for seq in 1..=5 {

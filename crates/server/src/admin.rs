@@ -180,6 +180,8 @@ struct Status {
     partitions: u32,
     shards: usize,
     incarnation: u64,
+    /// The disk's generation (0 for a node of a new cluster; a new one after the node joined with an empty disk).
+    generation: u64,
     clock: causet_core::ClockKind,
     now_us: u64,
     stable_snapshot: Vec<u64>,
@@ -216,6 +218,7 @@ async fn status(State(state): State<Arc<NodeState>>) -> Json<Status> {
         partitions: protocol.partitions,
         shards: shards.len(),
         incarnation: state.routes.layout.incarnation,
+        generation: state.routes.layout.generation,
         clock: protocol.clock,
         now_us: state.clock.now_us(),
         stable_snapshot: stable,

@@ -95,6 +95,12 @@ pub struct ServerConfig {
     /// The token the admin API's fault-injection endpoints require (`Authorization: Bearer <token>`); without
     /// one they are disabled.
     pub admin_token: Option<String>,
+    /// This node joins a running DC: if its data directory is new (say, it replaces a disk that was lost), its
+    /// disk starts a new generation, and its partitions' replicas join their Raft groups under new ids, caught up
+    /// by the others, instead of acting as the groups' first members. Only matters for a new data directory; a
+    /// node that starts with its own data carries on in the generation it has. Off: a new data directory is one
+    /// of a new cluster's first nodes.
+    pub join: bool,
 }
 
 impl Default for ServerConfig {
@@ -130,6 +136,7 @@ impl Default for ServerConfig {
             replication_interval_ms: 1,
             replication_window: 8_192,
             admin_token: None,
+            join: false,
         }
     }
 }

@@ -152,6 +152,11 @@ impl Node {
         let (store, mut durable) = FjallStore::open(&config.data_dir, options)
             .with_context(|| format!("opening the store in {}", config.data_dir.display()))?;
         let store = Arc::new(store);
+        // The disk's generation first: a joining node's new data directory must never start as generation 0,
+        // even if it crashes before anything else is written.
+        let generation = store
+            .generation(if config.join { new_generation() } else { 0 })
+            .context("reading the disk's generation")?;
         let incarnation = store.next_incarnation().context("advancing the node's incarnation")?;
         let clock = Arc::new(WallClock::new());
         let protocol = config.protocol();
@@ -165,7 +170,13 @@ impl Node {
         for peer in &config.peers {
             topology.set_dc_nodes(causet_core::DcId(peer.dc), peer.addr.nodes().len() as u16);
         }
-        let layout = Layout::new(config.node, shards, incarnation);
+        let layout = Layout::new(config.node, shards, incarnation).with_generation(generation);
+        if generation != 0 {
+            tracing::info!(
+                generation,
+                "this node's disk is in generation {generation}: its replicas join their groups under new ids"
+            );
+        }
         let (routes, receivers) = Routes::new(layout, topology.clone(), config.shard_inbox);
 
         // Recovery: every shard's partitions from their checkpoints and log tails. Transactions left prepared
@@ -323,4 +334,15 @@ impl Node {
         info!("stopped");
         Ok(())
     }
+}
+
+/// A new disk generation for a node that joins a running DC: random, non-zero, below 2^47 (replica ids keep the
+/// node in their low 16 bits), so that no two incarnations of a disk share one.
+fn new_generation() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    // The standard library's hasher keys come from the operating system's random source.
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    h.write_u128(now);
+    (h.finish() & ((1 << 47) - 1)).max(1)
 }

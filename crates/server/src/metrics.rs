@@ -67,6 +67,13 @@ pub struct Metrics {
     pub replica_follower_lag: Family<Vec<(&'static str, String)>, Gauge<u64, AtomicU64>>,
     /// Per replica and direction (`sent`, `installed`): snapshots transferred.
     pub replica_snapshots: Family<Vec<(&'static str, String)>, Counter>,
+    /// Per replica: the voters of its group as it applied the membership.
+    pub replica_voters: Family<PartitionLabel, Gauge<u64, AtomicU64>>,
+    /// Per replica: membership changes applied.
+    pub replica_membership_changes: Family<PartitionLabel, Counter>,
+    /// Per replica and outcome (`served`, `passed_on`): reads for the nearest replica that reached it as a
+    /// follower.
+    pub replica_nearest_reads: Family<Vec<(&'static str, String)>, Counter>,
     /// Requests coordinators sent again to a partition's new leader.
     pub resends_to_new_leaders: Counter,
     /// Prepares partitions turned away as duplicates of transactions that had ended there.
@@ -109,6 +116,9 @@ impl Metrics {
         let replica_handovers = Family::<PartitionLabel, Counter>::default();
         let replica_checkpoints = Family::<PartitionLabel, Counter>::default();
         let replica_snapshots = Family::<Vec<(&'static str, String)>, Counter>::default();
+        let replica_voters = Family::<PartitionLabel, Gauge<u64, AtomicU64>>::default();
+        let replica_membership_changes = Family::<PartitionLabel, Counter>::default();
+        let replica_nearest_reads = Family::<Vec<(&'static str, String)>, Counter>::default();
         let replica_follower_lag = Family::<Vec<(&'static str, String)>, Gauge<u64, AtomicU64>>::default();
         let resends_to_new_leaders = Counter::default();
         let duplicate_prepares = Counter::default();
@@ -145,6 +155,17 @@ impl Metrics {
             "replica_snapshots",
             "Snapshots this node's replica sent to followers that needed compacted entries, or installed",
             replica_snapshots.clone(),
+        );
+        registry.register("replica_voters", "Voters of the group of this node's replica", replica_voters.clone());
+        registry.register(
+            "replica_membership_changes",
+            "Membership changes this node's replica applied (a node that lost its disk replaced, say)",
+            replica_membership_changes.clone(),
+        );
+        registry.register(
+            "replica_nearest_reads",
+            "Reads for the nearest replica this node's replica served as a follower, or passed on to the leader",
+            replica_nearest_reads.clone(),
         );
         registry.register(
             "resends_to_new_leaders",
@@ -205,6 +226,9 @@ impl Metrics {
             replica_handovers,
             replica_checkpoints,
             replica_snapshots,
+            replica_voters,
+            replica_membership_changes,
+            replica_nearest_reads,
             replica_follower_lag,
             resends_to_new_leaders,
             duplicate_prepares,
@@ -239,6 +263,12 @@ impl Metrics {
             for (direction, total) in [("sent", r.snapshots_sent), ("installed", r.snapshots_installed)] {
                 let labels = vec![("partition", r.id.to_string()), ("direction", direction.to_string())];
                 raise(&self.replica_snapshots.get_or_create(&labels), total);
+            }
+            self.replica_voters.get_or_create(&label).set(r.membership.voters.len() as u64);
+            raise(&self.replica_membership_changes.get_or_create(&label), r.membership_changes);
+            for (outcome, total) in [("served", r.nearest_reads), ("passed_on", r.nearest_reads_passed_on)] {
+                let labels = vec![("partition", r.id.to_string()), ("outcome", outcome.to_string())];
+                raise(&self.replica_nearest_reads.get_or_create(&labels), total);
             }
         }
         raise(&self.resends_to_new_leaders, shards.iter().map(|s| s.resends_to_new_leaders).sum());
@@ -278,6 +308,17 @@ mod tests {
             terms_led,
             reloads: 1,
             handovers: 0,
+            membership: crate::status::MembershipStatus {
+                generation: 0,
+                voters: [1, 2, 3].map(|node| crate::status::MemberStatus { node, generation: 0 }).to_vec(),
+                learners: Vec::new(),
+                outgoing: Vec::new(),
+            },
+            membership_changes: 3,
+            membership_proposals: 0,
+            join_requests: 0,
+            nearest_reads: 9,
+            nearest_reads_passed_on: 1,
         };
         let partition = PartitionStatus {
             id: 3,
@@ -320,6 +361,10 @@ mod tests {
             "causet_replica_follower_lag_entries{partition=\"3\",follower=\"2\"} 3",
             "causet_replica_snapshots_total{partition=\"3\",direction=\"sent\"} 2",
             "causet_replica_snapshots_total{partition=\"3\",direction=\"installed\"} 1",
+            "causet_replica_voters{partition=\"3\"} 3",
+            "causet_replica_membership_changes_total{partition=\"3\"} 3",
+            "causet_replica_nearest_reads_total{partition=\"3\",outcome=\"served\"} 9",
+            "causet_replica_nearest_reads_total{partition=\"3\",outcome=\"passed_on\"} 1",
             "causet_resends_to_new_leaders_total 5",
             "causet_duplicate_prepares_total 1",
         ] {

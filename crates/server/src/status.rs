@@ -55,6 +55,56 @@ pub struct ReplicaStatus {
     pub reloads: u64,
     /// Times this replica handed leadership back to the partition's home node.
     pub handovers: u64,
+    /// The group's membership as this replica applied it.
+    pub membership: MembershipStatus,
+    /// Membership changes this replica applied.
+    pub membership_changes: u64,
+    /// Membership changes it proposed as leader.
+    pub membership_proposals: u64,
+    /// Requests to join it sent while not a member (its node came back with an empty disk).
+    pub join_requests: u64,
+    /// Reads it served as a follower for the nearest replica.
+    pub nearest_reads: u64,
+    /// Reads for the nearest replica it passed on to the leader (it had not applied their snapshot).
+    pub nearest_reads_passed_on: u64,
+}
+
+/// A group's membership, for `/status`: each replica as its node and disk generation.
+#[derive(Clone, Debug, Serialize)]
+pub struct MembershipStatus {
+    /// This replica's own generation.
+    pub generation: u64,
+    /// Voters (of the incoming configuration during a joint change).
+    pub voters: Vec<MemberStatus>,
+    /// Learners (being caught up before they vote).
+    pub learners: Vec<MemberStatus>,
+    /// During a joint change, the voters of the configuration being left; empty otherwise.
+    pub outgoing: Vec<MemberStatus>,
+}
+
+/// One replica of a group, for `/status`.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct MemberStatus {
+    /// Its node.
+    pub node: u16,
+    /// Its node's disk generation.
+    pub generation: u64,
+}
+
+impl MembershipStatus {
+    fn of(r: &causet_core::replica::Replica) -> Self {
+        use causet_core::replica::{replica_generation, replica_node};
+        let m = r.group().membership();
+        let members = |ids: &[causet_core::group::ReplicaId]| {
+            ids.iter().map(|id| MemberStatus { node: replica_node(*id), generation: replica_generation(*id) }).collect()
+        };
+        Self {
+            generation: replica_generation(r.group().id()),
+            voters: members(&m.voters),
+            learners: members(&m.learners),
+            outgoing: members(&m.outgoing),
+        }
+    }
 }
 
 /// Another replica as the leader sees it, for `/status`.
@@ -148,6 +198,12 @@ impl ShardStatus {
                     terms_led: r.stats().terms_led,
                     reloads: r.stats().reloads,
                     handovers: r.stats().handovers,
+                    membership: MembershipStatus::of(r),
+                    membership_changes: g.stats().membership_changes,
+                    membership_proposals: r.stats().membership_proposals,
+                    join_requests: r.stats().join_requests,
+                    nearest_reads: r.stats().nearest_reads,
+                    nearest_reads_passed_on: r.stats().nearest_reads_passed_on,
                 }
             })
             .collect();

@@ -25,6 +25,8 @@ const GROUP_TAG: u8 = 0x02;
 
 /// Meta keyspace: the key of the incarnation counter.
 pub(crate) const INCARNATION_KEY: &[u8] = b"incarnation";
+/// Meta keyspace: the key of the disk's generation.
+pub(crate) const GENERATION_KEY: &[u8] = b"generation";
 
 /// The length of a log key: partition (4 bytes) and lsn (8 bytes).
 pub(crate) const LOG_KEY_LEN: usize = 12;

@@ -487,6 +487,20 @@ fn validate(options: &StorageOptions) -> Result<()> {
 }
 
 impl LogStore for FjallStore {
+    fn generation(&self, new: u64) -> Result<u64> {
+        let _serial = self.incarnation.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(bytes) = self.meta.get(codec::GENERATION_KEY)? {
+            return codec::decode::<u64>(&bytes)
+                .map_err(|reason| StorageError::CorruptMeta { what: "generation", reason });
+        }
+        let fresh = self.meta.get(codec::INCARNATION_KEY)?.is_none();
+        let generation = if fresh { new } else { 0 };
+        let mut batch = self.db.batch().durability(Some(PersistMode::SyncAll));
+        batch.insert(&self.meta, codec::GENERATION_KEY, codec::encode(&generation)?);
+        batch.commit()?;
+        Ok(generation)
+    }
+
     fn next_incarnation(&self) -> Result<u64> {
         let _serial = self.incarnation.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let last = match self.meta.get(codec::INCARNATION_KEY)? {

@@ -59,6 +59,7 @@
 //! | `checkpoint` | `0x02` ‖ partition (u32 BE) | group state: the Raft hard state and the compaction point |
 //! | `raft` | partition (u32 BE) ‖ index (u64 BE) | a Raft entry: (term, kind, data) |
 //! | `meta` | `incarnation` | u64, the last value [`LogStore::next_incarnation`] returned |
+//! | `meta` | `generation` | u64, the disk's generation ([`LogStore::generation`]) |
 //!
 //! Every value is a format-version byte (currently 5) followed by postcard; a value with an unknown version byte
 //! or that does not decode is reported as [`StorageError::CorruptRecord`] (with partition and lsn),
@@ -149,6 +150,12 @@ pub trait LogStore: Send + Sync {
     /// coordinator ids from it so that they are unique across restarts. Synchronous: the new value is durable
     /// when this returns.
     fn next_incarnation(&self) -> Result<u64>;
+
+    /// The generation of this store's disk: the one stored; else, on a fresh store (no incarnation yet), `new`;
+    /// else 0 (a store written before generations existed). Stored either way, durably, before it returns. Call
+    /// it before [`LogStore::next_incarnation`]. A node that lost its disk must come back in a new generation, so
+    /// that its Raft replicas get new ids (`causet_core::replica`).
+    fn generation(&self, new: u64) -> Result<u64>;
 
     /// Recovers a partition: its complete checkpoint (merging every incremental checkpoint: the latest image of
     /// each object) and the log records after the checkpoint's lsn, ascending. Reads what the engine holds: call

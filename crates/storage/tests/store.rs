@@ -161,6 +161,26 @@ fn incarnation_counter_increments_and_survives_reopen() {
     store.close().unwrap();
 }
 
+#[test]
+fn a_fresh_store_takes_the_generation_given_and_keeps_it_and_an_older_store_is_generation_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _rx) = open(dir.path());
+    assert_eq!(store.generation(77).unwrap(), 77);
+    assert_eq!(store.next_incarnation().unwrap(), 1);
+    assert_eq!(store.generation(5).unwrap(), 77, "a stored generation is kept");
+    drop(store);
+    let (store, _rx) = open(dir.path());
+    assert_eq!(store.generation(5).unwrap(), 77, "and survives a restart");
+    store.close().unwrap();
+    // A store that has run before without a generation (made before generations existed) is generation 0.
+    let old = tempfile::tempdir().unwrap();
+    let (store, _rx) = open(old.path());
+    assert_eq!(store.next_incarnation().unwrap(), 1);
+    assert_eq!(store.generation(9).unwrap(), 0);
+    assert_eq!(store.generation(9).unwrap(), 0);
+    store.close().unwrap();
+}
+
 /// Many threads append to several partitions each; every partition's reports rise strictly and reach its last
 /// lsn, and every append is covered.
 #[test]

@@ -386,6 +386,7 @@ pub fn run(args: &CheckArgs, progress: &mut dyn FnMut(&str)) -> anyhow::Result<C
         duration_ms,
         interval_ms: args.fault_interval_ms,
         kinds,
+        replicated: replicas >= 3,
     };
     let steps = nemesis::schedule(seed, &shape);
     progress(&format!("{} fault steps scheduled", steps.len()));

@@ -23,6 +23,12 @@ pub enum Fault {
         /// Index into the cluster's nodes.
         node: usize,
     },
+    /// SIGKILL the node and delete its data directory: its disk is lost. The restart that follows starts it empty,
+    /// joining its DC (its replicas join their groups under new ids, and are caught up by the others).
+    Wipe {
+        /// Index into the cluster's nodes.
+        node: usize,
+    },
     /// Start the killed node again from its data directory.
     Restart {
         /// Index into the cluster's nodes.
@@ -85,6 +91,7 @@ impl Fault {
     pub fn kind(&self) -> &'static str {
         match self {
             Fault::Kill { .. } => "kill -9",
+            Fault::Wipe { .. } => "kill -9 and data directory deleted",
             Fault::Restart { .. } => "restart",
             Fault::Pause { .. } => "pause (SIGSTOP)",
             Fault::Resume { .. } => "resume (SIGCONT)",
@@ -118,15 +125,19 @@ pub struct FaultKinds {
     pub cut: bool,
     /// Clock jumps.
     pub clock: bool,
+    /// Disk losses (kill -9, data directory deleted, restart empty): only where partitions are groups of three
+    /// or more, at most one node per DC per run.
+    #[serde(default)]
+    pub wipe: bool,
 }
 
 impl FaultKinds {
     /// Every kind.
-    pub const ALL: FaultKinds = FaultKinds { kill: true, pause: true, cut: true, clock: true };
+    pub const ALL: FaultKinds = FaultKinds { kill: true, pause: true, cut: true, clock: true, wipe: true };
     /// None: a fault-free run.
-    pub const NONE: FaultKinds = FaultKinds { kill: false, pause: false, cut: false, clock: false };
+    pub const NONE: FaultKinds = FaultKinds { kill: false, pause: false, cut: false, clock: false, wipe: false };
 
-    /// Parses a comma-separated list of `kill`, `pause`, `cut`, `clock`, or `all` or `none`.
+    /// Parses a comma-separated list of `kill`, `pause`, `cut`, `clock`, `wipe`, or `all` or `none`.
     pub fn parse(text: &str) -> Result<FaultKinds, String> {
         let mut kinds = FaultKinds::NONE;
         for word in text.split(',').map(str::trim).filter(|w| !w.is_empty()) {
@@ -137,14 +148,17 @@ impl FaultKinds {
                 "pause" => kinds.pause = true,
                 "cut" => kinds.cut = true,
                 "clock" => kinds.clock = true,
-                other => return Err(format!("unknown fault kind {other:?}: use kill, pause, cut, clock, all or none")),
+                "wipe" => kinds.wipe = true,
+                other => {
+                    return Err(format!("unknown fault kind {other:?}: use kill, pause, cut, clock, wipe, all or none"))
+                }
             }
         }
         Ok(kinds)
     }
 
     fn any(&self) -> bool {
-        self.kill || self.pause || self.cut || self.clock
+        self.kill || self.pause || self.cut || self.clock || self.wipe
     }
 }
 
@@ -161,6 +175,8 @@ pub struct ScheduleShape {
     pub interval_ms: u64,
     /// The kinds to draw from.
     pub kinds: FaultKinds,
+    /// Partitions are Raft groups of three or more: a DC survives one node's disk loss.
+    pub replicated: bool,
 }
 
 /// A lasting fault's interval on its target.
@@ -208,6 +224,12 @@ pub fn schedule(seed: u64, shape: &ScheduleShape) -> Vec<Step> {
     if shape.kinds.cut && !node_pairs.is_empty() {
         kinds.push(4);
     }
+    if shape.kinds.wipe && shape.replicated {
+        kinds.push(5);
+    }
+    // DCs that lost a node's disk in this run: one each, since a second loss before the first node is caught up
+    // again could lose a majority's copy.
+    let mut wiped_dcs = BTreeSet::new();
     if kinds.is_empty() {
         return steps;
     }
@@ -226,13 +248,17 @@ pub fn schedule(seed: u64, shape: &ScheduleShape) -> Vec<Step> {
         // A node is down (killed or paused) while it is busy: a clock jump needs it up.
         let kind = kinds[rng.random_range(0..kinds.len())];
         match kind {
-            0 | 1 => {
+            0 | 1 | 5 => {
                 let node = rng.random_range(0..shape.node_dcs.len());
-                if !free(&Target::Node(node), &busy) {
+                if !free(&Target::Node(node), &busy) || (kind == 5 && wiped_dcs.contains(&shape.node_dcs[node])) {
                     continue;
                 }
                 busy.push(Busy { target: Target::Node(node), from_ms: at_ms, until_ms });
-                let (start, end) = if kind == 0 {
+                let (start, end) = if kind == 5 {
+                    wiped_dcs.insert(shape.node_dcs[node]);
+                    offsets[node] = 0;
+                    (Fault::Wipe { node }, Fault::Restart { node })
+                } else if kind == 0 {
                     // A restart starts the node with its clock offset back at 0.
                     offsets[node] = 0;
                     (Fault::Kill { node }, Fault::Restart { node })
@@ -329,6 +355,12 @@ impl<'a> Nemesis<'a> {
         match *fault {
             Fault::Kill { node } => {
                 cluster::kill_node(self.file, node);
+                self.killed.insert(node);
+                self.skewed.remove(&node);
+                Ok(())
+            }
+            Fault::Wipe { node } => {
+                cluster::wipe_node(self.file, node).map_err(|e| format!("{e:#}"))?;
                 self.killed.insert(node);
                 self.skewed.remove(&node);
                 Ok(())
@@ -514,7 +546,14 @@ mod tests {
     use super::*;
 
     fn shape(kinds: FaultKinds) -> ScheduleShape {
-        ScheduleShape { node_dcs: vec![0, 1, 2], dcs: 3, duration_ms: 60_000, interval_ms: 2000, kinds }
+        ScheduleShape {
+            node_dcs: vec![0, 1, 2],
+            dcs: 3,
+            duration_ms: 60_000,
+            interval_ms: 2000,
+            kinds,
+            replicated: false,
+        }
     }
 
     #[test]
@@ -535,7 +574,9 @@ mod tests {
             for s in &steps {
                 assert!(s.at_ms <= 59_000, "seed {seed}: {s:?} is too late");
                 match s.fault {
-                    Fault::Kill { node } | Fault::Pause { node } => assert!(down.insert(node), "seed {seed}: {s:?}"),
+                    Fault::Kill { node } | Fault::Pause { node } | Fault::Wipe { node } => {
+                        assert!(down.insert(node), "seed {seed}: {s:?}")
+                    }
                     Fault::Restart { node } | Fault::Resume { node } => {
                         assert!(down.remove(&node), "seed {seed}: {s:?}")
                     }
@@ -551,6 +592,30 @@ mod tests {
             }
             assert!(down.is_empty() && cut.is_empty() && node_cuts.is_empty(), "seed {seed}: every fault ends");
         }
+    }
+
+    /// Disk losses only where partitions are replicated, and one node per DC at most.
+    #[test]
+    fn disks_are_lost_only_in_replicated_dcs_and_once_per_dc() {
+        let wipes = |shape: &ScheduleShape, seed| {
+            schedule(seed, shape).into_iter().filter(|s| matches!(s.fault, Fault::Wipe { .. })).collect::<Vec<_>>()
+        };
+        let mut replicated = shape(FaultKinds::ALL);
+        replicated.node_dcs = vec![0, 0, 0, 1, 1, 1];
+        replicated.dcs = 2;
+        replicated.replicated = true;
+        let mut any = 0;
+        for seed in 0..20 {
+            let steps = wipes(&replicated, seed);
+            let dcs: BTreeSet<u16> = steps
+                .iter()
+                .map(|s| if let Fault::Wipe { node } = s.fault { replicated.node_dcs[node] } else { 9 })
+                .collect();
+            assert_eq!(dcs.len(), steps.len(), "seed {seed}: two disks lost in one DC: {steps:?}");
+            any += steps.len();
+            assert!(wipes(&ScheduleShape { replicated: false, ..replicated.clone() }, seed).is_empty());
+        }
+        assert!(any > 0, "no seed loses a disk");
     }
 
     #[test]
