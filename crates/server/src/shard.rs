@@ -74,10 +74,21 @@ impl Shard {
         let checkpoint_interval = self.env.checkpoint_interval;
         let mut next_checkpoint = tokio::time::Instant::now() + checkpoint_interval;
         let mut shutdown: Option<(oneshot::Sender<()>, tokio::time::Instant)> = None;
+        let mut ran_due = false;
         loop {
             self.write_log().await;
-            let deadline = self.env.clock.instant_at(self.node.poll_timeout().unwrap_or(u64::MAX));
+            let timeout = self.node.poll_timeout().unwrap_or(u64::MAX);
+            // A timer already due runs at once: tokio rounds a deadline up to its next millisecond tick, which would
+            // add up to a millisecond to every step that a node schedules for "now" (a pump, a flush).
+            // At most once in a row, so that a timer the node keeps due cannot spin this loop.
+            let due = timeout <= self.env.clock.now_us() && !ran_due;
+            ran_due = false;
+            let deadline = self.env.clock.instant_at(timeout);
             tokio::select! {
+                () = std::future::ready(()), if due => {
+                    ran_due = true;
+                    self.node.handle_timeout(self.env.clock.now_us());
+                }
                 input = inbox.recv() => {
                     let Some(input) = input else { break };
                     // Take what else is queued before carrying out: one pass routes a whole batch.

@@ -362,7 +362,12 @@ async fn run_link(
                 last_due = due;
                 due
             };
-            tokio::time::sleep_until(due_of(sent_at)).await;
+            // Tokio's timer rounds a deadline up to its next millisecond tick, even one already past: a message that
+            // is due (every message on a link with no delay) leaves without sleeping.
+            let due = due_of(sent_at);
+            if due > tokio::time::Instant::now() {
+                tokio::time::sleep_until(due).await;
+            }
             // One write for this message and every queued one that is due by now: fewer system calls and segments
             // when many partitions and groups talk to one node at once.
             batch.clear();
