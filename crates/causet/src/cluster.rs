@@ -148,8 +148,23 @@ fn free(addr: SocketAddr) -> bool {
     std::net::TcpListener::bind(addr).is_ok()
 }
 
-/// A port nothing listens on now, chosen by the kernel.
-fn ephemeral() -> anyhow::Result<SocketAddr> {
+/// A port nothing listens on now and none of `taken`. It is drawn below the kernel's range of ports for outgoing
+/// connections: a port the kernel hands out (port 0) is free only until the kernel hands it out again, to another
+/// pick or to one of the starting nodes' connections to its peers, which once made a node fail to bind its port
+/// while the start went on.
+fn ephemeral(rng: &mut impl rand::RngExt, taken: &[SocketAddr]) -> anyhow::Result<SocketAddr> {
+    let outgoing_from = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let range = (outgoing_from / 2).max(1024)..outgoing_from.max(2048);
+    for _ in 0..1000 {
+        let addr = SocketAddr::from(([127, 0, 0, 1], rng.random_range(range.clone())));
+        if !taken.contains(&addr) && free(addr) {
+            return Ok(addr);
+        }
+    }
+    // Almost everything below the range is in use: fall back on the kernel's choice.
     Ok(std::net::TcpListener::bind("127.0.0.1:0").context("finding a free port")?.local_addr()?)
 }
 
@@ -204,11 +219,15 @@ fn start_once(o: &StartOptions) -> anyhow::Result<ClusterFile> {
     // Ports of node i (DC by DC): client, admin, replication.
     let count = o.dcs as usize * o.nodes_per_dc as usize;
     let mut ports: Vec<[SocketAddr; 3]> = Vec::with_capacity(count);
+    let mut picked = Vec::with_capacity(3 * count);
+    let mut rng = rand::rng();
     for i in 0..count {
         let mut p = [SocketAddr::from(([127, 0, 0, 1], 0)); 3];
         for (k, slot) in p.iter_mut().enumerate() {
             *slot = if o.base_port == 0 {
-                ephemeral()?
+                let addr = ephemeral(&mut rng, &picked)?;
+                picked.push(addr);
+                addr
             } else {
                 let port = u16::try_from(o.base_port as usize + 3 * i + k)
                     .ok()
@@ -292,6 +311,12 @@ fn start_once(o: &StartOptions) -> anyhow::Result<ClusterFile> {
             stop_nodes(&file, false);
             return Err(e);
         }
+    }
+    // Something else answering on a node's port must not pass for the node: every process is still there.
+    if let Some(n) = file.nodes.iter().find(|n| !process_alive(n.pid)) {
+        let e = anyhow::anyhow!("DC {} node {} exited at start; see {}", n.dc, n.node, n.log.display());
+        stop_nodes(&file, false);
+        return Err(e);
     }
     Ok(file)
 }
