@@ -469,6 +469,115 @@ pub fn stop_nodes(file: &ClusterFile, verbose: bool) {
     }
 }
 
+/// A POST with the admin token over a plain socket: the status code and the body.
+pub fn http_post(addr: SocketAddr, path: &str, token: &str) -> anyhow::Result<(u16, String)> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(s, "POST {path} HTTP/1.0\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nContent-Length: 0\r\n\r\n")?;
+    let mut out = String::new();
+    s.read_to_string(&mut out)?;
+    let code = out.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    Ok((code, out.split_once("\r\n\r\n").map(|(_, body)| body.to_string()).unwrap_or_default()))
+}
+
+/// Where DC `dc`'s replicated partitions live, as a running node of it reports (`placement` in its `/status`),
+/// and that node.
+pub fn placement(file: &ClusterFile, dc: u16) -> anyhow::Result<(usize, Vec<serde_json::Value>)> {
+    for (i, n) in file.nodes.iter().enumerate().filter(|(_, n)| n.dc == dc && process_alive(n.pid)) {
+        let status = http_get(n.admin, "/status").ok().and_then(|b| serde_json::from_str::<serde_json::Value>(&b).ok());
+        if let Some(p) = status.and_then(|v| v["placement"].as_array().cloned()) {
+            return Ok((i, p));
+        }
+    }
+    anyhow::bail!("no node of DC {dc} answers /status")
+}
+
+/// The nodes of a placement entry in one role (`voters`, `learners`, `outgoing`).
+fn placed(entry: &serde_json::Value, role: &str) -> Vec<u64> {
+    entry[role].as_array().into_iter().flatten().filter_map(|m| m["node"].as_u64()).collect()
+}
+
+/// Asks a running node of DC `dc` for `path` (a move or a retirement), then, unless `wait` is zero, repeats the
+/// request every few seconds (it is idempotent: a node that was down meanwhile is asked again) and prints the
+/// placement of the partitions `watch` names until `done` holds for every one, or `wait` passes.
+fn operate(
+    file: &ClusterFile,
+    dc: u16,
+    path: &str,
+    wait: Duration,
+    watch: impl Fn(&serde_json::Value) -> bool,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> anyhow::Result<()> {
+    let ask = || -> anyhow::Result<()> {
+        let (i, _) = placement(file, dc)?;
+        let (code, body) = http_post(file.nodes[i].admin, path, &file.admin_token)?;
+        anyhow::ensure!(
+            (200..300).contains(&code),
+            "DC {dc} node {} refused ({code}): {}",
+            file.nodes[i].node,
+            body.trim()
+        );
+        print!("{body}");
+        Ok(())
+    };
+    ask()?;
+    if wait.is_zero() {
+        return Ok(());
+    }
+    let (started, mut asked) = (Instant::now(), Instant::now());
+    loop {
+        std::thread::sleep(Duration::from_secs(1));
+        let (_, entries) = placement(file, dc)?;
+        let watched: Vec<&serde_json::Value> = entries.iter().filter(|e| watch(e)).collect();
+        let left: Vec<String> = (watched.iter().filter(|e| !done(e)))
+            .map(|e| {
+                let (v, l, o) = (placed(e, "voters"), placed(e, "learners"), placed(e, "outgoing"));
+                format!("partition {}: voters {v:?} learners {l:?} leaving {o:?}", e["partition"])
+            })
+            .collect();
+        if left.is_empty() {
+            println!("done in {:.1} s", started.elapsed().as_secs_f64());
+            return Ok(());
+        }
+        println!("{:.0} s: {} to go; {}", started.elapsed().as_secs_f64(), left.len(), left.join("; "));
+        anyhow::ensure!(started.elapsed() < wait, "not done within {} s", wait.as_secs());
+        if asked.elapsed() >= Duration::from_secs(5) {
+            asked = Instant::now();
+            // Again: a target that was down, or a leader that changed meanwhile, gets the request anew.
+            let (i, _) = placement(file, dc)?;
+            let _ = http_post(file.nodes[i].admin, path, &file.admin_token);
+        }
+    }
+}
+
+/// Moves partition `p`'s replica in DC `dc` from node `from` to node `to` (`causet cluster move`), waiting up to
+/// `wait` for the group to show it.
+pub fn move_replica(dir: &Path, dc: u16, p: u32, from: u16, to: u16, wait: Duration) -> anyhow::Result<()> {
+    let file = load(dir)?;
+    let path = format!("/admin/partitions/{p}/move?from={from}&to={to}");
+    let this = |e: &serde_json::Value| e["partition"].as_u64() == Some(u64::from(p));
+    let done = |e: &serde_json::Value| {
+        let voters = placed(e, "voters");
+        voters.contains(&u64::from(to))
+            && !voters.contains(&u64::from(from))
+            && placed(e, "learners").is_empty()
+            && placed(e, "outgoing").is_empty()
+    };
+    operate(&file, dc, &path, wait, this, done)
+}
+
+/// Moves every replica off node `node` of DC `dc` (`causet cluster retire`; the node may be down), waiting up to
+/// `wait` until no group counts it.
+pub fn retire(dir: &Path, dc: u16, node: u16, wait: Duration) -> anyhow::Result<()> {
+    let file = load(dir)?;
+    let on = |e: &serde_json::Value| {
+        ["voters", "learners", "outgoing"].iter().any(|r| placed(e, r).contains(&u64::from(node)))
+    };
+    let off = |e: &serde_json::Value| !on(e);
+    // Every partition: one that still counts the node is not done.
+    operate(&file, dc, &format!("/admin/nodes/{node}/retire"), wait, |_| true, off)
+}
+
 /// A GET over a plain socket (one request; no HTTP client dependency).
 pub fn http_get(addr: SocketAddr, path: &str) -> anyhow::Result<String> {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;

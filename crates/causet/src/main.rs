@@ -125,6 +125,46 @@ enum ClusterCommand {
         #[arg(long)]
         node: u16,
     },
+    /// Move a partition's replica from one node of a DC to another that holds none (replicated partitions): the
+    /// new replica is caught up, then replaces the old one in the partition's Raft group, online. The old node may
+    /// be down. Prints progress until the group shows the move.
+    Move {
+        /// The cluster's directory.
+        #[arg(long, default_value = "./causet-cluster")]
+        dir: std::path::PathBuf,
+        /// The DC.
+        #[arg(long)]
+        dc: u16,
+        /// The partition.
+        #[arg(long)]
+        partition: u32,
+        /// The node whose replica moves.
+        #[arg(long)]
+        from: u16,
+        /// The node that takes it.
+        #[arg(long)]
+        to: u16,
+        /// Give up waiting after this many seconds (0: ask and return).
+        #[arg(long, default_value_t = 120)]
+        wait_s: u64,
+    },
+    /// Retire a node of a DC (replicated partitions): every replica it holds moves to another node of the DC that
+    /// holds none of that partition, the least loaded first. The node may be down (a dead node is re-replicated
+    /// onto the others). Prints progress until no group counts the node.
+    Retire {
+        /// The cluster's directory.
+        #[arg(long, default_value = "./causet-cluster")]
+        dir: std::path::PathBuf,
+        /// The DC.
+        #[arg(long)]
+        dc: u16,
+        /// The node to retire.
+        #[arg(long)]
+        node: u16,
+        /// Give up waiting after this many seconds (0: ask and return).
+        #[arg(long, default_value_t = 300)]
+        wait_s: u64,
+    },
     /// Show each DC's state: stable snapshot age per DC, links.
     Status {
         /// The cluster's directory.
@@ -335,6 +375,12 @@ fn main() -> anyhow::Result<()> {
                 cluster::wipe_node(&file, i)?;
                 cluster::restart_node(&mut file, &dir, i)?;
                 println!("DC {dc} node {node} restarted with an empty disk; it joins its DC (see its /status)");
+            }
+            ClusterCommand::Move { dir, dc, partition, from, to, wait_s } => {
+                cluster::move_replica(&dir, dc, partition, from, to, std::time::Duration::from_secs(wait_s))?
+            }
+            ClusterCommand::Retire { dir, dc, node, wait_s } => {
+                cluster::retire(&dir, dc, node, std::time::Duration::from_secs(wait_s))?
             }
             ClusterCommand::Status { dir } => cluster::status(&dir)?,
         },

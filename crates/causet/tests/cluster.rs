@@ -459,23 +459,27 @@ fn a_node_that_lost_its_disk_rejoins_its_dc_and_holds_the_data_again() {
     cluster::kill_node(&file, 2);
     increment(file.nodes[0].client, &mut acked);
     // Every acknowledged increment is there (one whose client timed out may have committed too: at least).
+    rt.block_on(read_at_least(file.nodes[1].client, &counters, acked));
+}
+
+/// Reads every counter at `addr` until each shows at least `acked` (an increment whose client timed out may have
+/// committed too), retrying for up to 30 s: every acknowledged increment is there.
+async fn read_at_least(addr: SocketAddr, counters: &[Counter], acked: i64) {
     let keys: Vec<_> = counters.iter().map(|c| c.key().clone()).collect();
-    rt.block_on(async {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let attempt = async {
-                let mut c = Client::connect(file.nodes[1].client).await.ok()?;
-                c.static_read(None, &keys).await.ok()
-            };
-            if let Ok(Some((values, _))) = tokio::time::timeout(Duration::from_secs(5), attempt).await {
-                if values.iter().all(|v| v.as_counter().is_some_and(|n| n >= acked)) {
-                    return;
-                }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let attempt = async {
+            let mut c = Client::connect(addr).await.ok()?;
+            c.static_read(None, &keys).await.ok()
+        };
+        if let Ok(Some((values, _))) = tokio::time::timeout(Duration::from_secs(5), attempt).await {
+            if values.iter().all(|v| v.as_counter().is_some_and(|n| n >= acked)) {
+                return;
             }
-            assert!(Instant::now() < deadline, "node 1 never read every acknowledged increment ({acked})");
-            tokio::time::sleep(Duration::from_millis(100)).await;
         }
-    });
+        assert!(Instant::now() < deadline, "{addr} never read every acknowledged increment ({acked})");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// Commits an update of every counter (adding nothing) at `addr`, retrying for up to 30 s: once it is done, every
@@ -727,4 +731,75 @@ fn failover_benchmark() {
         recoveries[recoveries.len() / 2].as_millis(),
         p99(&recoveries).as_millis()
     );
+}
+
+/// Whether node `n`'s `/status` shows no replica held by it.
+fn holds_no_replica(file: &cluster::ClusterFile, n: usize) -> bool {
+    let status = cluster::http_get(file.nodes[n].admin, "/status").unwrap_or_default();
+    serde_json::from_str::<serde_json::Value>(&status).is_ok_and(|v| {
+        v["shard_status"]
+            .as_array()
+            .is_some_and(|shards| shards.iter().all(|s| s["replicas"].as_array().is_some_and(Vec::is_empty)))
+    })
+}
+
+/// One DC of four nodes, four partitions in groups of three. Node 1 (three replicas) dies with SIGKILL under a
+/// write load and is retired (`causet cluster retire`): each of its replicas is re-replicated onto the node that
+/// held none of that partition, caught up, and made a voter in its place, while writes go on. The placement shows
+/// no replica on node 1. When node 1 comes back with its old data, it learns from the leaders' notices that its
+/// replicas were removed, drops them and deletes their state, and still serves its clients through the leaders.
+/// Then node 2 dies too: every group keeps a majority on the nodes that took the replicas over, and every
+/// acknowledged increment is read back.
+#[test]
+fn a_dead_node_is_retired_its_replicas_rebuilt_on_the_others_and_it_drops_them_when_it_returns() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let mut options = replicated_dc(dir.path());
+    options.nodes_per_dc = 4;
+    options.partitions = 4;
+    options.extra_config = "checkpoint_interval_s = 1".into();
+    let mut file = cluster::start(&options).expect("the cluster starts");
+    let _guard = Running(dir.path());
+    let counters: Vec<Counter> = (0..16).map(|k| Counter::new(format!("m{k}"), "moved")).collect();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+    let mut acked = 0i64;
+    let mut increment = |addr: SocketAddr| {
+        rt.block_on(touch_all_by(addr, &counters, 1));
+        acked += 1;
+    };
+    for _ in 0..3 {
+        increment(file.nodes[0].client);
+    }
+    cluster::kill_node(&file, 1);
+    increment(file.nodes[0].client);
+    // Retire node 1 in the background while the writes go on.
+    let retiring = {
+        let dir = dir.path().to_path_buf();
+        std::thread::spawn(move || cluster::retire(&dir, 0, 1, Duration::from_secs(90)))
+    };
+    while !retiring.is_finished() {
+        increment(file.nodes[0].client);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    retiring.join().expect("the retiring thread").expect("node 1 is retired within 90 s");
+    let (_, placement) = cluster::placement(&file, 0).expect("the placement");
+    assert_eq!(placement.len(), 4, "{placement:?}");
+    for entry in &placement {
+        let voters: Vec<u64> = entry["voters"].as_array().unwrap().iter().filter_map(|m| m["node"].as_u64()).collect();
+        assert_eq!(voters.len(), 3, "{entry}");
+        assert!(!voters.contains(&1), "node 1 still votes: {entry}");
+    }
+    // Node 1 comes back with its data: its replicas were removed while it was down; it drops them.
+    cluster::restart_node(&mut file, dir.path(), 1).expect("node 1 restarts");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !holds_no_replica(&file, 1) {
+        assert!(Instant::now() < deadline, "node 1 still runs its removed replicas after 30 s");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    increment(file.nodes[1].client);
+    // The replicas rebuilt elsewhere count: without node 2, every group keeps two voters of three.
+    cluster::kill_node(&file, 2);
+    increment(file.nodes[3].client);
+    rt.block_on(read_at_least(file.nodes[1].client, &counters, acked));
+    let logs = std::fs::read_to_string(&file.nodes[1].log).unwrap_or_default();
+    assert!(logs.contains("Left"), "node 1 did not record that its replicas left");
 }

@@ -245,6 +245,11 @@ pub enum ReplicaMessage {
     Leader {
         /// The leader's term: a notice of an older term than one known is ignored.
         term: u64,
+        /// The group's membership as the leader applied it: where the partition lives. A node whose replica is
+        /// not in it, while a membership older than `conf_index` still holds it, learns that it was removed.
+        membership: crate::group::Membership,
+        /// The log index from which that membership holds.
+        conf_index: crate::record::Lsn,
     },
     /// Leader → a follower (passed on by the follower's node from the leader's pvc report): once the follower
     /// applied the entry at `index` of term `term`, it may serve reads at snapshots within `pvc`.
@@ -256,11 +261,20 @@ pub enum ReplicaMessage {
         /// What the leader's pvc covered then.
         pvc: VectorClock,
     },
-    /// Replica → the other replicas of its partition: this replica, not a member of the group (its node came back
-    /// with an empty disk), asks the leader to add it.
+    /// Replica → the other nodes of the DC: this replica, not a voter of the group (its node came back with an
+    /// empty disk, or the operator moved the partition's replica here), asks the leader to make it one in place
+    /// of node `replaces`'s replica.
     Join {
         /// The replica asking.
         replica: crate::group::ReplicaId,
+        /// The node whose replica it replaces.
+        replaces: crate::topology::NodeIndex,
+    },
+    /// Operator → the node that is to take over node `replaces`'s replica of the partition: start a new replica
+    /// there, which joins the group in its place (a replica move; `causet cluster move`).
+    Host {
+        /// The node whose replica moves.
+        replaces: crate::topology::NodeIndex,
     },
 }
 
@@ -291,6 +305,7 @@ impl Message {
             Message::Replica(ReplicaMessage::Raft { .. }) => "raft",
             Message::Replica(ReplicaMessage::Leader { .. }) => "leader",
             Message::Replica(ReplicaMessage::Join { .. }) => "join",
+            Message::Replica(ReplicaMessage::Host { .. }) => "host",
             Message::Replica(ReplicaMessage::Closed { .. }) => "closed",
         }
     }

@@ -26,10 +26,11 @@
 //! after every input, and [`Node::poll_timeout`]. The server (tokio) and the simulator drive the same code.
 
 use crate::coordinator::{ClientReply, ClientRequest, ClientResponse, Coordinator, CoordinatorOutput, TxError};
-use crate::group::{DurableState, Entry, HardState};
+use crate::group::{DurableState, Entry, HardState, Membership};
 use crate::message::ReplicaMessage;
 use crate::partition::{Checkpoint, Partition, PartitionOutput};
 use crate::record::{LogRecord, Lsn};
+use crate::replica::{replica_generation, replica_id_of, replica_node, Hosted, Hosting};
 use crate::replica::{InstalledSnapshot, Replica, ReplicaOutput};
 use crate::stabilizer::Stabilizer;
 use crate::topology::{NodeIndex, Topology};
@@ -144,15 +145,17 @@ impl Layout {
         }
     }
 
-    /// The shard of this node that takes a message arriving from the network for `to`: the one that runs its
-    /// receiver here (a partition's replica too, wherever the partition's leader is thought to be), else shard 0,
+    /// The shard of this node that takes a message arriving from the network for `to`: for a partition of this
+    /// DC the shard that runs it here, or would (with replicated partitions a node learns at run time which it
+    /// holds: that shard passes on what it does not hold), else the one that runs its receiver, else shard 0,
     /// whose node passes it on or answers for a coordinator that is gone.
     pub fn arrival_shard(&self, topology: &Topology, to: Address) -> usize {
         let partition = match to {
             Address::Replica(p, _) => Some(p),
             other => dc_partition(other, topology.dc()),
         };
-        match partition.filter(|p| p.0 < topology.partition_count() && topology.holds(self.node, *p)) {
+        let here = |p: &PartitionId| topology.replicated() || topology.holds(self.node, *p);
+        match partition.filter(|p| p.0 < topology.partition_count() && here(p)) {
             Some(p) => self.shard_of(topology, p),
             None => match self.locate(topology, to) {
                 Location::Shard(s) => s,
@@ -261,6 +264,19 @@ pub enum NodeOutput {
         node: NodeIndex,
         /// Its term.
         term: u64,
+        /// The group's membership as the leader applied it, from `conf_index` on.
+        membership: Membership,
+        /// See [`ReplicaMessage::Leader`].
+        conf_index: Lsn,
+    },
+    /// Record which replica this node runs for a replicated partition, after every earlier write of it, before
+    /// any later one. [`Hosting::Left`] also deletes the partition's stored group state (log, hard state,
+    /// checkpoint): its replica was removed from the group.
+    Hosting {
+        /// The replicated partition.
+        partition: PartitionId,
+        /// What the node runs for it now.
+        hosting: Hosting,
     },
 }
 
@@ -277,6 +293,10 @@ pub struct Node {
     replicas: BTreeMap<PartitionId, Replica>,
     /// The leader of each replicated partition as last heard, with its term: where its messages go.
     leaders: BTreeMap<PartitionId, (u64, NodeIndex)>,
+    /// Where each replicated partition lives, as its leaders last said: the membership from a log index on.
+    placements: BTreeMap<PartitionId, (Lsn, Membership)>,
+    /// The last incarnation of each replicated partition's replicas on this node's disk (this shard's partitions).
+    incarnations: BTreeMap<PartitionId, u16>,
     /// Messages for replicated partitions that arrived while no leader was known, oldest first.
     parked: BTreeMap<PartitionId, VecDeque<Envelope>>,
     stabilizer: Option<Stabilizer>,
@@ -296,21 +316,62 @@ fn leader_of(leaders: &BTreeMap<PartitionId, (u64, NodeIndex)>, replica: &Replic
     replica.leader_node().or_else(|| leaders.get(&replica.id()).map(|(_, n)| *n))
 }
 
+/// Starts node `layout.node`'s replica `hosted` of partition `p` from what its disk holds.
+#[allow(clippy::too_many_arguments)]
+fn start_replica(
+    config: &Config,
+    topology: &Topology,
+    layout: Layout,
+    p: PartitionId,
+    now_us: u64,
+    hosted: Hosted,
+    durable: DurableState,
+    checkpoint: Option<Checkpoint>,
+) -> Replica {
+    // Election jitter differs between replicas and between runs of a node, and replays exactly.
+    let seed = (layout.incarnation << 16) | u64::from(layout.node);
+    let seed = xxhash_rust::xxh3::xxh3_64_with_seed(&p.0.to_le_bytes(), seed);
+    Replica::new(p, config.clone(), topology, layout.node, now_us, hosted, durable, checkpoint, seed)
+        .unwrap_or_else(|e| panic!("partition {p:?}: the replica cannot start: {e}"))
+}
+
 /// A partition's durable state on this node, as the driver loads it.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Stored {
     /// A partition that is not replicated: the last checkpoint and the log records after it.
     Partition(PartitionId, Option<Box<Checkpoint>>, Vec<(Lsn, LogRecord)>),
-    /// This node's replica of a replicated partition: what its group wrote, and its complete checkpoint.
-    Replica(PartitionId, DurableState, Option<Box<Checkpoint>>),
+    /// This node's replica of a replicated partition: which one, what its group wrote, and its complete
+    /// checkpoint.
+    Replica(PartitionId, Hosted, DurableState, Option<Box<Checkpoint>>),
+    /// A replicated partition whose replica on this node left its group in this incarnation.
+    Left(PartitionId, u16),
 }
 
 impl Stored {
     /// The partition.
     pub fn partition(&self) -> PartitionId {
         match self {
-            Stored::Partition(p, ..) | Stored::Replica(p, ..) => *p,
+            Stored::Partition(p, ..) | Stored::Replica(p, ..) | Stored::Left(p, _) => *p,
         }
+    }
+
+    /// What a node's store holds for its replicated partitions, for a shard ([`Node::recover`]): `hosting` as
+    /// the store keeps it, with each hosted replica's state read by `load`.
+    pub fn of_hosting<E>(
+        hosting: &BTreeMap<PartitionId, Hosting>,
+        mut load: impl FnMut(PartitionId) -> Result<(DurableState, Option<Checkpoint>), E>,
+    ) -> Result<Vec<Stored>, E> {
+        let mut stored = Vec::new();
+        for (&p, h) in hosting {
+            stored.push(match *h {
+                Hosting::Hosts(hosted) => {
+                    let (durable, checkpoint) = load(p)?;
+                    Stored::Replica(p, hosted, durable, checkpoint.map(Box::new))
+                }
+                Hosting::Left { incarnation } => Stored::Left(p, incarnation),
+            });
+        }
+        Ok(stored)
     }
 }
 
@@ -332,24 +393,36 @@ impl Node {
         let mut stored: BTreeMap<PartitionId, Stored> = stored.into_iter().map(|s| (s.partition(), s)).collect();
         let mut partitions = BTreeMap::new();
         let mut replicas = BTreeMap::new();
-        for p in layout.partitions_of_shard(&topology, shard) {
-            if topology.replicated() {
-                let (durable, checkpoint) = match stored.remove(&p) {
-                    Some(Stored::Replica(_, durable, checkpoint)) => (durable, checkpoint.map(|c| *c)),
-                    None => (DurableState::default(), None),
-                    Some(other) => panic!("partition {p:?} is replicated, but its stored state is {other:?}"),
-                };
-                // Election jitter differs between replicas and between runs of a node, and replays exactly.
-                let seed = (layout.incarnation << 16) | u64::from(layout.node);
-                let seed = xxhash_rust::xxh3::xxh3_64_with_seed(&p.0.to_le_bytes(), seed);
-                let node = layout.node;
-                let generation = layout.generation;
-                let replica =
-                    Replica::new(p, config.clone(), &topology, node, now_us, generation, durable, checkpoint, seed)
-                        .unwrap_or_else(|e| panic!("partition {p:?}: the replica cannot start: {e}"));
-                replicas.insert(p, replica);
-                continue;
+        let mut incarnations = BTreeMap::new();
+        if topology.replicated() {
+            // The replicas the node's store says it runs (a fresh store: `replica::first_hosting`).
+            for (p, s) in std::mem::take(&mut stored) {
+                assert_eq!(layout.shard_of(&topology, p), shard, "stored partition {p:?} is not this shard's");
+                match s {
+                    Stored::Replica(_, hosted, durable, checkpoint) => {
+                        incarnations.insert(p, crate::replica::replica_incarnation(hosted.id));
+                        let replica = start_replica(
+                            &config,
+                            &topology,
+                            layout,
+                            p,
+                            now_us,
+                            hosted,
+                            durable,
+                            checkpoint.map(|c| *c),
+                        );
+                        replicas.insert(p, replica);
+                    }
+                    Stored::Left(_, incarnation) => {
+                        incarnations.insert(p, incarnation);
+                    }
+                    Stored::Partition(..) => {
+                        panic!("partition {p:?} is replicated, but its stored state is not a group's")
+                    }
+                }
             }
+        }
+        for p in layout.partitions_of_shard(&topology, shard).filter(|_| !topology.replicated()) {
             let (checkpoint, tail) = match stored.remove(&p) {
                 Some(Stored::Partition(_, checkpoint, tail)) => (checkpoint, tail),
                 None => (None, Vec::new()),
@@ -373,6 +446,8 @@ impl Node {
             partitions,
             replicas,
             leaders: BTreeMap::new(),
+            placements: BTreeMap::new(),
+            incarnations,
             parked: BTreeMap::new(),
             stabilizer,
             local: VecDeque::new(),
@@ -449,9 +524,42 @@ impl Node {
         self.pump(now_us);
     }
 
-    /// Another shard of this node heard that a replicated partition's leader is on `node` from `term` on.
-    pub fn handle_leader(&mut self, partition: PartitionId, node: NodeIndex, term: u64) {
+    /// Another shard of this node heard that a replicated partition's leader is on `node` from `term` on, with
+    /// the group's `membership` from `conf_index` on.
+    pub fn handle_leader(
+        &mut self,
+        now_us: u64,
+        partition: PartitionId,
+        node: NodeIndex,
+        term: u64,
+        membership: Membership,
+        conf_index: Lsn,
+    ) {
         self.note_leader(partition, node, term);
+        self.note_placement(now_us, partition, membership, conf_index);
+        self.pump(now_us);
+    }
+
+    /// Operator: move partition `p`'s replica on node `from` to node `to` (which holds none). Node `to` starts a
+    /// new replica, which joins the group in place of `from`'s: first as a learner brought up to date, then as a
+    /// voter in one joint change that removes `from`'s replica, which deletes its state once it applied that.
+    /// Progress shows in the membership the partition's leader announces ([`Node::placement`]).
+    pub fn move_replica(&mut self, now_us: u64, p: PartitionId, from: NodeIndex, to: NodeIndex) {
+        let me = self.layout.node;
+        let msg = Message::Replica(ReplicaMessage::Host { replaces: from });
+        self.route(Envelope { from: Address::Replica(p, me), to: Address::Replica(p, to), msg });
+        self.pump(now_us);
+    }
+
+    /// Where a replicated partition lives, as its leaders last announced: its group's membership and the log
+    /// index from which it holds. `None` before any announcement reached this shard.
+    pub fn placement(&self, p: PartitionId) -> Option<(Lsn, &Membership)> {
+        self.placements.get(&p).map(|(index, membership)| (*index, membership))
+    }
+
+    /// Where every replicated partition lives, as announced ([`Node::placement`]), with its leader as last heard.
+    pub fn placements(&self) -> impl Iterator<Item = (PartitionId, Lsn, &Membership, Option<NodeIndex>)> + '_ {
+        self.placements.iter().map(|(p, (index, m))| (*p, *index, m, self.leader_of_partition(*p)))
     }
 
     /// Another shard of this node acknowledged a commit at this local time.
@@ -580,6 +688,58 @@ impl Node {
         self.leaders.get(&p).map(|(_, n)| *n)
     }
 
+    /// Records where a replicated partition lives, unless a later membership is known, and acts on it here: a
+    /// replica of this shard that the group no longer counts, while the older membership it applied still does, was
+    /// removed while it was away (it never applied its removal) and goes; a member on this node from an earlier
+    /// disk means this node lost that disk, and a new replica takes its place.
+    fn note_placement(&mut self, now_us: u64, p: PartitionId, membership: Membership, conf_index: Lsn) {
+        if self.placements.get(&p).is_some_and(|(known, _)| *known > conf_index) {
+            return;
+        }
+        let me = self.layout.node;
+        if let Some(r) = self.replicas.get(&p) {
+            let (id, group) = (r.group().id(), r.group());
+            if !membership.contains(id) && group.membership().contains(id) && conf_index > group.membership_index() {
+                self.drop_replica(p);
+            }
+        }
+        let members = membership.members();
+        let lost =
+            members.iter().any(|id| replica_node(*id) == me && replica_generation(*id) != self.layout.generation);
+        if lost && self.layout.shard_of(&self.topology, p) == self.shard && !self.replicas.contains_key(&p) {
+            self.host(now_us, p, me);
+        }
+        self.placements.insert(p, (conf_index, membership));
+    }
+
+    /// Starts a new replica of `p` on this shard, in the partition's next incarnation on this disk, to replace
+    /// node `replaces`'s replica: it asks the group's leader to admit it.
+    fn host(&mut self, now_us: u64, p: PartitionId, replaces: NodeIndex) {
+        let Some(incarnation) = self.incarnations.get(&p).map_or(Some(1), |i| i.checked_add(1)) else {
+            return; // 65535 replicas of one partition on one disk: it takes a new disk (generation) to host more.
+        };
+        let hosted = Hosted {
+            id: replica_id_of(self.layout.node, self.layout.generation, incarnation),
+            replaces: Some(replaces),
+        };
+        self.incarnations.insert(p, incarnation);
+        self.outputs.push_back(NodeOutput::Hosting { partition: p, hosting: Hosting::Hosts(hosted) });
+        let durable = DurableState::default();
+        let replica = start_replica(&self.config, &self.topology, self.layout, p, now_us, hosted, durable, None);
+        self.replicas.insert(p, replica);
+    }
+
+    /// Drops this shard's replica of `p`, removed from its group, and has the driver delete its state.
+    fn drop_replica(&mut self, p: PartitionId) {
+        let Some(r) = self.replicas.remove(&p) else { return };
+        let incarnation = crate::replica::replica_incarnation(r.group().id());
+        self.incarnations.insert(p, incarnation);
+        if self.leader_of_partition(p) == Some(self.layout.node) {
+            self.leaders.remove(&p);
+        }
+        self.outputs.push_back(NodeOutput::Hosting { partition: p, hosting: Hosting::Left { incarnation } });
+    }
+
     fn note_leader(&mut self, p: PartitionId, node: NodeIndex, term: u64) {
         let known = self.leaders.get(&p).copied();
         if known.is_none_or(|(t, n)| term > t || (term == t && node != n)) {
@@ -605,7 +765,8 @@ impl Node {
         // A read that the nearest replica may serve goes to this node's, if it has one (it passes the read on to
         // the leader if it has not applied what the snapshot covers).
         if let (Address::Partition(p), Message::Read { nearest: true, .. }) = (e.to, &e.msg) {
-            if p.0 < self.topology.partition_count() && self.topology.holds(self.layout.node, p) {
+            // (The shard that would run this node's replica passes the read on if the node holds none.)
+            if p.0 < self.topology.partition_count() && self.topology.replicated() {
                 let shard = self.layout.shard_of(&self.topology, p);
                 if shard == self.shard {
                     self.local.push_back(e);
@@ -646,25 +807,42 @@ impl Node {
                     }
                     // A read for the nearest replica: served here if this follower applied what it covers.
                     let Some(e) = replica.read_nearest(e) else { return };
-                    if let Some(n) = leader_of(&self.leaders, replica).filter(|n| *n != self.layout.node) {
-                        // Not the leader: pass it on to the one this replica follows.
-                        self.outputs.push_back(NodeOutput::Transmit(Destination::Node(n), e));
-                    } else {
-                        // No leader known (an election), or elected here and still catching up: parked until
-                        // there is one (`unpark`).
-                        let parked = self.parked.entry(p).or_default();
-                        if parked.len() >= MAX_PARKED {
-                            parked.pop_front(); // The oldest's sender has likely given up already.
-                        }
-                        parked.push_back(e);
-                    }
+                    let leader = leader_of(&self.leaders, replica);
+                    self.pass_on(p, leader, e);
+                } else if self.topology.replicated() {
+                    // A replicated partition this node holds no replica of (it moved away, or never was here).
+                    self.pass_on(p, self.leader_of_partition(p), e);
                 }
             }
             Address::Replica(p, _) => {
-                if let Message::Replica(ReplicaMessage::Leader { term }) = e.msg {
+                if let Message::Replica(ReplicaMessage::Leader { term, membership, conf_index }) = e.msg {
                     if let Address::Replica(_, n) = e.from {
                         self.note_leader(p, n, term);
-                        self.outputs.push_back(NodeOutput::Leader { partition: p, node: n, term });
+                        let (partition, m) = (p, membership.clone());
+                        self.outputs.push_back(NodeOutput::Leader {
+                            partition,
+                            node: n,
+                            term,
+                            membership: m,
+                            conf_index,
+                        });
+                        self.note_placement(now_us, p, membership, conf_index);
+                    }
+                } else if let Message::Replica(ReplicaMessage::Host { replaces }) = e.msg {
+                    let me = self.layout.node;
+                    // A replica here that is no voter and joins to replace another node (a move that never
+                    // finished, say its target lost its disk meanwhile): the operator's latest move replaces it.
+                    let other_move = |r: &Replica| {
+                        !r.group().membership().is_voter(r.group().id()) && r.replaces() != Some(replaces)
+                    };
+                    if self.replicas.get(&p).is_some_and(other_move) {
+                        self.drop_replica(p);
+                    }
+                    if !self.replicas.contains_key(&p)
+                        && replaces != me
+                        && replaces < self.topology.nodes(self.topology.dc())
+                    {
+                        self.host(now_us, p, replaces);
                     }
                 } else if let Some(replica) = self.replicas.get_mut(&p) {
                     replica.handle_message(now_us, e.from, e.msg);
@@ -679,7 +857,11 @@ impl Node {
                 // follows, may serve reads within that pvc once it applied that far.
                 if let (Address::Partition(p), Message::PvcReport { pvc, at: Some((term, index)) }) = (e.from, &e.msg) {
                     let me = self.layout.node;
-                    if self.topology.replicas(p).nodes.contains(&me) && self.leader_of_partition(p) != Some(me) {
+                    let held = self
+                        .placements
+                        .get(&p)
+                        .is_some_and(|(_, m)| m.members().iter().any(|id| replica_node(*id) == me));
+                    if held && self.leader_of_partition(p) != Some(me) {
                         let msg =
                             Message::Replica(ReplicaMessage::Closed { term: *term, index: *index, pvc: pvc.clone() });
                         self.route(Envelope { from: e.from, to: Address::Replica(p, me), msg });
@@ -692,12 +874,30 @@ impl Node {
         }
     }
 
+    /// A message for a partition that this shard's replica does not serve (or that has no replica here): on to
+    /// `leader`, else (no leader known: an election, or elected here and still catching up) parked until there is
+    /// one ([`Node::unpark`]).
+    fn pass_on(&mut self, p: PartitionId, leader: Option<NodeIndex>, e: Envelope) {
+        if let Some(n) = leader.filter(|n| *n != self.layout.node) {
+            self.outputs.push_back(NodeOutput::Transmit(Destination::Node(n), e));
+            return;
+        }
+        let parked = self.parked.entry(p).or_default();
+        if parked.len() >= MAX_PARKED {
+            parked.pop_front(); // The oldest's sender has likely given up already.
+        }
+        parked.push_back(e);
+    }
+
     /// Hands parked messages to their partition's replica once it serves, or on to the leader once one is known.
     /// Returns whether any moved.
     fn unpark(&mut self) -> bool {
         let me = self.layout.node;
         let ready: Vec<PartitionId> = (self.parked.keys())
-            .filter(|p| self.replicas.get(p).is_some_and(|r| r.serving() || self.leader_of(r).is_some_and(|n| n != me)))
+            .filter(|p| match self.replicas.get(p) {
+                Some(r) => r.serving() || self.leader_of(r).is_some_and(|n| n != me),
+                None => self.leader_of_partition(**p).is_some_and(|n| n != me),
+            })
             .copied()
             .collect();
         for p in &ready {
@@ -707,15 +907,24 @@ impl Node {
         !ready.is_empty()
     }
 
-    /// This node's replica of `p` leads from `term` on: tell this node's other shards and the DC's other nodes.
-    fn announce_leader(&mut self, p: PartitionId, term: u64, sends: &mut Vec<Envelope>) {
+    /// This node's replica of `p` leads from `term` on, with `membership` from `conf_index` on: tell this node's
+    /// other shards and the DC's other nodes.
+    fn announce_leader(
+        &mut self,
+        now_us: u64,
+        p: PartitionId,
+        (term, membership, conf_index): (u64, Membership, Lsn),
+        sends: &mut Vec<Envelope>,
+    ) {
         let me = self.layout.node;
         self.note_leader(p, me, term);
-        self.outputs.push_back(NodeOutput::Leader { partition: p, node: me, term });
+        let m = membership.clone();
+        self.outputs.push_back(NodeOutput::Leader { partition: p, node: me, term, membership: m, conf_index });
         for n in (0..self.topology.nodes(self.topology.dc())).filter(|n| *n != me) {
-            let msg = Message::Replica(ReplicaMessage::Leader { term });
+            let msg = Message::Replica(ReplicaMessage::Leader { term, membership: membership.clone(), conf_index });
             sends.push(Envelope { from: Address::Replica(p, me), to: Address::Replica(p, n), msg });
         }
+        self.note_placement(now_us, p, membership, conf_index);
     }
 
     /// Carries out every machine's outputs until nothing is left.
@@ -754,6 +963,7 @@ impl Node {
                 }
             }
             let mut leading = Vec::new();
+            let mut removed = Vec::new();
             for r in self.replicas.values_mut() {
                 while let Some(out) = r.poll_output() {
                     progressed = true;
@@ -773,12 +983,18 @@ impl Node {
                             self.outputs.push_back(NodeOutput::Checkpoint { partition: r.id(), checkpoint })
                         }
                         ReplicaOutput::Load => self.outputs.push_back(NodeOutput::LoadCheckpoint { partition: r.id() }),
-                        ReplicaOutput::Leading { term } => leading.push((r.id(), term)),
+                        ReplicaOutput::Leading { term, membership, conf_index } => {
+                            leading.push((r.id(), (term, membership, conf_index)))
+                        }
+                        ReplicaOutput::Removed => removed.push(r.id()),
                     }
                 }
             }
-            for (p, term) in leading {
-                self.announce_leader(p, term, &mut sends);
+            for p in removed {
+                self.drop_replica(p);
+            }
+            for (p, notice) in leading {
+                self.announce_leader(now_us, p, notice, &mut sends);
             }
             progressed |= self.unpark();
             let mut told = Vec::new();
@@ -943,29 +1159,40 @@ mod tests {
         /// Messages dropped on their way (and kept here) when this returns true.
         lose: fn(from: usize, &Envelope) -> bool,
         lost: Vec<Envelope>,
+        /// What each node told its store it runs: (node, partition, hosting), in order.
+        hosting: Vec<(usize, PartitionId, Hosting)>,
     }
 
     impl Dc {
         fn new(partitions: u32) -> Self {
-            let t = Topology::new(DcId(0), 1, partitions, 3).with_replicas(3);
-            let nodes = (0..3)
+            Self::with_nodes(partitions, 3)
+        }
+
+        /// `nodes` nodes, partitions in groups of three.
+        fn with_nodes(partitions: u32, nodes: NodeIndex) -> Self {
+            let t = Topology::new(DcId(0), 1, partitions, nodes).with_replicas(3);
+            let nodes = (0..nodes)
                 .map(|n| {
-                    Node::recover(config(1, partitions), t.clone(), Layout::new(n, 1, 0), 0, 1_000_000, Vec::new())
+                    let hosting = crate::replica::first_hosting(&t, n, 0);
+                    let stored = Stored::of_hosting(&hosting, |_| Ok::<_, ()>((DurableState::default(), None)));
+                    let stored = stored.expect("nothing to load");
+                    Node::recover(config(1, partitions), t.clone(), Layout::new(n, 1, 0), 0, 1_000_000, stored)
                 })
                 .collect();
-            Self { nodes, now: 1_000_000, replies: Vec::new(), down: None, lose: |_, _| false, lost: Vec::new() }
+            let (replies, lost, hosting) = (Vec::new(), Vec::new(), Vec::new());
+            Self { nodes, now: 1_000_000, replies, down: None, lose: |_, _| false, lost, hosting }
         }
 
         /// The node whose replica of `p` serves as its leader.
         fn leader(&self, p: PartitionId) -> Option<usize> {
-            (0..3).find(|n| self.down != Some(*n) && self.nodes[*n].partitions().any(|q| q.id() == p))
+            (0..self.nodes.len()).find(|n| self.down != Some(*n) && self.nodes[*n].partitions().any(|q| q.id() == p))
         }
 
         /// Carries every node's outputs until all are quiet.
         fn settle(&mut self) {
             loop {
                 let mut moved = false;
-                for n in (0..3).filter(|n| self.down != Some(*n)) {
+                for n in (0..self.nodes.len()).filter(|n| self.down != Some(*n)) {
                     for out in drain(&mut self.nodes[n]) {
                         moved = true;
                         match out {
@@ -980,6 +1207,7 @@ mod tests {
                                 self.nodes[n].handle_group_written(self.now, partition, ready)
                             }
                             NodeOutput::Reply(r) => self.replies.push(r),
+                            NodeOutput::Hosting { partition, hosting } => self.hosting.push((n, partition, hosting)),
                             _ => {}
                         }
                     }
@@ -1141,5 +1369,81 @@ mod tests {
             "{:?}",
             dc.replies
         );
+    }
+
+    /// The operator moves a dead node's replica to a fourth node: the newcomer joins in its place, the DC keeps
+    /// committing with the dead node still down, and when that node comes back, its replica (which never applied
+    /// its removal and still counts itself a member) learns from the leader's notice that it was removed and is
+    /// dropped, its state deleted. A client of that node is still served, through the leader.
+    #[test]
+    fn a_dead_nodes_replica_moves_to_another_node_and_is_dropped_when_the_node_comes_back() {
+        let mut dc = Dc::with_nodes(2, 4);
+        dc.run(1_000_000);
+        let p = PartitionId(0);
+        assert_eq!(dc.nodes[0].topology.replicas(p).nodes, vec![0, 1, 2]);
+        let increment = |k: &str| ClientRequest::StaticUpdate {
+            clock: None,
+            updates: vec![(ObjectId::new(k, "b", CrdtType::CounterPn), Op::Increment(1))],
+        };
+        let key = (0..)
+            .map(|k| format!("k{k}"))
+            .find(|k| ObjectId::new(k.as_str(), "b", CrdtType::CounterPn).partition(2) == p);
+        let key = key.expect("a key of partition 0");
+        dc.down = Some(2);
+        dc.nodes[1].move_replica(dc.now, p, 2, 3);
+        dc.run(4_000_000);
+        let nodes_of = |m: &Membership| m.members().iter().map(|id| replica_node(*id)).collect::<Vec<_>>();
+        let (_, membership) = dc.nodes[0].placement(p).expect("announced");
+        assert_eq!(nodes_of(membership), vec![0, 1, 3], "{membership:?}");
+        assert!(matches!(dc.hosting.as_slice(), [(3, q, Hosting::Hosts(Hosted { replaces: Some(2), .. }))] if *q == p));
+        let newcomer = dc.nodes[3].replicas().find(|r| r.id() == p).expect("node 3 runs a replica");
+        assert!(newcomer.group().membership().is_voter(newcomer.group().id()));
+        // The group of 0, 1 and 3 commits with node 2 down.
+        dc.nodes[0].handle_client(dc.now, ClientId(1), RequestId(1), increment(&key));
+        dc.run(200_000);
+        assert!(matches!(dc.replies.pop().map(|r| r.result), Some(Ok(ClientResponse::Committed { .. }))));
+        // Node 2 comes back: its replica is dropped at the next leader notice.
+        dc.down = None;
+        dc.run(2_000_000);
+        assert!(dc.nodes[2].replicas().all(|r| r.id() != p), "node 2 still runs its removed replica");
+        assert!(
+            matches!(dc.hosting.last(), Some((2, q, Hosting::Left { incarnation: 0 })) if *q == p),
+            "{:?}",
+            dc.hosting
+        );
+        dc.nodes[2].handle_client(dc.now, ClientId(2), RequestId(2), increment(&key));
+        dc.run(200_000);
+        assert!(matches!(dc.replies.pop().map(|r| r.result), Some(Ok(ClientResponse::Committed { .. }))));
+        let (_, membership) = dc.nodes[2].placement(p).expect("announced");
+        assert_eq!(nodes_of(membership), vec![0, 1, 3]);
+    }
+
+    /// A move whose new replica cannot join (its requests are lost) is replaced by the operator's next move to the
+    /// same node: the stuck replica, never a voter, is dropped, and the next one (its next incarnation) joins in
+    /// place of the node the latest move names.
+    #[test]
+    fn a_later_move_to_the_same_node_replaces_a_replica_that_never_joined() {
+        let mut dc = Dc::with_nodes(2, 4);
+        dc.run(1_000_000);
+        let p = PartitionId(0);
+        dc.lose = |from, e| from == 3 && matches!(e.msg, Message::Replica(ReplicaMessage::Join { .. }));
+        dc.nodes[0].move_replica(dc.now, p, 1, 3);
+        dc.run(2_000_000);
+        let stuck = dc.nodes[3].replicas().find(|r| r.id() == p).expect("node 3 runs a replica").group().id();
+        assert_eq!(crate::replica::replica_incarnation(stuck), 1);
+        let member = |r: &Replica| r.group().membership().contains(r.group().id());
+        assert!(!dc.nodes[3].replicas().any(|r| r.id() == p && member(r)), "it joined although its requests are lost");
+        dc.lose = |_, _| false;
+        dc.nodes[0].move_replica(dc.now, p, 2, 3);
+        dc.run(3_000_000);
+        let (_, membership) = dc.nodes[0].placement(p).expect("announced");
+        let nodes: Vec<NodeIndex> = membership.voters.iter().map(|id| replica_node(*id)).collect();
+        assert_eq!(nodes, vec![0, 1, 3], "{membership:?}");
+        let joined = dc.nodes[3].replicas().find(|r| r.id() == p).expect("node 3 runs a replica").group().id();
+        assert_eq!(crate::replica::replica_incarnation(joined), 2);
+        assert!(membership.voters.contains(&joined));
+        let left = dc.hosting.iter().any(|(n, q, h)| *n == 3 && *q == p && *h == Hosting::Left { incarnation: 1 });
+        assert!(left, "{:?}", dc.hosting);
+        assert!(dc.nodes[2].replicas().all(|r| r.id() != p), "node 2 still runs the moved replica");
     }
 }

@@ -49,27 +49,33 @@
 //!   peer DCs acknowledged because the leader logs it ([`LogRecord::PeerAcked`]): their `keep_log_from` advances
 //!   like the leader's, and one that takes the lead resumes replication from there.
 //!
-//! # A node that lost its disk
+//! # A node that lost its disk, and replicas that move
 //!
-//! A replica's raft id names its node and its disk's generation ([`replica_id`]): a node that comes back with an
-//! empty disk must not answer under its old id, since it forgot its votes and its log (with one empty disk and
-//! everyone up, an entry held by the other two could be outvoted by the empty one and a replica lacking it). The
-//! driver gives it a new generation instead. Its replicas are then not members of their groups: each asks the
-//! other replicas of its placement to join ([`ReplicaMessage::Join`], every [`MEMBERSHIP_INTERVAL_US`]), and the
-//! serving leader adds it as a learner (caught up from the log, or by a snapshot written after the change, which
-//! the leader checkpoints for if its stored one is older), then, once it holds every committed entry, makes it a
-//! voter in place of its node's earlier replica in one joint change, and leaves the joint configuration. While
-//! this runs the old replica's vote is simply missing, as it was since the disk was lost; a second disk lost
-//! before the first is replaced can lose a majority's copy, which no protocol survives. A serving leader's
-//! membership entries take log positions its partition would otherwise give records: it skips them
-//! ([`Partition::skip_log_position`]).
+//! A replica's raft id names its node, its disk's generation and its incarnation on that disk
+//! ([`replica_id_of`]): a node that comes back with an empty disk must not answer under its old id, since it
+//! forgot its votes and its log (with one empty disk and everyone up, an entry held by the other two could be
+//! outvoted by the empty one and a replica lacking it). The driver gives it a new generation instead, and each
+//! replica a disk hosts for a partition takes the next incarnation, so an id the group removed never comes back.
+//!
+//! A replica that is to join a running group ([`Hosted::replaces`]: its node's old replica after a disk loss, or
+//! another node's when the operator moves the replica here) asks every other node of the DC to make it a voter in
+//! place of that node's replica ([`ReplicaMessage::Join`], every [`MEMBERSHIP_INTERVAL_US`] until it is one), and
+//! whichever replica serves takes the next step ([`Replica::admit`]): it adds the newcomer as a learner (caught up
+//! from the log, or by a snapshot written after the change, which the leader checkpoints for if its stored one is
+//! older), then, once it holds every committed entry, makes it a voter in place of the replaced one in one joint
+//! change, and leaves the joint configuration. A leader that is the replica replaced hands leadership to another
+//! voter first. While this runs after a disk loss the old replica's vote is simply missing, as it was since the
+//! disk was lost; a second disk lost before the first is replaced can lose a majority's copy, which no protocol
+//! survives. A serving leader's membership entries take log positions its partition would otherwise give
+//! records: it skips them ([`Partition::skip_log_position`]). A replica that applies a membership without itself
+//! says so ([`ReplicaOutput::Removed`]) and its node drops it; one that never applied its removal (its node was
+//! down) learns it from its leader's notice (`crate::node`).
 //!
 //! # Left for later
 //!
-//! Nodes are not added or removed yet (a partition's placement is fixed by the topology; membership changes
-//! only replace a node's replicas by its next generation), reads are served by the leader only, and there is no
-//! leader lease beyond the clock bound above. A snapshot travels as one message (a partition's whole state):
-//! chunked transfer is not built. See `docs/design/raft-groups.md`.
+//! Reads other than the nearest-replica ones are served by the leader only, and there is no leader lease beyond
+//! the clock bound above. A snapshot travels as one message (a partition's whole state): chunked transfer is not
+//! built. See `docs/design/raft-groups.md`.
 
 use crate::group::{Compacted, DurableState, Entry, Group, GroupConfig, GroupError, GroupOutput, HardState};
 use crate::group::{MembershipChange, ReplicaId};
@@ -79,7 +85,8 @@ use crate::record::{LogRecord, Lsn};
 use crate::replication::LOG_READ_RECORDS;
 use crate::topology::{NodeIndex, Topology};
 use crate::{Address, Config, Envelope, Message, PartitionId};
-use std::collections::VecDeque;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, VecDeque};
 
 /// How often a serving leader repeats its leadership notice, for nodes that missed it (a link to them was down
 /// when it was elected, or they restarted since).
@@ -93,10 +100,22 @@ pub const MAX_SNAPSHOT_BYTES: usize = 15 << 20;
 /// How long a leader waits before it loads a snapshot again after one was too large to send.
 pub const SNAPSHOT_RETRY_US: u64 = 10_000_000;
 
-/// The raft id of the replica on node `node` whose disk is in its `generation` (raft reserves 0): a node that
+/// Disk generations are below this: a replica id holds the node (16 bits), the generation (31) and the
+/// replica's incarnation on that disk (17).
+pub const MAX_GENERATION: u64 = 1 << 31;
+
+/// The raft id of the first replica on node `node` whose disk is in its `generation` (raft reserves 0): a node that
 /// lost its disk comes back in a new generation, so its replicas have new ids (module documentation).
 pub fn replica_id(node: NodeIndex, generation: u64) -> ReplicaId {
-    ReplicaId((u64::from(node) + 1) | generation << 16)
+    replica_id_of(node, generation, 0)
+}
+
+/// The raft id of a replica on node `node`, disk `generation`, in its `incarnation` there: each replica of a
+/// partition that a disk hosts gets a new one (a replica moved away and back is a new replica), so an id the
+/// group removed never comes back.
+pub fn replica_id_of(node: NodeIndex, generation: u64, incarnation: u16) -> ReplicaId {
+    assert!(generation < MAX_GENERATION, "disk generation {generation} is not below {MAX_GENERATION}");
+    ReplicaId((u64::from(node) + 1) | generation << 16 | u64::from(incarnation) << 47)
 }
 
 /// The node of a replica id.
@@ -106,7 +125,56 @@ pub fn replica_node(id: ReplicaId) -> NodeIndex {
 
 /// The disk generation of a replica id.
 pub fn replica_generation(id: ReplicaId) -> u64 {
-    id.0 >> 16
+    (id.0 >> 16) & (MAX_GENERATION - 1)
+}
+
+/// The incarnation of a replica id on its disk.
+pub fn replica_incarnation(id: ReplicaId) -> u16 {
+    (id.0 >> 47) as u16
+}
+
+/// The replica a node runs for a partition, as the node's store keeps it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hosted {
+    /// Its raft id.
+    pub id: ReplicaId,
+    /// Until it is a voter, the node whose replica it replaces: its own after a disk loss, another when the
+    /// operator moves a replica here. `None` for the group's first voters.
+    pub replaces: Option<NodeIndex>,
+}
+
+/// What a node's store says about one replicated partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Hosting {
+    /// The node runs this replica.
+    Hosts(Hosted),
+    /// The node's replica in this incarnation was removed from the group and its state deleted; a later one
+    /// takes the next incarnation.
+    Left {
+        /// The incarnation of the replica that left.
+        incarnation: u16,
+    },
+}
+
+impl Hosting {
+    /// The last incarnation of the partition's replicas on this disk.
+    pub fn incarnation(&self) -> u16 {
+        match self {
+            Hosting::Hosts(h) => replica_incarnation(h.id),
+            Hosting::Left { incarnation } => *incarnation,
+        }
+    }
+}
+
+/// Which replicas a node whose store says nothing yet runs: at a cluster's first start (disk generation 0) the
+/// topology's placement, as the groups' first voters; a node that joins with a new disk none (its replicas are
+/// created as it hears which groups still count a replica of its earlier disk, [`crate::node::Node`]).
+pub fn first_hosting(topology: &Topology, node: NodeIndex, generation: u64) -> BTreeMap<PartitionId, Hosting> {
+    if !topology.replicated() || generation != 0 {
+        return BTreeMap::new();
+    }
+    let hosted = |_| Hosting::Hosts(Hosted { id: replica_id(node, 0), replaces: None });
+    topology.partitions_on(node).map(|p| (p, hosted(p))).collect()
 }
 
 /// The most pvc reports a follower keeps waiting for their log position to be applied.
@@ -160,7 +228,14 @@ pub enum ReplicaOutput {
     Leading {
         /// The term.
         term: u64,
+        /// The group's membership as this leader applied it.
+        membership: crate::group::Membership,
+        /// The log index from which that membership holds ([`Group::membership_index`]).
+        conf_index: Lsn,
     },
+    /// This replica applied a membership without itself in it: it was removed from the group (moved to another
+    /// node). The node drops it and deletes its state.
+    Removed,
 }
 
 /// Where a replica stands.
@@ -231,8 +306,12 @@ pub struct Replica {
     installing: Option<Checkpoint>,
     /// The number of the last Write handed out.
     last_write: u64,
-    /// The nodes that hold a replica of the partition (its placement).
-    placement: Vec<NodeIndex>,
+    /// The nodes of the DC.
+    nodes: NodeIndex,
+    /// Until this replica is a voter: the node whose replica it is to replace ([`Hosted::replaces`]).
+    replaces: Option<NodeIndex>,
+    /// Whether the membership applied so far holds this replica (a change without it removes it).
+    member: bool,
     /// When this replica next asks to join (not a member), or looks for a membership step (a serving leader).
     next_membership_us: u64,
     /// The leader's pvc reports not yet usable here, oldest first: (term, index, pvc), usable once the entry at
@@ -255,15 +334,15 @@ impl Replica {
         topology: &Topology,
         node: NodeIndex,
         now_us: u64,
-        generation: u64,
+        hosted: Hosted,
         durable: DurableState,
         checkpoint: Option<Checkpoint>,
         election_seed: u64,
     ) -> Result<Self, GroupError> {
-        let placement = topology.replicas(id).nodes;
-        // A new group's voters are the first generation's replicas; a node that lost its disk joins again.
-        let voters = placement.iter().map(|n| replica_id(*n, 0)).collect();
-        let mut group_config = GroupConfig::new(replica_id(node, generation), voters);
+        // A new group's voters are the first generation's replicas of the topology's placement; any other replica
+        // joins a running group.
+        let voters = topology.replicas(id).nodes.iter().map(|n| replica_id(*n, 0)).collect();
+        let mut group_config = GroupConfig::new(hosted.id, voters);
         group_config.election_seed = election_seed;
         // The checkpoint holds every entry up to its lsn applied, and the membership as of it; the group hands out
         // the ones after it.
@@ -291,11 +370,14 @@ impl Replica {
             installing: None,
             last_write: 0,
             compact_after: None,
-            placement,
+            nodes: topology.nodes(topology.dc()),
+            replaces: hosted.replaces,
+            member: false,
             next_membership_us: now_us,
             closed: VecDeque::new(),
         };
-        if node == home {
+        replica.member = replica.group.membership().contains(hosted.id);
+        if node == home && replica.member {
             // The home replica asks for the lead at once: at a cold start it is elected before the others time
             // out, so leadership need not be handed back to it later (a handover stalls what is in flight). In a
             // running group its pre-vote is refused while the others hear from their leader.
@@ -335,6 +417,11 @@ impl Replica {
         }
     }
 
+    /// Until it is a voter, the node whose replica this one is to replace ([`Hosted::replaces`]).
+    pub fn replaces(&self) -> Option<NodeIndex> {
+        self.replaces
+    }
+
     /// Whether this replica serves the partition (its leader, caught up).
     pub fn serving(&self) -> bool {
         matches!(self.role, Role::Serving { .. })
@@ -357,8 +444,10 @@ impl Replica {
     pub fn handle_message(&mut self, now_us: u64, from: Address, msg: Message) {
         match msg {
             Message::Replica(ReplicaMessage::Raft { bytes }) => self.group.handle_message(now_us, &bytes),
-            Message::Replica(ReplicaMessage::Leader { .. }) => {}
-            Message::Replica(ReplicaMessage::Join { replica }) if self.serving() => self.admit(replica),
+            Message::Replica(ReplicaMessage::Leader { .. } | ReplicaMessage::Host { .. }) => {}
+            Message::Replica(ReplicaMessage::Join { replica, replaces }) if self.serving() => {
+                self.admit(now_us, replica, replaces)
+            }
             Message::Replica(ReplicaMessage::Join { .. }) => {}
             Message::Replica(ReplicaMessage::Closed { term, index, pvc }) if !self.serving() => {
                 if self.closed.len() >= MAX_CLOSED_PENDING {
@@ -413,6 +502,11 @@ impl Replica {
 
     /// The driver made every Write up to `ready` durable.
     pub fn handle_written(&mut self, now_us: u64, ready: u64) {
+        // A Write this replica never handed out: a late report for an earlier replica of the partition on this
+        // node, which left its group (Writes of each replica are numbered from 1).
+        if ready > self.last_write {
+            return;
+        }
         self.group.handle_written(ready);
         if let Some((_, through)) = self.compact_after.take_if(|(after, _)| ready > *after) {
             // The checkpoint handed out before this Write is on disk too (the driver writes in order).
@@ -482,23 +576,26 @@ impl Replica {
         }
         if now_us >= self.next_membership_us {
             self.next_membership_us = now_us + MEMBERSHIP_INTERVAL_US;
-            if !self.group.membership().contains(self.group.id()) {
-                self.ask_to_join();
+            let me = self.group.id();
+            if let Some(replaces) = self.replaces.filter(|_| !self.group.membership().is_voter(me)) {
+                self.ask_to_join(replaces);
             } else if self.serving() {
                 // What the partition's timers just staged is proposed first: a membership entry takes the next
                 // log position, which must not be one the partition gave a record.
                 self.pump(now_us);
-                self.next_membership_step();
+                self.next_membership_step(now_us);
             }
         }
         if let Role::Serving { term } = self.role {
             if now_us >= self.next_notice_us {
                 self.next_notice_us = now_us + LEADER_NOTICE_INTERVAL_US;
-                let home = self.voter_on(self.home);
-                if self.node != self.home && home.is_some_and(|h| self.group.caught_up(h)) {
-                    self.hand_over(now_us);
-                } else {
-                    self.outputs.push_back(ReplicaOutput::Leading { term });
+                let home = self.voter_on(self.home).filter(|h| self.group.caught_up(*h));
+                match home {
+                    Some(home) if self.node != self.home => {
+                        self.hand_over(now_us, home);
+                        self.stats.handovers += 1;
+                    }
+                    _ => self.lead(term),
                 }
             }
         }
@@ -607,7 +704,7 @@ impl Replica {
                     self.role = Role::Serving { term };
                     self.stats.terms_led += 1;
                     self.partition.take_lead(now_us, last);
-                    self.outputs.push_back(ReplicaOutput::Leading { term });
+                    self.lead(term);
                     self.next_notice_us = now_us + LEADER_NOTICE_INTERVAL_US;
                     progressed = true;
                 }
@@ -617,6 +714,18 @@ impl Replica {
             }
         }
         self.take_closed();
+        let member = self.group.membership().contains(self.group.id());
+        if self.member && !member {
+            self.outputs.push_back(ReplicaOutput::Removed);
+        }
+        self.member = member;
+    }
+
+    /// Tells the DC that this replica serves in `term`, with the membership it applied.
+    fn lead(&mut self, term: u64) {
+        let membership = self.group.membership().clone();
+        let conf_index = self.group.membership_index();
+        self.outputs.push_back(ReplicaOutput::Leading { term, membership, conf_index });
     }
 
     /// The serving partition wrote a record at `lsn`: propose it. It must land at that index.
@@ -710,58 +819,82 @@ impl Replica {
         InstalledSnapshot { checkpoint, compacted: snapshot.compacted, entries: snapshot.entries }
     }
 
-    /// Not a member of the group (a node back with an empty disk, in a new generation): ask the leader to add this
-    /// replica. The request goes to every node of the placement, since a replica that is not a member hears from
-    /// no leader; the serving one acts on it ([`Replica::admit`]).
-    fn ask_to_join(&mut self) {
+    /// Not a voter yet (a replica of a node back with an empty disk, or one the operator moved here): ask the
+    /// leader to make it one in place of node `replaces`'s replica. The request goes to every other node of the
+    /// DC, since a replica that is not a member hears from no leader; the serving one acts on it
+    /// ([`Replica::admit`]). Repeated every [`MEMBERSHIP_INTERVAL_US`] until it is a voter: each step of the
+    /// change is taken by whichever replica serves then.
+    fn ask_to_join(&mut self, replaces: NodeIndex) {
         self.stats.join_requests += 1;
         let replica = self.group.id();
-        for &n in self.placement.iter().filter(|n| **n != self.node) {
+        for n in (0..self.nodes).filter(|n| *n != self.node) {
             self.outputs.push_back(ReplicaOutput::Send(Envelope {
                 from: Address::Replica(self.id, self.node),
                 to: Address::Replica(self.id, n),
-                msg: Message::Replica(ReplicaMessage::Join { replica }),
+                msg: Message::Replica(ReplicaMessage::Join { replica, replaces }),
             }));
         }
     }
 
-    /// A serving leader hears that `replica` asks to join: it becomes a learner (and is caught up by the log or
-    /// a snapshot), then replaces its node's earlier replica as a voter ([`Replica::next_membership_step`]). Only
-    /// a node of the placement may join, and only in a generation newer than its member's: an id the group
-    /// removed never comes back.
-    fn admit(&mut self, replica: ReplicaId) {
-        let node = replica_node(replica);
-        let membership = self.group.membership();
-        if !self.placement.contains(&node) || membership.contains(replica) {
-            return;
-        }
-        let on_node: Vec<ReplicaId> = membership.members().into_iter().filter(|id| replica_node(*id) == node).collect();
-        if on_node.iter().any(|id| replica_generation(*id) >= replica_generation(replica)) {
-            return;
-        }
-        // An earlier learner of the node (say, it lost its disk again while catching up) goes in the same step.
-        let mut changes = vec![MembershipChange::AddLearner(replica)];
-        changes.extend(
-            on_node.iter().filter(|id| membership.learners.contains(id)).map(|id| MembershipChange::Remove(*id)),
-        );
-        self.change_membership(changes);
-    }
-
-    /// A serving leader moves the membership on, one step at a time: it leaves a joint configuration, and
-    /// promotes a learner that holds the whole log, in one joint change with the removal of its node's earlier
-    /// replica (whose disk is gone).
-    fn next_membership_step(&mut self) {
+    /// A serving leader hears that `replica` asks to replace node `replaces`'s voter. Step by step, one step per
+    /// request: it becomes a learner (caught up by the log or a snapshot, which the leader checkpoints for if its
+    /// stored one is older), then, once it holds every committed entry, a voter in place of the replaced one in
+    /// one joint change, which [`Replica::next_membership_step`] leaves. Refused unless node `replaces` has a
+    /// voter and the newcomer's node has no other voter: a group never grows or shrinks this way, and a node holds
+    /// one replica of a group.
+    fn admit(&mut self, now_us: u64, replica: ReplicaId, replaces: NodeIndex) {
         let membership = self.group.membership().clone();
         if membership.is_joint() {
-            self.change_membership(Vec::new());
             return;
         }
-        let Some(&learner) = membership.learners.iter().find(|l| self.group.holds_committed(**l)) else { return };
-        let node = replica_node(learner);
-        let mut changes = vec![MembershipChange::AddVoter(learner)];
-        let replaced = membership.voters.iter().filter(|v| replica_node(**v) == node && **v != learner);
-        changes.extend(replaced.map(|v| MembershipChange::Remove(*v)));
-        self.change_membership(changes);
+        let Some(old) = self.voter_on(replaces).filter(|v| *v != replica) else { return };
+        let node = replica_node(replica);
+        let others: Vec<ReplicaId> = membership
+            .members()
+            .into_iter()
+            .filter(|id| replica_node(*id) == node && *id != replica && *id != old)
+            .collect();
+        if others.iter().any(|id| membership.is_voter(*id)) {
+            return;
+        }
+        if !membership.contains(replica) {
+            // An earlier learner of its node (say, it lost its disk again while catching up) goes in the same step.
+            let mut changes = vec![MembershipChange::AddLearner(replica)];
+            changes.extend(others.iter().map(|id| MembershipChange::Remove(*id)));
+            self.change_membership(changes);
+        } else if membership.learners.contains(&replica) && self.group.holds_committed(replica) {
+            if old == self.group.id() {
+                // This leader is the replica to replace: another voter takes over and finishes the change.
+                if let Some(next) = self.caught_up_voter(old) {
+                    self.hand_over(now_us, next);
+                }
+                return;
+            }
+            self.change_membership(vec![MembershipChange::AddVoter(replica), MembershipChange::Remove(old)]);
+        }
+    }
+
+    /// A voter other than `except` that holds the whole log (a leader can hand leadership to it at once).
+    fn caught_up_voter(&self, except: ReplicaId) -> Option<ReplicaId> {
+        let membership = self.group.membership();
+        membership.voters.iter().copied().find(|v| *v != except && *v != self.group.id() && self.group.caught_up(*v))
+    }
+
+    /// A serving leader leaves a joint configuration. If it is not a voter of the configuration it leaves for (its
+    /// replica is the one replaced), it hands leadership to one first: a leader must not remove itself.
+    fn next_membership_step(&mut self, now_us: u64) {
+        let membership = self.group.membership().clone();
+        if !membership.is_joint() {
+            return;
+        }
+        let me = self.group.id();
+        if !membership.voters.contains(&me) {
+            if let Some(next) = membership.voters.iter().copied().find(|v| self.group.caught_up(*v)) {
+                self.hand_over(now_us, next);
+            }
+            return;
+        }
+        self.change_membership(Vec::new());
     }
 
     /// Proposes a membership change as the serving leader. The entry takes a log position the partition would
@@ -778,16 +911,14 @@ impl Replica {
         }
     }
 
-    /// Leadership spreads over the nodes: a leader that is not the partition's home, and has served for a while (a
-    /// notice interval), hands leadership to the home replica once that one holds the whole log (say, after it
-    /// restarted). It stops serving first, dropping what it staged (senders retry with the next leader), so that
-    /// no proposal meets the transfer; should raft give the transfer up, it serves again.
-    fn hand_over(&mut self, now_us: u64) {
+    /// Hands leadership to replica `to`: the leader stops serving first, dropping what it staged (senders retry
+    /// with the next leader), so that no proposal meets the transfer; should raft give the transfer up, it
+    /// serves again. Leadership spreads over the nodes: a leader that is not the partition's home, and has
+    /// served for a while (a notice interval), hands leadership back to the home replica once that one holds the
+    /// whole log (say, after it restarted).
+    fn hand_over(&mut self, now_us: u64, to: ReplicaId) {
         self.reload(now_us);
-        if let Some(home) = self.voter_on(self.home) {
-            self.group.transfer_leadership(home);
-        }
-        self.stats.handovers += 1;
+        self.group.transfer_leadership(to);
     }
 
     /// The role of a replica that does not serve (yet), from the group's state.
@@ -846,6 +977,12 @@ mod tests {
         loads: Vec<u64>,
         /// Each node's disk generation.
         generations: Vec<u64>,
+        /// The replica each node runs (`None`: none).
+        hosted: Vec<Option<Hosted>>,
+        /// Nodes whose replica was removed from the group (and dropped, its disk cleared).
+        removed: BTreeSet<usize>,
+        /// Nodes of the DC (the group's first three are its first voters).
+        nodes: usize,
         /// The partitions' clock bound, µs ahead of the clock.
         clock_bound_us: u64,
         now: u64,
@@ -853,36 +990,54 @@ mod tests {
 
     impl Cluster {
         fn new() -> Self {
+            Self::with_nodes(3)
+        }
+
+        /// A DC of `nodes` nodes, whose group of three starts on nodes 0, 1 and 2.
+        fn with_nodes(nodes: usize) -> Self {
             let mut c = Self {
                 replicas: Vec::new(),
-                disks: vec![DurableState::default(); 3],
-                checkpoints: vec![None; 3],
-                unsynced: vec![Vec::new(); 3],
+                disks: vec![DurableState::default(); nodes],
+                checkpoints: vec![None; nodes],
+                unsynced: vec![Vec::new(); nodes],
                 hold_writes: BTreeSet::new(),
                 cut: BTreeSet::new(),
                 out: Vec::new(),
-                loads: vec![0; 3],
-                generations: vec![0; 3],
+                loads: vec![0; nodes],
+                generations: vec![0; nodes],
+                hosted: (0..nodes)
+                    .map(|n| (n < 3).then(|| Hosted { id: replica_id(n as NodeIndex, 0), replaces: None }))
+                    .collect(),
+                removed: BTreeSet::new(),
+                nodes,
                 clock_bound_us: 2_000_000,
                 now: 1_000_000,
             };
-            for n in 0..3 {
-                let r = c.start(n);
-                c.replicas.push(Some(r));
+            for n in 0..nodes {
+                let r = c.hosted[n].is_some().then(|| c.start(n));
+                c.replicas.push(r);
             }
             c
+        }
+
+        /// Node `n` starts a new replica (incarnation 1 of its disk) to take node `replaces`'s place.
+        fn host(&mut self, n: usize, replaces: usize) {
+            let id = replica_id_of(n as NodeIndex, self.generations[n], 1);
+            self.hosted[n] = Some(Hosted { id, replaces: Some(replaces as NodeIndex) });
+            self.restart(n);
         }
 
         fn start(&self, n: usize) -> Replica {
             let mut config = Config::new(1, DcId(0), 1);
             // A bound far ahead of the clock, so that a new leader's clock is above it only if it was raised there.
             config.clock_bound_us = self.clock_bound_us;
-            let topology = Topology::new(DcId(0), 1, 1, 3).with_replicas(3);
+            let topology = Topology::new(DcId(0), 1, 1, self.nodes as NodeIndex).with_replicas(3);
             let durable = self.disks[n].clone();
             let checkpoint = self.checkpoints[n].clone();
             let generation = self.generations[n];
             let seed = 7 * n as u64 + 1 + generation;
-            Replica::new(P, config, &topology, n as NodeIndex, self.now, generation, durable, checkpoint, seed)
+            let hosted = self.hosted[n].expect("node hosts a replica");
+            Replica::new(P, config, &topology, n as NodeIndex, self.now, hosted, durable, checkpoint, seed)
                 .expect("starts")
         }
 
@@ -895,12 +1050,14 @@ mod tests {
             self.replicas[n] = Some(self.start(n));
         }
 
-        /// Node `n` loses its disk and comes back empty, in its next generation.
+        /// Node `n` loses its disk and comes back empty, in its next generation: its replica replaces its old one.
         fn wipe(&mut self, n: usize) {
             self.crash(n);
             self.disks[n] = DurableState::default();
             self.checkpoints[n] = None;
             self.generations[n] += 1;
+            let id = replica_id(n as NodeIndex, self.generations[n]);
+            self.hosted[n] = Some(Hosted { id, replaces: Some(n as NodeIndex) });
             self.restart(n);
         }
 
@@ -931,7 +1088,7 @@ mod tests {
         fn settle(&mut self) {
             loop {
                 let mut moved = false;
-                for n in 0..3 {
+                for n in 0..self.nodes {
                     let Some(r) = self.replicas[n].as_mut() else { continue };
                     let outputs: Vec<ReplicaOutput> = std::iter::from_fn(|| r.poll_output()).collect();
                     for out in outputs {
@@ -962,6 +1119,15 @@ mod tests {
                                 }
                             }
                             ReplicaOutput::Leading { .. } => {}
+                            ReplicaOutput::Removed => {
+                                // The node drops the replica and deletes its state.
+                                self.removed.insert(n);
+                                self.crash(n);
+                                self.disks[n] = DurableState::default();
+                                self.checkpoints[n] = None;
+                                self.hosted[n] = None;
+                                break;
+                            }
                         }
                     }
                     if !self.hold_writes.contains(&n) && !self.unsynced[n].is_empty() {
@@ -990,7 +1156,7 @@ mod tests {
         }
 
         fn leader(&self) -> Option<usize> {
-            (0..3).find(|n| self.replicas[*n].as_ref().is_some_and(|r| r.serving()))
+            (0..self.nodes).find(|n| self.replicas[*n].as_ref().is_some_and(|r| r.serving()))
         }
 
         fn elect(&mut self) -> usize {
@@ -1164,6 +1330,20 @@ mod tests {
         assert_eq!(committed_at(&c.replies(), tx(1)), None, "a commit that never reached a majority was acknowledged");
     }
 
+    /// Elects a leader and commits transactions 1 to 5 through it (and 6, and compacts every log, if `compacted`).
+    fn commit_five(c: &mut Cluster, compacted: bool) -> usize {
+        let leader = c.elect();
+        c.replies();
+        for seq in 1..=5 {
+            c.send(leader, increment(tx(seq)));
+            c.run(10_000);
+        }
+        if compacted {
+            checkpoint_all(c, leader, tx(6));
+        }
+        leader
+    }
+
     #[test]
     fn a_replica_that_lost_its_disk_joins_again_replaces_its_old_self_and_counts_towards_the_majority() {
         for (compacted, clock_bound_us) in [(false, 2_000_000), (true, 2_000_000), (false, 1_000)] {
@@ -1176,15 +1356,7 @@ mod tests {
                     c.restart(n);
                 }
             }
-            let leader = c.elect();
-            c.replies();
-            for seq in 1..=5 {
-                c.send(leader, increment(tx(seq)));
-                c.run(10_000);
-            }
-            if compacted {
-                checkpoint_all(&mut c, leader, tx(6));
-            }
+            let leader = commit_five(&mut c, compacted);
             let (lost, other) = ((leader + 1) % 3, (leader + 2) % 3);
             c.wipe(lost);
             let (old_id, new_id) = (replica_id(lost as NodeIndex, 0), replica_id(lost as NodeIndex, 1));
@@ -1218,6 +1390,58 @@ mod tests {
             let seqs = (1..=5).chain(compacted.then_some(6)).chain([10]);
             for seq in seqs {
                 assert!(p.recent_commit(tx(seq)).is_some(), "{compacted}: tx {seq} lost after the disk loss");
+            }
+        }
+    }
+
+    /// A replica moves to a fourth node: the newcomer is caught up (from the log, or a snapshot once the log was
+    /// compacted), becomes a voter in place of the moved one, which applies its removal and is dropped, and the
+    /// group keeps every acknowledged commit and counts the newcomer towards its majority. Also when the replica
+    /// that moves is the leader's own (leadership goes to another voter first), and when its node is down (a
+    /// dead node's replica is re-replicated; a majority is still up).
+    #[test]
+    fn a_replica_moves_to_another_node_and_the_group_keeps_every_commit() {
+        for (compacted, which, down) in [(false, 1, false), (true, 1, false), (false, 0, false), (false, 2, true)] {
+            let case = format!("compacted {compacted}, moving the leader's {which}th successor, down {down}");
+            let mut c = Cluster::with_nodes(4);
+            let leader = commit_five(&mut c, compacted);
+            let from = (leader + which) % 3;
+            let old_id = c.replicas[from].as_ref().expect("up").group().id();
+            if down {
+                c.crash(from);
+            }
+            c.host(3, from);
+            let new_id = replica_id_of(3, 0, 1);
+            c.run(4_000_000);
+            let l = c.leader().expect("a leader");
+            let m = c.replicas[l].as_ref().expect("up").group().membership().clone();
+            assert!(m.voters.contains(&new_id) && !m.contains(old_id) && !m.is_joint(), "{case}: {m:?}");
+            assert_eq!(m.voters.len(), 3, "{case}: {m:?}");
+            assert!(m.learners.is_empty(), "{case}: {m:?}");
+            if !down {
+                assert!(c.removed.contains(&from), "{case}: the moved replica was not dropped");
+                assert!(c.replicas[from].is_none());
+            }
+            if which == 0 {
+                assert_ne!(l, from, "{case}: the old leader still leads without a voter");
+            }
+            let newcomer = c.replicas[3].as_ref().expect("up");
+            assert_eq!(newcomer.group().stats().snapshots_installed > 0, compacted, "{case}");
+            // The newcomer and one of the others make a majority.
+            let other = (0..3).find(|n| *n != from && *n != l).expect("a third voter");
+            c.crash(other);
+            c.send(l, increment(tx(10)));
+            c.run(50_000);
+            assert!(committed_at(&c.replies(), tx(10)).is_some(), "{case}: the newcomer does not count");
+            // Everything acknowledged is on the newcomer: with the leader gone, it and the third one elect a
+            // leader that has it all.
+            c.crash(l);
+            c.restart(other);
+            let new = c.elect();
+            assert!(new == 3 || new == other, "{case}: {new}");
+            let p = c.replicas[new].as_ref().expect("up").partition();
+            for seq in (1..=5).chain(compacted.then_some(6)).chain([10]) {
+                assert!(p.recent_commit(tx(seq)).is_some(), "{case}: tx {seq} lost after the move");
             }
         }
     }

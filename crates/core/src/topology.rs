@@ -4,7 +4,10 @@
 //! - **object → partition**: a stable hash of bucket and key ([`Topology::partition_of`]);
 //! - **partition → replica set** inside a DC: `replicas` consecutive nodes starting at partition `p`'s home node
 //!   `p mod nodes` ([`Topology::replicas`]); with one replica the home node serves the partition alone, with more
-//!   they form the partition's Raft group and [`Topology::home`] is where messages go while no leader is known;
+//!   they form the partition's Raft group and [`Topology::home`] is where messages go while no leader is known.
+//!   For a replicated partition this is only where a new cluster's groups start: after that the group's
+//!   membership says where it lives (replicas move at run time, `crate::replica`), and nodes learn it from the
+//!   leaders' notices ([`crate::node::Node::placement`]);
 //! - **bucket → DCs**: which DCs hold a bucket's objects (every DC today: full replication;
 //!   [`Topology::dcs_holding`]), and so which DCs a partition's committed transactions go to
 //!   ([`Topology::replication_targets`]).

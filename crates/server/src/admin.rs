@@ -1,5 +1,6 @@
 //! The admin HTTP server: `/metrics` (Prometheus text) and `/status` (JSON).
 
+use crate::status::PlacementStatus;
 use crate::NodeState;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
@@ -24,6 +25,8 @@ pub async fn serve(listener: TcpListener, state: Arc<NodeState>, mut stop: watch
         .route("/admin/nodes/{node}/cut", post(cut_node))
         .route("/admin/nodes/{node}/heal", post(heal_node))
         .route("/admin/clock", post(clock))
+        .route("/admin/partitions/{partition}/move", post(move_replica))
+        .route("/admin/nodes/{node}/retire", post(retire))
         .with_state(state);
     let shutdown = async move { crate::shutdown::stopped(&mut stop).await };
     if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(shutdown).await {
@@ -171,6 +174,133 @@ async fn clock(
     Ok::<_, (StatusCode, String)>(format!("clock offset {} ms\n", q.offset_ms))
 }
 
+/// Where every replicated partition lives, as this node heard from the partitions' leaders.
+async fn placements(state: &NodeState) -> Vec<PlacementStatus> {
+    state.status().await.into_iter().next().map(|s| s.placements).unwrap_or_default()
+}
+
+type Refusal = (StatusCode, String);
+
+/// Whether partition `p`'s replica on node `from` may move to node `to`: `Ok(true)` to ask for it, `Ok(false)` if
+/// that move is under way already (asking again is harmless), else why not.
+fn movable(
+    state: &NodeState,
+    placement: Option<&PlacementStatus>,
+    p: u32,
+    from: u16,
+    to: u16,
+) -> Result<bool, Refusal> {
+    let topology = &state.routes.topology;
+    let nodes = topology.nodes(topology.dc());
+    let bad = |why: String| Err((StatusCode::BAD_REQUEST, why + "\n"));
+    if !topology.replicated() {
+        return bad("this DC's partitions are not replicated (replicas = 1): a partition lives on its node".into());
+    }
+    if p >= topology.partition_count() {
+        return Err((StatusCode::NOT_FOUND, format!("no partition {p}: the DC has {}\n", topology.partition_count())));
+    }
+    if from >= nodes || to >= nodes || from == to {
+        return bad(format!("from and to must be two different nodes of this DC, 0..{nodes}"));
+    }
+    let conflict = |why: String| Err((StatusCode::CONFLICT, why + "\n"));
+    let Some(pl) = placement else {
+        return Err((StatusCode::SERVICE_UNAVAILABLE, format!("no leader of partition {p} announced itself yet\n")));
+    };
+    if pl.learners.iter().any(|m| m.node == to)
+        || (pl.outgoing.iter().any(|m| m.node == from) && pl.voters.iter().any(|m| m.node == to))
+    {
+        return Ok(false);
+    }
+    if !pl.voters.iter().any(|m| m.node == from) {
+        return conflict(format!("node {from} holds no voting replica of partition {p} (its nodes: {:?})", pl.nodes()));
+    }
+    if pl.nodes().contains(&to) {
+        return conflict(format!("node {to} already holds a replica of partition {p}"));
+    }
+    if !pl.outgoing.is_empty() || !pl.learners.is_empty() {
+        return conflict(format!("partition {p} is changing its membership: try again once that is done"));
+    }
+    Ok(true)
+}
+
+#[derive(serde::Deserialize)]
+struct MoveQuery {
+    from: u16,
+    to: u16,
+}
+
+/// `POST /admin/partitions/{p}/move?from=A&to=B`: node B starts a replica of partition p that joins its group in
+/// place of node A's (A may be down). Progress shows in `/status`'s `placement`.
+async fn move_replica(
+    State(state): State<Arc<NodeState>>,
+    headers: HeaderMap,
+    Path(p): Path<u32>,
+    Query(q): Query<MoveQuery>,
+) -> impl IntoResponse {
+    authorized(&state, &headers)?;
+    let all = placements(&state).await;
+    let fresh = movable(&state, all.iter().find(|pl| pl.partition == p), p, q.from, q.to)?;
+    let partition = causet_core::PartitionId(p);
+    let input = crate::routes::ShardInput::MoveReplica { partition, from: q.from, to: q.to };
+    state.routes.send(state.routes.partition_shard(partition), input).await;
+    tracing::info!(partition = p, from = q.from, to = q.to, "an operator moves a replica");
+    let what = if fresh { "moving" } else { "already moving" };
+    Ok::<_, Refusal>((
+        StatusCode::ACCEPTED,
+        format!(
+            "{what} partition {p}'s replica from node {} to node {}: see `placement` in GET /status\n",
+            q.from, q.to
+        ),
+    ))
+}
+
+/// `POST /admin/nodes/{n}/retire`: every replica on node n moves to a node of the DC that holds none of its
+/// partition, the least loaded first (node n may be down: its groups re-replicate onto the others). Answers with
+/// the moves asked for, one line each, and the partitions that could not move.
+async fn retire(State(state): State<Arc<NodeState>>, headers: HeaderMap, Path(node): Path<u16>) -> impl IntoResponse {
+    authorized(&state, &headers)?;
+    let topology = &state.routes.topology;
+    let nodes = topology.nodes(topology.dc());
+    if node >= nodes {
+        return Err((StatusCode::NOT_FOUND, format!("no node {node}: the DC has {nodes}\n")));
+    }
+    let all = placements(&state).await;
+    let mut load = vec![0usize; usize::from(nodes)];
+    for pl in &all {
+        for n in pl.nodes() {
+            load[usize::from(n)] += 1;
+        }
+    }
+    let (mut lines, mut asked) = (Vec::new(), 0);
+    for p in 0..topology.partition_count() {
+        let pl = all.iter().find(|pl| pl.partition == p);
+        if pl.is_some_and(|pl| !pl.nodes().contains(&node)) {
+            continue;
+        }
+        let held = pl.map(PlacementStatus::nodes).unwrap_or_default();
+        let to = (0..nodes).filter(|n| *n != node && !held.contains(n)).min_by_key(|n| (load[usize::from(*n)], *n));
+        let Some(to) = to else {
+            lines.push(format!("partition {p}: stays (every other node holds a replica of it)"));
+            continue;
+        };
+        match movable(&state, pl, p, node, to) {
+            Ok(_) => {
+                load[usize::from(to)] += 1;
+                let partition = causet_core::PartitionId(p);
+                let input = crate::routes::ShardInput::MoveReplica { partition, from: node, to };
+                state.routes.send(state.routes.partition_shard(partition), input).await;
+                lines.push(format!("partition {p}: node {node} -> node {to}"));
+                asked += 1;
+            }
+            Err((_, why)) => lines.push(format!("partition {p}: stays ({})", why.trim_end())),
+        }
+    }
+    tracing::info!(node, moves = asked, "an operator retires a node");
+    let status = if asked > 0 || lines.is_empty() { StatusCode::ACCEPTED } else { StatusCode::CONFLICT };
+    lines.push(format!("{asked} replica moves asked for; see `placement` in GET /status"));
+    Ok::<_, Refusal>((status, lines.join("\n") + "\n"))
+}
+
 #[derive(Serialize)]
 struct Status {
     dc: u16,
@@ -190,12 +320,15 @@ struct Status {
     storage: serde_json::Value,
     links: Vec<crate::wan::LinkStatus>,
     clock_offset_ms: f64,
+    /// Where each replicated partition lives, as its leaders announced.
+    placement: Vec<PlacementStatus>,
 }
 
 async fn status(State(state): State<Arc<NodeState>>) -> Json<Status> {
     let shards = state.status().await;
     let protocol = state.config.protocol();
     let stable = shards.first().map(|s| s.stable_snapshot.clone()).unwrap_or_default();
+    let placement = shards.first().map(|s| s.placements.clone()).unwrap_or_default();
     let stats = state.store.stats();
     let storage = serde_json::json!({
         "sync": format!("{:?}", state.config.sync).to_lowercase(),
@@ -227,5 +360,6 @@ async fn status(State(state): State<Arc<NodeState>>) -> Json<Status> {
         storage,
         links: state.wan.links().iter().map(|l| l.status()).collect(),
         clock_offset_ms: state.clock.offset_us() as f64 / 1000.0,
+        placement,
     })
 }

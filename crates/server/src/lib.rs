@@ -70,6 +70,12 @@ impl storage::LogSink for StoreSink {
         }
     }
 
+    fn set_hosting(&self, partition: PartitionId, hosting: causet_core::replica::Hosting) {
+        if let Err(e) = self.0.set_hosting(partition, hosting) {
+            tracing::error!(partition = partition.0, error = %e, "the log refused a hosting record");
+        }
+    }
+
     fn has_room(&self, writes: usize) -> bool {
         self.0.has_room(writes)
     }
@@ -178,6 +184,10 @@ impl Node {
             );
         }
         let (routes, receivers) = Routes::new(layout, topology.clone(), config.shard_inbox);
+        // The replicas this node runs: as recorded, or at a cluster's first start the topology's placement.
+        let hosting = store
+            .init_hosting(causet_core::replica::first_hosting(&topology, config.node, generation))
+            .context("reading which replicas this node runs")?;
 
         // Recovery: every shard's partitions from their checkpoints and log tails. Transactions left prepared
         // without a decision ask their coordinator; those of this node's earlier incarnation learn it is gone and
@@ -195,13 +205,12 @@ impl Node {
         let mut shard_tasks = Vec::new();
         let mut recovered = 0;
         for (index, inbox) in receivers.into_iter().enumerate() {
-            let mut stored: Vec<Stored> = Vec::new();
-            for id in layout.partitions_of_shard(&topology, index) {
-                if topology.replicated() {
-                    let group = store.load_group(id).with_context(|| format!("loading partition {}", id.0))?;
-                    stored.push(Stored::Replica(id, group.durable, group.checkpoint.map(Box::new)));
-                    continue;
-                }
+            let shard_hosting = hosting.iter().filter(|(p, _)| layout.shard_of(&topology, **p) == index);
+            let mut stored: Vec<Stored> = Stored::of_hosting(&shard_hosting.map(|(p, h)| (*p, *h)).collect(), |id| {
+                let group = store.load_group(id).with_context(|| format!("loading partition {}", id.0))?;
+                anyhow::Ok((group.durable, group.checkpoint))
+            })?;
+            for id in layout.partitions_of_shard(&topology, index).filter(|_| !topology.replicated()) {
                 let (checkpoint, tail) = store.load(id).with_context(|| format!("loading partition {}", id.0))?;
                 if !tail.is_empty() {
                     info!(partition = id.0, records = tail.len(), "replaying the log tail");
@@ -336,13 +345,14 @@ impl Node {
     }
 }
 
-/// A new disk generation for a node that joins a running DC: random, non-zero, below 2^47 (replica ids keep the
-/// node in their low 16 bits), so that no two incarnations of a disk share one.
+/// A new disk generation for a node that joins a running DC: random, non-zero, below
+/// [`MAX_GENERATION`](causet_core::replica::MAX_GENERATION) (replica ids hold the node, the generation and the
+/// replica's incarnation), so that no two incarnations of a disk share one.
 fn new_generation() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     // The standard library's hasher keys come from the operating system's random source.
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
     h.write_u128(now);
-    (h.finish() & ((1 << 47) - 1)).max(1)
+    (h.finish() % (causet_core::replica::MAX_GENERATION - 1)) + 1
 }

@@ -310,7 +310,9 @@ mod tests {
             handovers: 0,
             membership: crate::status::MembershipStatus {
                 generation: 0,
-                voters: [1, 2, 3].map(|node| crate::status::MemberStatus { node, generation: 0 }).to_vec(),
+                voters: [1, 2, 3]
+                    .map(|node| crate::status::MemberStatus { node, generation: 0, incarnation: 0 })
+                    .to_vec(),
                 learners: Vec::new(),
                 outgoing: Vec::new(),
             },
@@ -339,6 +341,7 @@ mod tests {
             stable_snapshot: vec![0],
             partitions: vec![partition],
             replicas: vec![replica],
+            placements: Vec::new(),
         }
     }
 

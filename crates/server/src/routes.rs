@@ -29,8 +29,24 @@ pub enum ShardInput {
     Message(Envelope),
     /// Records up to these positions (or replicas' group Writes up to these numbers) are durable.
     Durable(Vec<(PartitionId, causet_storage::Durable)>),
-    /// A replicated partition's leader is on this node from this term on (another shard heard it).
-    Leader(PartitionId, causet_core::topology::NodeIndex, u64),
+    /// A replicated partition's leader is on this node from this term on, with this membership from this log index
+    /// on (another shard heard it).
+    Leader(
+        PartitionId,
+        causet_core::topology::NodeIndex,
+        u64,
+        causet_core::group::Membership,
+        causet_core::record::Lsn,
+    ),
+    /// Operator: move the partition's replica on node `from` to node `to` ([`causet_core::node::Node::move_replica`]).
+    MoveReplica {
+        /// The partition.
+        partition: PartitionId,
+        /// The node whose replica moves.
+        from: causet_core::topology::NodeIndex,
+        /// The node that takes it.
+        to: causet_core::topology::NodeIndex,
+    },
     /// Records read back from a partition's log, as the shard's node asked.
     LogRead(PartitionId, Vec<(Lsn, causet_core::record::LogRecord)>),
     /// A replica's complete checkpoint, read back from the log.
@@ -125,9 +141,11 @@ impl Routes {
         self.layout.shard_of(&self.topology, p)
     }
 
-    /// Whether this node serves a partition, or holds a replica of it (which passes messages on to the leader).
+    /// Whether this node takes messages for a partition of its DC: it serves it, or the partition is replicated
+    /// (whichever node's replica leads it, a node passes its messages on to the leader).
     pub fn serves(&self, p: PartitionId) -> bool {
-        p.0 < self.topology.partition_count() && self.topology.holds(self.layout.node, p)
+        p.0 < self.topology.partition_count()
+            && (self.topology.replicated() || self.topology.holds(self.layout.node, p))
     }
 
     /// This node's DC.
@@ -141,9 +159,17 @@ impl Routes {
     }
 
     /// Hands a replicated partition's leader to every shard but `from`.
-    pub fn announce_leader(&self, from: usize, p: PartitionId, node: causet_core::topology::NodeIndex, term: u64) {
+    pub fn announce_leader(
+        &self,
+        from: usize,
+        p: PartitionId,
+        node: causet_core::topology::NodeIndex,
+        term: u64,
+        membership: causet_core::group::Membership,
+        conf_index: causet_core::record::Lsn,
+    ) {
         for shard in (0..self.inboxes.len()).filter(|s| *s != from) {
-            self.try_send(shard, ShardInput::Leader(p, node, term));
+            self.try_send(shard, ShardInput::Leader(p, node, term, membership.clone(), conf_index));
         }
     }
 }

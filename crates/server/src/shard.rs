@@ -49,6 +49,7 @@ enum LogWrite {
         Vec<causet_core::group::Entry>,
         Option<causet_core::group::HardState>,
     ),
+    Hosting(PartitionId, causet_core::replica::Hosting),
 }
 
 /// One shard's node and driver state.
@@ -138,7 +139,10 @@ impl Shard {
                     }
                 }
             }
-            ShardInput::Leader(p, node, term) => self.node.handle_leader(p, node, term),
+            ShardInput::Leader(p, node, term, membership, conf_index) => {
+                self.node.handle_leader(now, p, node, term, membership, conf_index)
+            }
+            ShardInput::MoveReplica { partition, from, to } => self.node.move_replica(now, partition, from, to),
             ShardInput::LogRead(p, records) => self.node.handle_log_read(now, p, records),
             ShardInput::CheckpointLoaded(p, checkpoint) => {
                 self.node.handle_checkpoint_loaded(now, p, checkpoint.map(|c| *c))
@@ -233,8 +237,12 @@ impl Shard {
                     self.unwritten.push(LogWrite::Checkpoint(partition, checkpoint))
                 }
                 NodeOutput::LoadCheckpoint { partition } => self.load_checkpoint(partition),
-                NodeOutput::Leader { partition, node, term } => {
-                    self.env.routes.announce_leader(self.node.shard(), partition, node, term)
+                NodeOutput::Leader { partition, node, term, membership, conf_index } => {
+                    self.env.routes.announce_leader(self.node.shard(), partition, node, term, membership, conf_index)
+                }
+                NodeOutput::Hosting { partition, hosting } => {
+                    tracing::info!(partition = partition.0, ?hosting, "this node's replica of the partition changed");
+                    self.unwritten.push(LogWrite::Hosting(partition, hosting))
                 }
             }
         }
@@ -249,6 +257,7 @@ fn write_all(log: &dyn LogSink, writes: Vec<LogWrite>) {
             LogWrite::Group(p, ready, snapshot, entries, hard_state) => {
                 log.write_group(p, ready, snapshot, entries, hard_state)
             }
+            LogWrite::Hosting(p, hosting) => log.set_hosting(p, hosting),
         }
     }
 }

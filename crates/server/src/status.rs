@@ -18,6 +18,38 @@ pub struct ShardStatus {
     pub partitions: Vec<PartitionStatus>,
     /// This shard's replicas of replicated partitions (Raft groups).
     pub replicas: Vec<ReplicaStatus>,
+    /// Where each replicated partition lives, as its leaders announced (every shard hears every announcement:
+    /// `/status` shows shard 0's at the top level).
+    #[serde(skip)]
+    pub placements: Vec<PlacementStatus>,
+}
+
+/// Where a replicated partition lives, for `/status` (`placement`) and the operator's moves.
+#[derive(Clone, Debug, Serialize)]
+pub struct PlacementStatus {
+    /// The partition.
+    pub partition: u32,
+    /// The node of its leader, as last announced.
+    pub leader: Option<u16>,
+    /// The log index from which this membership holds.
+    pub conf_index: u64,
+    /// Voters (of the incoming configuration during a joint change).
+    pub voters: Vec<MemberStatus>,
+    /// Learners: replicas being caught up before they vote (a replica moving in).
+    pub learners: Vec<MemberStatus>,
+    /// During a joint change, the voters of the configuration being left.
+    pub outgoing: Vec<MemberStatus>,
+}
+
+impl PlacementStatus {
+    /// The nodes with a replica of the partition, in any role, ascending.
+    pub fn nodes(&self) -> Vec<u16> {
+        let mut nodes: Vec<u16> =
+            self.voters.iter().chain(&self.learners).chain(&self.outgoing).map(|m| m.node).collect();
+        nodes.sort_unstable();
+        nodes.dedup();
+        nodes
+    }
 }
 
 /// One replica of a replicated partition, for `/status`.
@@ -89,17 +121,27 @@ pub struct MemberStatus {
     pub node: u16,
     /// Its node's disk generation.
     pub generation: u64,
+    /// Its incarnation on that disk (a replica moved to a node gets the next one).
+    pub incarnation: u16,
+}
+
+/// Each replica id as its node, generation and incarnation.
+fn members(ids: &[causet_core::group::ReplicaId]) -> Vec<MemberStatus> {
+    use causet_core::replica::{replica_generation, replica_incarnation, replica_node};
+    (ids.iter())
+        .map(|id| MemberStatus {
+            node: replica_node(*id),
+            generation: replica_generation(*id),
+            incarnation: replica_incarnation(*id),
+        })
+        .collect()
 }
 
 impl MembershipStatus {
     fn of(r: &causet_core::replica::Replica) -> Self {
-        use causet_core::replica::{replica_generation, replica_node};
         let m = r.group().membership();
-        let members = |ids: &[causet_core::group::ReplicaId]| {
-            ids.iter().map(|id| MemberStatus { node: replica_node(*id), generation: replica_generation(*id) }).collect()
-        };
         Self {
-            generation: replica_generation(r.group().id()),
+            generation: causet_core::replica::replica_generation(r.group().id()),
             voters: members(&m.voters),
             learners: members(&m.learners),
             outgoing: members(&m.outgoing),
@@ -215,6 +257,17 @@ impl ShardStatus {
             resends_to_new_leaders: coordinator.resends(),
             stable_snapshot: coordinator.stable_snapshot().entries().iter().map(|t| t.0).collect(),
             partitions,
+            placements: node
+                .placements()
+                .map(|(p, index, m, leader)| PlacementStatus {
+                    partition: p.0,
+                    leader,
+                    conf_index: index.0,
+                    voters: members(&m.voters),
+                    learners: members(&m.learners),
+                    outgoing: members(&m.outgoing),
+                })
+                .collect(),
         }
     }
 }

@@ -20,6 +20,9 @@ pub trait LogSink: Send + Sync {
         entries: Vec<causet_core::group::Entry>,
         hard_state: Option<causet_core::group::HardState>,
     );
+    /// Records the replica this node runs for a replicated partition, after everything handed over before it;
+    /// [`Hosting::Left`](causet_core::replica::Hosting::Left) deletes the partition's stored state too.
+    fn set_hosting(&self, partition: PartitionId, hosting: causet_core::replica::Hosting);
     /// Whether `writes` more appends or checkpoints are taken now without waiting for the disk.
     fn has_room(&self, writes: usize) -> bool;
     /// Up to [`LOG_READ_RECORDS`](causet_core::replication::LOG_READ_RECORDS) durable records of a partition's log after `after`, ascending. Blocking: call it

@@ -494,7 +494,11 @@ mod tests {
         Envelope {
             from: Address::Stabilizer,
             to: Address::Stabilizer,
-            msg: Message::Replica(ReplicaMessage::Leader { term: k }),
+            msg: Message::Replica(ReplicaMessage::Leader {
+                term: k,
+                membership: Default::default(),
+                conf_index: Default::default(),
+            }),
         }
     }
 
@@ -508,7 +512,7 @@ mod tests {
             let mut body = vec![0u8; len];
             socket.read_exact(&mut body).await.expect("a frame");
             let e: Envelope = postcard::from_bytes(&body).expect("an envelope");
-            let Message::Replica(ReplicaMessage::Leader { term }) = e.msg else { panic!("another message") };
+            let Message::Replica(ReplicaMessage::Leader { term, .. }) = e.msg else { panic!("another message") };
             out.push((term, tokio::time::Instant::now()));
         }
         out

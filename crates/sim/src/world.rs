@@ -19,7 +19,7 @@ use causet_core::group::{DurableState, Entry, HardState};
 use causet_core::node::{Destination, Layout, Node, NodeOutput, Stored};
 use causet_core::partition::Checkpoint;
 use causet_core::record::{LogRecord, Lsn};
-use causet_core::replica::InstalledSnapshot;
+use causet_core::replica::{first_hosting, Hosting, InstalledSnapshot};
 use causet_core::topology::{NodeIndex, Topology};
 use causet_core::{
     Address, Bug, ClientId, ClockKind, Config, CoordinatorId, DcId, Envelope, ObjectId, PartitionId, RequestId,
@@ -69,7 +69,14 @@ pub struct Faults {
     /// crashes, loses every disk, and comes back empty in a new generation; its replicas join their groups again.
     /// Only while every group of its DC has its whole membership (a second loss before the first was repaired
     /// could lose a majority's copy, which no protocol survives).
+    ///
+    /// (The node's record of which replicas it runs survives a disk loss in no form: it starts with none, and
+    /// creates replicas as it hears which groups still count one of its earlier disk.)
     pub disk_loss_every_us: u64,
+    /// Mean time between replica moves (0: none): the operator moves a partition's replica from one node of a DC
+    /// (up or down) to a node that holds none, as `causet cluster move` does. Only in DCs with more nodes than
+    /// replicas, and only for a partition whose group has the membership its last move asked for.
+    pub move_every_us: u64,
 }
 
 impl Faults {
@@ -90,6 +97,7 @@ impl Faults {
             coordinator_crash_every_us: 0,
             node_cut_every_us: 0,
             disk_loss_every_us: 0,
+            move_every_us: 0,
         }
     }
 }
@@ -172,6 +180,7 @@ impl SimConfig {
             coordinator_crash_every_us: 0,
             node_cut_every_us: 0,
             disk_loss_every_us: 0,
+            move_every_us: 0,
         };
         let workload = WorkloadConfig {
             keys: rng.random_range(3..40),
@@ -213,6 +222,14 @@ impl SimConfig {
         }
         // Reads from the nearest replica in half the seeds (from the same fourth generator, drawn after).
         let nearest_reads = replication && disks.random_bool(0.5);
+        // A fourth node and replica moves in some seeds with groups of three, from a fifth generator.
+        let mut moves = ChaCha8Rng::seed_from_u64(seed ^ 0x3070_e5e5);
+        let nodes = if replicas == 3 && moves.random_bool(0.3) {
+            faults.move_every_us = moves.random_range(200_000..700_000);
+            4
+        } else {
+            nodes
+        };
         Self {
             seed,
             dcs,
@@ -308,6 +325,10 @@ pub struct SimStats {
     pub disk_losses: u64,
     /// Membership changes applied by replicas (those alive at the end).
     pub membership_changes: u64,
+    /// Replica moves the operator asked for, and replicas that left their group (their state deleted).
+    pub replica_moves: u64,
+    /// See `replica_moves`.
+    pub replicas_removed: u64,
     /// Reads served by followers for the nearest replica, and those they passed on to the leader (replicas alive
     /// at the end).
     pub nearest_reads: (u64, u64),
@@ -369,6 +390,7 @@ enum Event {
         node: NodeRef,
         partition: u32,
         incarnation: u64,
+        epoch: u64,
         count: usize,
         ready: Option<u64>,
     },
@@ -377,6 +399,7 @@ enum Event {
         node: NodeRef,
         partition: u32,
         incarnation: u64,
+        epoch: u64,
     },
     /// A node crashes; it restarts after this long (0: at once).
     Crash(NodeRef, u64),
@@ -397,6 +420,11 @@ enum Event {
     CutNodes,
     /// A node loses its disks (if its DC's groups are whole).
     LoseDisk,
+    /// The operator moves a replica to another node.
+    MoveReplica,
+    /// The operator asks again for a move that has not happened yet (the target node was down, say), as
+    /// `causet cluster move` does until the partition's membership shows it.
+    MoveRetry(DcId, u32),
     HealNodes(DcId, NodeIndex, NodeIndex),
 }
 
@@ -452,6 +480,9 @@ impl Disk {
 /// The disk of one replica of a replicated partition: what its group wrote, and its checkpoints.
 #[derive(Debug, Default)]
 struct GroupDisk {
+    /// Bumped when the replica leaves its group and its state is deleted: a sync or load of the replica that
+    /// left never reaches the next one.
+    epoch: u64,
     /// What survives a crash: the log (its `applied` is the checkpoint's lsn), and the merged checkpoint.
     durable: DurableState,
     checkpoint: Option<Checkpoint>,
@@ -543,6 +574,11 @@ struct Dc {
     disks: Vec<Disk>,
     /// Each replica's disk, by node and partition (replicated partitions).
     group_disks: BTreeMap<(NodeIndex, u32), GroupDisk>,
+    /// Which replica each node runs for each replicated partition, by node, as its store records it (written at
+    /// once: the server writes it before the replica's own writes, in order).
+    hosting: Vec<BTreeMap<PartitionId, Hosting>>,
+    /// Where each replicated partition is to live: the topology's placement, changed by each move.
+    placement: BTreeMap<u32, Vec<NodeIndex>>,
 }
 
 impl Dc {
@@ -555,7 +591,6 @@ impl Dc {
     /// every node of the placement in its membership, as a voter of the node's current disk generation, and no
     /// joint configuration or learner. Every node must be up.
     fn unwhole_groups(&self) -> Vec<String> {
-        use causet_core::replica::{replica_generation, replica_node};
         if self.nodes.iter().any(|n| !n.is_up()) {
             return vec!["a node is down".into()];
         }
@@ -564,24 +599,27 @@ impl Dc {
         let mut led = BTreeSet::new();
         for r in leaders {
             led.insert(r.id().0);
-            let m = r.group().membership();
-            let placement = self.topology.replicas(r.id()).nodes;
-            let current = |id: &causet_core::group::ReplicaId| {
-                let node = replica_node(*id);
-                placement.contains(&node) && replica_generation(*id) == self.nodes[usize::from(node)].generation
-            };
-            if m.is_joint()
-                || !m.learners.is_empty()
-                || m.voters.len() != placement.len()
-                || !m.voters.iter().all(current)
-            {
-                reasons.push(format!("partition {}: membership {m:?}", r.id().0));
+            if !self.whole(r) {
+                reasons.push(format!("partition {}: membership {:?}", r.id().0, r.group().membership()));
             }
         }
         reasons.extend(
             (0..self.config.partitions).filter(|p| !led.contains(p)).map(|p| format!("partition {p}: no leader")),
         );
         reasons
+    }
+
+    /// Whether serving replica `r`'s group has the membership the placement asks for: a voter on each node of it,
+    /// of the node's current disk generation, and no joint configuration or learner.
+    fn whole(&self, r: &causet_core::replica::Replica) -> bool {
+        use causet_core::replica::{replica_generation, replica_node};
+        let m = r.group().membership();
+        let placement = &self.placement[&r.id().0];
+        let current = |id: &causet_core::group::ReplicaId| {
+            let node = replica_node(*id);
+            placement.contains(&node) && replica_generation(*id) == self.nodes[usize::from(node)].generation
+        };
+        !m.is_joint() && m.learners.is_empty() && m.voters.len() == placement.len() && m.voters.iter().all(current)
     }
 
     /// The DC's stable snapshot: the least of its running nodes' stabilizers (each node runs one), `None` while
@@ -620,6 +658,10 @@ pub struct World {
     coordinator_rng: ChaCha8Rng,
     /// Draws of disk losses (apart likewise).
     disk_rng: ChaCha8Rng,
+    /// Draws of replica moves (apart likewise).
+    move_rng: ChaCha8Rng,
+    /// Moves not done yet: (DC, partition) → (from, to).
+    pending_moves: BTreeMap<(DcId, u32), (NodeIndex, NodeIndex)>,
     /// Crashed coordinators whose messages still in flight are held up, by how long.
     held_up: BTreeMap<(DcId, CoordinatorId), u64>,
     now: u64,
@@ -682,13 +724,18 @@ impl World {
             }
             dcs.push(Dc {
                 config: config.dc_config(dc),
-                topology,
                 shards: config.shards,
                 nodes: (0..config.nodes)
                     .map(|_| SimNode { shards: Vec::new(), incarnation: 0, generation: 0 })
                     .collect(),
                 disks: (0..config.partitions).map(|_| Disk::default()).collect(),
                 group_disks: BTreeMap::new(),
+                hosting: (0..config.nodes).map(|n| first_hosting(&topology, n, 0)).collect(),
+                placement: (0..config.partitions)
+                    .filter(|_| topology.replicated())
+                    .map(|p| (p, topology.replicas(PartitionId(p)).nodes))
+                    .collect(),
+                topology,
             });
         }
         let sessions = (0..u64::from(config.sessions))
@@ -721,6 +768,8 @@ impl World {
             trace_messages: std::env::var_os("CAUSET_SIM_MSGS").is_some(),
             coordinator_rng: ChaCha8Rng::seed_from_u64(config.seed ^ 0xdead_c0de),
             disk_rng: ChaCha8Rng::seed_from_u64(config.seed ^ 0xd15c_d15c),
+            move_rng: ChaCha8Rng::seed_from_u64(config.seed ^ 0x3070_e5e5),
+            pending_moves: BTreeMap::new(),
             held_up: BTreeMap::new(),
             rng,
             now,
@@ -764,6 +813,10 @@ impl World {
             let at = world.disk_rng.random_range(0..world.config.faults.disk_loss_every_us * 2);
             world.schedule(at, Event::LoseDisk);
         }
+        if world.config.faults.move_every_us > 0 {
+            let at = world.move_rng.random_range(0..world.config.faults.move_every_us * 2);
+            world.schedule(at, Event::MoveReplica);
+        }
         world
     }
 
@@ -795,17 +848,21 @@ impl World {
         let mut started = Vec::new();
         for shard in 0..shards {
             // A replica that never wrote starts empty, as the node starts any partition missing here.
-            let stored: Vec<Stored> = layout
-                .partitions_of_shard(&d.topology, shard)
-                .filter_map(|p| match d.group_disks.get(&(n, p.0)) {
-                    Some(disk) => Some(Stored::Replica(p, disk.durable.clone(), disk.checkpoint.clone().map(Box::new))),
-                    None if d.topology.replicated() => None,
-                    None => {
-                        let disk = &d.disks[p.0 as usize];
-                        Some(Stored::Partition(p, disk.checkpoint.clone().map(Box::new), disk.records.clone()))
-                    }
-                })
+            let hosting = (d.hosting[usize::from(n)].iter())
+                .filter(|(p, _)| layout.shard_of(&d.topology, **p) == shard)
+                .map(|(p, h)| (*p, *h))
                 .collect();
+            let mut stored = Stored::of_hosting(&hosting, |p| {
+                let disk = d.group_disks.get(&(n, p.0));
+                Ok::<_, ()>(disk.map_or_else(Default::default, |disk| (disk.durable.clone(), disk.checkpoint.clone())))
+            })
+            .expect("a simulated disk reads");
+            stored.extend(layout.partitions_of_shard(&d.topology, shard).filter(|_| !d.topology.replicated()).map(
+                |p| {
+                    let disk = &d.disks[p.0 as usize];
+                    Stored::Partition(p, disk.checkpoint.clone().map(Box::new), disk.records.clone())
+                },
+            ));
             started.push(Node::recover(d.config.clone(), d.topology.clone(), layout, shard, now, stored));
         }
         d.nodes[usize::from(n)].shards = started;
@@ -1302,13 +1359,15 @@ impl World {
                 self.start_sync(dc, partition);
                 self.drain((dc, n, shard));
             }
-            Event::GroupFsync { node, partition, incarnation, count, ready } => {
+            Event::GroupFsync { node, partition, incarnation, epoch, count, ready } => {
                 let (dc, n) = node;
                 let d = &mut self.dcs[usize::from(dc.0)];
                 if d.nodes[usize::from(n)].incarnation != incarnation {
                     return; // The node crashed meanwhile: this sync never completed.
                 }
-                let disk = d.group_disks.get_mut(&(n, partition)).expect("a disk that was written exists");
+                let Some(disk) = d.group_disks.get_mut(&(n, partition)).filter(|disk| disk.epoch == epoch) else {
+                    return; // The replica left its group meanwhile: its state is gone.
+                };
                 disk.sync(count);
                 let now = self.local(node);
                 let d = &mut self.dcs[usize::from(dc.0)];
@@ -1319,11 +1378,14 @@ impl World {
                 self.start_group_sync(node, partition);
                 self.drain((dc, n, shard));
             }
-            Event::GroupLoad { node, partition, incarnation } => {
+            Event::GroupLoad { node, partition, incarnation, epoch } => {
                 let (dc, n) = node;
                 let d = &mut self.dcs[usize::from(dc.0)];
                 if d.nodes[usize::from(n)].incarnation != incarnation {
                     return; // The node crashed meanwhile: its new incarnation did not ask.
+                }
+                if d.group_disks.get(&(n, partition)).map_or(0, |disk| disk.epoch) != epoch {
+                    return; // The replica that asked left its group meanwhile.
                 }
                 let checkpoint = d.group_disks.get(&(n, partition)).and_then(|disk| disk.checkpoint.clone());
                 let shard = d.layout(n).shard_of(&d.topology, PartitionId(partition));
@@ -1371,7 +1433,7 @@ impl World {
             }
             Event::Checkpoint(dc, p) if self.dcs[usize::from(dc.0)].topology.replicated() => {
                 // Every replica checkpoints on its own timer; here, one replica's shard at a time.
-                let nodes = self.dcs[usize::from(dc.0)].topology.replicas(PartitionId(p)).nodes;
+                let nodes = self.dcs[usize::from(dc.0)].placement[&p].clone();
                 let n = nodes[self.rng.random_range(0..nodes.len())];
                 let d = &mut self.dcs[usize::from(dc.0)];
                 let shard = d.layout(n).shard_of(&d.topology, PartitionId(p));
@@ -1456,6 +1518,7 @@ impl World {
                     let d = &mut self.dcs[usize::from(dc.0)];
                     d.group_disks.retain(|(node, _), _| *node != n);
                     d.nodes[usize::from(n)].generation += 1;
+                    d.hosting[usize::from(n)] = first_hosting(&d.topology, n, d.nodes[usize::from(n)].generation);
                     self.stats.disk_losses += 1;
                     if self.trace.is_some() {
                         println!("{} lose disk DC {} node {n}", self.now, dc.0);
@@ -1465,6 +1528,29 @@ impl World {
                 let next = self.disk_rng.random_range(every / 2..=every * 3 / 2);
                 self.schedule(next, Event::LoseDisk);
             }
+            Event::MoveReplica => {
+                if !self.faults_on {
+                    return;
+                }
+                self.move_replica();
+                let every = self.config.faults.move_every_us;
+                let next = self.move_rng.random_range(every / 2..=every * 3 / 2);
+                self.schedule(next, Event::MoveReplica);
+            }
+            Event::MoveRetry(dc, p) => {
+                let Some(&(from, to)) = self.pending_moves.get(&(dc, p)) else { return };
+                let d = &self.dcs[usize::from(dc.0)];
+                let done = (d.nodes.iter().flat_map(|n| &n.shards).flat_map(Node::replicas))
+                    .any(|r| r.id().0 == p && r.serving() && d.whole(r));
+                if done {
+                    self.pending_moves.remove(&(dc, p));
+                    return;
+                }
+                if let Some(via) = (0..self.config.nodes).find(|n| d.nodes[usize::from(*n)].is_up()) {
+                    self.send_move(dc, via, p, from, to);
+                }
+                self.schedule(1_000_000, Event::MoveRetry(dc, p));
+            }
             Event::Think(s) => {
                 if self.workload_on && self.sessions[s as usize].active.is_none() {
                     let plan = self.workload.next(&mut self.rng);
@@ -1472,6 +1558,50 @@ impl World {
                 }
             }
         }
+    }
+
+    /// The operator moves a replica: in a random DC, a partition whose group has the membership its placement asks
+    /// for (its serving leader says so), from one of its nodes (up or down: a dead node's replica is moved away
+    /// the same way) to a node that holds none, through a node that is up, as `causet cluster move` does.
+    fn move_replica(&mut self) {
+        let dc = DcId(self.move_rng.random_range(0..self.config.dcs));
+        let d = &self.dcs[usize::from(dc.0)];
+        let settled: Vec<u32> = (d.nodes.iter().flat_map(|n| &n.shards).flat_map(Node::replicas))
+            .filter(|r| r.serving() && d.whole(r))
+            .map(|r| r.id().0)
+            .collect();
+        let up: Vec<NodeIndex> = (0..self.config.nodes).filter(|n| d.nodes[usize::from(*n)].is_up()).collect();
+        if settled.is_empty() || up.is_empty() {
+            return;
+        }
+        let p = settled[self.move_rng.random_range(0..settled.len())];
+        let placement = d.placement[&p].clone();
+        let spare: Vec<NodeIndex> = (0..self.config.nodes).filter(|n| !placement.contains(n)).collect();
+        if spare.is_empty() {
+            return;
+        }
+        let from = placement[self.move_rng.random_range(0..placement.len())];
+        let to = spare[self.move_rng.random_range(0..spare.len())];
+        let via = up[self.move_rng.random_range(0..up.len())];
+        let d = &mut self.dcs[usize::from(dc.0)];
+        let placement = d.placement.get_mut(&p).expect("a replicated partition");
+        *placement = placement.iter().map(|n| if *n == from { to } else { *n }).collect();
+        self.stats.replica_moves += 1;
+        self.pending_moves.insert((dc, p), (from, to));
+        self.schedule(1_000_000, Event::MoveRetry(dc, p));
+        self.send_move(dc, via, p, from, to);
+    }
+
+    /// Asks node `via` of DC `dc` to move partition `p`'s replica from node `from` to node `to`.
+    fn send_move(&mut self, dc: DcId, via: NodeIndex, p: u32, from: NodeIndex, to: NodeIndex) {
+        if self.trace.is_some() {
+            println!("{} move DC {} partition {p} from node {from} to node {to} via node {via}", self.now, dc.0);
+        }
+        let now = self.local((dc, via));
+        let d = &mut self.dcs[usize::from(dc.0)];
+        let shard = d.layout(via).shard_of(&d.topology, PartitionId(p));
+        d.nodes[usize::from(via)].shards[shard].move_replica(now, PartitionId(p), from, to);
+        self.drain((dc, via, shard));
     }
 
     /// Starts an fsync covering everything written so far, unless one is in flight (group commit).
@@ -1500,13 +1630,14 @@ impl World {
             return;
         }
         let count = disk.unsynced.len();
+        let epoch = disk.epoch;
         let ready = disk.unsynced.iter().rev().find_map(|item| match item {
             GroupPending::Write(ready, ..) => Some(*ready),
             GroupPending::Checkpoint(_) => None,
         });
         disk.syncing = true;
         let took = self.rng.random_range(1..=self.config.faults.fsync_us_max.max(1));
-        self.schedule(took, Event::GroupFsync { node, partition: p, incarnation, count, ready });
+        self.schedule(took, Event::GroupFsync { node, partition: p, incarnation, epoch, count, ready });
     }
 
     /// Carries out a shard's outputs and arms its timer.
@@ -1520,6 +1651,8 @@ impl World {
         }
         let mut synced = BTreeSet::new();
         let mut group_synced = BTreeSet::new();
+        // Other shards of the node that a notice handed work to (the server's shards drain after every input).
+        let mut redrain = BTreeSet::new();
         for out in outputs {
             match out {
                 NodeOutput::GroupWrite { partition, ready, snapshot, entries, hard_state } => {
@@ -1536,18 +1669,33 @@ impl World {
                     group_synced.insert(partition.0);
                 }
                 NodeOutput::LoadCheckpoint { partition } => {
-                    let incarnation = self.dcs[usize::from(dc.0)].nodes[usize::from(n)].incarnation;
+                    let d = &self.dcs[usize::from(dc.0)];
+                    let incarnation = d.nodes[usize::from(n)].incarnation;
+                    let epoch = d.group_disks.get(&(n, partition.0)).map_or(0, |disk| disk.epoch);
                     let delay = self.delay(false);
-                    self.schedule(delay, Event::GroupLoad { node: (dc, n), partition: partition.0, incarnation });
+                    let partition = partition.0;
+                    self.schedule(delay, Event::GroupLoad { node: (dc, n), partition, incarnation, epoch });
                 }
-                NodeOutput::Leader { partition, node: leader, term } => {
+                NodeOutput::Leader { partition, node: leader, term, membership, conf_index } => {
                     // The server hands it to the node's other shards, as it does the session floor.
+                    let now = self.local((dc, n));
                     let node = &mut self.dcs[usize::from(dc.0)].nodes[usize::from(n)];
                     for (i, other) in node.shards.iter_mut().enumerate() {
                         if i != shard {
-                            other.handle_leader(partition, leader, term);
+                            other.handle_leader(now, partition, leader, term, membership.clone(), conf_index);
                         }
                     }
+                    redrain.extend((0..node.shards.len()).filter(|i| *i != shard));
+                }
+                NodeOutput::Hosting { partition, hosting } => {
+                    let d = &mut self.dcs[usize::from(dc.0)];
+                    if let Hosting::Left { .. } = hosting {
+                        // Its state goes with it; a sync or load still on its way belongs to the replica that left.
+                        let epoch = d.group_disks.get(&(n, partition.0)).map_or(0, |disk| disk.epoch) + 1;
+                        d.group_disks.insert((n, partition.0), GroupDisk { epoch, ..GroupDisk::default() });
+                        self.stats.replicas_removed += 1;
+                    }
+                    d.hosting[usize::from(n)].insert(partition, hosting);
                 }
                 NodeOutput::Transmit(to, e) => self.send(site, to, e),
                 NodeOutput::Persist { partition, lsn, record } => {
@@ -1591,6 +1739,9 @@ impl World {
             self.start_group_sync((dc, n), p);
         }
         self.arm(site);
+        for other in redrain {
+            self.drain((dc, n, other));
+        }
     }
 
     fn delay(&mut self, wan: bool) -> u64 {

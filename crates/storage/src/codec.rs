@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 /// The version byte in front of every value this crate writes. A value with another first byte is reported
 /// corrupt rather than misread.
-pub(crate) const FORMAT_VERSION: u8 = 5;
+pub(crate) const FORMAT_VERSION: u8 = 6;
 
 /// Checkpoint keyspace: the prefix of the per-partition checkpoint state (`STATE ‖ partition`).
 const STATE_TAG: u8 = 0x00;
@@ -27,6 +27,24 @@ const GROUP_TAG: u8 = 0x02;
 pub(crate) const INCARNATION_KEY: &[u8] = b"incarnation";
 /// Meta keyspace: the key of the disk's generation.
 pub(crate) const GENERATION_KEY: &[u8] = b"generation";
+/// Meta keyspace: the marker that the replicas this node runs are recorded (`hosting/` keys).
+pub(crate) const HOSTING_KEY: &[u8] = b"hosting";
+/// Meta keyspace: the prefix of the per-partition record of the replica this node runs (`hosting/ ‖ partition`).
+pub(crate) const HOSTING_PREFIX: &[u8] = b"hosting/";
+
+/// The key of a partition's hosting record: `hosting/ ‖ partition` (big-endian).
+pub(crate) fn hosting_key(partition: PartitionId) -> Vec<u8> {
+    let mut key = HOSTING_PREFIX.to_vec();
+    key.extend_from_slice(&partition.0.to_be_bytes());
+    key
+}
+
+/// The partition of a hosting key.
+pub(crate) fn parse_hosting_key(key: &[u8]) -> Result<PartitionId> {
+    let corrupt = || StorageError::CorruptKey { keyspace: "meta", key: key.to_vec() };
+    let bytes: [u8; 4] = key.strip_prefix(HOSTING_PREFIX).and_then(|b| b.try_into().ok()).ok_or_else(corrupt)?;
+    Ok(PartitionId(u32::from_be_bytes(bytes)))
+}
 
 /// The length of a log key: partition (4 bytes) and lsn (8 bytes).
 pub(crate) const LOG_KEY_LEN: usize = 12;

@@ -9,7 +9,7 @@ use crate::{
 use causet_core::group::{DurableState, Entry, HardState};
 use causet_core::partition::Checkpoint;
 use causet_core::record::{LogRecord, Lsn};
-use causet_core::replica::InstalledSnapshot;
+use causet_core::replica::{Hosting, InstalledSnapshot};
 use causet_core::PartitionId;
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode, Readable};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -84,6 +84,12 @@ enum Op {
         entries: Vec<(Lsn, Vec<u8>)>,
         hard_state: Option<HardState>,
     },
+    /// The replica this node runs for a partition; `left`: delete the partition's state first.
+    Hosting {
+        partition: PartitionId,
+        value: Vec<u8>,
+        left: bool,
+    },
     /// Makes the writer fail, as an engine error would.
     #[cfg(test)]
     Fail,
@@ -100,6 +106,7 @@ impl Op {
                 let snapshot = snapshot.as_ref().map_or(0, |s| s.checkpoint.bytes() + entries_bytes(&s.entries));
                 codec::LOG_KEY_LEN + snapshot + entries_bytes(entries)
             }
+            Op::Hosting { value, .. } => codec::LOG_KEY_LEN + value.len(),
             #[cfg(test)]
             Op::Fail => 0,
         }
@@ -280,6 +287,7 @@ impl FjallStore {
             log: log.clone(),
             checkpoints: checkpoints.clone(),
             raft: raft.clone(),
+            meta: meta.clone(),
             receiver,
             notify,
             undelivered: BTreeMap::new(),
@@ -501,6 +509,41 @@ impl LogStore for FjallStore {
         Ok(generation)
     }
 
+    fn init_hosting(&self, first: BTreeMap<PartitionId, Hosting>) -> Result<BTreeMap<PartitionId, Hosting>> {
+        let _serial = self.incarnation.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if self.meta.get(codec::HOSTING_KEY)?.is_some() {
+            let mut hosting = BTreeMap::new();
+            for guard in self.meta.prefix(codec::HOSTING_PREFIX) {
+                let (key, value) = guard.into_inner()?;
+                let partition = codec::parse_hosting_key(&key)?;
+                let h = codec::decode::<Hosting>(&value)
+                    .map_err(|reason| StorageError::CorruptMeta { what: "hosting", reason })?;
+                hosting.insert(partition, h);
+            }
+            return Ok(hosting);
+        }
+        let mut batch = self.db.batch().durability(Some(PersistMode::SyncAll));
+        for (p, h) in &first {
+            batch.insert(&self.meta, codec::hosting_key(*p), codec::encode(h)?);
+        }
+        batch.insert(&self.meta, codec::HOSTING_KEY, codec::encode(&())?);
+        batch.commit()?;
+        Ok(first)
+    }
+
+    fn set_hosting(&self, partition: PartitionId, hosting: Hosting) -> Result<()> {
+        let value = codec::encode(&hosting)?;
+        let left = matches!(hosting, Hosting::Left { .. });
+        self.enqueue(
+            partition,
+            |cursor| {
+                *cursor = Cursor::default();
+                Ok(())
+            },
+            || Op::Hosting { partition, value, left },
+        )
+    }
+
     fn next_incarnation(&self) -> Result<u64> {
         let _serial = self.incarnation.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let last = match self.meta.get(codec::INCARNATION_KEY)? {
@@ -715,6 +758,7 @@ enum Space {
     Log,
     Checkpoint,
     Raft,
+    Meta,
 }
 
 /// One batch under construction: the last write to each key wins (so a record appended and truncated in the
@@ -744,6 +788,7 @@ struct Writer {
     log: Keyspace,
     checkpoints: Keyspace,
     raft: Keyspace,
+    meta: Keyspace,
     receiver: Receiver<Op>,
     notify: tokio::sync::mpsc::Sender<DurableBatch>,
     /// Durable positions not yet handed to the receiver (its channel was full), coalesced per partition: at most
@@ -884,6 +929,14 @@ impl Writer {
                     batch.group_durable.insert(partition, ready);
                     batch.group_writes += 1;
                 }
+                Op::Hosting { partition, value, left } => {
+                    if left {
+                        self.drop_partition(partition, &mut batch)?;
+                    }
+                    // Reports for the replica that left must not reach the next one (its Writes are numbered afresh).
+                    self.undelivered.remove(&partition);
+                    batch.writes.insert((Space::Meta, codec::hosting_key(partition)), Some(value));
+                }
                 #[cfg(test)]
                 Op::Fail => return Err(StorageError::WriterFailed("injected failure".into())),
             }
@@ -939,6 +992,26 @@ impl Writer {
         Ok(())
     }
 
+    /// Deletes everything stored for the partition in the batch: log records, group entries and state, checkpoint
+    /// state and object images. Its replica left its group; a later one starts from nothing.
+    fn drop_partition(&mut self, partition: PartitionId, batch: &mut Batch) -> Result<()> {
+        let images = self.object_images(partition, batch)?;
+        self.delete(partition, Space::Checkpoint, images, batch);
+        for space in [Space::Log, Space::Raft] {
+            let keys = self.deletions(partition, space, Lsn(0), Lsn(u64::MAX), batch)?;
+            self.delete(partition, space, keys, batch);
+        }
+        batch.writes.insert((Space::Checkpoint, codec::state_key(partition)), None);
+        batch.writes.insert((Space::Checkpoint, codec::group_state_key(partition)), None);
+        batch.group_states.remove(&partition);
+        batch.durable.remove(&partition);
+        batch.group_durable.remove(&partition);
+        self.partitions.remove(&partition);
+        self.stats.logs.remove(&partition);
+        self.stats.group_logs.remove(&partition);
+        Ok(())
+    }
+
     fn partition(&mut self, partition: PartitionId) -> &mut WriterPartition {
         self.partitions.entry(partition).or_default()
     }
@@ -948,6 +1021,7 @@ impl Writer {
             Space::Log => &self.log,
             Space::Checkpoint => &self.checkpoints,
             Space::Raft => &self.raft,
+            Space::Meta => &self.meta,
         }
     }
 
@@ -1006,7 +1080,7 @@ impl Writer {
         let (sizes, deleted) = match space {
             Space::Raft => (&mut self.stats.group_logs, &mut self.stats.entries_deleted),
             Space::Log => (&mut self.stats.logs, &mut self.stats.records_truncated),
-            Space::Checkpoint => {
+            Space::Checkpoint | Space::Meta => {
                 for (key, _) in keys {
                     batch.writes.insert((space, key), None);
                 }
@@ -1343,6 +1417,44 @@ mod tests {
             FjallStore::open(dir.path(), StorageOptions::default()),
             Err(StorageError::CorruptGroupState { .. })
         ));
+    }
+
+    /// The hosting records: the first call records what it is given, later ones (and later runs) return what is
+    /// recorded; a replica that left has everything of its partition deleted with its record, other partitions
+    /// untouched, and the partition's next replica writes from Write 1 and entry 1 again.
+    #[test]
+    fn hosting_is_recorded_once_and_a_replica_that_left_takes_its_state_with_it() {
+        use causet_core::replica::{replica_id, Hosted};
+        let dir = tempfile::tempdir().unwrap();
+        let (store, mut rx) = open(dir.path());
+        let (p, q) = (PartitionId(2), PartitionId(3));
+        let hosts = |incarnation| Hosting::Hosts(Hosted { id: replica_id(1, incarnation), replaces: None });
+        let first: BTreeMap<_, _> = [(p, hosts(0)), (q, hosts(0))].into();
+        assert_eq!(store.init_hosting(first.clone()).unwrap(), first);
+        assert_eq!(store.init_hosting(BTreeMap::new()).unwrap(), first, "recorded once");
+        let hard_state = HardState { term: 1, vote: None, commit: Lsn(3) };
+        for (partition, ready) in [(p, 1), (q, 1)] {
+            store
+                .write_group(partition, ready, None, (1..=3).map(|i| entry(i, 1)).collect(), Some(hard_state))
+                .unwrap();
+            wait_group(&mut rx, partition, ready);
+            store.checkpoint(partition, checkpoint(Lsn(2))).unwrap();
+        }
+        store.set_hosting(p, Hosting::Left { incarnation: 0 }).unwrap();
+        store.close().unwrap();
+
+        let (store, mut rx) = open(dir.path());
+        let recorded = store.init_hosting(BTreeMap::new()).unwrap();
+        assert_eq!(recorded, [(p, Hosting::Left { incarnation: 0 }), (q, hosts(0))].into());
+        let gone = store.load_group(p).unwrap();
+        assert_eq!((gone.durable, gone.checkpoint), (DurableState::default(), None), "the state of {p:?} is left");
+        assert_eq!(store.load_group(q).unwrap().durable.entries.len(), 3, "the other partition lost its entries");
+        // A new replica of p on this node: Writes and entries from 1 again.
+        store.set_hosting(p, Hosting::Hosts(Hosted { id: replica_id(1, 0), replaces: Some(0) })).unwrap();
+        store.write_group(p, 1, None, vec![entry(1, 2)], Some(hard_state)).unwrap();
+        wait_group(&mut rx, p, 1);
+        assert_eq!(store.load_group(p).unwrap().durable.entries, vec![entry(1, 2)]);
+        store.close().unwrap();
     }
 
     #[test]

@@ -60,14 +60,17 @@
 //! | `raft` | partition (u32 BE) ‖ index (u64 BE) | a Raft entry: (term, kind, data) |
 //! | `meta` | `incarnation` | u64, the last value [`LogStore::next_incarnation`] returned |
 //! | `meta` | `generation` | u64, the disk's generation ([`LogStore::generation`]) |
+//! | `meta` | `hosting` | `()`: the replicas this node runs are recorded ([`LogStore::init_hosting`]) |
+//! | `meta` | `hosting/` ‖ partition (u32 BE) | `Hosting`: the replica this node runs for a replicated partition, or the incarnation of the one that left ([`LogStore::set_hosting`]) |
 //!
-//! Every value is a format-version byte (currently 5) followed by postcard; a value with an unknown version byte
+//! Every value is a format-version byte (currently 6) followed by postcard; a value with an unknown version byte
 //! or that does not decode is reported as [`StorageError::CorruptRecord`] (with partition and lsn),
 //! [`StorageError::CorruptEntry`] (with partition and index), [`StorageError::CorruptCheckpoint`] or
 //! [`StorageError::CorruptGroupState`], never a panic. The group state lies in the `checkpoint` keyspace because
 //! it is, like the checkpoint state, one small value per partition that recovery reads; the entries get a
 //! keyspace of their own, shaped like `log`. Adding them changed no existing value (format 4 is for the checkpoint's clock bound, format 5 for the
-//! coordinator marks in prepare records and the checkpoint's memory of decided transactions). Big-endian keys make the engine's order the numeric order,
+//! coordinator marks in prepare records and the checkpoint's memory of decided transactions, format 6 for replica
+//! ids with an incarnation and generations below 2^31, with the hosting records). Big-endian keys make the engine's order the numeric order,
 //! so a partition's log is one range scan and a checkpoint's objects one prefix scan. Incremental checkpoints
 //! upsert only the objects they carry: the `checkpoint` keyspace always holds the latest image of every object.
 //!
@@ -112,7 +115,7 @@ pub use causet_core::group::Compacted;
 use causet_core::group::{DurableState, Entry, HardState};
 use causet_core::partition::Checkpoint;
 use causet_core::record::{LogRecord, Lsn};
-use causet_core::replica::InstalledSnapshot;
+use causet_core::replica::{Hosting, InstalledSnapshot};
 use causet_core::PartitionId;
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
@@ -156,6 +159,18 @@ pub trait LogStore: Send + Sync {
     /// it before [`LogStore::next_incarnation`]. A node that lost its disk must come back in a new generation, so
     /// that its Raft replicas get new ids (`causet_core::replica`).
     fn generation(&self, new: u64) -> Result<u64>;
+
+    /// The replica this node runs for each replicated partition (or the incarnation of the one that left it): as
+    /// recorded; on a store that recorded none yet, `first` (`causet_core::replica::first_hosting`), recorded
+    /// durably before it returns. Synchronous; call it before writing to any partition.
+    fn init_hosting(&self, first: BTreeMap<PartitionId, Hosting>) -> Result<BTreeMap<PartitionId, Hosting>>;
+
+    /// Enqueues a change of the replica this node runs for a partition, written after every write enqueued before
+    /// it. [`Hosting::Left`] deletes, in the same batch, everything stored for the partition (its log records,
+    /// group entries and state, checkpoint and object images): its replica was removed from its group. Either
+    /// way the partition's next Writes and entries are numbered afresh, as for a new `Group`. Fails like
+    /// [`LogStore::append`].
+    fn set_hosting(&self, partition: PartitionId, hosting: Hosting) -> Result<()>;
 
     /// Recovers a partition: its complete checkpoint (merging every incremental checkpoint: the latest image of
     /// each object) and the log records after the checkpoint's lsn, ascending. Reads what the engine holds: call
