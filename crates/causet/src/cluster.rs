@@ -40,7 +40,7 @@ pub struct ClusterNode {
 /// The cluster file (`<dir>/cluster.json`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ClusterFile {
-    /// Every node, DC by DC.
+    /// Every node, DC by DC (nodes added to a running DC last).
     pub nodes: Vec<ClusterNode>,
     /// DCs.
     pub dcs: u16,
@@ -408,6 +408,132 @@ pub fn wipe_node(file: &ClusterFile, i: usize) -> anyhow::Result<()> {
         std::fs::write(&n.config, joined).with_context(|| format!("writing {}", n.config.display()))?;
     }
     Ok(())
+}
+
+/// A configuration with the top-level `key` set to `value` (TOML text): its line replaced, or a line added before
+/// the tables that follow the top-level keys.
+fn with_key(config: &str, key: &str, value: &str) -> String {
+    let prefix = format!("{key} = ");
+    let top_level = config.find("\n[[").unwrap_or(config.len());
+    let (top, tables) = config.split_at(top_level);
+    let mut lines: Vec<String> = top.lines().filter(|l| !l.starts_with(&prefix)).map(str::to_string).collect();
+    lines.push(format!("{key} = {value}"));
+    lines.join("\n") + tables
+}
+
+/// Waits until node `i` reports every replicated partition of its DC with a leader and `replicas` voters, no
+/// learner and no joint change, printing what is left every few seconds.
+fn wait_whole(file: &ClusterFile, i: usize, partitions: u32, replicas: usize, within: Duration) -> anyhow::Result<()> {
+    let deadline = Instant::now() + within;
+    let mut said = Instant::now();
+    loop {
+        let status = http_get(file.nodes[i].admin, "/status").ok();
+        let entries = status
+            .and_then(|b| serde_json::from_str::<serde_json::Value>(&b).ok())
+            .and_then(|v| v["placement"].as_array().cloned())
+            .unwrap_or_default();
+        let whole = |e: &serde_json::Value| {
+            !e["leader"].is_null()
+                && placed(e, "voters").len() == replicas
+                && placed(e, "learners").is_empty()
+                && placed(e, "outgoing").is_empty()
+        };
+        let left = partitions as usize - entries.iter().filter(|e| whole(e)).count().min(partitions as usize);
+        if left == 0 {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "{left} partitions without a whole group after {} s",
+            within.as_secs()
+        );
+        if said.elapsed() >= Duration::from_secs(5) {
+            said = Instant::now();
+            println!("  waiting for {left} partitions' groups to be whole again");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Adds a node to DC `dc` of a running local cluster with replicated partitions (`causet cluster add-node`): the
+/// new node starts with the DC's nodes plus itself, `first_nodes` (the partitions stay placed over the DC's first
+/// nodes) and `join`, holding no replica; then every other node of the DC restarts, one at a time, with the new
+/// node in its `nodes`, each only once every group is whole again (a restart is a node down for a moment, which
+/// the groups ride out). Replicas move to the new node with [`move_replica`] or [`retire`]. Peer DCs keep the
+/// addresses they have: they reach the DC's partitions through its first nodes. Returns the new node's index.
+pub fn add_node(dir: &Path, dc: u16, wait: Duration) -> anyhow::Result<u16> {
+    let mut file = load(dir)?;
+    let mut members: Vec<usize> = (0..file.nodes.len()).filter(|i| file.nodes[*i].dc == dc).collect();
+    members.sort_by_key(|i| file.nodes[*i].node);
+    anyhow::ensure!(!members.is_empty(), "the cluster in {} has no DC {dc}", dir.display());
+    let first = std::fs::read_to_string(&file.nodes[members[0]].config)?;
+    let value = |key: &str| first.lines().find_map(|l| l.strip_prefix(&format!("{key} = ")).map(str::to_string));
+    let replicas: usize = value("replicas").and_then(|r| r.parse().ok()).unwrap_or(1);
+    anyhow::ensure!(replicas > 1, "DC {dc}'s partitions are not replicated: a node cannot take any of them over");
+    let first_nodes = value("first_nodes").unwrap_or_else(|| members.len().to_string());
+    let index = members.len() as u16;
+    // The new node's ports, unlike any of the cluster's.
+    let taken: Vec<SocketAddr> = file.nodes.iter().flat_map(|n| [n.client, n.admin, n.replication]).collect();
+    let mut rng = rand::rng();
+    let mut picked = taken.clone();
+    let mut port = || -> anyhow::Result<SocketAddr> {
+        let addr = ephemeral(&mut rng, &picked)?;
+        picked.push(addr);
+        Ok(addr)
+    };
+    let (client, admin, replication) = (port()?, port()?, port()?);
+    let mut addrs: Vec<String> = members.iter().map(|i| format!("\"{}\"", file.nodes[*i].replication)).collect();
+    addrs.push(format!("\"{replication}\""));
+    let nodes = format!("[{}]", addrs.join(", "));
+    let name = format!("dc{dc}n{index}");
+    let data_dir = dir.join(&name);
+    let mut config = first.clone();
+    for (key, value) in [
+        ("data_dir", format!("\"{}\"", data_dir.display())),
+        ("client_bind", format!("\"{client}\"")),
+        ("admin_bind", format!("\"{admin}\"")),
+        ("replication_bind", format!("\"{replication}\"")),
+        ("node", index.to_string()),
+        ("nodes", nodes.clone()),
+        ("first_nodes", first_nodes.clone()),
+        ("join", "true".into()),
+    ] {
+        config = with_key(&config, key, &value);
+    }
+    let config_path = dir.join(format!("{name}.toml"));
+    std::fs::write(&config_path, config).with_context(|| format!("writing {}", config_path.display()))?;
+    let log = dir.join(format!("{name}.log"));
+    let mut n = ClusterNode { dc, node: index, client, admin, replication, pid: 0, config: config_path, data_dir, log };
+    n.pid = spawn(&file.exe, &n)?;
+    file.nodes.push(n);
+    file.save(dir)?;
+    let new = file.nodes.len() - 1;
+    wait_serving(&file.nodes[new], Duration::from_secs(30))?;
+    println!("DC {dc} node {index} started (client {client}, admin {admin}); restarting the others with it");
+    let partitions = file.partitions;
+    for i in members {
+        let (node, path) = (file.nodes[i].node, file.nodes[i].config.clone());
+        let config = std::fs::read_to_string(&path)?;
+        let config = with_key(&with_key(&config, "nodes", &nodes), "first_nodes", &first_nodes);
+        std::fs::write(&path, config).with_context(|| format!("writing {}", path.display()))?;
+        stop_node(&file, i);
+        restart_node(&mut file, dir, i)?;
+        wait_whole(&file, i, partitions, replicas, wait)?;
+        println!("DC {dc} node {node} restarted with {} nodes", index + 1);
+    }
+    Ok(index)
+}
+
+/// Stops node `i` gracefully (SIGTERM; SIGKILL after 15 s) and waits until it is gone.
+fn stop_node(file: &ClusterFile, i: usize) {
+    let pid = file.nodes[i].pid;
+    signal(pid, "CONT");
+    signal(pid, "TERM");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while process_alive(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    kill_node(file, i);
 }
 
 /// Starts node `i` again from its configuration and data (after [`kill_node`] or a crash), waits until it serves,

@@ -165,6 +165,20 @@ enum ClusterCommand {
         #[arg(long, default_value_t = 300)]
         wait_s: u64,
     },
+    /// Add a node to a DC (replicated partitions): start it, then restart the DC's other nodes one at a time with
+    /// it in their `nodes`. It holds no replica until some move there (`move`, `retire`). Peer DCs are not told of
+    /// it: they reach the DC through its other nodes.
+    AddNode {
+        /// The cluster's directory.
+        #[arg(long, default_value = "./causet-cluster")]
+        dir: std::path::PathBuf,
+        /// The DC.
+        #[arg(long)]
+        dc: u16,
+        /// Give up waiting for a restarted node's groups after this many seconds.
+        #[arg(long, default_value_t = 120)]
+        wait_s: u64,
+    },
     /// Show each DC's state: stable snapshot age per DC, links.
     Status {
         /// The cluster's directory.
@@ -381,6 +395,10 @@ fn main() -> anyhow::Result<()> {
             }
             ClusterCommand::Retire { dir, dc, node, wait_s } => {
                 cluster::retire(&dir, dc, node, std::time::Duration::from_secs(wait_s))?
+            }
+            ClusterCommand::AddNode { dir, dc, wait_s } => {
+                let node = cluster::add_node(&dir, dc, std::time::Duration::from_secs(wait_s))?;
+                println!("DC {dc} node {node} added; move replicas to it with `causet cluster move` or `retire`");
             }
             ClusterCommand::Status { dir } => cluster::status(&dir)?,
         },

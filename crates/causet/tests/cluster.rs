@@ -803,3 +803,50 @@ fn a_dead_node_is_retired_its_replicas_rebuilt_on_the_others_and_it_drops_them_w
     let logs = std::fs::read_to_string(&file.nodes[1].log).unwrap_or_default();
     assert!(logs.contains("Left"), "node 1 did not record that its replicas left");
 }
+
+/// A DC of three nodes grows by a fourth (`causet cluster add-node`: the new node starts holding nothing, the
+/// others restart one at a time with it in their configuration, each once every group is whole again) while
+/// writes go on; the new node serves clients at once (through the leaders); a replica of partition 0 moves onto
+/// it; then nodes 0 and 1 die, and partition 0's group, now on nodes 1, 2 and 3, still commits on 2 and 3, and
+/// every acknowledged increment is read back at the new node.
+#[test]
+fn a_dc_grows_by_a_node_and_a_replica_moves_onto_it() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let options = replicated_dc(dir.path());
+    cluster::start(&options).expect("the cluster starts");
+    let _guard = Running(dir.path());
+    let of_partition_0 = |k: &String| {
+        causet_core::ObjectId::new(k.as_str(), "grown", causet_client::CrdtType::CounterPn)
+            .partition(options.partitions)
+            == causet_core::PartitionId(0)
+    };
+    let counters: Vec<Counter> =
+        (0..).map(|k| format!("g{k}")).filter(of_partition_0).take(4).map(|k| Counter::new(k, "grown")).collect();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+    let mut acked = 0i64;
+    let mut increment = |addr: SocketAddr| {
+        rt.block_on(touch_all_by(addr, &counters, 1));
+        acked += 1;
+    };
+    let file = cluster::load(dir.path()).expect("the cluster file");
+    for _ in 0..3 {
+        increment(file.nodes[0].client);
+    }
+    let growing = {
+        let dir = dir.path().to_path_buf();
+        std::thread::spawn(move || cluster::add_node(&dir, 0, Duration::from_secs(60)))
+    };
+    while !growing.is_finished() {
+        increment(file.nodes[2].client);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(growing.join().expect("the growing thread").expect("the DC grows"), 3);
+    let file = cluster::load(dir.path()).expect("the cluster file");
+    assert_eq!(file.nodes.len(), 4);
+    increment(file.nodes[3].client);
+    cluster::move_replica(dir.path(), 0, 0, 0, 3, Duration::from_secs(60)).expect("the replica moves");
+    cluster::kill_node(&file, 0);
+    cluster::kill_node(&file, 1);
+    increment(file.nodes[2].client);
+    rt.block_on(read_at_least(file.nodes[3].client, &counters, acked));
+}

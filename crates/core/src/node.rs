@@ -26,7 +26,7 @@
 //! after every input, and [`Node::poll_timeout`]. The server (tokio) and the simulator drive the same code.
 
 use crate::coordinator::{ClientReply, ClientRequest, ClientResponse, Coordinator, CoordinatorOutput, TxError};
-use crate::group::{DurableState, Entry, HardState, Membership};
+use crate::group::{DurableState, Entry, HardState, Membership, ReplicaId};
 use crate::message::ReplicaMessage;
 use crate::partition::{Checkpoint, Partition, PartitionOutput};
 use crate::record::{LogRecord, Lsn};
@@ -832,8 +832,17 @@ impl Node {
                     let me = self.layout.node;
                     // A replica here that is no voter and joins to replace another node (a move that never
                     // finished, say its target lost its disk meanwhile): the operator's latest move replaces it.
+                    // Not while this node's replica of an earlier disk still votes: this one is its replacement.
+                    let old_self_votes = self.placements.get(&p).is_some_and(|(_, m)| {
+                        let old = |id: &ReplicaId| {
+                            replica_node(*id) == me && replica_generation(*id) != self.layout.generation
+                        };
+                        m.voters.iter().chain(&m.outgoing).any(old)
+                    });
                     let other_move = |r: &Replica| {
-                        !r.group().membership().is_voter(r.group().id()) && r.replaces() != Some(replaces)
+                        !r.group().membership().is_voter(r.group().id())
+                            && r.replaces() != Some(replaces)
+                            && !old_self_votes
                     };
                     if self.replicas.get(&p).is_some_and(other_move) {
                         self.drop_replica(p);

@@ -847,8 +847,14 @@ impl Replica {
         if membership.is_joint() {
             return;
         }
-        let Some(old) = self.voter_on(replaces).filter(|v| *v != replica) else { return };
         let node = replica_node(replica);
+        // A voter of the newcomer's node from an earlier disk is gone with that disk: the newcomer replaces it,
+        // whatever it was asked to replace (a move to a node that then lost its disk ends up here).
+        let replaces = match self.voter_on(node) {
+            Some(v) if replica_generation(v) != replica_generation(replica) => node,
+            _ => replaces,
+        };
+        let Some(old) = self.voter_on(replaces).filter(|v| *v != replica) else { return };
         let others: Vec<ReplicaId> = membership
             .members()
             .into_iter()
@@ -1444,6 +1450,32 @@ mod tests {
                 assert!(p.recent_commit(tx(seq)).is_some(), "{case}: tx {seq} lost after the move");
             }
         }
+    }
+
+    /// A newcomer on a node whose replica of an earlier disk still votes replaces that one, whatever node it was
+    /// asked to replace: here a replica moved to node 3, node 3 lost its disk, and its new replica is asked again
+    /// to replace the node the replica came from (a stale move), which votes no more.
+    #[test]
+    fn a_newcomer_replaces_its_own_nodes_replica_of_a_lost_disk_first() {
+        let mut c = Cluster::with_nodes(4);
+        let leader = commit_five(&mut c, false);
+        let from = (leader + 1) % 3;
+        c.host(3, from);
+        c.run(4_000_000);
+        let moved = replica_id_of(3, 0, 1);
+        let l = c.leader().expect("a leader");
+        assert!(c.replicas[l].as_ref().expect("up").group().membership().is_voter(moved));
+        c.crash(3);
+        c.disks[3] = DurableState::default();
+        c.checkpoints[3] = None;
+        c.generations[3] += 1;
+        let id = replica_id_of(3, c.generations[3], 1);
+        c.hosted[3] = Some(Hosted { id, replaces: Some(from as NodeIndex) });
+        c.restart(3);
+        c.run(4_000_000);
+        let l = c.leader().expect("a leader");
+        let m = c.replicas[l].as_ref().expect("up").group().membership().clone();
+        assert!(m.is_voter(id) && !m.contains(moved) && m.voters.len() == 3 && !m.is_joint(), "{m:?}");
     }
 
     fn read(snapshot: VectorClock) -> Envelope {

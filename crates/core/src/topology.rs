@@ -48,6 +48,10 @@ pub struct Topology {
     /// Copies of each partition of this DC, on distinct nodes (1: not replicated inside the DC).
     #[serde(default = "one")]
     replicas: NodeIndex,
+    /// How many nodes this DC's partitions were first placed over (0: all of them). A DC that grew keeps placing
+    /// over its first nodes, so that every node, old and new, computes the same first voters for each group.
+    #[serde(default)]
+    first_nodes: NodeIndex,
 }
 
 fn one() -> NodeIndex {
@@ -63,14 +67,32 @@ impl Topology {
         assert!(nodes > 0, "a DC needs at least one node");
         let mut all = vec![0; usize::from(dcs)];
         all[usize::from(dc.0)] = nodes;
-        Self { dc, partitions, nodes: all, replicas: 1 }
+        Self { dc, partitions, nodes: all, replicas: 1, first_nodes: 0 }
+    }
+
+    /// The same topology, its partitions placed over its first `first_nodes` nodes (a DC that grew since its
+    /// partitions were placed: the nodes added since hold replicas only once moved there). At most its nodes.
+    pub fn with_first_nodes(mut self, first_nodes: NodeIndex) -> Self {
+        assert!(first_nodes >= 1 && first_nodes <= self.nodes(self.dc), "first_nodes {first_nodes} out of range");
+        self.first_nodes = if first_nodes == self.nodes(self.dc) { 0 } else { first_nodes };
+        self.replicas = self.replicas.min(first_nodes);
+        self
+    }
+
+    /// How many nodes this DC's partitions are placed over: its first nodes.
+    pub fn placed_nodes(&self) -> NodeIndex {
+        if self.first_nodes == 0 {
+            self.nodes(self.dc)
+        } else {
+            self.first_nodes
+        }
     }
 
     /// The same topology with `replicas` copies of each of this DC's partitions (at most one per node: clamped to
     /// the DC's nodes).
     pub fn with_replicas(mut self, replicas: NodeIndex) -> Self {
         assert!(replicas >= 1, "a partition has at least one replica");
-        self.replicas = replicas.min(self.nodes(self.dc));
+        self.replicas = replicas.min(self.placed_nodes());
         self
     }
 
@@ -132,20 +154,23 @@ impl Topology {
     /// The nodes of this DC that hold partition `p`: its home node and the next `replicas - 1` nodes, wrapping
     /// around.
     pub fn replicas(&self, p: PartitionId) -> ReplicaSet {
-        let nodes = self.nodes(self.dc);
+        let nodes = self.placed_nodes();
         let home = (p.0 % u32::from(nodes)) as NodeIndex;
         ReplicaSet { nodes: (0..self.replicas).map(|k| (home + k) % nodes).collect() }
     }
 
     /// Whether node `node` of this DC holds a replica of partition `p`.
     pub fn holds(&self, node: NodeIndex, p: PartitionId) -> bool {
-        let nodes = u32::from(self.nodes(self.dc));
+        let nodes = u32::from(self.placed_nodes());
+        if u32::from(node) >= nodes {
+            return false;
+        }
         (u32::from(node) + nodes - p.0 % nodes) % nodes < u32::from(self.replicas)
     }
 
     /// The node of DC `dc` that serves partition `p` (`None` while the DC's shape is unknown).
     pub fn home(&self, dc: DcId, p: PartitionId) -> Option<NodeIndex> {
-        let nodes = self.nodes(dc);
+        let nodes = if dc == self.dc { self.placed_nodes() } else { self.nodes(dc) };
         (nodes > 0).then(|| (p.0 % u32::from(nodes)) as NodeIndex)
     }
 
@@ -157,7 +182,7 @@ impl Topology {
     /// Where a partition sits among the partitions of its node (0, 1, 2, … in ascending partition order): a node
     /// spreads its partitions over its shards by this index.
     pub fn index_on_node(&self, p: PartitionId) -> u32 {
-        p.0 / u32::from(self.nodes(self.dc).max(1))
+        p.0 / u32::from(self.placed_nodes().max(1))
     }
 
     /// The DCs that hold a bucket's objects: every DC (full replication).
@@ -230,5 +255,19 @@ mod tests {
         let t = Topology::new(DcId(1), 3, 4, 1);
         assert_eq!(t.replication_targets(PartitionId(2)), vec![DcId(0), DcId(2)]);
         assert_eq!(t.dcs_holding(b"bucket").count(), 3);
+    }
+
+    #[test]
+    fn a_dc_that_grew_places_its_partitions_over_its_first_nodes() {
+        let first = Topology::new(DcId(0), 1, 6, 3).with_replicas(3);
+        let grown = Topology::new(DcId(0), 1, 6, 4).with_replicas(3).with_first_nodes(3);
+        for p in first.partitions() {
+            assert_eq!(grown.replicas(p), first.replicas(p));
+            assert_eq!(grown.home(DcId(0), p), first.home(DcId(0), p));
+            assert_eq!(grown.index_on_node(p), first.index_on_node(p));
+        }
+        assert_eq!(grown.nodes(DcId(0)), 4, "routing and notices reach the new node");
+        assert_eq!(grown.partitions_on(3).count(), 0, "the new node holds nothing until replicas move there");
+        assert_eq!(Topology::new(DcId(0), 1, 6, 3).with_replicas(3).with_first_nodes(3), first, "all its nodes");
     }
 }

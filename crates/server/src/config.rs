@@ -78,6 +78,11 @@ pub struct ServerConfig {
     /// The replication addresses of every node of this DC, by node index (this node's included); empty for a DC
     /// of one node. The DC's partitions are spread over them: partition `p` lives on node `p mod len(nodes)`.
     pub nodes: Vec<SocketAddr>,
+    /// With replicated partitions, over how many of `nodes` (the first ones) the DC's partitions were placed when
+    /// the DC started; the default, none, means all of them. A DC that grew (`causet cluster add-node`) keeps its
+    /// first count here on every node: the new nodes hold replicas only once they are moved there. A node refuses
+    /// to start if its data directory recorded another count.
+    pub first_nodes: Option<u16>,
     /// Copies of each partition inside this DC, on distinct nodes (at most the number of nodes). With more than
     /// one, each partition is a Raft group: a commit is acknowledged once a majority of its replicas hold it, and
     /// the DC keeps serving it while a majority is up. 1 (the default): each partition lives on one node.
@@ -130,6 +135,7 @@ impl Default for ServerConfig {
             dcs: 1,
             node: 0,
             nodes: Vec::new(),
+            first_nodes: None,
             replicas: 1,
             replication_bind: "127.0.0.1:8089".parse().expect("a valid address"),
             peers: Vec::new(),
@@ -212,8 +218,13 @@ impl ServerConfig {
         if self.nodes.len() as u32 > self.partitions {
             return bad("a DC needs at least one partition per node");
         }
-        if self.replicas == 0 || self.replicas > self.node_count() {
-            return bad("replicas must be between 1 and the number of nodes listed in `nodes`");
+        if self.first_nodes.is_some_and(|f| f == 0 || f > self.node_count()) {
+            return bad("first_nodes must be between 1 and the number of nodes listed in `nodes`");
+        }
+        if self.replicas == 0 || self.replicas > self.placed_nodes() {
+            return bad(
+                "replicas must be between 1 and the number of nodes listed in `nodes` (in `first_nodes`, if set)",
+            );
         }
         if self.clock_bound_ms == 0 || self.clock_bound_ms > 10_000 {
             return bad("clock_bound_ms must be between 1 and 10000");
@@ -234,12 +245,19 @@ impl ServerConfig {
     pub fn shard_count(&self) -> usize {
         let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
         let wanted = if self.shards == 0 { cores } else { self.shards };
-        wanted.clamp(1, self.own_partitions().min(1 << causet_core::CoordinatorId::SHARD_BITS))
+        // A node of a replicated DC may come to hold any partition (replicas move), whatever it holds at first.
+        let most = if self.replicas > 1 { self.partitions as usize } else { self.own_partitions() };
+        wanted.clamp(1, most.clamp(1, 1 << causet_core::CoordinatorId::SHARD_BITS))
     }
 
     /// Nodes in this DC.
     pub fn node_count(&self) -> u16 {
         self.nodes.len().max(1) as u16
+    }
+
+    /// The nodes the DC's partitions are placed over: `first_nodes`, or all of them.
+    pub fn placed_nodes(&self) -> u16 {
+        self.first_nodes.unwrap_or(self.node_count())
     }
 
     /// How many partitions this node holds (serves, or keeps a replica of).
@@ -252,6 +270,7 @@ impl ServerConfig {
         let dc = causet_core::DcId(self.dc);
         causet_core::topology::Topology::new(dc, self.dcs, self.partitions, self.node_count())
             .with_replicas(self.replicas)
+            .with_first_nodes(self.placed_nodes())
     }
 
     /// The protocol configuration of this (single-DC) node.

@@ -185,9 +185,18 @@ impl Node {
         }
         let (routes, receivers) = Routes::new(layout, topology.clone(), config.shard_inbox);
         // The replicas this node runs: as recorded, or at a cluster's first start the topology's placement.
-        let hosting = store
-            .init_hosting(causet_core::replica::first_hosting(&topology, config.node, generation))
+        let (hosting, placed_nodes) = store
+            .init_hosting(
+                causet_core::replica::first_hosting(&topology, config.node, generation),
+                config.placed_nodes(),
+            )
             .context("reading which replicas this node runs")?;
+        anyhow::ensure!(
+            placed_nodes == config.placed_nodes(),
+            "this data directory's DC placed its partitions over its first {placed_nodes} nodes, but the configuration \
+             says {}: set first_nodes = {placed_nodes} (a DC that grew keeps its first count)",
+            config.placed_nodes()
+        );
 
         // Recovery: every shard's partitions from their checkpoints and log tails. Transactions left prepared
         // without a decision ask their coordinator; those of this node's earlier incarnation learn it is gone and

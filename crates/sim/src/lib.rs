@@ -59,13 +59,14 @@ impl SeedResult {
     pub fn summary(&self) -> String {
         let c = &self.config;
         let mut out = format!(
-            "seed {}: {} DCs × {} partitions on {} nodes × {} shards, {} replicas, {} sessions, {:?} clock, skew ≤ {} µs, drift ≤ {} ppm, \
+            "seed {}: {} DCs × {} partitions on {} nodes{} × {} shards, {} replicas, {} sessions, {:?} clock, skew ≤ {} µs, drift ≤ {} ppm, \
              delay {}..{} µs, crashes {}, link cuts {}; {} committed, {} aborted, {} unknown, {} node crashes, {} instant restarts, \
-             {} cuts, {} node cuts, {} checkpoints, {} log reads, {} resends to new leaders, {} duplicate prepares turned away, {} checkpoint loads, {} snapshots installed, {} disk losses, {} membership changes, {} follower reads ({} passed on to leaders), {} messages, {:.1} s virtual, {:.2} s wall; {} reads checked; ",
+             {} cuts, {} node cuts, {} checkpoints, {} log reads, {} resends to new leaders, {} duplicate prepares turned away, {} checkpoint loads, {} snapshots installed, {} disk losses, {} replica moves ({} replicas removed), {} membership changes, {} follower reads ({} passed on to leaders), {} messages, {:.1} s virtual, {:.2} s wall; {} reads checked; ",
             self.seed,
             c.dcs,
             c.partitions,
             c.nodes,
+            if c.first_nodes > 0 { format!(" (placed on the first {})", c.first_nodes) } else { String::new() },
             c.shards,
             c.replicas,
             c.sessions,
@@ -90,6 +91,8 @@ impl SeedResult {
             self.stats.group_loads,
             self.stats.snapshots_installed,
             self.stats.disk_losses,
+            self.stats.replica_moves,
+            self.stats.replicas_removed,
             self.stats.membership_changes,
             self.stats.nearest_reads.0,
             self.stats.nearest_reads.1,

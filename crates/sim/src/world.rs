@@ -117,6 +117,9 @@ pub struct SimConfig {
     pub shards: usize,
     /// Copies of each partition inside a DC, on distinct nodes (more than one: each partition is a Raft group).
     pub replicas: u16,
+    /// Over how many of its nodes each DC's partitions start (0: all): a DC that grew, whose later nodes hold
+    /// replicas only once moves bring them there.
+    pub first_nodes: u16,
     /// Most remote transactions a partition keeps waiting per origin.
     pub max_inbound_queue: usize,
     /// Most unacknowledged local transactions a partition keeps in memory; the rest are read back from the log.
@@ -224,11 +227,12 @@ impl SimConfig {
         let nearest_reads = replication && disks.random_bool(0.5);
         // A fourth node and replica moves in some seeds with groups of three, from a fifth generator.
         let mut moves = ChaCha8Rng::seed_from_u64(seed ^ 0x3070_e5e5);
-        let nodes = if replicas == 3 && moves.random_bool(0.3) {
+        let (nodes, first_nodes) = if replicas == 3 && moves.random_bool(0.3) {
             faults.move_every_us = moves.random_range(200_000..700_000);
-            4
+            // Half of them start on three of the four nodes, as a DC that just grew.
+            (4, if moves.random_bool(0.5) { 3 } else { 0 })
         } else {
-            nodes
+            (nodes, 0)
         };
         Self {
             seed,
@@ -237,6 +241,7 @@ impl SimConfig {
             nodes,
             shards,
             replicas,
+            first_nodes,
             max_inbound_queue,
             replication_window,
             sessions: {
@@ -710,6 +715,9 @@ impl World {
             let dc = DcId(d);
             let mut topology =
                 Topology::new(dc, config.dcs, config.partitions, config.nodes).with_replicas(config.replicas);
+            if config.first_nodes > 0 {
+                topology = topology.with_first_nodes(config.first_nodes);
+            }
             for other in 0..config.dcs {
                 topology.set_dc_nodes(DcId(other), config.nodes);
             }

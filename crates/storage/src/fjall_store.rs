@@ -509,9 +509,15 @@ impl LogStore for FjallStore {
         Ok(generation)
     }
 
-    fn init_hosting(&self, first: BTreeMap<PartitionId, Hosting>) -> Result<BTreeMap<PartitionId, Hosting>> {
+    fn init_hosting(
+        &self,
+        first: BTreeMap<PartitionId, Hosting>,
+        placed_nodes: u16,
+    ) -> Result<(BTreeMap<PartitionId, Hosting>, u16)> {
         let _serial = self.incarnation.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if self.meta.get(codec::HOSTING_KEY)?.is_some() {
+        if let Some(marker) = self.meta.get(codec::HOSTING_KEY)? {
+            let placed = codec::decode::<u16>(&marker)
+                .map_err(|reason| StorageError::CorruptMeta { what: "hosting", reason })?;
             let mut hosting = BTreeMap::new();
             for guard in self.meta.prefix(codec::HOSTING_PREFIX) {
                 let (key, value) = guard.into_inner()?;
@@ -520,15 +526,15 @@ impl LogStore for FjallStore {
                     .map_err(|reason| StorageError::CorruptMeta { what: "hosting", reason })?;
                 hosting.insert(partition, h);
             }
-            return Ok(hosting);
+            return Ok((hosting, placed));
         }
         let mut batch = self.db.batch().durability(Some(PersistMode::SyncAll));
         for (p, h) in &first {
             batch.insert(&self.meta, codec::hosting_key(*p), codec::encode(h)?);
         }
-        batch.insert(&self.meta, codec::HOSTING_KEY, codec::encode(&())?);
+        batch.insert(&self.meta, codec::HOSTING_KEY, codec::encode(&placed_nodes)?);
         batch.commit()?;
-        Ok(first)
+        Ok((first, placed_nodes))
     }
 
     fn set_hosting(&self, partition: PartitionId, hosting: Hosting) -> Result<()> {
@@ -1430,8 +1436,8 @@ mod tests {
         let (p, q) = (PartitionId(2), PartitionId(3));
         let hosts = |incarnation| Hosting::Hosts(Hosted { id: replica_id(1, incarnation), replaces: None });
         let first: BTreeMap<_, _> = [(p, hosts(0)), (q, hosts(0))].into();
-        assert_eq!(store.init_hosting(first.clone()).unwrap(), first);
-        assert_eq!(store.init_hosting(BTreeMap::new()).unwrap(), first, "recorded once");
+        assert_eq!(store.init_hosting(first.clone(), 3).unwrap(), (first.clone(), 3));
+        assert_eq!(store.init_hosting(BTreeMap::new(), 4).unwrap(), (first, 3), "recorded once");
         let hard_state = HardState { term: 1, vote: None, commit: Lsn(3) };
         for (partition, ready) in [(p, 1), (q, 1)] {
             store
@@ -1444,8 +1450,9 @@ mod tests {
         store.close().unwrap();
 
         let (store, mut rx) = open(dir.path());
-        let recorded = store.init_hosting(BTreeMap::new()).unwrap();
+        let (recorded, placed) = store.init_hosting(BTreeMap::new(), 4).unwrap();
         assert_eq!(recorded, [(p, Hosting::Left { incarnation: 0 }), (q, hosts(0))].into());
+        assert_eq!(placed, 3);
         let gone = store.load_group(p).unwrap();
         assert_eq!((gone.durable, gone.checkpoint), (DurableState::default(), None), "the state of {p:?} is left");
         assert_eq!(store.load_group(q).unwrap().durable.entries.len(), 3, "the other partition lost its entries");

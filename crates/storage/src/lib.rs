@@ -60,7 +60,7 @@
 //! | `raft` | partition (u32 BE) ‖ index (u64 BE) | a Raft entry: (term, kind, data) |
 //! | `meta` | `incarnation` | u64, the last value [`LogStore::next_incarnation`] returned |
 //! | `meta` | `generation` | u64, the disk's generation ([`LogStore::generation`]) |
-//! | `meta` | `hosting` | `()`: the replicas this node runs are recorded ([`LogStore::init_hosting`]) |
+//! | `meta` | `hosting` | u16, the nodes the DC's partitions were first placed over; also marks that the replicas this node runs are recorded ([`LogStore::init_hosting`]) |
 //! | `meta` | `hosting/` ‖ partition (u32 BE) | `Hosting`: the replica this node runs for a replicated partition, or the incarnation of the one that left ([`LogStore::set_hosting`]) |
 //!
 //! Every value is a format-version byte (currently 6) followed by postcard; a value with an unknown version byte
@@ -160,10 +160,15 @@ pub trait LogStore: Send + Sync {
     /// that its Raft replicas get new ids (`causet_core::replica`).
     fn generation(&self, new: u64) -> Result<u64>;
 
-    /// The replica this node runs for each replicated partition (or the incarnation of the one that left it): as
-    /// recorded; on a store that recorded none yet, `first` (`causet_core::replica::first_hosting`), recorded
-    /// durably before it returns. Synchronous; call it before writing to any partition.
-    fn init_hosting(&self, first: BTreeMap<PartitionId, Hosting>) -> Result<BTreeMap<PartitionId, Hosting>>;
+    /// The replica this node runs for each replicated partition (or the incarnation of the one that left it), and
+    /// over how many nodes the DC's partitions were first placed: as recorded; on a store that recorded none yet,
+    /// `first` (`causet_core::replica::first_hosting`) and `placed_nodes`, recorded durably before it returns.
+    /// Synchronous; call it before writing to any partition.
+    fn init_hosting(
+        &self,
+        first: BTreeMap<PartitionId, Hosting>,
+        placed_nodes: u16,
+    ) -> Result<(BTreeMap<PartitionId, Hosting>, u16)>;
 
     /// Enqueues a change of the replica this node runs for a partition, written after every write enqueued before
     /// it. [`Hosting::Left`] deletes, in the same batch, everything stored for the partition (its log records,
