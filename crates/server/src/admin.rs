@@ -59,23 +59,31 @@ async fn metrics(State(state): State<Arc<NodeState>>) -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], m.encode())
 }
 
-/// Checks the admin token: fault injection is refused unless the node was given a token and the request carries it.
+/// Checks the admin token: a state-changing call is refused unless the node was given a token and the request
+/// carries it.
 fn authorized(state: &NodeState, headers: &HeaderMap) -> Result<(), (StatusCode, String)> {
     let Some(token) = &state.config.admin_token else {
         return Err((
             StatusCode::FORBIDDEN,
-            "fault injection is disabled: start the node with an admin_token\n".into(),
+            "state-changing admin calls (fault injection, replica moves) are disabled: start the node with an admin_token\n".into(),
         ));
     };
     let given =
         headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
-    if given != Some(token.as_str()) {
+    if !token_matches(given, token) {
         return Err((
             StatusCode::UNAUTHORIZED,
             "missing or wrong admin token (Authorization: Bearer <token>)\n".into(),
         ));
     }
     Ok(())
+}
+
+/// Whether the token a request carries is the node's, compared in constant time (how long the comparison takes
+/// says nothing of how much of the token a guess got right; only the length may show).
+fn token_matches(given: Option<&str>, token: &str) -> bool {
+    use subtle::ConstantTimeEq;
+    given.is_some_and(|g| bool::from(g.as_bytes().ct_eq(token.as_bytes())))
 }
 
 /// The links to every node of a DC.
@@ -362,4 +370,17 @@ async fn status(State(state): State<Arc<NodeState>>) -> Json<Status> {
         clock_offset_ms: state.clock.offset_us() as f64 / 1000.0,
         placement,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::token_matches;
+
+    #[test]
+    fn only_the_exact_token_is_accepted() {
+        assert!(token_matches(Some("s3cret"), "s3cret"));
+        for wrong in [None, Some(""), Some("s3cre"), Some("s3cret "), Some("S3cret"), Some("s3cret-and-more")] {
+            assert!(!token_matches(wrong, "s3cret"), "{wrong:?}");
+        }
+    }
 }
