@@ -701,7 +701,22 @@ pub fn retire(dir: &Path, dc: u16, node: u16, wait: Duration) -> anyhow::Result<
     };
     let off = |e: &serde_json::Value| !on(e);
     // Every partition: one that still counts the node is not done.
-    operate(&file, dc, &format!("/admin/nodes/{node}/retire"), wait, |_| true, off)
+    operate(&file, dc, &format!("/admin/nodes/{node}/retire"), wait, |_| true, off)?;
+    // For good: every node of the DC keeps it retired across restarts.
+    for n in file.nodes.iter().filter(|n| n.dc == dc) {
+        let config = std::fs::read_to_string(&n.config).with_context(|| format!("reading {}", n.config.display()))?;
+        let listed = config.lines().find_map(|l| l.strip_prefix("retired_nodes = ")).unwrap_or("[]");
+        let mut retired: Vec<u16> =
+            listed.trim_matches(['[', ']']).split(',').filter_map(|s| s.trim().parse().ok()).collect();
+        if !retired.contains(&node) {
+            retired.push(node);
+            retired.sort_unstable();
+            let value = format!("{retired:?}");
+            std::fs::write(&n.config, with_key(&config, "retired_nodes", &value))
+                .with_context(|| format!("writing {}", n.config.display()))?;
+        }
+    }
+    Ok(())
 }
 
 /// A GET over a plain socket (one request; no HTTP client dependency).

@@ -771,6 +771,15 @@ fn a_dead_node_is_retired_its_replicas_rebuilt_on_the_others_and_it_drops_them_w
     }
     cluster::kill_node(&file, 1);
     increment(file.nodes[0].client);
+    // Node 1's last report holds node 0's garbage-collection frontier.
+    let gc = || {
+        let status = cluster::http_get(file.nodes[0].admin, "/status").unwrap_or_default();
+        serde_json::from_str::<serde_json::Value>(&status).ok().and_then(|v| v["gc_frontier"][0].as_u64())
+    };
+    std::thread::sleep(Duration::from_millis(1500));
+    let held_gc = gc();
+    std::thread::sleep(Duration::from_millis(1000));
+    assert_eq!(gc(), held_gc, "the frontier moved with node 1 dead");
     // Retire node 1 in the background while the writes go on.
     let retiring = {
         let dir = dir.path().to_path_buf();
@@ -781,6 +790,16 @@ fn a_dead_node_is_retired_its_replicas_rebuilt_on_the_others_and_it_drops_them_w
         std::thread::sleep(Duration::from_millis(100));
     }
     retiring.join().expect("the retiring thread").expect("node 1 is retired within 90 s");
+    // Garbage collection no longer waits for node 1's coordinators: node 0's frontier moves past where node 1's
+    // last report held it.
+    let held = held_gc.expect("the frontier was held while node 1 was dead");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while gc().unwrap_or(0) <= held {
+        assert!(Instant::now() < deadline, "the garbage-collection frontier stays at {held}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let config = std::fs::read_to_string(&file.nodes[0].config).expect("node 0's configuration");
+    assert!(config.contains("retired_nodes = [1]"), "{config}");
     let (_, placement) = cluster::placement(&file, 0).expect("the placement");
     assert_eq!(placement.len(), 4, "{placement:?}");
     for entry in &placement {

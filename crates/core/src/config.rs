@@ -68,6 +68,9 @@ pub struct Config {
     /// Most remote transactions one partition keeps waiting for their dependencies, per origin DC; beyond, it asks
     /// the origin to resend later.
     pub max_inbound_queue: usize,
+    /// Nodes of this DC retired for good (`causet cluster retire`): the garbage-collection frontier does not wait for
+    /// a report of their coordinators (a dead node's last report would hold it back for ever).
+    pub retired_nodes: Vec<u16>,
     /// A deliberate bug, for checker validation only. Honoured only where the build allows it; the state machines
     /// ask [`crate::bugs`] rather than reading this.
     pub bug: Option<Bug>,
@@ -100,6 +103,7 @@ impl Config {
             max_open_transactions: 100_000,
             max_waiting_requests: 100_000,
             max_inbound_queue: 100_000,
+            retired_nodes: Vec::new(),
             bug: None,
         }
     }

@@ -222,6 +222,12 @@ pub enum Message {
         /// The lower bound.
         snapshot: VectorClock,
     },
+    /// Operator → every node's stabilizer: node `node` of the DC is retired for good; the garbage-collection
+    /// frontier no longer waits for its coordinators.
+    NodeRetired {
+        /// The node.
+        node: u16,
+    },
     /// Stabilizer → coordinators and partitions: the DC's stable snapshot and the garbage-collection frontier.
     Stable {
         /// The stable snapshot: minimum of all partitions' pvc.
@@ -301,6 +307,7 @@ impl Message {
             Message::ReplicateAck { .. } => "replicate_ack",
             Message::PvcReport { .. } => "pvc_report",
             Message::OldestSnapshot { .. } => "oldest_snapshot",
+            Message::NodeRetired { .. } => "node_retired",
             Message::Stable { .. } => "stable",
             Message::Replica(ReplicaMessage::Raft { .. }) => "raft",
             Message::Replica(ReplicaMessage::Leader { .. }) => "leader",

@@ -551,6 +551,14 @@ impl Node {
         self.pump(now_us);
     }
 
+    /// Operator: node `node` of the DC is retired for good (its replicas moved away): every node's stabilizer stops
+    /// waiting for its coordinators before it collects old versions.
+    pub fn retire_node(&mut self, now_us: u64, node: NodeIndex) {
+        let msg = Message::NodeRetired { node };
+        self.route_own(Envelope { from: Address::Stabilizer, to: Address::Stabilizer, msg });
+        self.pump(now_us);
+    }
+
     /// Where a replicated partition lives, as its leaders last announced: its group's membership and the log
     /// index from which it holds. `None` before any announcement reached this shard.
     pub fn placement(&self, p: PartitionId) -> Option<(Lsn, &Membership)> {

@@ -24,6 +24,8 @@ pub struct Stabilizer {
     topology: Topology,
     /// Nodes of the DC that must each have a coordinator report before the frontier moves (0: none required).
     nodes_expected: u16,
+    /// Nodes retired for good: not expected, and their coordinators known at their retirement forgotten.
+    retired: BTreeSet<u16>,
     coordinators: BTreeSet<CoordinatorId>,
     /// The latest incarnation heard of, per node.
     incarnations: BTreeMap<u16, u32>,
@@ -43,6 +45,7 @@ impl Stabilizer {
             pvcs: vec![None; config.partitions as usize],
             topology: Topology::of_config(&config),
             nodes_expected: 0,
+            retired: config.retired_nodes.iter().copied().collect(),
             incarnations: coordinators.iter().map(|c| (c.node(), c.incarnation())).collect(),
             coordinators: coordinators.into_iter().collect(),
             oldest: BTreeMap::new(),
@@ -102,6 +105,7 @@ impl Stabilizer {
                 }
                 self.recompute();
             }
+            (_, Message::NodeRetired { node }) => self.retire_node(node),
             _ => {}
         }
     }
@@ -112,6 +116,18 @@ impl Stabilizer {
     /// would make their reads fail as too old.
     pub fn expect_nodes(&mut self, nodes: u16) {
         self.nodes_expected = nodes;
+    }
+
+    /// Node `node` is retired for good: the frontier no longer waits for a report of its coordinators, and forgets
+    /// those it knows (their last reports would hold it back). A coordinator of it that reports later (the node
+    /// came back after all) counts again.
+    pub fn retire_node(&mut self, node: u16) {
+        if self.retired.insert(node) {
+            self.retire(|c| c.node() == node);
+            if self.pvcs.iter().all(Option::is_some) {
+                self.recompute();
+            }
+        }
     }
 
     /// Forgets the coordinators `gone` says are gone for good (a node restarted: its earlier coordinators died
@@ -141,7 +157,9 @@ impl Stabilizer {
         }
         let stable = stable.expect("a DC has at least one partition");
         let mut gc = stable.clone();
-        let every_node = (0..self.nodes_expected).all(|n| self.oldest.keys().any(|c| c.node() == n));
+        let every_node = (0..self.nodes_expected)
+            .filter(|n| !self.retired.contains(n))
+            .all(|n| self.oldest.keys().any(|c| c.node() == n));
         let all_reported = every_node && self.coordinators.iter().all(|c| self.oldest.contains_key(c));
         if all_reported {
             for o in self.oldest.values() {
@@ -166,5 +184,52 @@ impl Stabilizer {
         for to in targets {
             self.outputs.push_back(Envelope { from: Address::Stabilizer, to, msg: msg.clone() });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{DcId, Timestamp};
+
+    fn at(t: u64) -> VectorClock {
+        VectorClock::from_entries(vec![Timestamp(t)])
+    }
+
+    /// Three nodes are expected; node 2 reported once and died. Its last report holds the garbage-collection
+    /// frontier back (and, from a stabilizer that never heard it, its silence does), until the node is retired;
+    /// then the frontier is the others' oldest snapshot.
+    #[test]
+    fn a_retired_node_no_longer_holds_garbage_collection_back() {
+        let (c0, c1, c2) =
+            (CoordinatorId::compose(0, 1, 0), CoordinatorId::compose(1, 1, 0), CoordinatorId::compose(2, 1, 0));
+        let mut s = Stabilizer::new(Config::new(1, DcId(0), 2), vec![c0]);
+        s.expect_nodes(3);
+        for p in 0..2 {
+            s.handle_message(Address::Partition(PartitionId(p)), Message::PvcReport { pvc: at(100), at: None });
+        }
+        let report = |s: &mut Stabilizer, c: CoordinatorId, t: u64| {
+            s.handle_message(Address::Coordinator(c), Message::OldestSnapshot { snapshot: at(t) })
+        };
+        report(&mut s, c0, 90);
+        report(&mut s, c1, 80);
+        assert_eq!(s.gc_frontier(), &at(0), "node 2 never reported");
+        report(&mut s, c2, 10);
+        assert_eq!(s.gc_frontier(), &at(10), "node 2's last report holds the frontier");
+        report(&mut s, c0, 95);
+        assert_eq!(s.gc_frontier(), &at(10));
+        s.handle_message(Address::Stabilizer, Message::NodeRetired { node: 2 });
+        assert_eq!(s.gc_frontier(), &at(80), "the others' oldest snapshot");
+        // A stabilizer that starts with node 2 retired in its configuration does not wait for it.
+        let mut config = Config::new(1, DcId(0), 2);
+        config.retired_nodes = vec![2];
+        let mut fresh = Stabilizer::new(config, vec![c0]);
+        fresh.expect_nodes(3);
+        for p in 0..2 {
+            fresh.handle_message(Address::Partition(PartitionId(p)), Message::PvcReport { pvc: at(100), at: None });
+        }
+        report(&mut fresh, c0, 90);
+        report(&mut fresh, c1, 80);
+        assert_eq!(fresh.gc_frontier(), &at(80));
     }
 }

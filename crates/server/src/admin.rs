@@ -263,8 +263,9 @@ async fn move_replica(
 }
 
 /// `POST /admin/nodes/{n}/retire`: every replica on node n moves to a node of the DC that holds none of its
-/// partition, the least loaded first (node n may be down: its groups re-replicate onto the others). Answers with
-/// the moves asked for, one line each, and the partitions that could not move.
+/// partition, the least loaded first (node n may be down: its groups re-replicate onto the others), and every
+/// node's stabilizer stops waiting for node n's coordinators before it collects old versions. Answers with the
+/// moves asked for, one line each, and the partitions that could not move.
 async fn retire(State(state): State<Arc<NodeState>>, headers: HeaderMap, Path(node): Path<u16>) -> impl IntoResponse {
     authorized(&state, &headers)?;
     let topology = &state.routes.topology;
@@ -303,6 +304,7 @@ async fn retire(State(state): State<Arc<NodeState>>, headers: HeaderMap, Path(no
             Err((_, why)) => lines.push(format!("partition {p}: stays ({})", why.trim_end())),
         }
     }
+    state.routes.send(0, crate::routes::ShardInput::RetireNode(node)).await;
     tracing::info!(node, moves = asked, "an operator retires a node");
     let status = if asked > 0 || lines.is_empty() { StatusCode::ACCEPTED } else { StatusCode::CONFLICT };
     lines.push(format!("{asked} replica moves asked for; see `placement` in GET /status"));
@@ -323,6 +325,8 @@ struct Status {
     clock: causet_core::ClockKind,
     now_us: u64,
     stable_snapshot: Vec<u64>,
+    /// The garbage-collection frontier of this node's stabilizer.
+    gc_frontier: Vec<u64>,
     open_transactions: usize,
     shard_status: Vec<crate::status::ShardStatus>,
     storage: serde_json::Value,
@@ -336,6 +340,7 @@ async fn status(State(state): State<Arc<NodeState>>) -> Json<Status> {
     let shards = state.status().await;
     let protocol = state.config.protocol();
     let stable = shards.first().map(|s| s.stable_snapshot.clone()).unwrap_or_default();
+    let gc_frontier = shards.first().and_then(|s| s.gc_frontier.clone()).unwrap_or_default();
     let placement = shards.first().map(|s| s.placements.clone()).unwrap_or_default();
     let stats = state.store.stats();
     let storage = serde_json::json!({
@@ -363,6 +368,7 @@ async fn status(State(state): State<Arc<NodeState>>) -> Json<Status> {
         clock: protocol.clock,
         now_us: state.clock.now_us(),
         stable_snapshot: stable,
+        gc_frontier,
         open_transactions: shards.iter().map(|s| s.open_transactions).sum(),
         shard_status: shards,
         storage,

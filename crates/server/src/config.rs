@@ -83,6 +83,9 @@ pub struct ServerConfig {
     /// first count here on every node: the new nodes hold replicas only once they are moved there. A node refuses
     /// to start if its data directory recorded another count.
     pub first_nodes: Option<u16>,
+    /// Nodes of this DC retired for good (`causet cluster retire` adds them here on every node): garbage
+    /// collection of old versions does not wait for their coordinators.
+    pub retired_nodes: Vec<u16>,
     /// Copies of each partition inside this DC, on distinct nodes (at most the number of nodes). With more than
     /// one, each partition is a Raft group: a commit is acknowledged once a majority of its replicas hold it, and
     /// the DC keeps serving it while a majority is up. 1 (the default): each partition lives on one node.
@@ -136,6 +139,7 @@ impl Default for ServerConfig {
             node: 0,
             nodes: Vec::new(),
             first_nodes: None,
+            retired_nodes: Vec::new(),
             replicas: 1,
             replication_bind: "127.0.0.1:8089".parse().expect("a valid address"),
             peers: Vec::new(),
@@ -218,6 +222,9 @@ impl ServerConfig {
         if self.nodes.len() as u32 > self.partitions {
             return bad("a DC needs at least one partition per node");
         }
+        if self.retired_nodes.iter().any(|n| *n >= self.node_count()) {
+            return bad("retired_nodes must name nodes listed in `nodes`");
+        }
         if self.first_nodes.is_some_and(|f| f == 0 || f > self.node_count()) {
             return bad("first_nodes must be between 1 and the number of nodes listed in `nodes`");
         }
@@ -278,6 +285,7 @@ impl ServerConfig {
         let mut c = causet_core::Config::new(self.dcs, causet_core::DcId(self.dc), self.partitions);
         c.replication_interval_us = self.replication_interval_ms * 1_000;
         c.replication_window = self.replication_window;
+        c.retired_nodes = self.retired_nodes.clone();
         c.clock = self.clock;
         c.clock_bound_us = self.clock_bound_ms * 1_000;
         c.protocol = self.protocol;

@@ -339,6 +339,7 @@ mod tests {
             open_transactions: 0,
             resends_to_new_leaders: resends,
             stable_snapshot: vec![0],
+            gc_frontier: None,
             partitions: vec![partition],
             replicas: vec![replica],
             placements: Vec::new(),

@@ -38,6 +38,8 @@ pub enum ShardInput {
         causet_core::group::Membership,
         causet_core::record::Lsn,
     ),
+    /// Operator: this node of the DC is retired for good ([`causet_core::node::Node::retire_node`]).
+    RetireNode(causet_core::topology::NodeIndex),
     /// Operator: move the partition's replica on node `from` to node `to` ([`causet_core::node::Node::move_replica`]).
     MoveReplica {
         /// The partition.

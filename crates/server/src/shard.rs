@@ -143,6 +143,7 @@ impl Shard {
                 self.node.handle_leader(now, p, node, term, membership, conf_index)
             }
             ShardInput::MoveReplica { partition, from, to } => self.node.move_replica(now, partition, from, to),
+            ShardInput::RetireNode(node) => self.node.retire_node(now, node),
             ShardInput::LogRead(p, records) => self.node.handle_log_read(now, p, records),
             ShardInput::CheckpointLoaded(p, checkpoint) => {
                 self.node.handle_checkpoint_loaded(now, p, checkpoint.map(|c| *c))

@@ -14,6 +14,9 @@ pub struct ShardStatus {
     pub resends_to_new_leaders: u64,
     /// The stable snapshot as the coordinator knows it.
     pub stable_snapshot: Vec<u64>,
+    /// The garbage-collection frontier, on the shard that runs the node's stabilizer: versions below it may go.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gc_frontier: Option<Vec<u64>>,
     /// The partitions this shard serves (those not replicated, and those whose replica here leads).
     pub partitions: Vec<PartitionStatus>,
     /// This shard's replicas of replicated partitions (Raft groups).
@@ -256,6 +259,7 @@ impl ShardStatus {
             open_transactions: coordinator.open_transactions(),
             resends_to_new_leaders: coordinator.resends(),
             stable_snapshot: coordinator.stable_snapshot().entries().iter().map(|t| t.0).collect(),
+            gc_frontier: node.stabilizer().map(|s| s.gc_frontier().entries().iter().map(|t| t.0).collect()),
             partitions,
             placements: node
                 .placements()
