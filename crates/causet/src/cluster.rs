@@ -402,11 +402,8 @@ pub fn wipe_node(file: &ClusterFile, i: usize) -> anyhow::Result<()> {
         std::fs::remove_dir_all(&n.data_dir).with_context(|| format!("deleting {}", n.data_dir.display()))?;
     }
     let config = std::fs::read_to_string(&n.config).with_context(|| format!("reading {}", n.config.display()))?;
-    if !config.lines().any(|l| l.trim() == "join = true") {
-        // Top-level keys go before the tables (peers) that follow them.
-        let joined = config.replacen("data_dir = ", "join = true\ndata_dir = ", 1);
-        std::fs::write(&n.config, joined).with_context(|| format!("writing {}", n.config.display()))?;
-    }
+    std::fs::write(&n.config, with_key(&config, "join", "true"))
+        .with_context(|| format!("writing {}", n.config.display()))?;
     Ok(())
 }
 

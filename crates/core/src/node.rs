@@ -704,20 +704,32 @@ impl Node {
         if self.placements.get(&p).is_some_and(|(known, _)| *known > conf_index) {
             return;
         }
-        let me = self.layout.node;
         if let Some(r) = self.replicas.get(&p) {
             let (id, group) = (r.group().id(), r.group());
             if !membership.contains(id) && group.membership().contains(id) && conf_index > group.membership_index() {
                 self.drop_replica(p);
             }
         }
-        let members = membership.members();
-        let lost =
-            members.iter().any(|id| replica_node(*id) == me && replica_generation(*id) != self.layout.generation);
+        let lost = membership.iter().any(|id| self.of_earlier_disk(id));
         if lost && self.layout.shard_of(&self.topology, p) == self.shard && !self.replicas.contains_key(&p) {
-            self.host(now_us, p, me);
+            self.host(now_us, p, self.layout.node);
         }
         self.placements.insert(p, (conf_index, membership));
+    }
+
+    /// Whether replica `id` is this node's, from a disk it has since lost.
+    fn of_earlier_disk(&self, id: ReplicaId) -> bool {
+        replica_node(id) == self.layout.node && replica_generation(id) != self.layout.generation
+    }
+
+    /// A replicated partition's leader is on `node` from `term` on, with `membership` from `conf_index` on: route
+    /// its messages there, tell this node's other shards, and act on where the partition lives.
+    fn heard_leader(&mut self, now_us: u64, p: PartitionId, node: NodeIndex, notice: (u64, Membership, Lsn)) {
+        let (term, membership, conf_index) = notice;
+        self.note_leader(p, node, term);
+        let m = membership.clone();
+        self.outputs.push_back(NodeOutput::Leader { partition: p, node, term, membership: m, conf_index });
+        self.note_placement(now_us, p, membership, conf_index);
     }
 
     /// Starts a new replica of `p` on this shard, in the partition's next incarnation on this disk, to replace
@@ -825,28 +837,15 @@ impl Node {
             Address::Replica(p, _) => {
                 if let Message::Replica(ReplicaMessage::Leader { term, membership, conf_index }) = e.msg {
                     if let Address::Replica(_, n) = e.from {
-                        self.note_leader(p, n, term);
-                        let (partition, m) = (p, membership.clone());
-                        self.outputs.push_back(NodeOutput::Leader {
-                            partition,
-                            node: n,
-                            term,
-                            membership: m,
-                            conf_index,
-                        });
-                        self.note_placement(now_us, p, membership, conf_index);
+                        self.heard_leader(now_us, p, n, (term, membership, conf_index));
                     }
                 } else if let Message::Replica(ReplicaMessage::Host { replaces }) = e.msg {
                     let me = self.layout.node;
                     // A replica here that is no voter and joins to replace another node (a move that never
                     // finished, say its target lost its disk meanwhile): the operator's latest move replaces it.
                     // Not while this node's replica of an earlier disk still votes: this one is its replacement.
-                    let old_self_votes = self.placements.get(&p).is_some_and(|(_, m)| {
-                        let old = |id: &ReplicaId| {
-                            replica_node(*id) == me && replica_generation(*id) != self.layout.generation
-                        };
-                        m.voters.iter().chain(&m.outgoing).any(old)
-                    });
+                    let old_self_votes = (self.placements.get(&p))
+                        .is_some_and(|(_, m)| m.voters.iter().chain(&m.outgoing).any(|id| self.of_earlier_disk(*id)));
                     let other_move = |r: &Replica| {
                         !r.group().membership().is_voter(r.group().id())
                             && r.replaces() != Some(replaces)
@@ -874,10 +873,8 @@ impl Node {
                 // follows, may serve reads within that pvc once it applied that far.
                 if let (Address::Partition(p), Message::PvcReport { pvc, at: Some((term, index)) }) = (e.from, &e.msg) {
                     let me = self.layout.node;
-                    let held = self
-                        .placements
-                        .get(&p)
-                        .is_some_and(|(_, m)| m.members().iter().any(|id| replica_node(*id) == me));
+                    // Every leader reports every few milliseconds: no allocation here.
+                    let held = self.placements.get(&p).is_some_and(|(_, m)| m.iter().any(|id| replica_node(id) == me));
                     if held && self.leader_of_partition(p) != Some(me) {
                         let msg =
                             Message::Replica(ReplicaMessage::Closed { term: *term, index: *index, pvc: pvc.clone() });
@@ -934,14 +931,11 @@ impl Node {
         sends: &mut Vec<Envelope>,
     ) {
         let me = self.layout.node;
-        self.note_leader(p, me, term);
-        let m = membership.clone();
-        self.outputs.push_back(NodeOutput::Leader { partition: p, node: me, term, membership: m, conf_index });
         for n in (0..self.topology.nodes(self.topology.dc())).filter(|n| *n != me) {
             let msg = Message::Replica(ReplicaMessage::Leader { term, membership: membership.clone(), conf_index });
             sends.push(Envelope { from: Address::Replica(p, me), to: Address::Replica(p, n), msg });
         }
-        self.note_placement(now_us, p, membership, conf_index);
+        self.heard_leader(now_us, p, me, (term, membership, conf_index));
     }
 
     /// Carries out every machine's outputs until nothing is left.

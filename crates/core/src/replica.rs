@@ -156,16 +156,6 @@ pub enum Hosting {
     },
 }
 
-impl Hosting {
-    /// The last incarnation of the partition's replicas on this disk.
-    pub fn incarnation(&self) -> u16 {
-        match self {
-            Hosting::Hosts(h) => replica_incarnation(h.id),
-            Hosting::Left { incarnation } => *incarnation,
-        }
-    }
-}
-
 /// Which replicas a node whose store says nothing yet runs: at a cluster's first start (disk generation 0) the
 /// topology's placement, as the groups' first voters; a node that joins with a new disk none (its replicas are
 /// created as it hears which groups still count a replica of its earlier disk, [`crate::node::Node`]).

@@ -627,6 +627,13 @@ impl Dc {
         !m.is_joint() && m.learners.is_empty() && m.voters.len() == placement.len() && m.voters.iter().all(current)
     }
 
+    /// The partitions whose serving leader has the membership the placement asks for ([`Dc::whole`]).
+    fn settled(&self) -> impl Iterator<Item = u32> + '_ {
+        (self.nodes.iter().flat_map(|n| &n.shards).flat_map(Node::replicas))
+            .filter(|r| r.serving() && self.whole(r))
+            .map(|r| r.id().0)
+    }
+
     /// The DC's stable snapshot: the least of its running nodes' stabilizers (each node runs one), `None` while
     /// every node is down.
     fn stable_snapshot(&self) -> Option<VectorClock> {
@@ -1548,9 +1555,7 @@ impl World {
             Event::MoveRetry(dc, p) => {
                 let Some(&(from, to)) = self.pending_moves.get(&(dc, p)) else { return };
                 let d = &self.dcs[usize::from(dc.0)];
-                let done = (d.nodes.iter().flat_map(|n| &n.shards).flat_map(Node::replicas))
-                    .any(|r| r.id().0 == p && r.serving() && d.whole(r));
-                if done {
+                if d.settled().any(|q| q == p) {
                     self.pending_moves.remove(&(dc, p));
                     return;
                 }
@@ -1574,10 +1579,7 @@ impl World {
     fn move_replica(&mut self) {
         let dc = DcId(self.move_rng.random_range(0..self.config.dcs));
         let d = &self.dcs[usize::from(dc.0)];
-        let settled: Vec<u32> = (d.nodes.iter().flat_map(|n| &n.shards).flat_map(Node::replicas))
-            .filter(|r| r.serving() && d.whole(r))
-            .map(|r| r.id().0)
-            .collect();
+        let settled: Vec<u32> = d.settled().collect();
         let up: Vec<NodeIndex> = (0..self.config.nodes).filter(|n| d.nodes[usize::from(*n)].is_up()).collect();
         if settled.is_empty() || up.is_empty() {
             return;

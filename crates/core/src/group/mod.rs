@@ -134,13 +134,15 @@ impl Membership {
         !self.outgoing.is_empty()
     }
 
+    /// Every replica of the group, in any role, without allocating (a replica may come twice: an outgoing voter
+    /// that stays a learner).
+    pub fn iter(&self) -> impl Iterator<Item = ReplicaId> + '_ {
+        [&self.voters, &self.learners, &self.outgoing, &self.learners_next].into_iter().flatten().copied()
+    }
+
     /// Every replica of the group, in any role, ascending and once each.
     pub fn members(&self) -> Vec<ReplicaId> {
-        let mut all: Vec<ReplicaId> = [&self.voters, &self.learners, &self.outgoing, &self.learners_next]
-            .into_iter()
-            .flatten()
-            .copied()
-            .collect();
+        let mut all: Vec<ReplicaId> = self.iter().collect();
         all.sort();
         all.dedup();
         all
