@@ -266,6 +266,10 @@ pub enum ReplicaMessage {
         index: crate::record::Lsn,
         /// What the leader's pvc covered then.
         pvc: VectorClock,
+        /// The DC's garbage-collection frontier as the follower's node knows it: no read will come below it, so
+        /// the follower folds away the versions it holds under it and under what it applied
+        /// ([`crate::partition::Partition::collect_applied`]).
+        gc: VectorClock,
     },
     /// Replica → the other nodes of the DC: this replica, not a voter of the group (its node came back with an
     /// empty disk, or the operator moved the partition's replica here), asks the leader to make it one in place

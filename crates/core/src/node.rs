@@ -875,9 +875,11 @@ impl Node {
                     let me = self.layout.node;
                     // Every leader reports every few milliseconds: no allocation here.
                     let held = self.placements.get(&p).is_some_and(|(_, m)| m.iter().any(|id| replica_node(id) == me));
-                    if held && self.leader_of_partition(p) != Some(me) {
-                        let msg =
-                            Message::Replica(ReplicaMessage::Closed { term: *term, index: *index, pvc: pvc.clone() });
+                    // The report reaches the shard that runs this node's stabilizer (`Layout::locate`).
+                    let gc = self.stabilizer.as_ref().map(|s| s.gc_frontier().clone());
+                    if let Some(gc) = gc.filter(|_| held && self.leader_of_partition(p) != Some(me)) {
+                        let (term, index, pvc) = (*term, *index, pvc.clone());
+                        let msg = Message::Replica(ReplicaMessage::Closed { term, index, pvc, gc });
                         self.route(Envelope { from: e.from, to: Address::Replica(p, me), msg });
                     }
                 }

@@ -29,7 +29,12 @@
 //! - **A deposed leader that does not know it yet** (cut off from the others) keeps serving reads from its state
 //!   until its clock reaches its last committed bound, and then sends nothing more, since it can commit no new
 //!   bound. Every transaction the new leader commits has a commit time above that bound, so the old leader's
-//!   answers are at snapshots below every commit it missed: stale, and consistent.
+//!   answers are at snapshots below every commit it missed: stale, and consistent. This is the leader's lease.
+//! - **Followers serve and fold.** A follower applies every commit to its partition. Its leader's pvc reports,
+//!   passed on by the follower's node with the log position they hold at (`ReplicaMessage::Closed`), say which
+//!   snapshots it may serve once it applied that far; they also carry the DC's garbage-collection frontier, and
+//!   the follower folds its old versions under it and under what it applied
+//!   ([`Partition::collect_applied`]), so its memory stays bounded like its leader's.
 //!
 //! # Checkpoints, compaction and snapshots
 //!
@@ -73,9 +78,8 @@
 //!
 //! # Left for later
 //!
-//! Reads other than the nearest-replica ones are served by the leader only, and there is no leader lease beyond
-//! the clock bound above. A snapshot travels as one message (a partition's whole state): chunked transfer is not
-//! built. See `docs/design/raft-groups.md`.
+//! A snapshot travels as one message (a partition's whole state): chunked transfer is not built. See
+//! `docs/design/raft-groups.md`, which also argues why the clock bound above is the leader's lease.
 
 use crate::group::{Compacted, DurableState, Entry, Group, GroupConfig, GroupError, GroupOutput, HardState};
 use crate::group::{MembershipChange, ReplicaId};
@@ -169,6 +173,10 @@ pub fn first_hosting(topology: &Topology, node: NodeIndex, generation: u64) -> B
 
 /// The most pvc reports a follower keeps waiting for their log position to be applied.
 const MAX_CLOSED_PENDING: usize = 256;
+
+/// How often a follower folds away versions below the DC's garbage-collection frontier (on the group's ticks,
+/// which come at least this often).
+const FOLLOWER_COLLECT_INTERVAL_US: u64 = 10_000;
 
 /// How often a replica that is not a member of its group asks to join, and a serving leader looks for a
 /// membership step to take.
@@ -307,6 +315,10 @@ pub struct Replica {
     /// The leader's pvc reports not yet usable here, oldest first: (term, index, pvc), usable once the entry at
     /// `index` of term `term` is applied ([`Partition::note_closed`]).
     closed: VecDeque<(u64, Lsn, crate::VectorClock)>,
+    /// The DC's garbage-collection frontier, as the leader's reports last brought it (a follower's).
+    gc: Option<crate::VectorClock>,
+    /// When a follower next folds its old versions away.
+    next_collect_us: u64,
     /// The log may be compacted through this index once a Write after the numbered one is durable (then so is
     /// the checkpoint handed out before it).
     compact_after: Option<(u64, Lsn)>,
@@ -365,6 +377,8 @@ impl Replica {
             member: false,
             next_membership_us: now_us,
             closed: VecDeque::new(),
+            gc: None,
+            next_collect_us: now_us,
         };
         replica.member = replica.group.membership().contains(hosted.id);
         if node == home && replica.member {
@@ -439,11 +453,15 @@ impl Replica {
                 self.admit(now_us, replica, replaces)
             }
             Message::Replica(ReplicaMessage::Join { .. }) => {}
-            Message::Replica(ReplicaMessage::Closed { term, index, pvc }) if !self.serving() => {
+            Message::Replica(ReplicaMessage::Closed { term, index, pvc, gc }) if !self.serving() => {
                 if self.closed.len() >= MAX_CLOSED_PENDING {
                     self.closed.pop_front();
                 }
                 self.closed.push_back((term, index, pvc));
+                match &mut self.gc {
+                    Some(known) => known.merge_max(&gc),
+                    None => self.gc = Some(gc),
+                }
             }
             Message::Replica(ReplicaMessage::Closed { .. }) => {}
             msg if self.serving() => self.partition.handle_message(now_us, from, msg),
@@ -563,6 +581,14 @@ impl Replica {
         }
         if self.serving() && self.partition.poll_timeout().is_some_and(|t| t <= now_us) {
             self.partition.handle_timeout(now_us);
+        }
+        if now_us >= self.next_collect_us {
+            // A follower folds its old versions away as a leader does on the stabilizer's word, but at most once per
+            // interval (each pass visits every object with unfolded versions), and only under what it applied.
+            self.next_collect_us = now_us + FOLLOWER_COLLECT_INTERVAL_US;
+            if let Some(gc) = self.gc.as_ref().filter(|_| !self.serving() && !self.stale) {
+                self.partition.collect_applied(gc);
+            }
         }
         if now_us >= self.next_membership_us {
             self.next_membership_us = now_us + MEMBERSHIP_INTERVAL_US;
@@ -1486,15 +1512,26 @@ mod tests {
             .expect("the leader reported its pvc with its log position")
     }
 
-    #[test]
-    fn a_follower_serves_a_read_only_once_it_applied_what_the_leaders_report_covers() {
+    /// Two increments committed while one follower's disk hangs: the other follower and the leader apply both,
+    /// the slow one only the first. Returns the cluster, the two followers (up to date, slow), both commit times
+    /// and the leader's last pvc report (covering both) with its log position.
+    struct BehindFollower {
+        c: Cluster,
+        f: usize,
+        slow: usize,
+        first: Timestamp,
+        second: Timestamp,
+        report: (VectorClock, u64, Lsn),
+    }
+
+    fn one_follower_behind() -> BehindFollower {
         let mut c = Cluster::new();
         let leader = c.elect();
         c.replies();
         let (f, slow) = ((leader + 1) % 3, (leader + 2) % 3);
         c.send(leader, increment(tx(1)));
         c.run(20_000);
-        let commit = committed_at(&c.replies(), tx(1)).expect("acknowledged");
+        let first = committed_at(&c.replies(), tx(1)).expect("acknowledged");
         c.out.clear();
         // One follower's disk hangs: it does not apply the next commit, which the other follower and the leader do.
         c.hold_writes.insert(slow);
@@ -1502,34 +1539,82 @@ mod tests {
         c.run(20_000);
         let second = committed_at(&c.replies(), tx(2)).expect("acknowledged by the leader and the other follower");
         c.run(10_000);
-        let (pvc, term, index) = last_report(&mut c);
-        assert!(pvc.get(DcId(0)) >= second, "the report covers the second commit");
-        let at = |t: Timestamp| VectorClock::from_entries(vec![t]);
-        for n in [f, slow] {
-            let closed = Message::Replica(ReplicaMessage::Closed { term, index, pvc: pvc.clone() });
-            c.replicas[n].as_mut().expect("up").handle_message(c.now, Address::Partition(P), closed);
-        }
-        c.settle();
-        // The follower that applied the report's position serves a snapshot within it, with both increments.
-        let r = c.replicas[f].as_mut().expect("up");
-        assert!(r.read_nearest(read(at(second))).is_none(), "served");
+        let report = last_report(&mut c);
+        assert!(report.0.get(DcId(0)) >= second, "the report covers the second commit");
+        BehindFollower { c, f, slow, first, second, report }
+    }
+
+    /// The leader's report as the follower's node passes it on, with the DC's frontier `gc`.
+    fn closed((pvc, term, index): &(VectorClock, u64, Lsn), gc: Timestamp) -> Message {
+        let gc = VectorClock::from_entries(vec![gc]);
+        Message::Replica(ReplicaMessage::Closed { term: *term, index: *index, pvc: pvc.clone(), gc })
+    }
+
+    /// The counter a follower serves at `snapshot` for the nearest replica.
+    fn served_counter(r: &mut Replica, snapshot: VectorClock) -> causet_crdt::Value {
+        assert!(r.read_nearest(read(snapshot)).is_none(), "served");
         let reply = std::iter::from_fn(|| r.poll_output()).find_map(|o| match o {
             ReplicaOutput::Send(Envelope { msg: Message::ReadReply { result, .. }, .. }) => Some(result),
             _ => None,
         });
-        let values = reply.expect("a reply").expect("a value");
-        assert_eq!(values[0].value(), causet_crdt::Value::Counter(2));
+        reply.expect("a reply").expect("a value")[0].value()
+    }
+
+    #[test]
+    fn a_follower_serves_a_read_only_once_it_applied_what_the_leaders_report_covers() {
+        let BehindFollower { mut c, f, slow, first, second, report } = one_follower_behind();
+        let at = |t: Timestamp| VectorClock::from_entries(vec![t]);
+        for n in [f, slow] {
+            c.replicas[n].as_mut().expect("up").handle_message(
+                c.now,
+                Address::Partition(P),
+                closed(&report, Timestamp::ZERO),
+            );
+        }
+        c.settle();
+        // The follower that applied the report's position serves a snapshot within it, with both increments.
+        let r = c.replicas[f].as_mut().expect("up");
+        assert_eq!(served_counter(r, at(second)), causet_crdt::Value::Counter(2));
         // A snapshot beyond the report goes on to the leader.
-        let beyond = Timestamp(pvc.get(DcId(0)).0 + 1_000_000);
+        let beyond = Timestamp(report.0.get(DcId(0)).0 + 1_000_000);
         assert!(r.read_nearest(read(at(beyond))).is_some(), "a snapshot beyond the report was served");
         // The follower whose disk hangs has not applied the position: it passes even the first commit's snapshot on.
         let s = c.replicas[slow].as_mut().expect("up");
-        assert!(s.read_nearest(read(at(commit))).is_some(), "served by a follower that had not applied the report");
+        assert!(s.read_nearest(read(at(first))).is_some(), "served by a follower that had not applied the report");
         assert_eq!((s.stats().nearest_reads, s.stats().nearest_reads_passed_on), (0, 1));
         // Its disk back, it applies the position and serves.
         c.hold_writes.clear();
         c.run(20_000);
         let s = c.replicas[slow].as_mut().expect("up");
         assert!(s.read_nearest(read(at(second))).is_none(), "served once applied");
+    }
+
+    /// A follower folds its old versions away under the DC's garbage-collection frontier its leader's reports
+    /// bring, but never above what it applied: without `collect_applied` its versions pile up for as long as it
+    /// follows; folding under the frontier alone would fold a follower that has not applied everything below it.
+    #[test]
+    fn a_follower_folds_versions_under_the_frontier_and_what_it_applied() {
+        let BehindFollower { mut c, f, slow, first, report, .. } = one_follower_behind();
+        let versions = |c: &Cluster, n: usize| c.replicas[n].as_ref().expect("up").partition().store_size().1;
+        assert_eq!((versions(&c, f), versions(&c, slow)), (2, 1), "what each follower applied");
+        // The frontier passes the first commit only: one version folds.
+        c.replicas[f].as_mut().expect("up").handle_message(c.now, Address::Partition(P), closed(&report, first));
+        c.run(20_000);
+        assert_eq!(versions(&c, f), 1);
+        // A frontier beyond both: the follower that applied the report's position folds both; the one whose disk
+        // hangs has not applied it, so it folds nothing, not even the first commit it holds.
+        let beyond = Timestamp(report.0.get(DcId(0)).0 + 1_000_000);
+        for n in [f, slow] {
+            c.replicas[n].as_mut().expect("up").handle_message(c.now, Address::Partition(P), closed(&report, beyond));
+        }
+        c.run(20_000);
+        assert_eq!((versions(&c, f), versions(&c, slow)), (0, 1));
+        // It still serves a snapshot at or above its frontier (no read comes below the DC's), with both effects.
+        let r = c.replicas[f].as_mut().expect("up");
+        assert_eq!(served_counter(r, report.0.clone()), causet_crdt::Value::Counter(2));
+        // Its disk back, the slow follower applies the position and folds both.
+        c.hold_writes.clear();
+        c.run(40_000);
+        assert_eq!(versions(&c, slow), 0);
     }
 }

@@ -321,6 +321,8 @@ mod tests {
             join_requests: 0,
             nearest_reads: 9,
             nearest_reads_passed_on: 1,
+            objects: 5,
+            versions: 2,
         };
         let partition = PartitionStatus {
             id: 3,

@@ -102,6 +102,11 @@ pub struct ReplicaStatus {
     pub nearest_reads: u64,
     /// Reads for the nearest replica it passed on to the leader (it had not applied their snapshot).
     pub nearest_reads_passed_on: u64,
+    /// Objects its partition holds (a follower's too: it applies every commit).
+    pub objects: usize,
+    /// Effects its partition keeps unfolded (above the garbage-collection frontier, or not applied to its base
+    /// yet); on a follower, folded under the frontier and under what it applied.
+    pub versions: usize,
 }
 
 /// A group's membership, for `/status`: each replica as its node and disk generation.
@@ -249,6 +254,8 @@ impl ShardStatus {
                     join_requests: r.stats().join_requests,
                     nearest_reads: r.stats().nearest_reads,
                     nearest_reads_passed_on: r.stats().nearest_reads_passed_on,
+                    objects: r.partition().store_size().0,
+                    versions: r.partition().store_size().1,
                 }
             })
             .collect();

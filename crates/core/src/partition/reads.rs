@@ -143,6 +143,19 @@ impl<S: VersionStore> Partition<S> {
         }
     }
 
+    /// A replica that does not lead folds away the versions below the DC's garbage-collection frontier `gc` (no
+    /// read comes below it) and below what it applied (a version it has not applied yet may lie below `gc`, and
+    /// folding must see a partition's versions in the order the leader did).
+    pub fn collect_applied(&mut self, gc: &VectorClock) {
+        let Some(closed) = &self.closed else { return };
+        if !gc.has_dcs(self.config.vector_len()) {
+            return;
+        }
+        let mut frontier = gc.clone();
+        frontier.merge_min(closed);
+        self.store.collect(&frontier);
+    }
+
     pub(super) fn serve_waiting(&mut self, now_us: u64) {
         if self.waiting.is_empty() {
             return;
