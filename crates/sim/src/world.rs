@@ -987,6 +987,9 @@ impl World {
         if problems.is_empty() {
             problems.extend(self.final_reads());
         }
+        if problems.is_empty() {
+            problems.extend(self.collected());
+        }
         self.collect_stats();
         self.stats.virtual_us = self.now - EPOCH_US;
         let liveness = if problems.is_empty() { Liveness::Ok } else { Liveness::Failed(problems) };
@@ -1103,6 +1106,33 @@ impl World {
             reasons.push(format!("{in_flight} messages of coordinators to partitions still on their way"));
         }
         reasons
+    }
+
+    /// Once nothing runs, garbage collection folds every version away, on every replica, leader or follower: the
+    /// DC's frontier passes every commit (no transaction holds an old snapshot), and a follower folds under it
+    /// once it applied its leader's log. Returns the replicas and partitions that still keep versions unfolded.
+    fn collected(&mut self) -> Vec<String> {
+        let deadline = self.now + 5_000_000;
+        self.drive_while(deadline, |world| {
+            let mut unfolded = Vec::new();
+            for (d, dc) in world.dcs.iter().enumerate() {
+                for (n, node) in dc.nodes.iter().enumerate() {
+                    for shard in &node.shards {
+                        let partitions = shard.partitions().map(|p| (p.id().0, "partition", p));
+                        let replicas = shard.replicas().map(|r| (r.id().0, r.role(), r.partition()));
+                        for (p, role, partition) in partitions.chain(replicas) {
+                            let versions = partition.store_size().1;
+                            if versions > 0 {
+                                unfolded.push(format!(
+                                    "DC {d}: node {n}'s {role} of partition {p} keeps {versions} versions unfolded"
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+            unfolded
+        })
     }
 
     fn collect_stats(&mut self) {
