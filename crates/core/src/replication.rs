@@ -466,6 +466,14 @@ impl Replicator {
         keep
     }
 
+    /// Per peer, how far its acknowledgement lags `pvc_local` (the local entry of pvc: what this partition could
+    /// have shipped), in microseconds of the local clock. Unlike [`Replicator::backlog`], which stops at the
+    /// window once the rest is in the log only, it keeps growing for as long as a peer is away: the backlog is
+    /// about this lag times the partition's write rate.
+    pub fn ack_lag_us(&self, pvc_local: Timestamp) -> Vec<(DcId, u64)> {
+        self.peers.iter().map(|(d, p)| (*d, pvc_local.micros().saturating_sub(p.acked.micros()))).collect()
+    }
+
     /// What each peer acknowledged, for a checkpoint.
     pub fn acked_image(&self) -> Vec<(DcId, Timestamp)> {
         self.peers.iter().map(|(d, p)| (*d, p.acked)).collect()
@@ -720,6 +728,27 @@ mod tests {
             up_to = m.up_to;
         }
         (seqs, up_to)
+    }
+
+    /// The lag of a peer's acknowledgement keeps growing with its absence, past the window where the backlog
+    /// count stops, and falls back once it acknowledges.
+    #[test]
+    fn the_acknowledgement_lag_grows_past_the_window_and_falls_with_an_acknowledgement() {
+        let mut rig = Rig::new(2);
+        let at = |micros: u64| Timestamp::from_micros(micros);
+        for (i, micros) in [1_000, 2_000, 3_000, 4_000].into_iter().enumerate() {
+            let tx = local(i as u64 + 1, at(micros).0);
+            let prepared = rig.prepare(&tx);
+            rig.commit(tx, prepared);
+        }
+        rig.pvc = at(5_000);
+        rig.ship(); // Shipped, never acknowledged: the peer is away.
+        assert_eq!(rig.r.backlog(), 2, "the window holds two");
+        assert_eq!(rig.r.ack_lag_us(rig.pvc), vec![(PEER, 5_000)]);
+        rig.pvc = at(9_000);
+        assert_eq!(rig.r.ack_lag_us(rig.pvc), vec![(PEER, 9_000)], "the backlog count stays, the lag grows");
+        rig.r.acked(PEER, at(8_500), false, rig.now);
+        assert_eq!(rig.r.ack_lag_us(rig.pvc), vec![(PEER, 500)]);
     }
 
     #[test]

@@ -46,6 +46,8 @@ pub struct Metrics {
     pub shard_messages_dropped: Gauge<u64, AtomicU64>,
     /// Messages sent and dropped on each link to a peer DC, at scrape time.
     pub link_messages: Family<Vec<(&'static str, String)>, Gauge<u64, AtomicU64>>,
+    /// Per peer DC, the largest lag of its acknowledgement over the partitions here, ms, at scrape time.
+    pub replication_ack_lag_ms: Family<Vec<(&'static str, String)>, Gauge<u64, AtomicU64>>,
     /// Per replica held here: whether it leads (1) or not (0).
     pub replica_leader: Family<PartitionLabel, Gauge>,
     /// Per replica: its Raft term.
@@ -200,6 +202,13 @@ impl Metrics {
             stable_snapshot_age_us.clone(),
         );
         registry.register("link_messages", "Messages on each link to a peer DC, by outcome", link_messages.clone());
+        let replication_ack_lag_ms = Family::<Vec<(&'static str, String)>, Gauge<u64, AtomicU64>>::default();
+        registry.register(
+            "replication_ack_lag_milliseconds",
+            "Per peer DC: how far its acknowledgement of this node's transactions lags, the most over the partitions \
+             here (it grows for as long as the peer is away; the backlog is about this times the write rate)",
+            replication_ack_lag_ms.clone(),
+        );
         Self {
             registry,
             started,
@@ -216,6 +225,7 @@ impl Metrics {
             fsyncs,
             stable_snapshot_age_us,
             link_messages,
+            replication_ack_lag_ms,
             shard_messages_dropped,
             replica_leader,
             replica_term,
@@ -270,6 +280,14 @@ impl Metrics {
                 let labels = vec![("partition", r.id.to_string()), ("outcome", outcome.to_string())];
                 raise(&self.replica_nearest_reads.get_or_create(&labels), total);
             }
+        }
+        let mut lag = std::collections::BTreeMap::new();
+        for (peer, ms) in shards.iter().flat_map(|s| &s.partitions).flat_map(|p| &p.replication_lag_ms) {
+            let most = lag.entry(*peer).or_insert(0);
+            *most = (*most).max(*ms);
+        }
+        for (peer, ms) in lag {
+            self.replication_ack_lag_ms.get_or_create(&vec![("peer", peer.to_string())]).set(ms);
         }
         raise(&self.resends_to_new_leaders, shards.iter().map(|s| s.resends_to_new_leaders).sum());
         let duplicates = shards.iter().flat_map(|s| &s.partitions).map(|p| p.duplicate_prepares).sum();
@@ -333,6 +351,7 @@ mod tests {
             versions: 0,
             replication_backlog: 0,
             replication_spilled: false,
+            replication_lag_ms: vec![(1, 12)],
             inbound_backlog: Vec::new(),
             duplicate_prepares: duplicates,
         };
@@ -373,6 +392,7 @@ mod tests {
             "causet_replica_nearest_reads_total{partition=\"3\",outcome=\"passed_on\"} 1",
             "causet_resends_to_new_leaders_total 5",
             "causet_duplicate_prepares_total 1",
+            "causet_replication_ack_lag_milliseconds{peer=\"1\"} 12",
         ] {
             assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
         }

@@ -190,6 +190,9 @@ pub struct PartitionStatus {
     /// Some local transactions a peer DC has not acknowledged no longer fit the replication window: they are in
     /// the log only, and read back from it when the peer needs them.
     pub replication_spilled: bool,
+    /// Per peer DC: how far its acknowledgement lags this partition's clock, ms. It keeps growing while the peer is
+    /// away, past the window where `replication_backlog` stops: the backlog is about this lag times the write rate.
+    pub replication_lag_ms: Vec<(u16, u64)>,
     /// Remote transactions received and waiting for their dependencies, per origin DC.
     pub inbound_backlog: Vec<(u16, usize)>,
     /// Prepares turned away since this partition started serving here, as duplicates of transactions that had
@@ -213,6 +216,7 @@ impl ShardStatus {
                     versions,
                     replication_backlog: p.replication_backlog(),
                     replication_spilled: p.replication_spilled(),
+                    replication_lag_ms: p.replication_lag_us().into_iter().map(|(d, us)| (d.0, us / 1_000)).collect(),
                     inbound_backlog: p.inbound_backlog().into_iter().map(|(d, n)| (d.0, n)).collect(),
                     duplicate_prepares: p.duplicate_prepares(),
                 }

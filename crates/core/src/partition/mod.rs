@@ -369,6 +369,12 @@ impl<S: VersionStore> Partition<S> {
         self.replicator.backlog()
     }
 
+    /// Per peer DC, how far behind this partition's clock its acknowledgement is, in microseconds
+    /// ([`crate::replication::Replicator::ack_lag_us`]).
+    pub fn replication_lag_us(&self) -> Vec<(DcId, u64)> {
+        self.replicator.ack_lag_us(self.pvc.get(self.config.dc))
+    }
+
     /// Whether some local transactions a peer DC has not acknowledged are in the log only.
     pub fn replication_spilled(&self) -> bool {
         self.replicator.spilled()
