@@ -873,12 +873,13 @@ impl Node {
                 // follows, may serve reads within that pvc once it applied that far.
                 if let (Address::Partition(p), Message::PvcReport { pvc, at: Some((term, index)) }) = (e.from, &e.msg) {
                     let me = self.layout.node;
-                    // Every leader reports every few milliseconds: no allocation here.
+                    // Every leader reports every few milliseconds: no allocation unless a follower here takes it.
                     let held = self.placements.get(&p).is_some_and(|(_, m)| m.iter().any(|id| replica_node(id) == me));
                     // The report reaches the shard that runs this node's stabilizer (`Layout::locate`).
-                    let gc = self.stabilizer.as_ref().map(|s| s.gc_frontier().clone());
-                    if let Some(gc) = gc.filter(|_| held && self.leader_of_partition(p) != Some(me)) {
-                        let (term, index, pvc) = (*term, *index, pvc.clone());
+                    let stabilizer =
+                        self.stabilizer.as_ref().filter(|_| held && self.leader_of_partition(p) != Some(me));
+                    if let Some(s) = stabilizer {
+                        let (term, index, pvc, gc) = (*term, *index, pvc.clone(), s.gc_frontier().clone());
                         let msg = Message::Replica(ReplicaMessage::Closed { term, index, pvc, gc });
                         self.route(Envelope { from: e.from, to: Address::Replica(p, me), msg });
                     }

@@ -1512,8 +1512,7 @@ mod tests {
             .expect("the leader reported its pvc with its log position")
     }
 
-    /// Two increments committed while one follower's disk hangs: the other follower and the leader apply both,
-    /// the slow one only the first. Returns the cluster, the two followers (up to date, slow), both commit times
+    /// What [`one_follower_behind`] leaves: the cluster, the two followers (up to date, slow), both commit times
     /// and the leader's last pvc report (covering both) with its log position.
     struct BehindFollower {
         c: Cluster,
@@ -1524,6 +1523,8 @@ mod tests {
         report: (VectorClock, u64, Lsn),
     }
 
+    /// Two increments committed while one follower's disk hangs: the other follower and the leader apply both,
+    /// the slow one only the first.
     fn one_follower_behind() -> BehindFollower {
         let mut c = Cluster::new();
         let leader = c.elect();

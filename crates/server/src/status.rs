@@ -226,6 +226,7 @@ impl ShardStatus {
             .replicas()
             .map(|r| {
                 let g = r.group();
+                let (objects, versions) = r.partition().store_size();
                 ReplicaStatus {
                     id: r.id().0,
                     role: r.role(),
@@ -258,8 +259,8 @@ impl ShardStatus {
                     join_requests: r.stats().join_requests,
                     nearest_reads: r.stats().nearest_reads,
                     nearest_reads_passed_on: r.stats().nearest_reads_passed_on,
-                    objects: r.partition().store_size().0,
-                    versions: r.partition().store_size().1,
+                    objects,
+                    versions,
                 }
             })
             .collect();

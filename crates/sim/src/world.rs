@@ -1118,8 +1118,10 @@ impl World {
             for (d, dc) in world.dcs.iter().enumerate() {
                 for (n, node) in dc.nodes.iter().enumerate() {
                     for shard in &node.shards {
+                        // Serving leaders are among the partitions; the replicas that do not serve, besides.
                         let partitions = shard.partitions().map(|p| (p.id().0, "partition", p));
-                        let replicas = shard.replicas().map(|r| (r.id().0, r.role(), r.partition()));
+                        let replicas =
+                            shard.replicas().filter(|r| !r.serving()).map(|r| (r.id().0, r.role(), r.partition()));
                         for (p, role, partition) in partitions.chain(replicas) {
                             let versions = partition.store_size().1;
                             if versions > 0 {
