@@ -31,8 +31,8 @@ pub struct ServerConfig {
     pub admin_bind: SocketAddr,
     /// Most client connections at once; more are refused with an error message.
     pub max_connections: usize,
-    /// Largest client frame accepted, in bytes; a larger one is refused without being read and the connection
-    /// closed.
+    /// Largest client frame accepted, in bytes; a larger one is read to its end, discarded and answered with an
+    /// error that names this option, and the connection goes on.
     pub max_frame_bytes: usize,
     /// Partitions of the DC. Fixed at creation: a data directory remembers its count.
     pub partitions: u32,

@@ -3,17 +3,20 @@
 //! A connection reads frames, decodes each into a request, hands it to the shard whose coordinator owns the
 //! transaction (a new transaction goes to the connection's own shard), and writes the answer. Requests on one
 //! connection are served in order, one at a time, as AntidoteDB's protocol has no request ids. A frame that does not
-//! decode is answered with `ApbErrorResp` and the connection stays usable; a frame over the size limit, or with no
-//! code byte, breaks the framing and closes the connection after an error reply.
+//! decode is answered with `ApbErrorResp` and the connection stays usable. A frame over the size limit is read to
+//! its end and discarded without being kept, then answered with `ApbErrorResp` naming the limit and the option that
+//! raises it, and the connection stays usable too; only a frame that declares more than [`discard_limit`], or one
+//! with no code byte, breaks the framing and closes the connection after an error reply.
 
 use crate::cluster::{connect_dcs, create_dc, descriptor};
 use crate::routes::ShardInput;
 use crate::shutdown::stopped;
 use crate::NodeState;
+use bytes::Buf;
 use bytes::BytesMut;
 use causet_core::coordinator::{ClientRequest, ClientResponse, TxError};
 use causet_core::ClientId;
-use causet_wire::frame::{decode_frame, Frame};
+use causet_wire::frame::{decode_frame, Frame, FrameError, LENGTH_PREFIX_BYTES};
 use causet_wire::proto::MessageCode;
 use causet_wire::request::{decode_request, Request};
 use causet_wire::response::{cluster_reply, encode_reply, error_frame, not_supported, ReplyKind};
@@ -96,6 +99,26 @@ async fn serve(socket: TcpStream, state: Arc<NodeState>, mut stop: watch::Receiv
                     }
                     break;
                 }
+                Err(FrameError::TooLarge { declared_bytes, max_frame_bytes })
+                    if declared_bytes <= discard_limit(max_frame_bytes) =>
+                {
+                    // The client is still writing a request it believes valid: read its body to the end without
+                    // keeping it, then say why it was refused, so that the client sees the reason (not a broken
+                    // pipe) and the connection goes on.
+                    state.metrics.protocol_errors.inc();
+                    buf.advance(LENGTH_PREFIX_BYTES);
+                    if !discard(&mut reader, &mut buf, declared_bytes, &mut stop).await {
+                        break 'connection;
+                    }
+                    let msg = format!(
+                        "a request of {declared_bytes} bytes is over this node's limit of {max_frame_bytes} bytes; it \
+                         was discarded (the limit is the `max_frame_bytes` configuration option, or \
+                         `--max-frame-bytes`)"
+                    );
+                    if writer.write_all(&error_frame(&msg, ERROR_UNKNOWN)).await.is_err() {
+                        break 'connection;
+                    }
+                }
                 Err(e) => {
                     state.metrics.protocol_errors.inc();
                     let _ =
@@ -117,6 +140,42 @@ async fn serve(socket: TcpStream, state: Arc<NodeState>, mut stop: watch::Receiv
     // shard; aborting there only affects this client's own idle transactions).
     state.routes.broadcast(|| ShardInput::Disconnect(client)).await;
     state.metrics.connections.dec();
+}
+
+/// The largest declared frame whose body a connection reads and discards to answer with the reason and go on:
+/// 256 MiB, or the frame limit if that is larger. A larger declaration is taken for a stream that is not
+/// AntidoteDB's protocol (an HTTP request's first bytes declare over 1 GiB, a TLS handshake's about 350 MiB), so the
+/// connection is closed after the error reply instead of waiting for a body that will never come.
+fn discard_limit(max_frame_bytes: usize) -> usize {
+    max_frame_bytes.max(256 * 1024 * 1024)
+}
+
+/// Reads and drops the next `bytes` bytes of the stream, those already in `buf` first, reusing `buf`'s room (at most
+/// 64 KiB at a time, so nothing is allocated in proportion to the frame). Bytes that follow go on in `buf`. False
+/// when the stream ended, failed or the node is stopping.
+async fn discard(
+    reader: &mut tokio::net::tcp::OwnedReadHalf,
+    buf: &mut BytesMut,
+    mut bytes: usize,
+    stop: &mut watch::Receiver<bool>,
+) -> bool {
+    loop {
+        let here = bytes.min(buf.len());
+        buf.advance(here);
+        bytes -= here;
+        if bytes == 0 {
+            return true;
+        }
+        // `buf` is empty here: reuse its room.
+        buf.reserve(64 * 1024);
+        tokio::select! {
+            read = reader.read_buf(buf) => match read {
+                Ok(0) | Err(_) => return false,
+                Ok(_) => {}
+            },
+            _ = stopped(stop) => return false,
+        }
+    }
 }
 
 /// Acknowledges received bytes at once instead of delaying the ACK. Clients that write a frame's header and body

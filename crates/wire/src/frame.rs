@@ -41,8 +41,9 @@ impl Frame {
     }
 }
 
-/// Why a byte stream does not hold valid frames. After either error the stream cannot be resynchronised: the
-/// connection must be closed.
+/// Why a byte stream does not hold valid frames. After [`FrameError::Empty`] the stream cannot be resynchronised:
+/// the connection must be closed. After [`FrameError::TooLarge`] a reader may skip the length prefix and the declared
+/// bytes to reach the next frame (Causet's server does, up to a bound, to answer the client with the reason).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum FrameError {
     /// The declared length is above the limit.
