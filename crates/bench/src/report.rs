@@ -56,8 +56,11 @@ pub struct ClusterShape {
     pub nodes_per_dc: usize,
     /// Partitions per DC.
     pub partitions: u32,
-    /// One-way delay between DCs, ms, when known.
+    /// One-way delay between DCs, ms, when known and the same for every pair.
     pub wan_delay_ms: Option<u64>,
+    /// The WAN matrix that gave each pair of DCs its own delay, when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wan_matrix: Option<String>,
     /// The fsync policy, when known.
     pub sync: Option<String>,
     /// The client addresses per DC (of the last cluster, for a local one).
@@ -323,7 +326,11 @@ impl Report {
             c.nodes_per_dc,
             if c.nodes_per_dc == 1 { "" } else { "s" },
             c.partitions,
-            c.wan_delay_ms.map(|d| format!("{d} ms")).unwrap_or_else(|| "unknown".into()),
+            match (&c.wan_matrix, c.wan_delay_ms) {
+                (Some(m), _) => format!("per-pair delays (WAN matrix {m})"),
+                (None, Some(d)) => format!("{d} ms"),
+                (None, None) => "unknown".into(),
+            },
             c.sync.as_deref().unwrap_or("unknown")
         );
         let _ = writeln!(
@@ -564,6 +571,7 @@ mod tests {
                 nodes_per_dc: 1,
                 partitions: 8,
                 wan_delay_ms: None,
+                wan_matrix: None,
                 sync: None,
                 addresses: Vec::new(),
             },

@@ -46,6 +46,7 @@
 //! replicas = 1                # copies of each partition in a DC (Raft groups when more than one)
 //! partitions = 8
 //! wan_delay_ms = 50
+//! wan_matrix = "aws-8dc"      # optional: a delay per pair of DCs instead (a file, or a shipped matrix's name)
 //! sync = "periodic"
 //! ```
 
@@ -365,6 +366,10 @@ pub struct ClusterSection {
     /// One-way delay between DCs, ms.
     #[serde(default = "default_wan_delay")]
     pub wan_delay_ms: u64,
+    /// A delay per pair of DCs instead of `wan_delay_ms`: a matrix file, or a shipped matrix's name (see
+    /// `causet cluster start --wan-matrix`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wan_matrix: Option<String>,
     /// `always` or `periodic`.
     #[serde(default = "default_sync")]
     pub sync: String,
@@ -394,6 +399,7 @@ impl Default for ClusterSection {
             replicas: default_nodes_per_dc(),
             partitions: default_partitions(),
             wan_delay_ms: default_wan_delay(),
+            wan_matrix: None,
             sync: default_sync(),
         }
     }

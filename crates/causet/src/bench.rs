@@ -3,6 +3,7 @@
 //! same seed; writes `report.json`, `report.md` and SVG plots.
 
 use crate::cluster::{self, ClusterFile, StartOptions};
+use crate::wan_matrix::WanMatrix;
 use anyhow::Context;
 use causet_bench::report::{ClusterShape, Machine, Report};
 use causet_bench::runner::RunResult;
@@ -76,6 +77,10 @@ pub struct BenchArgs {
     /// Local clusters: override the workload's one-way delay between DCs, ms.
     #[arg(long)]
     pub wan_delay_ms: Option<u64>,
+    /// Local clusters: a delay for each pair of DCs (a matrix file, or `aws-8dc`), as `causet cluster start
+    /// --wan-matrix`; `--dcs` follows the matrix unless given.
+    #[arg(long, conflicts_with = "wan_delay_ms")]
+    pub wan_matrix: Option<String>,
     /// Local clusters: override the workload's fsync policy (always or periodic).
     #[arg(long)]
     pub sync: Option<String>,
@@ -134,6 +139,13 @@ fn apply_overrides(w: &mut workload::WorkloadFile, a: &BenchArgs) -> anyhow::Res
     }
     if let Some(v) = a.wan_delay_ms {
         w.cluster.wan_delay_ms = v;
+        w.cluster.wan_matrix = None;
+    }
+    if let Some(v) = &a.wan_matrix {
+        w.cluster.wan_matrix = Some(v.clone());
+        if a.dcs.is_none() {
+            w.cluster.dcs = WanMatrix::load(v)?.dcs();
+        }
     }
     if let Some(v) = &a.sync {
         w.cluster.sync = v.clone();
@@ -159,13 +171,14 @@ fn target_of(file: &ClusterFile) -> Target {
     Target { dcs, partitions: file.partitions }
 }
 
-fn shape(kind: &str, target: &Target, wan_delay_ms: Option<u64>, sync: Option<String>) -> ClusterShape {
+fn shape(kind: &str, target: &Target, wan: Option<(u64, Option<&WanMatrix>)>, sync: Option<String>) -> ClusterShape {
     ClusterShape {
         kind: kind.into(),
         dcs: target.dcs.len(),
         nodes_per_dc: target.dcs.iter().map(|d| d.clients.len()).max().unwrap_or(0),
         partitions: target.partitions,
-        wan_delay_ms,
+        wan_delay_ms: wan.filter(|(_, m)| m.is_none()).map(|(d, _)| d),
+        wan_matrix: wan.and_then(|(_, m)| m).map(|m| m.origin.clone()),
         sync,
         addresses: target.dcs.iter().map(|d| d.clients.iter().map(|a| a.to_string()).collect()).collect(),
     }
@@ -225,16 +238,18 @@ pub fn main(args: BenchArgs) -> anyhow::Result<PathBuf> {
     } else if let Some(dir) = &args.cluster_dir {
         let file = cluster::load(dir)?;
         let target = target_of(&file);
-        report.cluster = shape("existing", &target, Some(file.wan_delay_ms), None);
+        report.cluster = shape("existing", &target, Some((file.wan_delay_ms, file.wan_matrix.as_ref())), None);
         report.protocols = vec![file.protocol.to_string()];
         run_all(&runtime, &w, &target, file.protocol.name(), 0, &mut report)?;
     } else {
         let protocols = if args.compare.is_empty() { vec![Protocol::default()] } else { args.compare.clone() };
         report.protocols = protocols.iter().map(Protocol::to_string).collect();
         let rounds = (0..args.repeat).flat_map(|r| protocols.iter().map(move |p| (r, p)));
+        let wan_matrix = w.file.cluster.wan_matrix.as_deref().map(WanMatrix::load).transpose()?;
         for (repeat, protocol) in rounds {
             let c = &w.file.cluster;
             let options = StartOptions {
+                wan_matrix: wan_matrix.clone(),
                 dcs: c.dcs,
                 nodes_per_dc: c.nodes_per_dc,
                 replicas: c.replicas,
@@ -249,7 +264,8 @@ pub fn main(args: BenchArgs) -> anyhow::Result<PathBuf> {
             eprintln!("starting a local {}-DC cluster running {protocol} in {}", c.dcs, options.dir.display());
             let running = Running(cluster::start(&options)?);
             let target = target_of(&running.0);
-            report.cluster = shape("local", &target, Some(c.wan_delay_ms), Some(c.sync.clone()));
+            let wan = Some((c.wan_delay_ms, wan_matrix.as_ref()));
+            report.cluster = shape("local", &target, wan, Some(c.sync.clone()));
             run_all(&runtime, &w, &target, protocol.name(), repeat, &mut report)?;
             drop(running);
         }

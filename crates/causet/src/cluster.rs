@@ -1,9 +1,10 @@
 //! `causet cluster`: a local multi-DC cluster of real `causet start` processes on loopback, connected to each
-//! other with an emulated WAN delay; a cluster file other commands read; `stop` and `status`.
+//! other with an emulated WAN delay (one for every pair, or a matrix, [`crate::wan_matrix`]); a cluster file other commands read; `stop` and `status`.
 //!
 //! Other commands (`causet bench --compare`, `causet check`) drive clusters through this module: [`start`] returns
 //! the [`ClusterFile`], [`kill_node`] and [`restart_node`] are the nemesis's process faults, [`stop`] ends it.
 
+use crate::wan_matrix::WanMatrix;
 use anyhow::{bail, Context};
 use causet_core::Protocol;
 use serde::{Deserialize, Serialize};
@@ -52,8 +53,11 @@ pub struct ClusterFile {
     pub protocol: Protocol,
     /// The admin token of every node (fault injection).
     pub admin_token: String,
-    /// One-way delay between DCs, ms.
+    /// One-way delay between DCs, ms (every pair, unless `wan_matrix` gives each its own).
     pub wan_delay_ms: u64,
+    /// Per DC-pair one-way delays, when the cluster was started with a matrix.
+    #[serde(default)]
+    pub wan_matrix: Option<WanMatrix>,
     /// The `causet` binary the nodes run.
     pub exe: PathBuf,
 }
@@ -98,6 +102,8 @@ pub struct StartOptions {
     pub wan_delay_ms: u64,
     /// Jitter, ms.
     pub jitter_ms: u64,
+    /// Per DC-pair one-way delays instead of `wan_delay_ms`; it must have `dcs` DCs.
+    pub wan_matrix: Option<WanMatrix>,
     /// Where configs, data, logs and the cluster file go.
     pub dir: PathBuf,
     /// Node i (counting DC by DC) uses ports base + 3·i (client), + 1 (admin), + 2 (replication).
@@ -122,6 +128,7 @@ impl Default for StartOptions {
             partitions: 8,
             wan_delay_ms: 50,
             jitter_ms: 0,
+            wan_matrix: None,
             dir: PathBuf::from("./causet-cluster"),
             base_port: 8087,
             sync: "always".into(),
@@ -199,6 +206,10 @@ fn start_once(o: &StartOptions) -> anyhow::Result<ClusterFile> {
     if !["always", "periodic"].contains(&o.sync.as_str()) {
         bail!("--sync takes always or periodic, not {:?}", o.sync);
     }
+    if let Some(m) = o.wan_matrix.as_ref().filter(|m| m.dcs() != o.dcs) {
+        bail!("the WAN matrix {} has {} DCs, but the cluster has {}", m.origin, m.dcs(), o.dcs);
+    }
+    let delay = |from: u16, to: u16| o.wan_matrix.as_ref().map_or(o.wan_delay_ms, |m| m.one_way(from, to));
     if cluster_file(&o.dir).exists() {
         if let Ok(existing) = load(&o.dir) {
             if existing.nodes.iter().any(|n| process_alive(n.pid)) {
@@ -256,7 +267,7 @@ fn start_once(o: &StartOptions) -> anyhow::Result<ClusterFile> {
                 peers.push_str(&format!(
                     "\n[[peers]]\ndc = {peer}\naddr = {}\ndelay_ms = {}\njitter_ms = {}\n",
                     if o.nodes_per_dc == 1 { addrs[0].clone() } else { format!("[{}]", addrs.join(", ")) },
-                    o.wan_delay_ms,
+                    delay(dc, peer),
                     o.jitter_ms
                 ));
             }
@@ -303,6 +314,7 @@ fn start_once(o: &StartOptions) -> anyhow::Result<ClusterFile> {
         protocol: o.protocol,
         admin_token: token,
         wan_delay_ms: o.wan_delay_ms,
+        wan_matrix: o.wan_matrix.clone(),
         exe,
     };
     file.save(&o.dir)?;
@@ -323,14 +335,21 @@ fn start_once(o: &StartOptions) -> anyhow::Result<ClusterFile> {
 
 /// Prints what `causet cluster start` prints about a running cluster.
 pub fn print_started(file: &ClusterFile, dir: &Path) {
+    let delays = match &file.wan_matrix {
+        Some(m) => format!("one-way delays from the WAN matrix {}", m.origin),
+        None => format!("{} ms one-way between DCs", file.wan_delay_ms),
+    };
     println!(
-        "a {}-DC cluster ({} node{} per DC) is running ({} ms one-way between DCs); cluster file {}",
+        "{} {}-DC cluster ({} node{} per DC) is running ({delays}); cluster file {}",
+        if [8, 11, 18].contains(&file.dcs) { "an" } else { "a" },
         file.dcs,
         file.nodes_per_dc,
         if file.nodes_per_dc == 1 { "" } else { "s" },
-        file.wan_delay_ms,
         cluster_file(dir).display()
     );
+    if let Some(m) = &file.wan_matrix {
+        println!("{}", m.table());
+    }
     println!("{:>3} {:>4}  {:<22} {:<28} {:>8}", "DC", "node", "client (AntidoteDB)", "admin (HTTP)", "pid");
     for n in &file.nodes {
         println!(

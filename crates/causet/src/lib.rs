@@ -5,3 +5,4 @@ pub mod bench;
 pub mod check;
 pub mod cli;
 pub mod cluster;
+pub mod wan_matrix;

@@ -63,9 +63,9 @@ enum Command {
 enum ClusterCommand {
     /// Start `causet start` processes (nodes) for each DC, connect them with an emulated WAN delay, and print each DC's ports.
     Start {
-        /// Data centres.
-        #[arg(long, default_value_t = 3)]
-        dcs: u16,
+        /// Data centres [default: 3, or as many as --wan-matrix has].
+        #[arg(long)]
+        dcs: Option<u16>,
         /// Nodes per DC; the DC's partitions are spread over them.
         #[arg(long, default_value_t = 1)]
         nodes_per_dc: u16,
@@ -83,6 +83,11 @@ enum ClusterCommand {
         /// Jitter on that delay, ms.
         #[arg(long, default_value_t = 0)]
         jitter_ms: u64,
+        /// A delay for each pair of DCs instead of --wan-delay-ms: a TOML file of round-trip times (`rtt_ms`) or
+        /// one-way delays (`one_way_ms`), or the name of a shipped matrix (`aws-8dc`: Karma's eight AWS regions).
+        /// See docs/configuration.md ("A delay for each pair of DCs").
+        #[arg(long, conflicts_with = "wan_delay_ms")]
+        wan_matrix: Option<String>,
         /// Where configs, data, logs and the cluster file go.
         #[arg(long, default_value = "./causet-cluster")]
         dir: std::path::PathBuf,
@@ -340,13 +345,21 @@ fn main() -> anyhow::Result<()> {
                 partitions,
                 wan_delay_ms,
                 jitter_ms,
+                wan_matrix,
                 dir,
                 base_port,
                 sync,
                 protocol,
             } => {
+                let wan_matrix = wan_matrix.as_deref().map(causet::wan_matrix::WanMatrix::load).transpose()?;
+                let dcs = match (dcs, &wan_matrix) {
+                    (Some(dcs), _) => dcs,
+                    (None, Some(m)) => m.dcs(),
+                    (None, None) => 3,
+                };
                 let options = cluster::StartOptions {
                     dcs,
+                    wan_matrix,
                     nodes_per_dc,
                     replicas: replicas.unwrap_or(cluster::default_replicas(nodes_per_dc)),
                     partitions,

@@ -131,6 +131,36 @@ fn compare_runs_each_protocol_on_a_fresh_cluster_and_reports_ratios_and_visibili
     assert!(md.contains("## Visibility across DCs") && md.contains("| eventual | 50% | 0 → 1 |"), "{md}");
 }
 
+/// `--wan-matrix` starts the local cluster with the matrix's DCs and delays, and the report says so.
+#[test]
+fn a_run_with_a_wan_matrix_takes_its_dcs_and_names_it_in_the_report() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let matrix = dir.path().join("m.toml");
+    std::fs::write(&matrix, "rtt_ms = [[0, 10, 30], [10, 0, 20], [30, 20, 0]]\n").expect("writes the matrix");
+    let out_dir = dir.path().join("out");
+    let out = bench(&[
+        "--workload",
+        "smoke",
+        "--wan-matrix",
+        matrix.to_str().expect("utf-8"),
+        "--update-ratio",
+        "0.5",
+        "--duration-s",
+        "1",
+        "--warmup-s",
+        "0.2",
+        "--out",
+        out_dir.to_str().expect("utf-8"),
+    ]);
+    succeeded(&out);
+    let report = json(&out_dir);
+    assert_eq!(report["cluster"]["dcs"].as_u64(), Some(3), "the matrix's three DCs");
+    assert_eq!(report["cluster"]["wan_matrix"].as_str(), matrix.to_str());
+    assert!(report["cluster"]["wan_delay_ms"].is_null(), "no single delay: {}", report["cluster"]);
+    let md = std::fs::read_to_string(out_dir.join("report.md")).expect("report.md");
+    assert!(md.contains("WAN matrix"), "{md}");
+}
+
 #[test]
 fn a_bad_workload_fails_with_the_field_named() {
     let dir = tempfile::tempdir().expect("a temporary directory");

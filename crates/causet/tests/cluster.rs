@@ -118,6 +118,58 @@ fn a_cluster_of_two_dcs_with_two_nodes_each_replicates_and_survives_a_node_kill(
     exercise(2);
 }
 
+/// A cluster started with a WAN matrix gives each ordered pair of DCs its own one-way delay: each node's links report
+/// the matrix's delay from its DC, and a write at DC 2 (60 ms to DC 0, 5 ms the other way) cannot show at DC 0 before
+/// the 60 ms have passed.
+#[test]
+fn a_wan_matrix_gives_each_pair_of_dcs_its_own_delay_in_each_direction() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let matrix = causet::wan_matrix::WanMatrix::parse(
+        "names = [\"a\", \"b\", \"c\"]\none_way_ms = [[0, 5, 5], [7, 0, 9], [60, 11, 0]]",
+        "test",
+    )
+    .expect("a matrix");
+    let options = StartOptions {
+        dcs: 3,
+        partitions: 2,
+        wan_matrix: Some(matrix.clone()),
+        dir: dir.path().to_path_buf(),
+        base_port: 0,
+        exe: Some(env!("CARGO_BIN_EXE_causet").into()),
+        ..Default::default()
+    };
+    // A matrix of another size is refused before anything starts.
+    let wrong = StartOptions { dcs: 2, ..options.clone() };
+    let refused = cluster::start(&wrong).expect_err("a 3-DC matrix for 2 DCs");
+    assert!(format!("{refused:#}").contains("has 3 DCs, but the cluster has 2"), "{refused:#}");
+    let file = cluster::start(&options).expect("the cluster starts");
+    let _guard = Running(dir.path());
+    assert_eq!(cluster::load(dir.path()).expect("reads back").wan_matrix, Some(matrix.clone()));
+    for (i, n) in file.nodes.iter().enumerate() {
+        let status: serde_json::Value =
+            serde_json::from_str(&cluster::http_get(n.admin, "/status").expect("/status")).expect("json");
+        let links = status["links"].as_array().expect("links");
+        assert_eq!(links.len(), 2, "node {i}: {links:?}");
+        for l in links {
+            let peer = l["dc"].as_u64().expect("dc") as u16;
+            let want = matrix.one_way(n.dc, peer) as f64;
+            assert_eq!(l["delay_ms"].as_f64(), Some(want), "DC {} to DC {peer}", n.dc);
+        }
+    }
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+    rt.block_on(async {
+        let set = Set::aw("s", "wan-matrix-test");
+        let mut writer = Client::connect(file.dc_clients(2)[0]).await.expect("connects to DC 2");
+        writer.static_update(None, vec![set.add("from-c")]).await.expect("writes at DC 2");
+        let acknowledged = Instant::now();
+        let seen = read_set_until(file.dc_clients(0)[0], &set, "from-c").await;
+        let waited = acknowledged.elapsed();
+        assert!(seen.iter().any(|e| e == b"from-c"), "DC 0 never showed DC 2's write");
+        // The write leaves DC 2 no earlier than its commit, which precedes the acknowledgement by well under 10 ms.
+        assert!(waited >= Duration::from_millis(50), "DC 2's write showed at DC 0 after only {waited:?}");
+    });
+}
+
 /// One DC of two nodes; sessions on both nodes commit transactions adding one unique element to 2–3 sets spread
 /// over both nodes' partitions (two-phase commit across nodes). Each round kills one node with SIGKILL in the
 /// middle of the workload and restarts it. Then, at both nodes, a read at a snapshot that includes every
