@@ -7,6 +7,7 @@
 use crate::wan_matrix::WanMatrix;
 use anyhow::{bail, Context};
 use causet_core::Protocol;
+use causet_server::tls::LocalCa;
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -58,6 +59,9 @@ pub struct ClusterFile {
     /// Per DC-pair one-way delays, when the cluster was started with a matrix.
     #[serde(default)]
     pub wan_matrix: Option<WanMatrix>,
+    /// The cluster's name in its nodes' certificates, when its links are TLS (certificates in `<dir>/certs`).
+    #[serde(default)]
+    pub tls_cluster: Option<String>,
     /// The `causet` binary the nodes run.
     pub exe: PathBuf,
 }
@@ -104,6 +108,9 @@ pub struct StartOptions {
     pub jitter_ms: u64,
     /// Per DC-pair one-way delays instead of `wan_delay_ms`; it must have `dcs` DCs.
     pub wan_matrix: Option<WanMatrix>,
+    /// Mutually authenticated TLS between nodes and DCs, with a CA and certificates made for this cluster in
+    /// `<dir>/certs` (on by default; a cluster of one node has no links).
+    pub tls: bool,
     /// Where configs, data, logs and the cluster file go.
     pub dir: PathBuf,
     /// Node i (counting DC by DC) uses ports base + 3·i (client), + 1 (admin), + 2 (replication).
@@ -129,6 +136,7 @@ impl Default for StartOptions {
             wan_delay_ms: 50,
             jitter_ms: 0,
             wan_matrix: None,
+            tls: true,
             dir: PathBuf::from("./causet-cluster"),
             base_port: 8087,
             sync: "always".into(),
@@ -253,6 +261,19 @@ fn start_once(o: &StartOptions) -> anyhow::Result<ClusterFile> {
         ports.push(p);
     }
     let index = |dc: u16, node: u16| dc as usize * o.nodes_per_dc as usize + node as usize;
+    let tls_cluster = (o.tls && count > 1).then(|| LOCAL_CLUSTER.to_string());
+    let mut tls_sections = std::collections::BTreeMap::new();
+    if let Some(cluster) = &tls_cluster {
+        let members: Vec<(u16, u16)> =
+            (0..o.dcs).flat_map(|dc| (0..o.nodes_per_dc).map(move |node| (dc, node))).collect();
+        let certs = o.dir.join("certs");
+        // A new cluster, a new CA: certificates of an earlier cluster in this directory must not let it in.
+        let _ = std::fs::remove_dir_all(&certs);
+        let ca = LocalCa::create().map_err(anyhow::Error::msg)?;
+        for (member, tls) in ca.write_cluster(&certs, cluster, &members).map_err(anyhow::Error::msg)? {
+            tls_sections.insert(member, tls_section(&tls));
+        }
+    }
     let mut nodes = Vec::with_capacity(count);
     for dc in 0..o.dcs {
         for node in 0..o.nodes_per_dc {
@@ -281,13 +302,14 @@ fn start_once(o: &StartOptions) -> anyhow::Result<ClusterFile> {
             let config = format!(
                 "# Written by `causet cluster start`.\ndata_dir = \"{}\"\nclient_bind = \"{client}\"\n\
                  admin_bind = \"{admin}\"\nreplication_bind = \"{replication}\"\ndc = {dc}\ndcs = {}\n{members}\
-                 partitions = {}\nsync = \"{}\"\nprotocol = \"{}\"\nadmin_token = \"{token}\"\n{}\n{peers}",
+                 partitions = {}\nsync = \"{}\"\nprotocol = \"{}\"\nadmin_token = \"{token}\"\n{}\n{}{peers}",
                 data_dir.display(),
                 o.dcs,
                 o.partitions,
                 o.sync,
                 o.protocol,
-                o.extra_config
+                o.extra_config,
+                tls_sections.get(&(dc, node)).map(String::as_str).unwrap_or("")
             );
             let config_path = o.dir.join(format!("{name}.toml"));
             std::fs::write(&config_path, config).with_context(|| format!("writing {}", config_path.display()))?;
@@ -315,6 +337,7 @@ fn start_once(o: &StartOptions) -> anyhow::Result<ClusterFile> {
         admin_token: token,
         wan_delay_ms: o.wan_delay_ms,
         wan_matrix: o.wan_matrix.clone(),
+        tls_cluster,
         exe,
     };
     file.save(&o.dir)?;
@@ -426,11 +449,38 @@ pub fn wipe_node(file: &ClusterFile, i: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The name of a local cluster in its nodes' certificates (each local cluster has its own CA).
+const LOCAL_CLUSTER: &str = "local";
+
+/// A node configuration's `[tls]` table.
+fn tls_section(tls: &causet_server::tls::TlsConfig) -> String {
+    format!(
+        "[tls]\nca = \"{}\"\ncert = \"{}\"\nkey = \"{}\"\ncluster = \"{}\"\n",
+        tls.ca.display(),
+        tls.cert.display(),
+        tls.key.display(),
+        tls.cluster
+    )
+}
+
+/// A configuration (TOML text) whose `[tls]` table is `section`.
+fn with_tls(config: &str, section: &str) -> String {
+    let (start, end) = match config.find("\n[tls]\n") {
+        Some(start) => (start, config[start + 1..].find("\n[").map_or(config.len(), |e| start + 1 + e)),
+        // Before the first table, after the top-level keys.
+        None => {
+            let at = config.find("\n[").unwrap_or(config.len());
+            (at, at)
+        }
+    };
+    format!("{}\n{}{}", &config[..start], section, &config[end..])
+}
+
 /// A configuration with the top-level `key` set to `value` (TOML text): its line replaced, or a line added before
 /// the tables that follow the top-level keys.
 fn with_key(config: &str, key: &str, value: &str) -> String {
     let prefix = format!("{key} = ");
-    let top_level = config.find("\n[[").unwrap_or(config.len());
+    let top_level = config.find("\n[").unwrap_or(config.len());
     let (top, tables) = config.split_at(top_level);
     let mut lines: Vec<String> = top.lines().filter(|l| !l.starts_with(&prefix)).map(str::to_string).collect();
     lines.push(format!("{key} = {value}"));
@@ -515,6 +565,13 @@ pub fn add_node(dir: &Path, dc: u16, wait: Duration) -> anyhow::Result<u16> {
         ("join", "true".into()),
     ] {
         config = with_key(&config, key, &value);
+    }
+    if let Some(cluster) = &file.tls_cluster {
+        // The new node's own certificate, from the cluster's CA.
+        let certs = dir.join("certs");
+        let ca = LocalCa::open(&certs).map_err(anyhow::Error::msg)?;
+        let (_, tls) = ca.write_cluster(&certs, cluster, &[(dc, index)]).map_err(anyhow::Error::msg)?.remove(0);
+        config = with_tls(&config, &tls_section(&tls));
     }
     let config_path = dir.join(format!("{name}.toml"));
     std::fs::write(&config_path, config).with_context(|| format!("writing {}", config_path.display()))?;
@@ -798,4 +855,30 @@ pub fn status(dir: &Path) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_configurations_keys_and_tls_table_are_replaced_in_place() {
+        let config = "dc = 0\nnode = 0\n\n[tls]\nca = \"a\"\ncert = \"c0\"\nkey = \"k0\"\ncluster = \"local\"\n\n[[peers]]\ndc = 1\n";
+        let tls = causet_server::tls::TlsConfig {
+            ca: "a".into(),
+            cert: "c1".into(),
+            key: "k1".into(),
+            cluster: "local".into(),
+        };
+        let changed = with_key(&with_tls(config, &tls_section(&tls)), "node", "1");
+        let parsed: toml::Value = toml::from_str(&changed).expect("still TOML");
+        assert_eq!(parsed["node"].as_integer(), Some(1));
+        assert_eq!(parsed["tls"]["cert"].as_str(), Some("c1"));
+        assert_eq!(parsed["tls"]["key"].as_str(), Some("k1"));
+        assert_eq!(parsed["peers"][0]["dc"].as_integer(), Some(1));
+        // A configuration without TLS gains the table before its peers.
+        let plain = "dc = 0\n\n[[peers]]\ndc = 1\n";
+        let parsed: toml::Value = toml::from_str(&with_tls(plain, &tls_section(&tls))).expect("TOML");
+        assert_eq!((parsed["tls"]["cert"].as_str(), parsed["peers"][0]["dc"].as_integer()), (Some("c1"), Some(1)));
+    }
 }

@@ -18,6 +18,22 @@ enum Command {
     /// `/metrics` and `/status` on 127.0.0.1:8088, data in ./causet-data. Flags override the config file; the file overrides the
     /// defaults. Every option is described in docs/configuration.md.
     Start(Box<StartArgs>),
+    /// Make a CA and a certificate per node for a cluster's authenticated links (the `[tls]` table of each node's
+    /// configuration; see docs/security.md). Adds certificates from an existing CA in --out when it holds one.
+    Certs {
+        /// The cluster's name: node N of DC D gets a certificate naming dcD-nN.<cluster>.
+        #[arg(long)]
+        cluster: String,
+        /// DCs.
+        #[arg(long)]
+        dcs: u16,
+        /// Nodes per DC.
+        #[arg(long)]
+        nodes_per_dc: u16,
+        /// Where ca.pem, ca.key and each dcD-nN.pem and .key go (keep ca.key off the nodes).
+        #[arg(long, default_value = "./causet-certs")]
+        out: std::path::PathBuf,
+    },
     /// A local multi-DC cluster of real processes on loopback: `start`, `stop`, `status`.
     Cluster {
         #[command(subcommand)]
@@ -88,6 +104,10 @@ enum ClusterCommand {
         /// See docs/configuration.md ("A delay for each pair of DCs").
         #[arg(long, conflicts_with = "wan_delay_ms")]
         wan_matrix: Option<String>,
+        /// Plain TCP between nodes and DCs instead of mutually authenticated TLS (by default the cluster gets its
+        /// own CA and a certificate per node, in <dir>/certs; see docs/security.md).
+        #[arg(long)]
+        no_tls: bool,
         /// Where configs, data, logs and the cluster file go.
         #[arg(long, default_value = "./causet-cluster")]
         dir: std::path::PathBuf,
@@ -333,10 +353,34 @@ async fn shutdown_signal() {
     let _ = ctrl_c.await;
 }
 
+/// `causet certs`: a CA (or the one already in `out`) and every member's certificate.
+fn certs(cluster: &str, dcs: u16, nodes_per_dc: u16, out: &std::path::Path) -> anyhow::Result<()> {
+    use causet_server::tls::{valid_cluster_name, LocalCa};
+    anyhow::ensure!(
+        valid_cluster_name(cluster),
+        "--cluster {cluster:?}: letters, digits, '-' and '.', as in a DNS name"
+    );
+    anyhow::ensure!(dcs >= 1 && nodes_per_dc >= 1, "--dcs and --nodes-per-dc must be at least 1");
+    let ca = if out.join("ca.key").exists() {
+        println!("using the CA in {}", out.display());
+        LocalCa::open(out).map_err(anyhow::Error::msg)?
+    } else {
+        LocalCa::create().map_err(anyhow::Error::msg)?
+    };
+    let members: Vec<(u16, u16)> = (0..dcs).flat_map(|dc| (0..nodes_per_dc).map(move |n| (dc, n))).collect();
+    let configs = ca.write_cluster(out, cluster, &members).map_err(anyhow::Error::msg)?;
+    println!("wrote {} and {} node certificates to {}", out.join("ca.pem").display(), configs.len(), out.display());
+    println!("each node's configuration takes (node N of DC D):\n");
+    println!("[tls]\nca = \"ca.pem\"\ncert = \"dcD-nN.pem\"\nkey = \"dcD-nN.key\"\ncluster = \"{cluster}\"\n");
+    println!("copy ca.pem and the node's own .pem and .key to it; keep ca.key elsewhere");
+    Ok(())
+}
+
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Start(args) => start(*args)?,
         Command::Check(args) => std::process::exit(causet::check::main(*args)?),
+        Command::Certs { cluster, dcs, nodes_per_dc, out } => certs(&cluster, dcs, nodes_per_dc, &out)?,
         Command::Cluster { command } => match command {
             ClusterCommand::Start {
                 dcs,
@@ -346,6 +390,7 @@ fn main() -> anyhow::Result<()> {
                 wan_delay_ms,
                 jitter_ms,
                 wan_matrix,
+                no_tls,
                 dir,
                 base_port,
                 sync,
@@ -360,6 +405,7 @@ fn main() -> anyhow::Result<()> {
                 let options = cluster::StartOptions {
                     dcs,
                     wan_matrix,
+                    tls: !no_tls,
                     nodes_per_dc,
                     replicas: replicas.unwrap_or(cluster::default_replicas(nodes_per_dc)),
                     partitions,

@@ -109,6 +109,10 @@ pub struct ServerConfig {
     /// node that starts with its own data carries on in the generation it has. Off: a new data directory is one
     /// of a new cluster's first nodes.
     pub join: bool,
+    /// Mutually authenticated TLS on every link between nodes and DCs (`[tls]`: `ca`, `cert`, `key`, `cluster`;
+    /// see docs/security.md). Without it, links are plain TCP and anyone who reaches the replication port can
+    /// pose as a node.
+    pub tls: Option<crate::tls::TlsConfig>,
 }
 
 impl Default for ServerConfig {
@@ -147,6 +151,7 @@ impl Default for ServerConfig {
             replication_window: 8_192,
             admin_token: None,
             join: false,
+            tls: None,
         }
     }
 }

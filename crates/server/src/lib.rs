@@ -18,6 +18,7 @@ pub mod shard;
 pub mod shutdown;
 pub mod status;
 pub mod storage;
+pub mod tls;
 pub mod wan;
 
 use crate::clock::WallClock;
@@ -170,7 +171,14 @@ impl Node {
 
         let (stop, stopped) = watch::channel(false);
         let dc = causet_core::DcId(config.dc);
-        let wan = wan::Wan::start(dc, config.node, &config.nodes, &config.peers, stopped.clone());
+        let tls = config.tls.as_ref().map(tls::PeerTls::load).transpose().map_err(|e| anyhow::anyhow!("[tls]: {e}"))?;
+        if tls.is_none() && (config.dcs > 1 || config.node_count() > 1) {
+            tracing::warn!(
+                "links to other nodes and DCs are plain TCP, unauthenticated: anyone who reaches the replication \
+                 port can pose as a node (configure [tls], see docs/security.md)"
+            );
+        }
+        let wan = wan::Wan::start(dc, config.node, &config.nodes, &config.peers, tls, stopped.clone());
         let nodes = config.node_count();
         let mut topology = config.topology();
         for peer in &config.peers {

@@ -3,7 +3,9 @@
 //! stabilization) between nodes. Messages are encoded envelopes framed by a 4-byte big-endian length; the emulated
 //! WAN delay applies at the sender, on links to other DCs only.
 //!
-//! A link opens with a hello: the sender's DC and node (two big-endian `u16`).
+//! A link opens with a hello: the sender's DC and node (two big-endian `u16`). With TLS configured
+//! ([`crate::tls`]), every link is a mutually authenticated TLS session, the hello travels inside it, and a node
+//! accepts a link only from the member its certificate names.
 //!
 //! Each link is FIFO: a message leaves no earlier than the one before it, whatever its jitter. A link that breaks
 //! drops what it held and reconnects with backoff; the replication protocol notices the gap and resends. An
@@ -11,6 +13,7 @@
 
 use crate::routes::Routes;
 use crate::shutdown::stopped;
+use crate::tls::{PeerIo, PeerTls};
 use bytes::{Buf, BufMut, BytesMut};
 use causet_core::{Address, DcId, Envelope};
 use serde::{Deserialize, Serialize};
@@ -152,6 +155,8 @@ struct WanInner {
     peer_dcs: Mutex<BTreeSet<DcId>>,
     stop: watch::Receiver<bool>,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// TLS for every link, when configured.
+    tls: Option<PeerTls>,
 }
 
 impl Wan {
@@ -162,6 +167,7 @@ impl Wan {
         node: u16,
         members: &[SocketAddr],
         peers: &[PeerConfig],
+        tls: Option<PeerTls>,
         stop: watch::Receiver<bool>,
     ) -> Wan {
         let wan = Wan {
@@ -172,6 +178,7 @@ impl Wan {
                 peer_dcs: Mutex::new(BTreeSet::new()),
                 stop,
                 tasks: Mutex::new(Vec::new()),
+                tls,
             }),
         };
         for (n, addr) in members.iter().enumerate() {
@@ -212,7 +219,7 @@ impl Wan {
             dropped: AtomicU64::new(0),
         });
         let hello = (self.inner.local, self.inner.node);
-        let task = tokio::spawn(run_link(hello, state.clone(), rx, self.inner.stop.clone()));
+        let task = tokio::spawn(run_link(hello, state.clone(), rx, self.inner.tls.clone(), self.inner.stop.clone()));
         self.inner.tasks.lock().unwrap_or_else(|e| e.into_inner()).push(task);
         links.insert((dc, node), (tx, state));
     }
@@ -301,6 +308,7 @@ async fn run_link(
     (local, node): (DcId, u16),
     state: Arc<LinkState>,
     mut queue: mpsc::Receiver<Queued>,
+    tls: Option<PeerTls>,
     mut stop: watch::Receiver<bool>,
 ) {
     let mut backoff = Duration::from_millis(50);
@@ -311,13 +319,17 @@ async fn run_link(
             return;
         }
         let stream = tokio::select! {
-            s = TcpStream::connect(state.addr) => s,
+            s = open(state.addr, tls.as_ref(), state.dc.0, state.node) => s,
             _ = stopped(&mut stop) => return,
         };
         let mut stream = match stream {
             Ok(s) => s,
             Err(e) => {
-                debug!(peer = state.dc.0, error = %e, "cannot reach the peer DC yet");
+                if e.kind() == std::io::ErrorKind::ConnectionRefused {
+                    debug!(peer = state.dc.0, error = %e, "cannot reach the peer DC yet");
+                } else {
+                    warn!(peer = state.dc.0, node = state.node, addr = %state.addr, error = %e, "cannot open a link");
+                }
                 // Messages queued meanwhile are moot: the protocol resends after the gap.
                 while let Ok(_dropped) = queue.try_recv() {
                     state.dropped.fetch_add(1, Ordering::Relaxed);
@@ -327,7 +339,6 @@ async fn run_link(
                 continue;
             }
         };
-        let _ = stream.set_nodelay(true);
         // Hello: which DC and node this link comes from.
         let mut hello = [0u8; 4];
         hello[..2].copy_from_slice(&local.0.to_be_bytes());
@@ -396,8 +407,26 @@ async fn run_link(
     }
 }
 
+/// How long a TLS handshake may take before the link is given up.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Opens a link's connection: TCP, then TLS when configured (the peer must hold node `node` of DC `dc`'s
+/// certificate).
+async fn open(addr: SocketAddr, tls: Option<&PeerTls>, dc: u16, node: u16) -> std::io::Result<Box<dyn PeerIo>> {
+    let tcp = TcpStream::connect(addr).await?;
+    let _ = tcp.set_nodelay(true);
+    match tls {
+        None => Ok(Box::new(tcp)),
+        Some(tls) => tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.connect(tcp, dc, node))
+            .await
+            .unwrap_or_else(|_| Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "the TLS handshake timed out"))),
+    }
+}
+
 /// Accepts links from peer DCs' nodes and from this DC's other nodes, and hands their messages to the shards that
-/// own the receivers.
+/// own the receivers. With TLS, a connection that does not complete a handshake with a certificate of the cluster's
+/// CA, or whose certificate does not name the member its hello announces, is refused and logged, before any of its
+/// messages is read.
 pub async fn accept_peers(listener: TcpListener, routes: Routes, wan: Wan, mut stop: watch::Receiver<bool>) {
     loop {
         let accepted = tokio::select! {
@@ -408,7 +437,15 @@ pub async fn accept_peers(listener: TcpListener, routes: Routes, wan: Wan, mut s
         let _ = socket.set_nodelay(true);
         let (routes, wan, stop) = (routes.clone(), wan.clone(), stop.clone());
         tokio::spawn(async move {
-            if let Err(e) = serve_peer(socket, routes, wan, stop).await {
+            let (stream, identity): (Box<dyn PeerIo>, _) = match wan.inner.tls.clone() {
+                None => (Box::new(socket), None),
+                Some(tls) => match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(socket)).await {
+                    Ok(Ok((stream, cert))) => (stream, Some((tls, cert))),
+                    Ok(Err(e)) => return warn!(%peer, error = %e, "refused a link: the TLS handshake failed"),
+                    Err(_) => return warn!(%peer, "refused a link: the TLS handshake timed out"),
+                },
+            };
+            if let Err(e) = serve_peer(stream, identity, routes, wan, stop).await {
                 debug!(%peer, error = %e, "a peer link closed");
             }
         });
@@ -416,13 +453,20 @@ pub async fn accept_peers(listener: TcpListener, routes: Routes, wan: Wan, mut s
 }
 
 async fn serve_peer(
-    mut socket: TcpStream,
+    mut socket: Box<dyn PeerIo>,
+    identity: Option<(PeerTls, rustls::pki_types::CertificateDer<'static>)>,
     routes: Routes,
     wan: Wan,
     mut stop: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
     let origin = DcId(socket.read_u16().await?);
     let origin_node = socket.read_u16().await?;
+    if let Some((tls, cert)) = &identity {
+        if let Err(reason) = tls.check_member(cert, origin.0, origin_node) {
+            warn!(reason, "refused a link: its certificate does not name the member it announced");
+            anyhow::bail!(reason);
+        }
+    }
     let (topology, layout) = (&routes.topology, routes.layout);
     let dcs = topology.dcs();
     anyhow::ensure!(origin.0 < dcs, "a peer announced DC {} of {dcs}", origin.0);
@@ -537,7 +581,7 @@ mod tests {
             sent: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
         });
-        let link = tokio::spawn(run_link((DcId(0), 0), state.clone(), rx, stop));
+        let link = tokio::spawn(run_link((DcId(0), 0), state.clone(), rx, None, stop));
         let (mut socket, _) = listener.accept().await.expect("the link connects");
         let start = tokio::time::Instant::now();
         for k in 0..2_000 {
