@@ -3,6 +3,7 @@
 import json
 import re
 import signal
+import urllib.request
 
 import pytest
 from antidotedb import AntidoteClient, AntidoteException, Counter, Key, Register
@@ -47,7 +48,8 @@ def test_health(server):
 def test_metrics_count_committed_transactions(server, client, key):
     _, _, admin = server
     text = metrics(admin)
-    assert "# TYPE causet_transactions_committed counter" in text
+    # Prometheus' text format 0.0.4 by default: a counter's metadata names its samples.
+    assert "# TYPE causet_transactions_committed_total counter" in text
     before = metric(text, "causet_transactions_committed_total")
     assert before is not None, text[:2000]
     k = key("COUNTER")
@@ -58,6 +60,18 @@ def test_metrics_count_committed_transactions(server, client, key):
     assert tx.commit() is True
     after = metric(metrics(admin), "causet_transactions_committed_total")
     assert after >= before + 4
+
+
+def test_metrics_speak_openmetrics_to_who_asks_for_it(server):
+    _, _, admin = server
+    request = urllib.request.Request(f"{admin}/metrics", headers={"Accept": "application/openmetrics-text; version=1.0.0"})
+    with urllib.request.urlopen(request, timeout=5) as resp:
+        assert resp.headers["Content-Type"].startswith("application/openmetrics-text")
+        text = resp.read().decode("utf-8")
+    assert "# TYPE causet_transactions_committed counter" in text
+    assert text.rstrip().endswith("# EOF")
+    plain = metrics(admin)
+    assert "# EOF" not in plain
 
 
 def test_metrics_count_started_transactions_and_open_ones(server, client, key):

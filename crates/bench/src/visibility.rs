@@ -2,7 +2,7 @@
 //! - from the client side: a prober commits a fresh set element at one DC and polls every other DC (static reads
 //!   without the writer's clock, every millisecond) until the element shows; the latency runs from the commit's
 //!   acknowledgement to the first read that shows it, so it includes up to one poll interval;
-//! - from the server side: every 50 ms, each DC's `/metrics` gives `causet_stable_snapshot_age_microseconds{dc}`,
+//! - from the server side: every 50 ms, each DC's `/metrics` gives `causet_stable_snapshot_age_seconds{dc}`,
 //!   how far its stable snapshot's entry for each peer DC lags behind now (a commit of that DC becomes readable
 //!   here once the entry passes it).
 
@@ -25,7 +25,7 @@ const SCRAPE_INTERVAL: Duration = Duration::from_millis(50);
 /// A write not visible after this long counts as lost.
 const GIVE_UP_AFTER: Duration = Duration::from_secs(10);
 /// The server-side metric's name.
-pub const SERVER_METRIC: &str = "causet_stable_snapshot_age_microseconds";
+pub const SERVER_METRIC: &str = "causet_stable_snapshot_age_seconds";
 
 /// Visibility from one DC to another.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -178,14 +178,14 @@ async fn scrape(target: &Target, deadline: Instant) -> BTreeMap<(usize, usize), 
     out
 }
 
-/// The `(dc, age µs)` samples of the server-side metric in a Prometheus text exposition.
+/// The `(dc, age µs)` samples of the server-side metric (in seconds) in a Prometheus text exposition.
 pub fn parse_stable_snapshot_ages(text: &str) -> Vec<(u16, u64)> {
     text.lines()
         .filter_map(|line| {
             let rest = line.strip_prefix(SERVER_METRIC)?.strip_prefix("{")?;
             let (labels, value) = rest.split_once('}')?;
             let dc = labels.split(',').find_map(|l| l.trim().strip_prefix("dc=\""))?.strip_suffix('"')?;
-            Some((dc.parse().ok()?, value.trim().parse::<f64>().ok()?.max(0.0) as u64))
+            Some((dc.parse().ok()?, (value.trim().parse::<f64>().ok()?.max(0.0) * 1e6).round() as u64))
         })
         .collect()
 }
@@ -233,10 +233,10 @@ mod tests {
 
     #[test]
     fn the_server_metric_is_read_per_dc_from_the_exposition() {
-        let text = "# HELP causet_stable_snapshot_age_microseconds Per DC\n\
-                    # TYPE causet_stable_snapshot_age_microseconds gauge\n\
-                    causet_stable_snapshot_age_microseconds{dc=\"0\"} 120\n\
-                    causet_stable_snapshot_age_microseconds{dc=\"2\"} 51234\n\
+        let text = "# HELP causet_stable_snapshot_age_seconds Per DC\n\
+                    # TYPE causet_stable_snapshot_age_seconds gauge\n\
+                    causet_stable_snapshot_age_seconds{dc=\"0\"} 0.00012\n\
+                    causet_stable_snapshot_age_seconds{dc=\"2\"} 0.051234\n\
                     causet_transactions_committed_total 5\n";
         assert_eq!(parse_stable_snapshot_ages(text), vec![(0, 120), (2, 51_234)]);
     }

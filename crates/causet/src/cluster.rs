@@ -72,10 +72,25 @@ impl ClusterFile {
         self.nodes.iter().filter(|n| n.dc == dc).map(|n| n.client).collect()
     }
 
-    /// Writes the file to `<dir>/cluster.json`.
+    /// Writes the file to `<dir>/cluster.json`, and `<dir>/prometheus-targets.json`: every node's admin address
+    /// with `causet_dc` and `causet_node` labels, in Prometheus' file-based discovery format
+    /// (`deploy/prometheus.yml` reads it).
     pub fn save(&self, dir: &Path) -> anyhow::Result<()> {
         let path = cluster_file(dir);
         std::fs::write(&path, serde_json::to_string_pretty(self)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+        let targets: Vec<serde_json::Value> = self
+            .nodes
+            .iter()
+            .map(|n| {
+                serde_json::json!({
+                    "targets": [n.admin.to_string()],
+                    "labels": { "causet_dc": n.dc.to_string(), "causet_node": n.node.to_string() },
+                })
+            })
+            .collect();
+        let path = dir.join("prometheus-targets.json");
+        std::fs::write(&path, serde_json::to_string_pretty(&targets)?)
             .with_context(|| format!("writing {}", path.display()))
     }
 }

@@ -34,7 +34,7 @@ pub async fn serve(listener: TcpListener, state: Arc<NodeState>, mut stop: watch
     }
 }
 
-async fn metrics(State(state): State<Arc<NodeState>>) -> impl IntoResponse {
+async fn metrics(State(state): State<Arc<NodeState>>, headers: axum::http::HeaderMap) -> impl IntoResponse {
     let shards = state.status().await;
     let m = &state.metrics;
     m.open_transactions.set(shards.iter().map(|s| s.open_transactions as i64).sum());
@@ -43,7 +43,8 @@ async fn metrics(State(state): State<Arc<NodeState>>) -> impl IntoResponse {
         let now = state.clock.now_us();
         for (dc, entry) in stable.iter().enumerate() {
             let us = entry >> causet_core::time::LOGICAL_BITS;
-            m.stable_snapshot_age_us.get_or_create(&vec![("dc", dc.to_string())]).set(now.saturating_sub(us) as i64);
+            let age = now.saturating_sub(us) as f64 / 1e6;
+            m.stable_snapshot_age.get_or_create(&vec![("dc", dc.to_string())]).set(age);
         }
     }
     for link in state.wan.links() {
@@ -56,7 +57,17 @@ async fn metrics(State(state): State<Arc<NodeState>>) -> impl IntoResponse {
     m.log_records.set(stats.logs.values().map(|l| l.records).sum());
     m.log_bytes.set(stats.logs.values().map(|l| l.bytes).sum());
     m.fsyncs.set(stats.fsyncs);
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], m.encode())
+    // Prometheus asks for OpenMetrics first in its Accept header; a plain request gets the classic text format.
+    let openmetrics = headers
+        .get(header::ACCEPT)
+        .and_then(|a| a.to_str().ok())
+        .is_some_and(|a| a.contains("application/openmetrics-text"));
+    let content_type = if openmetrics {
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    } else {
+        "text/plain; version=0.0.4; charset=utf-8"
+    };
+    ([(header::CONTENT_TYPE, content_type)], m.encode(openmetrics))
 }
 
 /// Checks the admin token: a state-changing call is refused unless the node was given a token and the request

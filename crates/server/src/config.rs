@@ -54,6 +54,11 @@ pub struct ServerConfig {
     pub sync: SyncPolicy,
     /// fsync interval with `sync = "periodic"`, ms.
     pub sync_interval_ms: u64,
+    /// The storage engine's block cache, MiB.
+    pub cache_mb: u64,
+    /// The most each of the storage engine's four memtables holds before it is flushed, MiB: resident memory grows
+    /// by up to this per memtable under writes. Smaller bounds memory at some cost in write throughput.
+    pub memtable_mb: u64,
     /// How often each partition writes a checkpoint (which bounds recovery time and lets the log be truncated), s.
     pub checkpoint_interval_s: u64,
     /// How often partitions report their pvc and the stable snapshot is recomputed, ms.
@@ -131,6 +136,8 @@ impl Default for ServerConfig {
             protocol: causet_core::Protocol::Cure,
             sync: SyncPolicy::Always,
             sync_interval_ms: 10,
+            cache_mb: 64,
+            memtable_mb: 64,
             checkpoint_interval_s: 60,
             stable_interval_ms: 1,
             tx_idle_timeout_ms: 30_000,
@@ -241,6 +248,12 @@ impl ServerConfig {
         if self.clock_bound_ms == 0 || self.clock_bound_ms > 10_000 {
             return bad("clock_bound_ms must be between 1 and 10000");
         }
+        if self.cache_mb == 0 || self.cache_mb > 1 << 20 {
+            return bad("cache_mb must be between 1 and 1048576");
+        }
+        if self.memtable_mb == 0 || self.memtable_mb > 1024 {
+            return bad("memtable_mb must be between 1 and 1024");
+        }
         if self.replication_window == 0 {
             return bad("replication_window must be positive");
         }
@@ -327,6 +340,12 @@ mod tests {
         let c: ServerConfig = toml::from_str("clock_bound_ms = 20").expect("parses");
         assert_eq!(c.protocol().clock_bound_us, 20_000);
         assert!(ServerConfig { clock_bound_ms: 0, ..ServerConfig::default() }.validate().is_err());
+        let c: ServerConfig = toml::from_str("memtable_mb = 8\ncache_mb = 32").expect("parses");
+        assert_eq!((c.memtable_mb, c.cache_mb), (8, 32));
+        assert!(ServerConfig { memtable_mb: 0, ..ServerConfig::default() }.validate().is_err());
+        let tls: ServerConfig =
+            toml::from_str("[tls]\nca = \"a\"\ncert = \"c\"\nkey = \"k\"\ncluster = \"x\"").expect("parses");
+        assert_eq!(tls.tls.map(|t| t.cluster), Some("x".to_string()));
     }
 
     #[test]

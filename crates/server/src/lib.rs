@@ -155,7 +155,13 @@ impl Node {
         };
         // A replica's log is compacted after its checkpoints like a record log; followers that need what was
         // compacted get a snapshot.
-        let options = StorageOptions { sync, truncate_group_logs: true, ..StorageOptions::default() };
+        let options = StorageOptions {
+            sync,
+            truncate_group_logs: true,
+            cache_bytes: config.cache_mb << 20,
+            memtable_bytes: config.memtable_mb << 20,
+            ..StorageOptions::default()
+        };
         let (store, mut durable) = FjallStore::open(&config.data_dir, options)
             .with_context(|| format!("opening the store in {}", config.data_dir.display()))?;
         let store = Arc::new(store);

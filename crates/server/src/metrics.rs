@@ -39,15 +39,15 @@ pub struct Metrics {
     pub log_bytes: Gauge<u64, AtomicU64>,
     /// fsyncs done.
     pub fsyncs: Gauge<u64, AtomicU64>,
-    /// Per DC, microseconds between now and the stable snapshot's entry for that DC, at scrape time. For a peer DC
-    /// it bounds remote visibility: a commit of that DC becomes readable here once the entry passes its time.
-    pub stable_snapshot_age_us: Family<Vec<(&'static str, String)>, Gauge>,
+    /// Per DC, seconds between now and the stable snapshot's entry for that DC, at scrape time. For a peer DC it
+    /// bounds remote visibility: a commit of that DC becomes readable here once the entry passes its time.
+    pub stable_snapshot_age: Family<Vec<(&'static str, String)>, Gauge<f64, AtomicU64>>,
     /// Messages between this node's shards dropped at a full inbox, at scrape time.
     pub shard_messages_dropped: Gauge<u64, AtomicU64>,
     /// Messages sent and dropped on each link to a peer DC, at scrape time.
     pub link_messages: Family<Vec<(&'static str, String)>, Gauge<u64, AtomicU64>>,
-    /// Per peer DC, the largest lag of its acknowledgement over the partitions here, ms, at scrape time.
-    pub replication_ack_lag_ms: Family<Vec<(&'static str, String)>, Gauge<u64, AtomicU64>>,
+    /// Per peer DC, the largest lag of its acknowledgement over the partitions here, seconds, at scrape time.
+    pub replication_ack_lag: Family<Vec<(&'static str, String)>, Gauge<f64, AtomicU64>>,
     /// Per replica held here: whether it leads (1) or not (0).
     pub replica_leader: Family<PartitionLabel, Gauge>,
     /// Per replica: its Raft term.
@@ -106,7 +106,7 @@ impl Metrics {
         let log_records = Gauge::<u64, AtomicU64>::default();
         let log_bytes = Gauge::<u64, AtomicU64>::default();
         let fsyncs = Gauge::<u64, AtomicU64>::default();
-        let stable_snapshot_age_us = Family::<Vec<(&'static str, String)>, Gauge>::default();
+        let stable_snapshot_age = Family::<Vec<(&'static str, String)>, Gauge<f64, AtomicU64>>::default();
         let link_messages = Family::<Vec<(&'static str, String)>, Gauge<u64, AtomicU64>>::default();
         let shard_messages_dropped = Gauge::<u64, AtomicU64>::default();
         let replica_leader = Family::<PartitionLabel, Gauge>::default();
@@ -197,17 +197,17 @@ impl Metrics {
         registry.register("log_bytes", "Log bytes kept", log_bytes.clone());
         registry.register("fsyncs", "fsyncs of the log", fsyncs.clone());
         registry.register(
-            "stable_snapshot_age_microseconds",
+            "stable_snapshot_age_seconds",
             "Per DC, how far the stable snapshot's entry lags behind now (for a peer DC: the remote visibility delay)",
-            stable_snapshot_age_us.clone(),
+            stable_snapshot_age.clone(),
         );
         registry.register("link_messages", "Messages on each link to a peer DC, by outcome", link_messages.clone());
-        let replication_ack_lag_ms = Family::<Vec<(&'static str, String)>, Gauge<u64, AtomicU64>>::default();
+        let replication_ack_lag = Family::<Vec<(&'static str, String)>, Gauge<f64, AtomicU64>>::default();
         registry.register(
-            "replication_ack_lag_milliseconds",
+            "replication_ack_lag_seconds",
             "Per peer DC: how far its acknowledgement of this node's transactions lags, the most over the partitions \
              here (it grows for as long as the peer is away; the backlog is about this times the write rate)",
-            replication_ack_lag_ms.clone(),
+            replication_ack_lag.clone(),
         );
         Self {
             registry,
@@ -223,9 +223,9 @@ impl Metrics {
             log_records,
             log_bytes,
             fsyncs,
-            stable_snapshot_age_us,
+            stable_snapshot_age,
             link_messages,
-            replication_ack_lag_ms,
+            replication_ack_lag,
             shard_messages_dropped,
             replica_leader,
             replica_term,
@@ -287,20 +287,52 @@ impl Metrics {
             *most = (*most).max(*ms);
         }
         for (peer, ms) in lag {
-            self.replication_ack_lag_ms.get_or_create(&vec![("peer", peer.to_string())]).set(ms);
+            self.replication_ack_lag.get_or_create(&vec![("peer", peer.to_string())]).set(ms as f64 / 1000.0);
         }
         raise(&self.resends_to_new_leaders, shards.iter().map(|s| s.resends_to_new_leaders).sum());
         let duplicates = shards.iter().flat_map(|s| &s.partitions).map(|p| p.duplicate_prepares).sum();
         raise(&self.duplicate_prepares, duplicates);
     }
 
-    /// The Prometheus text exposition.
-    pub fn encode(&self) -> String {
+    /// The exposition: OpenMetrics text (`openmetrics`), or else Prometheus' text format 0.0.4, which scrapers and
+    /// `promtool` take when they do not ask for OpenMetrics.
+    pub fn encode(&self, openmetrics: bool) -> String {
         let mut out = String::new();
         // Writing to a String cannot fail.
         prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("encoding to a String");
-        out
+        if openmetrics {
+            out
+        } else {
+            prometheus_text(&out)
+        }
     }
+}
+
+/// OpenMetrics text as Prometheus' text format 0.0.4: a counter's `# HELP` and `# TYPE` name its samples' name
+/// (`x_total`, where OpenMetrics names the family `x`), and the OpenMetrics-only lines (`# UNIT`, `# EOF`) go.
+fn prometheus_text(openmetrics: &str) -> String {
+    let counters: std::collections::HashSet<&str> =
+        openmetrics.lines().filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter")).collect();
+    let mut out = String::with_capacity(openmetrics.len());
+    for line in openmetrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let meta = ["# HELP ", "# TYPE "].into_iter().find_map(|p| line.strip_prefix(p).map(|rest| (p, rest)));
+        match meta {
+            Some((prefix, rest)) => {
+                let name = rest.split(' ').next().unwrap_or_default();
+                if counters.contains(name) {
+                    out.push_str(&format!("{prefix}{name}_total{}", &rest[name.len()..]));
+                } else {
+                    out.push_str(line);
+                }
+            }
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
 }
 
 #[cfg(test)]
@@ -372,7 +404,7 @@ mod tests {
         let m = Metrics::new();
         m.observe_shards(&[shard(1, 2, 0)]);
         m.observe_shards(&[shard(2, 5, 1)]);
-        let text = m.encode();
+        let text = m.encode(false);
         for line in [
             "causet_replica_leader{partition=\"3\"} 1",
             "causet_replica_term{partition=\"3\"} 7",
@@ -392,9 +424,16 @@ mod tests {
             "causet_replica_nearest_reads_total{partition=\"3\",outcome=\"passed_on\"} 1",
             "causet_resends_to_new_leaders_total 5",
             "causet_duplicate_prepares_total 1",
-            "causet_replication_ack_lag_milliseconds{peer=\"1\"} 12",
+            "causet_replication_ack_lag_seconds{peer=\"1\"} 0.012",
         ] {
             assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
         }
+        // Prometheus' text format: a counter's metadata names its samples; nothing OpenMetrics-only.
+        assert!(text.contains("# TYPE causet_resends_to_new_leaders_total counter\n"), "{text}");
+        assert!(text.contains("# HELP causet_resends_to_new_leaders_total "), "{text}");
+        assert!(!text.contains("# EOF") && !text.contains("# UNIT"), "{text}");
+        let openmetrics = m.encode(true);
+        assert!(openmetrics.contains("# TYPE causet_resends_to_new_leaders counter\n"), "{openmetrics}");
+        assert!(openmetrics.trim_end().ends_with("# EOF"), "{openmetrics}");
     }
 }

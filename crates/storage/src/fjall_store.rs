@@ -209,10 +209,12 @@ impl FjallStore {
     pub fn open(dir: &Path, options: StorageOptions) -> Result<(FjallStore, DurableReceiver)> {
         validate(&options)?;
         let db = Database::builder(dir).cache_size(options.cache_bytes).open()?;
-        let log = db.keyspace("log", KeyspaceCreateOptions::default)?;
-        let checkpoints = db.keyspace("checkpoint", KeyspaceCreateOptions::default)?;
-        let meta = db.keyspace("meta", KeyspaceCreateOptions::default)?;
-        let raft = db.keyspace("raft", KeyspaceCreateOptions::default)?;
+        let memtable = options.memtable_bytes;
+        let keyspace = move || KeyspaceCreateOptions::default().max_memtable_size(memtable);
+        let log = db.keyspace("log", keyspace)?;
+        let checkpoints = db.keyspace("checkpoint", keyspace)?;
+        let meta = db.keyspace("meta", keyspace)?;
+        let raft = db.keyspace("raft", keyspace)?;
 
         // What is on disk: each partition's log extent and size, and its checkpoint's lsn.
         let mut cursors: HashMap<PartitionId, Cursor> = HashMap::new();
@@ -479,6 +481,9 @@ fn validate(options: &StorageOptions) -> Result<()> {
     let invalid = |what: &str| Err(StorageError::InvalidOptions(what.to_string()));
     if options.queue_capacity == 0 {
         return invalid("queue_capacity must be at least 1");
+    }
+    if options.memtable_bytes < 1 << 20 {
+        return invalid("memtable_bytes must be at least 1 MiB");
     }
     if options.batch_writes_max == 0 {
         return invalid("batch_writes_max must be at least 1");

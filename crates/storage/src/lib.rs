@@ -284,6 +284,9 @@ pub struct StorageOptions {
     pub batch_bytes_max: usize,
     /// The engine's block cache.
     pub cache_bytes: u64,
+    /// The most bytes each keyspace's memtable holds before it is flushed to disk (the engine has four: log,
+    /// Raft log, checkpoints, metadata). Resident memory grows by up to this per keyspace under writes.
+    pub memtable_bytes: u64,
     /// Whether checkpoints truncate the Raft group entries they cover (as they do records). Off by default (crate
     /// documentation, "Compaction").
     pub truncate_group_logs: bool,
@@ -297,6 +300,7 @@ impl Default for StorageOptions {
             batch_writes_max: 8_192,
             batch_bytes_max: 16 << 20,
             cache_bytes: 64 << 20,
+            memtable_bytes: 64 << 20,
             truncate_group_logs: false,
         }
     }

@@ -636,3 +636,27 @@ fn checkpoints_after_a_snapshot_truncate_after_its_compaction_point() {
     assert_eq!(store.load_group(P0).unwrap().durable.entries, entries(13, 13, 3));
     store.close().unwrap();
 }
+
+/// With 1 MiB memtables, a group log of several MiB goes through many flushes to disk and still reads back whole,
+/// before and after a reopen.
+#[test]
+fn a_log_larger_than_small_memtables_reads_back_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let small = || StorageOptions { memtable_bytes: 1 << 20, ..StorageOptions::default() };
+    let (store, mut rx) = FjallStore::open(dir.path(), small()).expect("open the store");
+    let big = |index: u64| Entry { index: Lsn(index), term: 1, kind: EntryKind::Normal, data: vec![index as u8; 4096] };
+    for (ready, chunk) in (1..=1000u64).collect::<Vec<_>>().chunks(100).enumerate() {
+        store.write_group(P0, ready as u64 + 1, None, chunk.iter().map(|i| big(*i)).collect(), None).unwrap();
+    }
+    wait_group(&mut rx, &[(P0, 10)]);
+    let check = |store: &FjallStore| {
+        let entries = store.load_group(P0).unwrap().durable.entries;
+        assert_eq!(indexes(&entries), (1..=1000).collect::<Vec<_>>());
+        assert!(entries.iter().all(|e| e.data == vec![e.index.0 as u8; 4096]));
+    };
+    check(&store);
+    store.close().unwrap();
+    let (store, _rx) = FjallStore::open(dir.path(), small()).expect("reopen");
+    check(&store);
+    store.close().unwrap();
+}
