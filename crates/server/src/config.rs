@@ -118,6 +118,9 @@ pub struct ServerConfig {
     /// see docs/security.md). Without it, links are plain TCP and anyone who reaches the replication port can
     /// pose as a node.
     pub tls: Option<crate::tls::TlsConfig>,
+    /// TLS on the client port (`[client_tls]`: `cert`, `key`), off by default: AntidoteDB's clients speak plain
+    /// TCP. With it, the port accepts TLS only.
+    pub client_tls: Option<crate::tls::ClientTlsConfig>,
 }
 
 impl Default for ServerConfig {
@@ -159,6 +162,7 @@ impl Default for ServerConfig {
             admin_token: None,
             join: false,
             tls: None,
+            client_tls: None,
         }
     }
 }

@@ -24,15 +24,23 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch, Semaphore};
 use tracing::{debug, warn};
 
 /// AntidoteDB's "unknown" error code.
 const ERROR_UNKNOWN: u32 = 0;
 
-/// Accepts connections until `stop` turns true.
-pub async fn accept_loop(listener: TcpListener, state: Arc<NodeState>, stop: watch::Receiver<bool>) {
+/// How long a client's TLS handshake may take.
+const CLIENT_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Accepts connections until `stop` turns true; with `tls`, each speaks TLS (`[client_tls]`).
+pub async fn accept_loop(
+    listener: TcpListener,
+    state: Arc<NodeState>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    stop: watch::Receiver<bool>,
+) {
     let limit = Arc::new(Semaphore::new(state.config.max_connections));
     let mut stopping = stop.clone();
     loop {
@@ -48,39 +56,55 @@ pub async fn accept_loop(listener: TcpListener, state: Arc<NodeState>, stop: wat
                     }
                 };
                 let _ = socket.set_nodelay(true);
-                match limit.clone().try_acquire_owned() {
-                    Ok(permit) => {
-                        let state = state.clone();
-                        let stop = stop.clone();
-                        tokio::spawn(async move {
-                            serve(socket, state, stop).await;
-                            drop(permit);
-                        });
-                    }
-                    Err(_) => {
+                let permit = limit.clone().try_acquire_owned();
+                let (state, stop, tls) = (state.clone(), stop.clone(), tls.clone());
+                tokio::spawn(async move {
+                    let max = state.config.max_connections;
+                    let Some(tls) = tls else {
+                        let Ok(_permit) = permit else {
+                            state.metrics.connections_refused.inc();
+                            debug!(%peer, "refused: connection limit");
+                            return refuse(socket, max).await;
+                        };
+                        let (reader, writer) = socket.into_split();
+                        return serve(reader, writer, quick_ack, state, stop).await;
+                    };
+                    let stream = match tokio::time::timeout(CLIENT_HANDSHAKE_TIMEOUT, tls.accept(socket)).await {
+                        Ok(Ok(stream)) => stream,
+                        Ok(Err(e)) => return debug!(%peer, error = %e, "a client's TLS handshake failed"),
+                        Err(_) => return debug!(%peer, "a client's TLS handshake timed out"),
+                    };
+                    let Ok(_permit) = permit else {
                         state.metrics.connections_refused.inc();
                         debug!(%peer, "refused: connection limit");
-                        let max = state.config.max_connections;
-                        tokio::spawn(refuse(socket, max));
-                    }
-                }
+                        return refuse(stream, max).await;
+                    };
+                    // No quick acknowledgements under TLS: the session owns the socket.
+                    let (reader, writer) = tokio::io::split(stream);
+                    serve(reader, writer, |_| {}, state, stop).await
+                });
             }
             _ = stopped(&mut stopping) => break,
         }
     }
 }
 
-async fn refuse(mut socket: TcpStream, max: usize) {
+async fn refuse(mut socket: impl tokio::io::AsyncWrite + Unpin, max: usize) {
     let msg = format!("too many connections: this node serves at most {max} at once; retry later");
     let _ = socket.write_all(&error_frame(&msg, ERROR_UNKNOWN)).await;
     let _ = socket.shutdown().await;
 }
 
-async fn serve(socket: TcpStream, state: Arc<NodeState>, mut stop: watch::Receiver<bool>) {
+async fn serve<R: tokio::io::AsyncRead + Unpin, W: tokio::io::AsyncWrite + Unpin>(
+    mut reader: R,
+    mut writer: W,
+    quick_ack: impl Fn(&R),
+    state: Arc<NodeState>,
+    mut stop: watch::Receiver<bool>,
+) {
     let client = ClientId(state.next_client.fetch_add(1, Ordering::Relaxed));
     let home = client.0 as usize % state.routes.inboxes.len();
     state.metrics.connections.inc();
-    let (mut reader, mut writer) = socket.into_split();
     let mut buf = BytesMut::with_capacity(8 * 1024);
     let max = state.config.max_frame_bytes;
     'connection: loop {
@@ -154,7 +178,7 @@ fn discard_limit(max_frame_bytes: usize) -> usize {
 /// 64 KiB at a time, so nothing is allocated in proportion to the frame). Bytes that follow go on in `buf`. False
 /// when the stream ended, failed or the node is stopping.
 async fn discard(
-    reader: &mut tokio::net::tcp::OwnedReadHalf,
+    reader: &mut (impl tokio::io::AsyncRead + Unpin),
     buf: &mut BytesMut,
     mut bytes: usize,
     stop: &mut watch::Receiver<bool>,

@@ -178,6 +178,12 @@ impl Node {
         let (stop, stopped) = watch::channel(false);
         let dc = causet_core::DcId(config.dc);
         let tls = config.tls.as_ref().map(tls::PeerTls::load).transpose().map_err(|e| anyhow::anyhow!("[tls]: {e}"))?;
+        let client_tls = config
+            .client_tls
+            .as_ref()
+            .map(tls::client_acceptor)
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("[client_tls]: {e}"))?;
         if tls.is_none() && (config.dcs > 1 || config.node_count() > 1) {
             tracing::warn!(
                 "links to other nodes and DCs are plain TCP, unauthenticated: anyone who reaches the replication \
@@ -304,7 +310,7 @@ impl Node {
             .await
             .with_context(|| format!("binding the client port {}", config.client_bind))?;
         let client_addr = listener.local_addr()?;
-        tasks.push(tokio::spawn(connection::accept_loop(listener, state.clone(), stopped.clone())));
+        tasks.push(tokio::spawn(connection::accept_loop(listener, state.clone(), client_tls, stopped.clone())));
 
         let admin = TcpListener::bind(config.admin_bind)
             .await

@@ -41,6 +41,31 @@ pub struct TlsConfig {
     pub cluster: String,
 }
 
+/// The `[client_tls]` section: TLS on the client port (server-authenticated only: AntidoteDB's protocol has no
+/// client certificates; applications authenticate the server).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientTlsConfig {
+    /// The certificate chain the node presents to clients (PEM).
+    pub cert: PathBuf,
+    /// Its private key (PEM).
+    pub key: PathBuf,
+}
+
+/// The acceptor for TLS on the client port. Errors name the file and the problem.
+pub fn client_acceptor(c: &ClientTlsConfig) -> Result<TlsAcceptor, String> {
+    let certs = read_certs(&c.cert, "client-port certificate")?;
+    let key = PrivateKeyDer::from_pem_file(&c.key)
+        .map_err(|e| format!("reading the client-port private key {}: {e}", c.key.display()))?;
+    let config = ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| format!("the client-port certificate {} and key {}: {e}", c.cert.display(), c.key.display()))?;
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
 /// The name node `node` of DC `dc` of cluster `cluster` carries in its certificate.
 pub fn member_name(cluster: &str, dc: u16, node: u16) -> String {
     format!("dc{dc}-n{node}.{cluster}")

@@ -74,6 +74,20 @@ async fn stable_entry_of_dc0(admin: std::net::SocketAddr) -> u64 {
     status["stable_snapshot"][0].as_u64().expect("a stable snapshot entry for DC 0")
 }
 
+/// A TLS client that trusts the CA in `ca` and has no certificate of its own.
+fn trusting(ca: &std::path::Path) -> rustls::ClientConfig {
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls::pki_types::CertificateDer::pem_file_iter(ca).expect("reads the CA").flatten() {
+        roots.add(c).expect("a root");
+    }
+    rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth()
+}
+
 fn tls_for(ca: &LocalCa, dir: &std::path::Path, cluster: &str, dc: u16, node: u16) -> TlsConfig {
     ca.write_cluster(dir, cluster, &[(dc, node)]).expect("writes certificates").remove(0).1
 }
@@ -120,19 +134,7 @@ async fn only_a_member_with_its_own_certificate_can_open_a_link() {
         let tcp = TcpStream::connect(addr).await.expect("connects");
         assert!(!send_and_stays_open(Box::new(tcp), 0, up_to).await, "plain TCP was accepted");
         // TLS with no certificate of its own.
-        let roots = {
-            let mut r = rustls::RootCertStore::empty();
-            use rustls::pki_types::pem::PemObject;
-            for c in rustls::pki_types::CertificateDer::pem_file_iter(&node_tls.ca).expect("reads").flatten() {
-                r.add(c).expect("a root");
-            }
-            r
-        };
-        let anonymous = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .expect("versions")
-            .with_root_certificates(roots)
-            .with_no_client_auth();
+        let anonymous = trusting(&node_tls.ca);
         let name = rustls::pki_types::ServerName::try_from("dc1-n0.alpha").expect("a name");
         let tcp = TcpStream::connect(addr).await.expect("connects");
         let anonymous = tokio_rustls::TlsConnector::from(Arc::new(anonymous)).connect(name, tcp).await;
@@ -176,6 +178,69 @@ async fn only_a_member_with_its_own_certificate_can_open_a_link() {
         assert!(logs.matches("refused a link").count() >= 5, "every refusal is logged with its reason:\n{logs}");
         assert!(logs.contains("does not name dc0-n1.alpha"), "the impersonation's reason:\n{logs}");
         assert!(logs.contains("the TLS handshake failed"), "{logs}");
+    })
+    .await
+    .expect("the test finished in time");
+}
+
+/// With `[client_tls]`, the client port speaks AntidoteDB's protocol inside TLS: a static update and a static read
+/// go through; a client speaking plain TCP gets no answer and is disconnected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_port_serves_tls_when_configured() {
+    use causet_core::coordinator::{ClientRequest, ClientResponse, ReadFrom};
+    use causet_core::ObjectId;
+    use causet_crdt::{CrdtType, Op, Value};
+    use causet_wire::{decode_frame, decode_reply, encode_request, ReplyKind, Request};
+    tokio::time::timeout(Duration::from_secs(60), async {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let ca = LocalCa::create().expect("a CA");
+        let member = tls_for(&ca, &dir.path().join("certs"), "shop", 0, 0);
+        let config = ServerConfig {
+            data_dir: dir.path().join("data"),
+            client_bind: "127.0.0.1:0".parse().expect("address"),
+            admin_bind: "127.0.0.1:0".parse().expect("address"),
+            partitions: 2,
+            client_tls: Some(causet_server::tls::ClientTlsConfig {
+                cert: member.cert.clone(),
+                key: member.key.clone(),
+            }),
+            ..ServerConfig::default()
+        };
+        let node = Node::start(config).await.expect("the node starts");
+
+        let client = trusting(&member.ca);
+        let name = rustls::pki_types::ServerName::try_from("dc0-n0.shop").expect("a name");
+        let tcp = TcpStream::connect(node.client_addr).await.expect("connects");
+        let mut tls = tokio_rustls::TlsConnector::from(Arc::new(client)).connect(name, tcp).await.expect("handshake");
+        let object = ObjectId::new("visits", "tls", CrdtType::CounterPn);
+        let mut ask = async |request: ClientRequest| {
+            let kind = ReplyKind::of(&request);
+            tls.write_all(&encode_request(&Request::Client(request)).expect("encodes")).await.expect("writes");
+            let mut buf = bytes::BytesMut::new();
+            loop {
+                if let Some(frame) = decode_frame(&mut buf, 1 << 20).expect("a frame") {
+                    return decode_reply(&kind, &frame).expect("decodes").expect("succeeds");
+                }
+                assert!(tls.read_buf(&mut buf).await.expect("reads") > 0, "the node closed the session");
+            }
+        };
+        let update = ClientRequest::StaticUpdate { clock: None, updates: vec![(object.clone(), Op::Increment(3))] };
+        assert!(matches!(ask(update).await, ClientResponse::Committed { .. }));
+        let read = ClientRequest::StaticRead { clock: None, objects: vec![object], reads: ReadFrom::Leader };
+        match ask(read).await {
+            ClientResponse::StaticValues { values, .. } => assert_eq!(values, vec![Value::Counter(3)]),
+            other => panic!("{other:?}"),
+        }
+
+        // Plain TCP on a TLS port: its bytes are not a handshake; the node hangs up without an answer.
+        let mut plain = TcpStream::connect(node.client_addr).await.expect("connects");
+        let frame = encode_request(&Request::GetConnectionDescriptor).expect("encodes");
+        plain.write_all(&frame).await.expect("writes");
+        let mut buf = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(15), plain.read_to_end(&mut buf)).await;
+        assert!(read.is_ok(), "the node kept a plain connection open on its TLS port");
+        assert!(decode_frame(&mut bytes::BytesMut::from(&buf[..]), 1 << 20).ok().flatten().is_none(), "{buf:?}");
+        node.shutdown().await.expect("shuts down");
     })
     .await
     .expect("the test finished in time");
