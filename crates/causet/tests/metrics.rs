@@ -117,6 +117,13 @@ fn every_nodes_metrics_pass_promtool_check_metrics() {
         {
             assert!(text.contains(family), "DC {} node {}: no {family} in\n{text}", n.dc, n.node);
         }
+        // One series per peer DC and outcome, summed over the links to its three nodes.
+        let other = 1 - n.dc;
+        let series = format!("causet_link_messages_total{{peer=\"{other}\",outcome=\"sent\"}} ");
+        let sent: Vec<&str> = text.lines().filter(|l| l.starts_with(&series)).collect();
+        assert_eq!(sent.len(), 1, "{text}");
+        let count: f64 = sent[0].rsplit(' ').next().and_then(|v| v.parse().ok()).expect("a value");
+        assert!(count > 0.0, "DC {} node {} sent nothing to DC {other}: {}", n.dc, n.node, sent[0]);
         let mut check = Command::new(&promtool)
             .args(["check", "metrics"])
             .stdin(Stdio::piped())

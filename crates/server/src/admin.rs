@@ -1,5 +1,6 @@
 //! The admin HTTP server: `/metrics` (Prometheus text) and `/status` (JSON).
 
+use crate::metrics::raise;
 use crate::status::PlacementStatus;
 use crate::NodeState;
 use axum::extract::{Path, Query, State};
@@ -47,16 +48,21 @@ async fn metrics(State(state): State<Arc<NodeState>>, headers: axum::http::Heade
             m.stable_snapshot_age.get_or_create(&vec![("dc", dc.to_string())]).set(age);
         }
     }
+    // Summed over the links to each DC's nodes (several per DC).
+    let mut links: std::collections::BTreeMap<(u16, &str), u64> = std::collections::BTreeMap::new();
     for link in state.wan.links() {
         let s = link.status();
-        m.link_messages.get_or_create(&vec![("peer", s.dc.to_string()), ("outcome", "sent".into())]).set(s.sent);
-        m.link_messages.get_or_create(&vec![("peer", s.dc.to_string()), ("outcome", "dropped".into())]).set(s.dropped);
+        *links.entry((s.dc, "sent")).or_default() += s.sent;
+        *links.entry((s.dc, "dropped")).or_default() += s.dropped;
     }
-    m.shard_messages_dropped.set(state.routes.dropped.load(std::sync::atomic::Ordering::Relaxed));
+    for ((dc, outcome), total) in links {
+        raise(&m.link_messages.get_or_create(&vec![("peer", dc.to_string()), ("outcome", outcome.into())]), total);
+    }
+    raise(&m.shard_messages_dropped, state.routes.dropped.load(std::sync::atomic::Ordering::Relaxed));
     let stats = state.store.stats();
     m.log_records.set(stats.logs.values().map(|l| l.records).sum());
     m.log_bytes.set(stats.logs.values().map(|l| l.bytes).sum());
-    m.fsyncs.set(stats.fsyncs);
+    raise(&m.fsyncs, stats.fsyncs);
     // Prometheus asks for OpenMetrics first in its Accept header; a plain request gets the classic text format.
     let openmetrics = headers
         .get(header::ACCEPT)

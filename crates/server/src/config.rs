@@ -40,7 +40,7 @@ pub struct ServerConfig {
     pub shards: usize,
     /// Most inputs waiting in one shard's inbox. When it is full, client connections, links from other nodes and
     /// the durability notifier wait for room (back-pressure), and messages between the node's shards are dropped
-    /// and counted (`causet_shard_messages_dropped`; the protocol resends).
+    /// and counted (`causet_shard_messages_dropped_total`; the protocol resends).
     pub shard_inbox: usize,
     /// `hybrid` (default) or `physical`.
     pub clock: ClockKind,

@@ -38,14 +38,14 @@ pub struct Metrics {
     /// Log bytes kept, summed over partitions at scrape time.
     pub log_bytes: Gauge<u64, AtomicU64>,
     /// fsyncs done.
-    pub fsyncs: Gauge<u64, AtomicU64>,
+    pub fsyncs: Counter,
     /// Per DC, seconds between now and the stable snapshot's entry for that DC, at scrape time. For a peer DC it
     /// bounds remote visibility: a commit of that DC becomes readable here once the entry passes its time.
     pub stable_snapshot_age: Family<Vec<(&'static str, String)>, Gauge<f64, AtomicU64>>,
-    /// Messages between this node's shards dropped at a full inbox, at scrape time.
-    pub shard_messages_dropped: Gauge<u64, AtomicU64>,
-    /// Messages sent and dropped on each link to a peer DC, at scrape time.
-    pub link_messages: Family<Vec<(&'static str, String)>, Gauge<u64, AtomicU64>>,
+    /// Messages between this node's shards dropped at a full inbox, raised to the total at scrape time.
+    pub shard_messages_dropped: Counter,
+    /// Messages sent and dropped on the links to each DC (its nodes summed), raised to the links' totals at scrape time.
+    pub link_messages: Family<Vec<(&'static str, String)>, Counter>,
     /// Per peer DC, the largest lag of its acknowledgement over the partitions here, seconds, at scrape time.
     pub replication_ack_lag: Family<Vec<(&'static str, String)>, Gauge<f64, AtomicU64>>,
     /// Per replica held here: whether it leads (1) or not (0).
@@ -105,10 +105,10 @@ impl Metrics {
         let open_transactions = Gauge::default();
         let log_records = Gauge::<u64, AtomicU64>::default();
         let log_bytes = Gauge::<u64, AtomicU64>::default();
-        let fsyncs = Gauge::<u64, AtomicU64>::default();
+        let fsyncs = Counter::default();
         let stable_snapshot_age = Family::<Vec<(&'static str, String)>, Gauge<f64, AtomicU64>>::default();
-        let link_messages = Family::<Vec<(&'static str, String)>, Gauge<u64, AtomicU64>>::default();
-        let shard_messages_dropped = Gauge::<u64, AtomicU64>::default();
+        let link_messages = Family::<Vec<(&'static str, String)>, Counter>::default();
+        let shard_messages_dropped = Counter::default();
         let replica_leader = Family::<PartitionLabel, Gauge>::default();
         let replica_term = Family::<PartitionLabel, Gauge<u64, AtomicU64>>::default();
         let replica_index = Family::<Vec<(&'static str, String)>, Gauge<u64, AtomicU64>>::default();
@@ -201,7 +201,7 @@ impl Metrics {
             "Per DC, how far the stable snapshot's entry lags behind now (for a peer DC: the remote visibility delay)",
             stable_snapshot_age.clone(),
         );
-        registry.register("link_messages", "Messages on each link to a peer DC, by outcome", link_messages.clone());
+        registry.register("link_messages", "Messages on the links to each DC, by outcome", link_messages.clone());
         let replication_ack_lag = Family::<Vec<(&'static str, String)>, Gauge<f64, AtomicU64>>::default();
         registry.register(
             "replication_ack_lag_seconds",
@@ -248,9 +248,6 @@ impl Metrics {
     /// Sets the replica, resend and duplicate metrics from the shards' status, taken at scrape time. The status
     /// holds totals since the process started; a counter is raised to its total.
     pub fn observe_shards(&self, shards: &[ShardStatus]) {
-        fn raise(counter: &Counter, total: u64) {
-            counter.inc_by(total.saturating_sub(counter.get()));
-        }
         // Only what this node leads now: a partition that moved away leaves no stale follower lag behind.
         self.replica_follower_lag.clear();
         for r in shards.iter().flat_map(|s| &s.replicas) {
@@ -306,6 +303,12 @@ impl Metrics {
             prometheus_text(&out)
         }
     }
+}
+
+/// Raises a counter to a total kept elsewhere (the node's status, the storage engine's statistics), read at scrape
+/// time: totals only grow while the process runs, and so does the counter.
+pub fn raise(counter: &Counter, total: u64) {
+    counter.inc_by(total.saturating_sub(counter.get()));
 }
 
 /// OpenMetrics text as Prometheus' text format 0.0.4: a counter's `# HELP` and `# TYPE` name its samples' name
