@@ -279,8 +279,7 @@ fn start_once(o: &StartOptions) -> anyhow::Result<ClusterFile> {
     let tls_cluster = (o.tls && count > 1).then(|| LOCAL_CLUSTER.to_string());
     let mut tls_sections = std::collections::BTreeMap::new();
     if let Some(cluster) = &tls_cluster {
-        let members: Vec<(u16, u16)> =
-            (0..o.dcs).flat_map(|dc| (0..o.nodes_per_dc).map(move |node| (dc, node))).collect();
+        let members = causet_server::tls::every_member(o.dcs, o.nodes_per_dc);
         let certs = o.dir.join("certs");
         // A new cluster, a new CA: certificates of an earlier cluster in this directory must not let it in.
         let _ = std::fs::remove_dir_all(&certs);
@@ -378,9 +377,9 @@ pub fn print_started(file: &ClusterFile, dir: &Path) {
         None => format!("{} ms one-way between DCs", file.wan_delay_ms),
     };
     println!(
-        "{} {}-DC cluster ({} node{} per DC) is running ({delays}); cluster file {}",
-        if [8, 11, 18].contains(&file.dcs) { "an" } else { "a" },
+        "a cluster of {} DC{} ({} node{} per DC) is running ({delays}); cluster file {}",
         file.dcs,
+        if file.dcs == 1 { "" } else { "s" },
         file.nodes_per_dc,
         if file.nodes_per_dc == 1 { "" } else { "s" },
         cluster_file(dir).display()
@@ -469,13 +468,12 @@ const LOCAL_CLUSTER: &str = "local";
 
 /// A node configuration's `[tls]` table.
 fn tls_section(tls: &causet_server::tls::TlsConfig) -> String {
-    format!(
-        "[tls]\nca = \"{}\"\ncert = \"{}\"\nkey = \"{}\"\ncluster = \"{}\"\n",
-        tls.ca.display(),
-        tls.cert.display(),
-        tls.key.display(),
-        tls.cluster
-    )
+    #[derive(serde::Serialize)]
+    struct Section<'a> {
+        tls: &'a causet_server::tls::TlsConfig,
+    }
+    // Paths and names are strings: serializing them cannot fail.
+    toml::to_string(&Section { tls }).expect("a TLS configuration is TOML")
 }
 
 /// A configuration (TOML text) whose `[tls]` table is `section`.

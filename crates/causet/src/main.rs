@@ -355,7 +355,7 @@ async fn shutdown_signal() {
 
 /// `causet certs`: a CA (or the one already in `out`) and every member's certificate.
 fn certs(cluster: &str, dcs: u16, nodes_per_dc: u16, out: &std::path::Path) -> anyhow::Result<()> {
-    use causet_server::tls::{valid_cluster_name, LocalCa};
+    use causet_server::tls::{every_member, valid_cluster_name, LocalCa};
     anyhow::ensure!(
         valid_cluster_name(cluster),
         "--cluster {cluster:?}: letters, digits, '-' and '.', as in a DNS name"
@@ -367,8 +367,7 @@ fn certs(cluster: &str, dcs: u16, nodes_per_dc: u16, out: &std::path::Path) -> a
     } else {
         LocalCa::create().map_err(anyhow::Error::msg)?
     };
-    let members: Vec<(u16, u16)> = (0..dcs).flat_map(|dc| (0..nodes_per_dc).map(move |n| (dc, n))).collect();
-    let configs = ca.write_cluster(out, cluster, &members).map_err(anyhow::Error::msg)?;
+    let configs = ca.write_cluster(out, cluster, &every_member(dcs, nodes_per_dc)).map_err(anyhow::Error::msg)?;
     println!("wrote {} and {} node certificates to {}", out.join("ca.pem").display(), configs.len(), out.display());
     println!("each node's configuration takes (node N of DC D):\n");
     println!("[tls]\nca = \"ca.pem\"\ncert = \"dcD-nN.pem\"\nkey = \"dcD-nN.key\"\ncluster = \"{cluster}\"\n");

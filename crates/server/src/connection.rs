@@ -31,14 +31,11 @@ use tracing::{debug, warn};
 /// AntidoteDB's "unknown" error code.
 const ERROR_UNKNOWN: u32 = 0;
 
-/// How long a client's TLS handshake may take.
-const CLIENT_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-
 /// Accepts connections until `stop` turns true; with `tls`, each speaks TLS (`[client_tls]`).
 pub async fn accept_loop(
     listener: TcpListener,
     state: Arc<NodeState>,
-    tls: Option<tokio_rustls::TlsAcceptor>,
+    tls: Option<crate::tls::ClientTls>,
     stop: watch::Receiver<bool>,
 ) {
     let limit = Arc::new(Semaphore::new(state.config.max_connections));
@@ -56,32 +53,21 @@ pub async fn accept_loop(
                     }
                 };
                 let _ = socket.set_nodelay(true);
-                let permit = limit.clone().try_acquire_owned();
+                let permit = limit.clone().try_acquire_owned().ok();
                 let (state, stop, tls) = (state.clone(), stop.clone(), tls.clone());
                 tokio::spawn(async move {
-                    let max = state.config.max_connections;
                     let Some(tls) = tls else {
-                        let Ok(_permit) = permit else {
-                            state.metrics.connections_refused.inc();
-                            debug!(%peer, "refused: connection limit");
-                            return refuse(socket, max).await;
-                        };
                         let (reader, writer) = socket.into_split();
-                        return serve(reader, writer, quick_ack, state, stop).await;
+                        return admit(reader, writer, quick_ack, permit, peer, state, stop).await;
                     };
-                    let stream = match tokio::time::timeout(CLIENT_HANDSHAKE_TIMEOUT, tls.accept(socket)).await {
-                        Ok(Ok(stream)) => stream,
-                        Ok(Err(e)) => return debug!(%peer, error = %e, "a client's TLS handshake failed"),
-                        Err(_) => return debug!(%peer, "a client's TLS handshake timed out"),
-                    };
-                    let Ok(_permit) = permit else {
-                        state.metrics.connections_refused.inc();
-                        debug!(%peer, "refused: connection limit");
-                        return refuse(stream, max).await;
-                    };
-                    // No quick acknowledgements under TLS: the session owns the socket.
-                    let (reader, writer) = tokio::io::split(stream);
-                    serve(reader, writer, |_| {}, state, stop).await
+                    match tls.accept(socket).await {
+                        // No quick acknowledgements under TLS: the session owns the socket.
+                        Ok(stream) => {
+                            let (reader, writer) = tokio::io::split(stream);
+                            admit(reader, writer, |_| {}, permit, peer, state, stop).await
+                        }
+                        Err(e) => debug!(%peer, error = %e, "a client's TLS handshake failed"),
+                    }
                 });
             }
             _ = stopped(&mut stopping) => break,
@@ -89,10 +75,27 @@ pub async fn accept_loop(
     }
 }
 
-async fn refuse(mut socket: impl tokio::io::AsyncWrite + Unpin, max: usize) {
-    let msg = format!("too many connections: this node serves at most {max} at once; retry later");
-    let _ = socket.write_all(&error_frame(&msg, ERROR_UNKNOWN)).await;
-    let _ = socket.shutdown().await;
+/// Serves a connection that holds a `permit`; without one (the node is at `max_connections`), answers with the
+/// reason and closes it.
+async fn admit<R: tokio::io::AsyncRead + Unpin, W: tokio::io::AsyncWrite + Unpin>(
+    reader: R,
+    mut writer: W,
+    quick_ack: impl Fn(&R),
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    peer: std::net::SocketAddr,
+    state: Arc<NodeState>,
+    stop: watch::Receiver<bool>,
+) {
+    let Some(_permit) = permit else {
+        state.metrics.connections_refused.inc();
+        debug!(%peer, "refused: connection limit");
+        let max = state.config.max_connections;
+        let msg = format!("too many connections: this node serves at most {max} at once; retry later");
+        let _ = writer.write_all(&error_frame(&msg, ERROR_UNKNOWN)).await;
+        let _ = writer.shutdown().await;
+        return;
+    };
+    serve(reader, writer, quick_ack, state, stop).await
 }
 
 async fn serve<R: tokio::io::AsyncRead + Unpin, W: tokio::io::AsyncWrite + Unpin>(

@@ -181,7 +181,7 @@ impl Node {
         let client_tls = config
             .client_tls
             .as_ref()
-            .map(tls::client_acceptor)
+            .map(tls::ClientTls::load)
             .transpose()
             .map_err(|e| anyhow::anyhow!("[client_tls]: {e}"))?;
         if tls.is_none() && (config.dcs > 1 || config.node_count() > 1) {

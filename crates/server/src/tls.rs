@@ -52,18 +52,39 @@ pub struct ClientTlsConfig {
     pub key: PathBuf,
 }
 
-/// The acceptor for TLS on the client port. Errors name the file and the problem.
-pub fn client_acceptor(c: &ClientTlsConfig) -> Result<TlsAcceptor, String> {
-    let certs = read_certs(&c.cert, "client-port certificate")?;
-    let key = PrivateKeyDer::from_pem_file(&c.key)
-        .map_err(|e| format!("reading the client-port private key {}: {e}", c.key.display()))?;
-    let config = ServerConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .map_err(|e| format!("the client-port certificate {} and key {}: {e}", c.cert.display(), c.key.display()))?;
-    Ok(TlsAcceptor::from(Arc::new(config)))
+/// How long a TLS handshake may take, on a link or on the client port, before the connection is given up.
+pub const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A handshake bounded by [`HANDSHAKE_TIMEOUT`]: running past it is an error like any other.
+async fn handshake<T>(shake: impl std::future::Future<Output = std::io::Result<T>>) -> std::io::Result<T> {
+    tokio::time::timeout(HANDSHAKE_TIMEOUT, shake)
+        .await
+        .unwrap_or_else(|_| Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "the TLS handshake timed out")))
+}
+
+/// TLS on the client port.
+#[derive(Clone)]
+pub struct ClientTls(TlsAcceptor);
+
+impl ClientTls {
+    /// Loads the certificate and key. Errors name the file and the problem.
+    pub fn load(c: &ClientTlsConfig) -> Result<ClientTls, String> {
+        let (certs, key) = read_identity(&c.cert, &c.key, "client-port")?;
+        let config = ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_no_client_auth()
+            .with_single_cert(certs, key)
+            .map_err(|e| {
+                format!("the client-port certificate {} and key {}: {e}", c.cert.display(), c.key.display())
+            })?;
+        Ok(ClientTls(TlsAcceptor::from(Arc::new(config))))
+    }
+
+    /// Accepts a client's TLS session, within [`HANDSHAKE_TIMEOUT`].
+    pub async fn accept(&self, tcp: TcpStream) -> std::io::Result<tokio_rustls::server::TlsStream<TcpStream>> {
+        handshake(self.0.accept(tcp)).await
+    }
 }
 
 /// The name node `node` of DC `dc` of cluster `cluster` carries in its certificate.
@@ -115,6 +136,18 @@ fn read_certs(path: &Path, what: &str) -> Result<Vec<CertificateDer<'static>>, S
     Ok(certs)
 }
 
+/// A certificate chain and its private key, from PEM files (`what` names them in errors).
+fn read_identity(
+    cert: &Path,
+    key: &Path,
+    what: &str,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), String> {
+    let certs = read_certs(cert, &format!("{what} certificate"))?;
+    let key = PrivateKeyDer::from_pem_file(key)
+        .map_err(|e| format!("reading the {what} private key {}: {e}", key.display()))?;
+    Ok((certs, key))
+}
+
 impl PeerTls {
     /// Loads the CA, the node's certificate and key, and builds both ends' TLS configurations. Every error names
     /// the file and what is wrong with it.
@@ -130,9 +163,7 @@ impl PeerTls {
             roots.add(ca).map_err(|e| format!("the CA certificate {} is not usable: {e}", c.ca.display()))?;
         }
         let roots = Arc::new(roots);
-        let certs = read_certs(&c.cert, "node certificate")?;
-        let key = PrivateKeyDer::from_pem_file(&c.key)
-            .map_err(|e| format!("reading the node's private key {}: {e}", c.key.display()))?;
+        let (certs, key) = read_identity(&c.cert, &c.key, "node")?;
         let verifier = WebPkiClientVerifier::builder_with_provider(roots.clone(), provider())
             .build()
             .map_err(|e| format!("the CA certificate {} cannot verify peers: {e}", c.ca.display()))?;
@@ -155,17 +186,19 @@ impl PeerTls {
         })
     }
 
-    /// Opens TLS on a link to node `node` of DC `dc`, which must present that member's certificate.
+    /// Opens TLS on a link to node `node` of DC `dc`, which must present that member's certificate, within
+    /// [`HANDSHAKE_TIMEOUT`].
     pub async fn connect(&self, tcp: TcpStream, dc: u16, node: u16) -> std::io::Result<Box<dyn PeerIo>> {
         let name = ServerName::try_from(member_name(&self.cluster, dc, node))
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-        Ok(Box::new(self.connector.connect(name, tcp).await?))
+        Ok(Box::new(handshake(self.connector.connect(name, tcp)).await?))
     }
 
     /// Accepts TLS on an incoming link: the peer's certificate chains to the CA. Returns the session and the
-    /// peer's certificate, whose member name [`PeerTls::check_member`] checks against the link's hello.
+    /// peer's certificate, whose member name [`PeerTls::check_member`] checks against the link's hello. Within
+    /// [`HANDSHAKE_TIMEOUT`].
     pub async fn accept(&self, tcp: TcpStream) -> std::io::Result<(Box<dyn PeerIo>, CertificateDer<'static>)> {
-        let stream = self.acceptor.accept(tcp).await?;
+        let stream = handshake(self.acceptor.accept(tcp)).await?;
         let cert = stream.get_ref().1.peer_certificates().and_then(|c| c.first()).cloned().ok_or_else(|| {
             std::io::Error::new(std::io::ErrorKind::PermissionDenied, "the peer presented no certificate")
         })?;
@@ -184,6 +217,11 @@ impl PeerTls {
 
 /// A member of a cluster: (DC, node).
 pub type Member = (u16, u16);
+
+/// Every member of a cluster of `dcs` DCs of `nodes_per_dc` nodes, DC by DC.
+pub fn every_member(dcs: u16, nodes_per_dc: u16) -> Vec<Member> {
+    (0..dcs).flat_map(|dc| (0..nodes_per_dc).map(move |node| (dc, node))).collect()
+}
 
 /// A certificate authority for one cluster, and the certificates it issues to members.
 pub struct LocalCa {

@@ -407,9 +407,6 @@ async fn run_link(
     }
 }
 
-/// How long a TLS handshake may take before the link is given up.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
 /// Opens a link's connection: TCP, then TLS when configured (the peer must hold node `node` of DC `dc`'s
 /// certificate).
 async fn open(addr: SocketAddr, tls: Option<&PeerTls>, dc: u16, node: u16) -> std::io::Result<Box<dyn PeerIo>> {
@@ -417,9 +414,7 @@ async fn open(addr: SocketAddr, tls: Option<&PeerTls>, dc: u16, node: u16) -> st
     let _ = tcp.set_nodelay(true);
     match tls {
         None => Ok(Box::new(tcp)),
-        Some(tls) => tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.connect(tcp, dc, node))
-            .await
-            .unwrap_or_else(|_| Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "the TLS handshake timed out"))),
+        Some(tls) => tls.connect(tcp, dc, node).await,
     }
 }
 
@@ -437,15 +432,14 @@ pub async fn accept_peers(listener: TcpListener, routes: Routes, wan: Wan, mut s
         let _ = socket.set_nodelay(true);
         let (routes, wan, stop) = (routes.clone(), wan.clone(), stop.clone());
         tokio::spawn(async move {
-            let (stream, identity): (Box<dyn PeerIo>, _) = match wan.inner.tls.clone() {
+            let (stream, peer_cert): (Box<dyn PeerIo>, _) = match &wan.inner.tls {
                 None => (Box::new(socket), None),
-                Some(tls) => match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(socket)).await {
-                    Ok(Ok((stream, cert))) => (stream, Some((tls, cert))),
-                    Ok(Err(e)) => return warn!(%peer, error = %e, "refused a link: the TLS handshake failed"),
-                    Err(_) => return warn!(%peer, "refused a link: the TLS handshake timed out"),
+                Some(tls) => match tls.accept(socket).await {
+                    Ok((stream, cert)) => (stream, Some(cert)),
+                    Err(e) => return warn!(%peer, error = %e, "refused a link: the TLS handshake failed"),
                 },
             };
-            if let Err(e) = serve_peer(stream, identity, routes, wan, stop).await {
+            if let Err(e) = serve_peer(stream, peer_cert, routes, wan, stop).await {
                 debug!(%peer, error = %e, "a peer link closed");
             }
         });
@@ -454,14 +448,14 @@ pub async fn accept_peers(listener: TcpListener, routes: Routes, wan: Wan, mut s
 
 async fn serve_peer(
     mut socket: Box<dyn PeerIo>,
-    identity: Option<(PeerTls, rustls::pki_types::CertificateDer<'static>)>,
+    peer_cert: Option<rustls::pki_types::CertificateDer<'static>>,
     routes: Routes,
     wan: Wan,
     mut stop: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
     let origin = DcId(socket.read_u16().await?);
     let origin_node = socket.read_u16().await?;
-    if let Some((tls, cert)) = &identity {
+    if let (Some(tls), Some(cert)) = (&wan.inner.tls, &peer_cert) {
         if let Err(reason) = tls.check_member(cert, origin.0, origin_node) {
             warn!(reason, "refused a link: its certificate does not name the member it announced");
             anyhow::bail!(reason);
