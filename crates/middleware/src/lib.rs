@@ -1,0 +1,17 @@
+//! Letting-It-Be: causal consistency as a middleware over an unmodified, eventually consistent store that offers
+//! per-key get, put and compare-and-swap (Cassandra, or Causet itself run with `protocol = "eventual"`).
+//!
+//! Each write embeds its dependencies (the session's last write and the versions it read since) in the stored
+//! record; each read takes the causally latest copy of the key in the local store and returns it only once its
+//! whole dependency graph is present locally (resolution on read). Middleware instances never talk to each other:
+//! writers of one local set exclude each other with the store's compare-and-swap, and each local set writes its
+//! own copy of every key, so nothing crosses the WAN synchronously. See `docs/middleware.md`.
+
+#![warn(missing_docs)]
+
+pub mod op;
+pub mod record;
+pub mod sim;
+
+pub use op::{Input, Marks, Protocol, ReadOp, ReadOutcome, Session, Step, WriteOp};
+pub use record::{Copy, Dep, Key, LocalSet, Record, Vertex};

@@ -1,0 +1,524 @@
+//! The middleware's operations as sans-I/O state machines: an operation asks for store actions ([`Step`]) and is
+//! resumed with their results ([`Input`]). The same code runs over a real store ([`crate::Middleware`]) and in the
+//! deterministic simulation ([`crate::sim`]).
+
+use std::collections::HashMap;
+
+use crate::record::{compact_deps, Copy, Dep, Key, LocalSet, Record, Vertex};
+
+/// Protocol settings shared by every operation of one middleware instance.
+#[derive(Clone, Debug)]
+pub struct Protocol {
+    /// This instance's local set.
+    pub local_set: LocalSet,
+    /// How many local sets there are (every key has one copy per local set).
+    pub local_sets: usize,
+    /// Levels of the dependency graph embedded in each version (`k`, paper §3.5; 1 = the base protocol).
+    pub levels: u8,
+    /// Versions whose dependency information a record keeps before folding the oldest (at least 1).
+    pub retain: usize,
+}
+
+impl Protocol {
+    /// Every copy of `key`, in local-set order.
+    pub fn copies(&self, key: &[u8]) -> Vec<Copy> {
+        (0..self.local_sets as LocalSet).map(|ls| Copy { key: key.to_vec(), ls }).collect()
+    }
+}
+
+/// What an operation asks the store to do next, or its result.
+#[derive(Debug)]
+pub enum Step<T> {
+    /// Read these copies from the local store (in parallel; each may be missing).
+    Fetch(Vec<Copy>),
+    /// Compare-and-swap the copy: store `record` if the stored version is `expect` (`None`: no record yet).
+    Cas {
+        /// The copy written (always this local set's).
+        copy: Copy,
+        /// The version the write was based on.
+        expect: Option<u64>,
+        /// The new record.
+        record: Record,
+    },
+    /// The operation finished.
+    Done(T),
+}
+
+/// The store's answer to the last [`Step`].
+#[derive(Debug)]
+pub enum Input {
+    /// The copies asked for by [`Step::Fetch`], in the same order.
+    Fetched(Vec<Option<Record>>),
+    /// Whether the [`Step::Cas`] applied.
+    Swapped(bool),
+}
+
+/// One element of a session's history (paper §3.2): a version the session wrote or read, with the levels of its
+/// own graph that a later write embeds when `k > 1`.
+#[derive(Clone, Debug)]
+struct Seen {
+    vertex: Vertex,
+    below: Vec<Dep>,
+}
+
+/// A client session: its last write and the versions it read since — level 1 of its next write's graph.
+#[derive(Clone, Debug, Default)]
+pub struct Session {
+    history: Vec<Seen>,
+}
+
+impl Session {
+    /// A session that has seen nothing.
+    pub fn new() -> Session {
+        Session::default()
+    }
+
+    /// How many versions the next write will depend on directly.
+    pub fn history_len(&self) -> usize {
+        self.history.len()
+    }
+
+    fn saw(&mut self, seen: Seen) {
+        // The newest version of a copy subsumes older ones (a version depends on its copy's previous version).
+        match self.history.iter_mut().find(|h| h.vertex.key == seen.vertex.key && h.vertex.ls == seen.vertex.ls) {
+            Some(h) if h.vertex.seq >= seen.vertex.seq => {}
+            Some(h) => *h = seen,
+            None => self.history.push(seen),
+        }
+    }
+
+    /// Level 1 and, with `k = levels`, levels up to `k` of the graph of the session's next write.
+    fn graph(&self, levels: u8) -> Vec<Dep> {
+        let mut deps = Vec::new();
+        for h in &self.history {
+            deps.push(Dep { vertex: h.vertex.clone(), level: 1 });
+            deps.extend(
+                h.below
+                    .iter()
+                    .filter(|d| d.level < levels)
+                    .map(|d| Dep { vertex: d.vertex.clone(), level: d.level + 1 }),
+            );
+        }
+        compact_deps(deps)
+    }
+}
+
+/// The versions this middleware instance knows to be resolved: for each copy, the newest such version (which
+/// covers the older ones, see [`Record`]). Bounded: when full it forgets everything, which costs only repeated
+/// resolution.
+#[derive(Debug)]
+pub struct Marks {
+    resolved: HashMap<Copy, u64>,
+    capacity: usize,
+}
+
+impl Marks {
+    /// An empty set of marks holding at most `capacity` copies.
+    pub fn new(capacity: usize) -> Marks {
+        Marks { resolved: HashMap::new(), capacity: capacity.max(1) }
+    }
+
+    /// Whether version `v` is known resolved.
+    pub fn covers(&self, v: &Vertex) -> bool {
+        self.resolved.get(&v.copy()).is_some_and(|&s| s >= v.seq)
+    }
+
+    fn mark(&mut self, copy: Copy, seq: u64) {
+        if self.resolved.len() >= self.capacity && !self.resolved.contains_key(&copy) {
+            self.resolved.clear();
+        }
+        let s = self.resolved.entry(copy).or_insert(0);
+        *s = (*s).max(seq);
+    }
+
+    /// How many copies have a mark.
+    pub fn len(&self) -> usize {
+        self.resolved.len()
+    }
+
+    /// Whether no copy has a mark.
+    pub fn is_empty(&self) -> bool {
+        self.resolved.is_empty()
+    }
+
+    /// Forgets every mark (as a restarted instance would).
+    pub fn clear(&mut self) {
+        self.resolved.clear();
+    }
+}
+
+/// How a read ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReadOutcome {
+    /// No copy of the key exists in the local store.
+    Missing,
+    /// The value of `version`, whose whole dependency graph is present locally.
+    Value {
+        /// The value.
+        value: Vec<u8>,
+        /// The version returned.
+        version: Vertex,
+    },
+    /// The causally latest version's graph is not yet present locally: `missing` has not arrived.
+    Unresolved {
+        /// The newest version of the key here.
+        version: Vertex,
+        /// A vertex of its graph that is not present locally.
+        missing: Vertex,
+    },
+}
+
+/// Counters of one operation's work.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Work {
+    /// Store round trips (parallel batches of reads, and compare-and-swaps).
+    pub rounds: u32,
+    /// Records read.
+    pub reads: u32,
+    /// Compare-and-swaps that failed because another instance wrote first.
+    pub conflicts: u32,
+}
+
+/// A read with resolution on read (paper §3.2): read every copy of the key, take the causally latest, and unless
+/// it is marked resolved, check its graph level by level, one parallel batch of local reads per level.
+#[derive(Debug)]
+pub struct ReadOp {
+    key: Key,
+    levels: u8,
+    /// The winning copy's local set and record, once chosen.
+    winner: Option<(LocalSet, Record)>,
+    /// Copies read during this operation (one snapshot of each is enough: a local copy only moves forward).
+    fetched: HashMap<Copy, Option<Record>>,
+    /// For each copy, the newest version whose requirements have been expanded.
+    visited: HashMap<Copy, u64>,
+    /// Vertices whose presence the next batch checks.
+    pending: Vec<Vertex>,
+    asked: Vec<Copy>,
+    /// Work done so far.
+    pub work: Work,
+}
+
+impl ReadOp {
+    /// Starts a read of `key`; the first step fetches every copy of the key.
+    pub fn start(protocol: &Protocol, key: &[u8]) -> (ReadOp, Step<ReadOutcome>) {
+        let asked = protocol.copies(key);
+        let op = ReadOp {
+            key: key.to_vec(),
+            levels: protocol.levels,
+            winner: None,
+            fetched: HashMap::new(),
+            visited: HashMap::new(),
+            pending: Vec::new(),
+            asked: asked.clone(),
+            work: Work { rounds: 1, reads: asked.len() as u32, conflicts: 0 },
+        };
+        (op, Step::Fetch(asked))
+    }
+
+    /// Resumes the read with the copies fetched for its last step.
+    pub fn resume(&mut self, input: Input, marks: &mut Marks, session: &mut Session) -> Step<ReadOutcome> {
+        let Input::Fetched(records) = input else { panic!("a read only fetches") };
+        assert_eq!(records.len(), self.asked.len(), "one answer per copy asked for");
+        for (copy, record) in std::mem::take(&mut self.asked).into_iter().zip(records) {
+            self.fetched.insert(copy, record);
+        }
+        if self.winner.is_none() {
+            let best = self
+                .fetched
+                .iter()
+                .filter(|(c, _)| c.key == self.key)
+                .filter_map(|(c, r)| r.as_ref().map(|r| (c.ls, r)))
+                .max_by_key(|(ls, r)| r.rank(*ls))
+                .map(|(ls, r)| (ls, r.clone()));
+            let Some((ls, record)) = best else { return Step::Done(ReadOutcome::Missing) };
+            let target = Vertex { key: self.key.clone(), ls, seq: record.seq() };
+            if !marks.covers(&target) {
+                self.visited.insert(target.copy(), target.seq);
+                self.pending = record.requirements(target.seq).map(|d| d.vertex).collect();
+            }
+            self.winner = Some((ls, record));
+        } else if let Some(missing) = self.expand_pending() {
+            return Step::Done(self.unresolved(missing));
+        }
+        loop {
+            // Drop what is already known resolved or already expanded, and keep one vertex per copy.
+            let visited = &self.visited;
+            self.pending.retain(|v| !marks.covers(v) && visited.get(&v.copy()).is_none_or(|&s| s < v.seq));
+            self.pending = crate::record::compact(std::mem::take(&mut self.pending));
+            if self.pending.is_empty() {
+                return Step::Done(self.resolved(marks, session));
+            }
+            let need: Vec<Copy> =
+                self.pending.iter().map(Vertex::copy).filter(|c| !self.fetched.contains_key(c)).collect();
+            if !need.is_empty() {
+                self.work.rounds += 1;
+                self.work.reads += need.len() as u32;
+                self.asked = need.clone();
+                return Step::Fetch(need);
+            }
+            // Everything pending was fetched earlier in this read: check it without another round.
+            if let Some(missing) = self.expand_pending() {
+                return Step::Done(self.unresolved(missing));
+            }
+        }
+    }
+
+    /// Checks that every pending vertex is present in its fetched copy and replaces it by its requirements;
+    /// returns the first vertex that is not present.
+    fn expand_pending(&mut self) -> Option<Vertex> {
+        for v in std::mem::take(&mut self.pending) {
+            match self.fetched.get(&v.copy()).and_then(Option::as_ref) {
+                Some(r) if r.seq() >= v.seq => {
+                    let seen = self.visited.entry(v.copy()).or_insert(0);
+                    if *seen < v.seq {
+                        *seen = v.seq;
+                        self.pending.extend(r.requirements(v.seq).map(|d| d.vertex));
+                    }
+                }
+                _ => return Some(v),
+            }
+        }
+        None
+    }
+
+    fn unresolved(&self, missing: Vertex) -> ReadOutcome {
+        let (ls, record) = self.winner.as_ref().expect("resolution starts after the winner is chosen");
+        ReadOutcome::Unresolved { version: Vertex { key: self.key.clone(), ls: *ls, seq: record.seq() }, missing }
+    }
+
+    fn resolved(&mut self, marks: &mut Marks, session: &mut Session) -> ReadOutcome {
+        let (ls, record) = self.winner.take().expect("resolution starts after the winner is chosen");
+        // Every expanded vertex had its whole graph present: all of them are resolved, not only the winner.
+        for (copy, seq) in self.visited.drain() {
+            marks.mark(copy, seq);
+        }
+        let version = Vertex { key: self.key.clone(), ls, seq: record.seq() };
+        marks.mark(version.copy(), version.seq);
+        let below = record.requirements(version.seq).filter(|d| d.level < self.levels).collect();
+        session.saw(Seen { vertex: version.clone(), below });
+        ReadOutcome::Value { value: record.value, version }
+    }
+}
+
+/// A write (paper §3.2–3.4): embed the session's graph, and compare-and-swap this local set's copy of the key until
+/// it applies.
+#[derive(Debug)]
+pub struct WriteOp {
+    key: Key,
+    value: Vec<u8>,
+    deps: Vec<Dep>,
+    pending_seq: Option<u64>,
+    /// Work done so far.
+    pub work: Work,
+}
+
+impl WriteOp {
+    /// Starts a write of `value` to `key` by `session`; the first step fetches every copy of the key.
+    pub fn start(protocol: &Protocol, session: &Session, key: &[u8], value: Vec<u8>) -> (WriteOp, Step<Vertex>) {
+        let asked = protocol.copies(key);
+        let op = WriteOp {
+            key: key.to_vec(),
+            value,
+            deps: session.graph(protocol.levels),
+            pending_seq: None,
+            work: Work { rounds: 1, reads: asked.len() as u32, conflicts: 0 },
+        };
+        (op, Step::Fetch(asked))
+    }
+
+    /// Resumes the write with the store's answer to its last step.
+    pub fn resume(&mut self, protocol: &Protocol, input: Input, session: &mut Session) -> Step<Vertex> {
+        match input {
+            Input::Fetched(records) => {
+                assert_eq!(records.len(), protocol.local_sets, "a write fetches every copy of its key");
+                let own = records[protocol.local_set as usize].as_ref();
+                let others: Vec<&Record> = (0..)
+                    .zip(&records)
+                    .filter(|&(ls, _)| ls != protocol.local_set)
+                    .filter_map(|(_, r)| r.as_ref())
+                    .collect();
+                let record = Record::next(
+                    own,
+                    &others,
+                    protocol.local_set,
+                    protocol.local_sets,
+                    self.value.clone(),
+                    self.deps.clone(),
+                    protocol.retain,
+                );
+                self.pending_seq = Some(record.seq());
+                self.work.rounds += 1;
+                Step::Cas {
+                    copy: Copy { key: self.key.clone(), ls: protocol.local_set },
+                    expect: own.map(Record::seq),
+                    record,
+                }
+            }
+            Input::Swapped(true) => {
+                let seq = self.pending_seq.take().expect("a swap answers a compare-and-swap");
+                let vertex = Vertex { key: self.key.clone(), ls: protocol.local_set, seq };
+                let below = self.deps.iter().filter(|d| d.level < protocol.levels).cloned().collect();
+                // The write starts a new history: level 1 of the next write is this write and the reads after it.
+                session.history.clear();
+                session.saw(Seen { vertex: vertex.clone(), below });
+                Step::Done(vertex)
+            }
+            Input::Swapped(false) => {
+                // Another instance of this local set wrote the copy first: read it again and retry (paper §3.4).
+                self.work.conflicts += 1;
+                self.work.rounds += 1;
+                self.work.reads += protocol.local_sets as u32;
+                Step::Fetch(protocol.copies(&self.key))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type Store = HashMap<Copy, Record>;
+
+    fn protocol(ls: LocalSet) -> Protocol {
+        Protocol { local_set: ls, local_sets: 2, levels: 1, retain: 4 }
+    }
+
+    fn read(store: &Store, ls: LocalSet, marks: &mut Marks, session: &mut Session, key: &str) -> ReadOutcome {
+        let (mut op, mut step) = ReadOp::start(&protocol(ls), key.as_bytes());
+        loop {
+            match step {
+                Step::Fetch(copies) => {
+                    let input = Input::Fetched(copies.iter().map(|c| store.get(c).cloned()).collect());
+                    step = op.resume(input, marks, session);
+                }
+                Step::Done(outcome) => return outcome,
+                Step::Cas { .. } => unreachable!(),
+            }
+        }
+    }
+
+    fn write(store: &mut Store, ls: LocalSet, session: &mut Session, key: &str, value: &str) -> Vertex {
+        let p = protocol(ls);
+        let (mut op, mut step) = WriteOp::start(&p, session, key.as_bytes(), value.as_bytes().to_vec());
+        loop {
+            step = match step {
+                Step::Fetch(copies) => {
+                    op.resume(&p, Input::Fetched(copies.iter().map(|c| store.get(c).cloned()).collect()), session)
+                }
+                Step::Cas { copy, expect, record } => {
+                    let ok = store.get(&copy).map(Record::seq) == expect;
+                    if ok {
+                        store.insert(copy, record);
+                    }
+                    op.resume(&p, Input::Swapped(ok), session)
+                }
+                Step::Done(v) => return v,
+            }
+        }
+    }
+
+    fn value(outcome: ReadOutcome) -> Option<String> {
+        match outcome {
+            ReadOutcome::Value { value, .. } => Some(String::from_utf8(value).unwrap()),
+            ReadOutcome::Missing => None,
+            ReadOutcome::Unresolved { missing, .. } => panic!("unresolved: {missing:?} missing"),
+        }
+    }
+
+    /// Replicates copy `(key, ls)` from one store to another.
+    fn ship(from: &Store, to: &mut Store, key: &str, ls: LocalSet) {
+        let copy = Copy { key: key.as_bytes().to_vec(), ls };
+        to.insert(copy.clone(), from[&copy].clone());
+    }
+
+    #[test]
+    fn a_read_waits_for_the_dependencies_of_what_it_returns() {
+        let (mut here, mut there) = (Store::new(), Store::new());
+        let mut alice = Session::new();
+        write(&mut here, 0, &mut alice, "x", "x1");
+        write(&mut here, 0, &mut alice, "y", "y1"); // y1 depends on x1 (same session)
+        ship(&here, &mut there, "y", 0);
+        let mut marks = Marks::new(100);
+        let out = read(&there, 1, &mut marks, &mut Session::new(), "y");
+        assert!(
+            matches!(&out, ReadOutcome::Unresolved { missing, .. } if missing.key == b"x"),
+            "y1 must not be returned before x1 arrives: {out:?}"
+        );
+        ship(&here, &mut there, "x", 0);
+        assert_eq!(value(read(&there, 1, &mut marks, &mut Session::new(), "y")).as_deref(), Some("y1"));
+        // Resolution marked both y1 and the x1 it depends on.
+        assert!(marks.covers(&Vertex { key: b"x".to_vec(), ls: 0, seq: 1 }));
+    }
+
+    #[test]
+    fn a_read_after_reads_carries_them_into_the_next_write() {
+        let (mut here, mut there) = (Store::new(), Store::new());
+        write(&mut here, 0, &mut Session::new(), "x", "x1");
+        let mut bob = Session::new();
+        assert_eq!(value(read(&here, 0, &mut Marks::new(10), &mut bob, "x")).as_deref(), Some("x1"));
+        write(&mut here, 0, &mut bob, "z", "z1"); // z1 depends on the x1 bob read (rule 1)
+        ship(&here, &mut there, "z", 0);
+        assert!(matches!(
+            read(&there, 1, &mut Marks::new(10), &mut Session::new(), "z"),
+            ReadOutcome::Unresolved { .. }
+        ));
+    }
+
+    /// A mark on a copy's newer version covers its older ones only because every version depends on the copy's
+    /// previous version; without that edge a reader would trust an older version whose own graph never arrived.
+    #[test]
+    fn a_mark_on_a_newer_version_covers_the_older_versions_dependencies() {
+        let (mut here, mut there) = (Store::new(), Store::new());
+        let mut w1 = Session::new();
+        write(&mut here, 0, &mut w1, "x", "x1");
+        write(&mut here, 0, &mut w1, "y", "y1"); // y@1 depends on x@1
+        let mut reader = Session::new();
+        assert_eq!(value(read(&here, 0, &mut Marks::new(10), &mut reader, "y")).as_deref(), Some("y1"));
+        write(&mut here, 0, &mut reader, "z", "z1"); // z@1 depends on y@1
+        write(&mut here, 0, &mut Session::new(), "y", "y2"); // y@2: a fresh session, no dependencies of its own
+        ship(&here, &mut there, "y", 0);
+        ship(&here, &mut there, "z", 0);
+        let mut marks = Marks::new(10);
+        // y@2 requires y@1's dependencies too, so neither y nor z may be read before x arrives.
+        assert!(matches!(read(&there, 1, &mut marks, &mut Session::new(), "y"), ReadOutcome::Unresolved { .. }));
+        assert!(matches!(read(&there, 1, &mut marks, &mut Session::new(), "z"), ReadOutcome::Unresolved { .. }));
+        ship(&here, &mut there, "x", 0);
+        assert_eq!(value(read(&there, 1, &mut marks, &mut Session::new(), "z")).as_deref(), Some("z1"));
+    }
+
+    #[test]
+    fn concurrent_copies_resolve_to_the_same_winner_everywhere() {
+        let (mut a, mut b) = (Store::new(), Store::new());
+        write(&mut a, 0, &mut Session::new(), "k", "from-0");
+        write(&mut b, 1, &mut Session::new(), "k", "from-1");
+        ship(&a, &mut b, "k", 0);
+        ship(&b, &mut a, "k", 1);
+        let read_a = value(read(&a, 0, &mut Marks::new(10), &mut Session::new(), "k"));
+        let read_b = value(read(&b, 1, &mut Marks::new(10), &mut Session::new(), "k"));
+        assert_eq!(read_a, read_b);
+        // A write that saw both copies wins over both.
+        write(&mut a, 0, &mut Session::new(), "k", "merged");
+        ship(&a, &mut b, "k", 0);
+        assert_eq!(value(read(&b, 1, &mut Marks::new(10), &mut Session::new(), "k")).as_deref(), Some("merged"));
+    }
+
+    #[test]
+    fn a_lost_compare_and_swap_is_retried_on_the_new_version() {
+        let p = protocol(0);
+        let mut store = Store::new();
+        let mut s = Session::new();
+        let (mut op, step) = WriteOp::start(&p, &s, b"k", b"mine".to_vec());
+        let Step::Fetch(copies) = step else { panic!() };
+        let step = op.resume(&p, Input::Fetched(copies.iter().map(|c| store.get(c).cloned()).collect()), &mut s);
+        assert!(matches!(step, Step::Cas { expect: None, .. }));
+        // Another instance writes first.
+        write(&mut store, 0, &mut Session::new(), "k", "theirs");
+        let step = op.resume(&p, Input::Swapped(false), &mut s);
+        let Step::Fetch(copies) = step else { panic!("a lost swap reads again") };
+        let step = op.resume(&p, Input::Fetched(copies.iter().map(|c| store.get(c).cloned()).collect()), &mut s);
+        let Step::Cas { expect: Some(1), record, .. } = step else { panic!("retries on version 1") };
+        assert_eq!(record.seq(), 2);
+        assert_eq!(op.work.conflicts, 1);
+    }
+}

@@ -1,0 +1,243 @@
+//! What the middleware stores: one [`Record`] per key per local set, holding the current value, a vector clock
+//! over local sets, and the dependency information of the last few versions.
+
+use serde::{Deserialize, Serialize};
+
+/// A local set: one site's application instances, middleware instances and store cluster (paper §3.1). Numbered
+/// from 0; the numbering is the configuration's and must agree across every middleware instance.
+pub type LocalSet = u16;
+
+/// A key, as the application names it.
+pub type Key = Vec<u8>;
+
+/// One copy of a key: the record that local set `ls` writes (paper §3.4: "a key has distinct versions for each
+/// local set"). Every local set's store holds every copy; only `ls` writes it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Copy {
+    /// The key.
+    pub key: Key,
+    /// The local set that writes this copy.
+    pub ls: LocalSet,
+}
+
+/// A vertex of a dependency graph: version `seq` of the copy of `key` written by local set `ls`.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Vertex {
+    /// The key.
+    pub key: Key,
+    /// The local set whose copy holds the version.
+    pub ls: LocalSet,
+    /// The version: the copy's own entry of its vector clock after the write (1 for the first write).
+    pub seq: u64,
+}
+
+impl Vertex {
+    /// The copy this version belongs to.
+    pub fn copy(&self) -> Copy {
+        Copy { key: self.key.clone(), ls: self.ls }
+    }
+}
+
+/// A dependency as embedded in a version: the vertex and its level relative to that version (1 = a direct
+/// dependency; 2..=k only with multi-level graphs, paper §3.5).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Dep {
+    /// The version depended on.
+    pub vertex: Vertex,
+    /// Its level below the version that embeds it.
+    pub level: u8,
+}
+
+/// The dependency information of one version of a copy.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VersionDeps {
+    /// The version.
+    pub seq: u64,
+    /// Its embedded graph: level 1 (the writer's last write and the reads since), and levels up to `k`.
+    pub deps: Vec<Dep>,
+}
+
+/// The stored record of one copy.
+///
+/// # Dependencies of a version, and why old ones may be dropped
+///
+/// Besides the dependencies the paper gives a version (the writer's last write and its reads since), every version
+/// of a copy depends on the copy's previous version. That edge costs no metadata (it is implied) and it is what
+/// makes garbage collection sound: when a record keeps more than its retention limit of versions, the oldest
+/// version's dependencies are *folded* into [`Record::folded`], which every retained version requires. A reader
+/// that needs a version whose own entry was dropped therefore requires at least what that version required. The
+/// price is a false dependency between successive writers of one copy (usually long resolved by then).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    /// The value of the newest version.
+    pub value: Vec<u8>,
+    /// Vector clock over local sets: entry `ls` of the copy written by `ls` is its newest version's `seq`.
+    pub clock: Vec<u64>,
+    /// The retained versions' dependency information, oldest first; the last is the newest version.
+    pub versions: Vec<VersionDeps>,
+    /// Dependencies folded in from dropped versions, compacted to the newest version of each copy. Every retained
+    /// version requires them.
+    pub folded: Vec<Vertex>,
+}
+
+/// A record that cannot be decoded: the store holds something the middleware did not write, or a newer format.
+#[derive(Debug, thiserror::Error)]
+#[error("a stored record could not be decoded ({0}); was the table written by something other than the middleware?")]
+pub struct DecodeError(#[from] postcard::Error);
+
+impl Record {
+    /// The newest version of the copy.
+    pub fn seq(&self) -> u64 {
+        self.versions.last().map_or(0, |v| v.seq)
+    }
+
+    /// Rank in a total order that extends the vector clocks' partial order: the sum of the clock, then the local
+    /// set. A reader returns the copy of highest rank (paper §3.4: "the causally latest, ties by local-set id").
+    pub fn rank(&self, ls: LocalSet) -> (u64, LocalSet) {
+        (self.clock.iter().sum(), ls)
+    }
+
+    /// What a reader must find resolved before returning version `seq` of this copy (or before counting it as
+    /// resolved in a graph): the dependencies of every retained version up to `seq` and the folded ones. `seq`
+    /// must be at most [`Record::seq`].
+    pub fn requirements(&self, seq: u64) -> impl Iterator<Item = Dep> + '_ {
+        debug_assert!(seq <= self.seq());
+        let folded = self.folded.iter().map(|v| Dep { vertex: v.clone(), level: 1 });
+        let retained = self.versions.iter().take_while(move |v| v.seq <= seq).flat_map(|v| v.deps.iter().cloned());
+        folded.chain(retained)
+    }
+
+    /// Serialises the record for the store.
+    pub fn encode(&self) -> Vec<u8> {
+        postcard::to_allocvec(self).expect("a record always serialises")
+    }
+
+    /// Reads a record written by [`Record::encode`].
+    pub fn decode(bytes: &[u8]) -> Result<Record, DecodeError> {
+        Ok(postcard::from_bytes(bytes)?)
+    }
+
+    /// The record after local set `ls` writes `value` with dependencies `deps` over `current` (this copy as read,
+    /// `None` if never written), having seen `others` (the other copies of the key in the local store). Keeps at
+    /// most `retain` versions' dependency information (at least 1).
+    pub fn next(
+        current: Option<&Record>,
+        others: &[&Record],
+        ls: LocalSet,
+        local_sets: usize,
+        value: Vec<u8>,
+        deps: Vec<Dep>,
+        retain: usize,
+    ) -> Record {
+        let mut clock = vec![0; local_sets];
+        for r in current.into_iter().chain(others.iter().copied()) {
+            for (c, &x) in clock.iter_mut().zip(&r.clock) {
+                *c = (*c).max(x);
+            }
+        }
+        let seq = current.map_or(0, Record::seq) + 1;
+        // Only this local set writes its copy, under compare-and-swap: no other copy can have seen a newer version.
+        debug_assert!(clock[ls as usize] < seq, "another copy is ahead of local set {ls}'s own copy");
+        clock[ls as usize] = seq;
+        let (mut versions, mut folded) = match current {
+            Some(r) => (r.versions.clone(), r.folded.clone()),
+            None => (Vec::new(), Vec::new()),
+        };
+        versions.push(VersionDeps { seq, deps });
+        let retain = retain.max(1);
+        if versions.len() > retain {
+            let dropped = versions.len() - retain;
+            for v in versions.drain(..dropped) {
+                folded.extend(v.deps.into_iter().map(|d| d.vertex));
+            }
+            folded = compact(folded);
+        }
+        Record { value, clock, versions, folded }
+    }
+}
+
+/// Keeps the newest version of each copy: with the implied edge to a copy's previous version, requiring version
+/// `s` of a copy requires every earlier one.
+pub fn compact(mut vertices: Vec<Vertex>) -> Vec<Vertex> {
+    vertices.sort_unstable_by(|a, b| (&a.key, a.ls, b.seq).cmp(&(&b.key, b.ls, a.seq)));
+    vertices.dedup_by(|later, first| later.key == first.key && later.ls == first.ls);
+    vertices
+}
+
+/// [`compact`] for embedded dependencies: the newest version of each copy, at the lowest level it appears.
+pub fn compact_deps(mut deps: Vec<Dep>) -> Vec<Dep> {
+    deps.sort_unstable_by(|a, b| {
+        (&a.vertex.key, a.vertex.ls, b.vertex.seq, a.level).cmp(&(&b.vertex.key, b.vertex.ls, a.vertex.seq, b.level))
+    });
+    let mut out: Vec<Dep> = Vec::with_capacity(deps.len());
+    for d in deps {
+        match out.last_mut() {
+            Some(last) if last.vertex.key == d.vertex.key && last.vertex.ls == d.vertex.ls => {
+                last.level = last.level.min(d.level);
+            }
+            _ => out.push(d),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(key: &str, ls: LocalSet, seq: u64) -> Vertex {
+        Vertex { key: key.as_bytes().to_vec(), ls, seq }
+    }
+
+    fn d(key: &str, ls: LocalSet, seq: u64) -> Dep {
+        Dep { vertex: v(key, ls, seq), level: 1 }
+    }
+
+    #[test]
+    fn next_merges_clocks_and_bumps_its_own_entry() {
+        let a = Record::next(None, &[], 0, 2, b"a".to_vec(), vec![], 4);
+        assert_eq!((a.clock.clone(), a.seq()), (vec![1, 0], 1));
+        let b = Record::next(None, &[&a], 1, 2, b"b".to_vec(), vec![], 4);
+        assert_eq!(b.clock, vec![1, 1]);
+        assert!(b.rank(1) > a.rank(0), "a write that saw another copy ranks above it");
+        let a2 = Record::next(Some(&a), &[&b], 0, 2, b"a2".to_vec(), vec![], 4);
+        assert_eq!((a2.clock.clone(), a2.seq()), (vec![2, 1], 2));
+    }
+
+    #[test]
+    fn dropped_versions_fold_their_dependencies_and_stay_required() {
+        let mut r = Record::next(None, &[], 0, 1, vec![], vec![d("x", 0, 3)], 2);
+        r = Record::next(Some(&r), &[], 0, 1, vec![], vec![d("y", 0, 1)], 2);
+        r = Record::next(Some(&r), &[], 0, 1, vec![], vec![d("x", 0, 5)], 2);
+        r = Record::next(Some(&r), &[], 0, 1, vec![], vec![], 2);
+        assert_eq!(r.versions.iter().map(|v| v.seq).collect::<Vec<_>>(), vec![3, 4]);
+        assert_eq!(r.folded, vec![v("x", 0, 3), v("y", 0, 1)]);
+        // Version 1's own entry is gone; requiring it requires at least what it required.
+        let req: Vec<Vertex> = r.requirements(1).map(|d| d.vertex).collect();
+        assert!(req.contains(&v("x", 0, 3)));
+        // The newest requires everything older, through the implied edge to the previous version.
+        let req: Vec<Vertex> = r.requirements(4).map(|d| d.vertex).collect();
+        assert!(req.contains(&v("x", 0, 5)) && req.contains(&v("y", 0, 1)));
+        assert_eq!(Record::decode(&r.encode()).unwrap(), r);
+    }
+
+    #[test]
+    fn compact_keeps_the_newest_version_of_each_copy_at_its_lowest_level() {
+        let deps = vec![
+            Dep { vertex: v("x", 0, 2), level: 2 },
+            Dep { vertex: v("x", 0, 5), level: 2 },
+            Dep { vertex: v("x", 1, 1), level: 1 },
+            Dep { vertex: v("x", 0, 4), level: 1 },
+        ];
+        assert_eq!(
+            compact_deps(deps),
+            vec![Dep { vertex: v("x", 0, 5), level: 1 }, Dep { vertex: v("x", 1, 1), level: 1 }]
+        );
+    }
+
+    #[test]
+    fn a_foreign_record_is_a_clear_error() {
+        let err = Record::decode(b"\xff\xff\xff").unwrap_err();
+        assert!(err.to_string().contains("could not be decoded"), "{err}");
+    }
+}
