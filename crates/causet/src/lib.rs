@@ -5,4 +5,5 @@ pub mod bench;
 pub mod check;
 pub mod cli;
 pub mod cluster;
+pub mod middleware;
 pub mod wan_matrix;

@@ -42,6 +42,10 @@ enum Command {
     /// Run a workload (shipped by name, or a TOML file) on an existing cluster or on fresh local clusters, one
     /// per protocol with --compare; live progress on stderr; a JSON and Markdown report and SVG plots.
     Bench(Box<causet::bench::BenchArgs>),
+    /// Run the causal middleware (Letting-It-Be) over an eventually consistent store — Cassandra, or an in-process
+    /// store — behind AntidoteDB's protocol: one causal session per connection, single-key operations on
+    /// register_lww objects. See docs/middleware.md.
+    Middleware(Box<causet::middleware::MiddlewareArgs>),
     /// Check a real local multi-DC cluster under faults: a recorded client workload while kill -9, pauses, link
     /// cuts and clock jumps are injected on a seeded schedule; then heal, read everything at every DC, and check the
     /// history for TCC, lost acknowledged updates and convergence. Exits 1 when anything is found.
@@ -462,6 +466,11 @@ fn main() -> anyhow::Result<()> {
         },
         Command::Bench(args) => {
             causet::bench::main(*args)?;
+        }
+        Command::Middleware(args) => {
+            tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::new("warn")).init();
+            let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            runtime.block_on(causet::middleware::run(*args, shutdown_signal()))?;
         }
         Command::Sim { seed, seeds, from, bug, history, protocol } => {
             let bug = match bug.as_deref() {

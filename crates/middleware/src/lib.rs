@@ -9,9 +9,15 @@
 
 #![warn(missing_docs)]
 
+pub mod cassandra;
+pub mod causet;
+pub mod driver;
+pub mod memory;
 pub mod op;
+pub mod proxy;
 pub mod record;
 pub mod sim;
 
+pub use driver::{Config, Error, Middleware, Stats, Store, StoreError};
 pub use op::{Input, Marks, Protocol, ReadOp, ReadOutcome, Session, Step, WriteOp};
 pub use record::{Copy, Dep, Key, LocalSet, Record, Vertex};

@@ -1,0 +1,205 @@
+//! `causet middleware`: the causal middleware (Letting-It-Be) over an eventually consistent store, behind a proxy
+//! that speaks AntidoteDB's client protocol. See docs/middleware.md.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use causet_middleware::cassandra::{CassandraOptions, CassandraStore, PlainCassandra};
+use causet_middleware::causet::CausetStore;
+use causet_middleware::memory::MemoryCluster;
+use causet_middleware::{proxy, Config, LocalSet, Middleware, Store};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// Options of `causet middleware`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct MiddlewareArgs {
+    /// The store: `cassandra://HOST:PORT[,HOST:PORT…]` (this local set's Cassandra datacenter),
+    /// `causet://HOST:PORT` (a node of this local set's DC of a Causet cluster run with `--protocol eventual`; one
+    /// middleware instance per local set), or `memory` (an
+    /// in-process store per local set with --wan-delay-ms between them; every local set is served by this process,
+    /// local set N on the --listen port + N).
+    #[arg(long)]
+    pub store: String,
+    /// This instance's local set, 0-based.
+    #[arg(long, default_value_t = 0)]
+    pub local_set: LocalSet,
+    /// How many local sets (emulated DCs) the deployment has.
+    #[arg(long, default_value_t = 2)]
+    pub local_sets: usize,
+    /// Where AntidoteDB's clients connect.
+    #[arg(long, default_value = "127.0.0.1:8087")]
+    pub listen: SocketAddr,
+    /// Cassandra: this local set's datacenter name [default: dc<local-set + 1>].
+    #[arg(long)]
+    pub datacenter: Option<String>,
+    /// Cassandra: the keyspace of the middleware's table.
+    #[arg(long, default_value = "causet_middleware")]
+    pub keyspace: String,
+    /// Cassandra: create the keyspace (one replica in each datacenter dc1..dc<local-sets>) and the table if missing.
+    #[arg(long)]
+    pub create_schema: bool,
+    /// Embedded dependency-graph levels, k (1: the paper's base protocol).
+    #[arg(long, default_value_t = 1)]
+    pub levels: u8,
+    /// Versions whose dependency information a record keeps before folding the oldest.
+    #[arg(long, default_value_t = 8)]
+    pub retain: usize,
+    /// How long a read waits for a missing dependency before failing (0: fail at once).
+    #[arg(long, default_value_t = 2000)]
+    pub resolve_wait_ms: u64,
+    /// Serve the store alone, without the middleware: plain last-writer-wins reads and writes, not causally
+    /// consistent across keys (the baseline the paper compares against). Cassandra only.
+    #[arg(long)]
+    pub plain: bool,
+    /// `memory` store: one-way replication delay between local sets.
+    #[arg(long, default_value_t = 0)]
+    pub wan_delay_ms: u64,
+}
+
+/// A running middleware: one proxy per local set it serves.
+pub struct Running {
+    /// Each proxy's local set and address.
+    pub listening: Vec<(LocalSet, SocketAddr)>,
+    stop: watch::Sender<bool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    report: Vec<Box<dyn Fn() -> String + Send + Sync>>,
+}
+
+impl Running {
+    /// One line per local set: what its instance did.
+    pub fn report(&self) -> Vec<String> {
+        self.report.iter().map(|r| r()).collect()
+    }
+
+    /// Stops the proxies.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        for t in self.tasks {
+            let _ = t.await;
+        }
+    }
+}
+
+fn config(args: &MiddlewareArgs, ls: LocalSet) -> Config {
+    Config {
+        levels: args.levels,
+        retain: args.retain,
+        resolve_wait: Duration::from_millis(args.resolve_wait_ms),
+        ..Config::new(ls, args.local_sets)
+    }
+}
+
+fn summary<S: Store>(ls: LocalSet, m: &Middleware<S>) -> String {
+    use std::sync::atomic::Ordering::Relaxed;
+    let s = &m.stats;
+    let (reads, rounds) = (s.reads.load(Relaxed), s.read_rounds.load(Relaxed));
+    let (writes, bytes, values) =
+        (s.writes.load(Relaxed), s.written_bytes.load(Relaxed), s.written_value_bytes.load(Relaxed));
+    format!(
+        "local set {ls}: {reads} reads ({:.2} store rounds each, {} waited for a dependency, {} failed), {writes} \
+         writes ({} compare-and-swap conflicts, {:.0} metadata bytes per write)",
+        if reads > 0 { rounds as f64 / reads as f64 } else { 0.0 },
+        s.unresolved.load(Relaxed),
+        s.failed_reads.load(Relaxed),
+        s.conflicts.load(Relaxed),
+        if writes > 0 { (bytes - values) as f64 / writes as f64 } else { 0.0 },
+    )
+}
+
+/// Starts the proxies.
+pub async fn start(args: &MiddlewareArgs) -> anyhow::Result<Running> {
+    if args.local_sets == 0 || args.local_sets > 64 {
+        bail!("--local-sets must be between 1 and 64, not {}", args.local_sets);
+    }
+    if args.levels == 0 || args.levels > 8 {
+        bail!("--levels must be between 1 and 8, not {}", args.levels);
+    }
+    let (stop, stopped) = watch::channel(false);
+    let mut running = Running { listening: Vec::new(), stop, tasks: Vec::new(), report: Vec::new() };
+    if args.store == "memory" {
+        if args.plain {
+            bail!("--plain serves Cassandra alone; the memory store has no plain mode");
+        }
+        let cluster = MemoryCluster::new(args.local_sets, Duration::from_millis(args.wan_delay_ms));
+        for ls in 0..args.local_sets as LocalSet {
+            let mut addr = args.listen;
+            addr.set_port(args.listen.port().checked_add(ls).context("--listen port + local set is over 65535")?);
+            let m = Arc::new(Middleware::new(cluster.store(ls), &config(args, ls)));
+            serve(&mut running, ls, addr, m, stopped.clone()).await?;
+        }
+    } else if let Some(nodes) = args.store.strip_prefix("cassandra://") {
+        if args.local_set as usize >= args.local_sets {
+            bail!("--local-set {} is not below --local-sets {}", args.local_set, args.local_sets);
+        }
+        let options = CassandraOptions {
+            nodes: nodes.split(',').map(str::to_owned).collect(),
+            datacenter: args.datacenter.clone().unwrap_or_else(|| format!("dc{}", args.local_set + 1)),
+            keyspace: args.keyspace.clone(),
+            create_in: args.create_schema.then(|| (1..=args.local_sets).map(|i| format!("dc{i}")).collect()),
+        };
+        if args.plain {
+            let store = Arc::new(PlainCassandra::connect(&options).await.map_err(anyhow::Error::msg)?);
+            let listener = bind(args.listen).await?;
+            running.listening.push((args.local_set, listener.local_addr()?));
+            running.tasks.push(tokio::spawn(proxy::serve(listener, store, stopped)));
+            let ls = args.local_set;
+            running.report.push(Box::new(move || format!("local set {ls}: Cassandra alone (no causal consistency)")));
+        } else {
+            let store = CassandraStore::connect(&options).await.map_err(anyhow::Error::msg)?;
+            let m = Arc::new(Middleware::new(store, &config(args, args.local_set)));
+            serve(&mut running, args.local_set, args.listen, m, stopped).await?;
+        }
+    } else if let Some(addr) = args.store.strip_prefix("causet://") {
+        if args.local_set as usize >= args.local_sets {
+            bail!("--local-set {} is not below --local-sets {}", args.local_set, args.local_sets);
+        }
+        if args.plain {
+            bail!("--plain serves Cassandra alone; over Causet, run clients against Causet directly");
+        }
+        let store = CausetStore::connect(addr, 16).await.map_err(anyhow::Error::msg)?;
+        let m = Arc::new(Middleware::new(store, &config(args, args.local_set)));
+        serve(&mut running, args.local_set, args.listen, m, stopped).await?;
+    } else {
+        bail!("unknown --store {:?}: use cassandra://HOST:PORT, causet://HOST:PORT or memory", args.store);
+    }
+    Ok(running)
+}
+
+async fn serve<S: Store + 'static>(
+    running: &mut Running,
+    ls: LocalSet,
+    addr: SocketAddr,
+    m: Arc<Middleware<S>>,
+    stopped: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let listener = bind(addr).await?;
+    let addr = listener.local_addr()?;
+    running.listening.push((ls, addr));
+    running.tasks.push(tokio::spawn(proxy::serve(listener, m.clone(), stopped)));
+    running.report.push(Box::new(move || summary(ls, &m)));
+    Ok(())
+}
+
+async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(addr).await.with_context(|| format!("listening on {addr}"))
+}
+
+/// `causet middleware`: serves until `stop` completes, then prints what each instance did.
+pub async fn run(args: MiddlewareArgs, stop: impl std::future::Future<Output = ()>) -> anyhow::Result<()> {
+    let running = start(&args).await?;
+    for (ls, addr) in &running.listening {
+        println!(
+            "causal middleware for local set {ls} serving AntidoteDB's protocol on {addr} (store: {})",
+            args.store
+        );
+    }
+    stop.await;
+    for line in running.report() {
+        println!("{line}");
+    }
+    running.stop().await;
+    Ok(())
+}

@@ -1,0 +1,145 @@
+//! `causet middleware` behind AntidoteDB's protocol, driven by Causet's own client, over the in-process store and
+//! over a real Causet cluster run in eventual mode.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use causet::middleware::{start, MiddlewareArgs};
+use causet_client::{Client, ClientError};
+use causet_core::ObjectId;
+use causet_crdt::{CrdtType, Op, Value};
+
+fn args(wan_delay_ms: u64, resolve_wait_ms: u64) -> MiddlewareArgs {
+    MiddlewareArgs {
+        store: "memory".into(),
+        local_set: 0,
+        local_sets: 2,
+        listen: "127.0.0.1:0".parse().unwrap(),
+        datacenter: None,
+        keyspace: "unused".into(),
+        create_schema: false,
+        levels: 1,
+        retain: 8,
+        resolve_wait_ms,
+        plain: false,
+        wan_delay_ms,
+    }
+}
+
+fn reg(key: &str) -> ObjectId {
+    ObjectId::new(key, "b", CrdtType::RegisterLww)
+}
+
+async fn get(c: &mut Client, key: &str) -> Result<Vec<u8>, ClientError> {
+    let (values, _) = c.static_read(None, &[reg(key)]).await?;
+    match &values[0] {
+        Value::Register(v) => Ok(v.clone()),
+        other => panic!("a register read returned {other:?}"),
+    }
+}
+
+async fn put(c: &mut Client, key: &str, value: &str) -> Result<(), ClientError> {
+    c.static_update(None, [(reg(key), Op::Assign(value.as_bytes().to_vec()))]).await.map(|_| ())
+}
+
+#[tokio::test]
+async fn single_key_operations_replicate_between_local_sets() {
+    // Port 0 for every local set: the memory store binds local set N to the port + N, so ask for one free port.
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let mut a = args(20, 2000);
+    a.listen = free;
+    let running = match start(&a).await {
+        Ok(r) => r,
+        Err(_) => {
+            // The port after the free one was taken meanwhile; one retry on another pair.
+            a.listen = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+            start(&a).await.unwrap()
+        }
+    };
+    let addrs: Vec<_> = running.listening.iter().map(|(_, a)| *a).collect();
+    let mut here = Client::connect(addrs[0]).await.unwrap();
+    let mut there = Client::connect(addrs[1]).await.unwrap();
+    assert_eq!(get(&mut here, "never").await.unwrap(), b"");
+    put(&mut here, "k", "v1").await.unwrap();
+    assert_eq!(get(&mut here, "k").await.unwrap(), b"v1", "read your writes");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while get(&mut there, "k").await.unwrap() != b"v1" {
+        assert!(Instant::now() < deadline, "the write never reached the other local set");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // An interactive transaction on one key: its reads see its own assignment, the commit writes it.
+    let mut tx = there.start_transaction(None).await.unwrap();
+    tx.update([(reg("k"), Op::Assign(b"v2".to_vec()))]).await.unwrap();
+    assert_eq!(tx.read_one(&reg("k")).await.unwrap(), Value::Register(b"v2".to_vec()));
+    tx.commit().await.unwrap();
+    assert_eq!(get(&mut there, "k").await.unwrap(), b"v2");
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn what_the_middleware_cannot_do_is_refused_with_the_reason() {
+    let running = start(&MiddlewareArgs { local_sets: 1, ..args(0, 100) }).await.unwrap();
+    let mut c = Client::connect(running.listening[0].1).await.unwrap();
+    let err = c.static_read(None, &[reg("x"), reg("y")]).await.unwrap_err();
+    assert!(err.to_string().contains("not multi-key transactions"), "{err}");
+    let mut tx = c.start_transaction(None).await.unwrap();
+    tx.update([(reg("x"), Op::Assign(b"1".to_vec()))]).await.unwrap();
+    let err = tx.update([(reg("y"), Op::Assign(b"2".to_vec()))]).await.unwrap_err();
+    assert!(err.to_string().contains("already uses x"), "{err}");
+    tx.commit().await.unwrap();
+    assert_eq!(get(&mut c, "x").await.unwrap(), b"1", "the transaction's first key was kept");
+    assert_eq!(get(&mut c, "y").await.unwrap(), b"", "the refused update was not applied");
+    let counter = ObjectId::new("n", "b", CrdtType::CounterPn);
+    let err = c.static_update(None, [(counter, Op::Increment(1))]).await.unwrap_err();
+    assert!(err.to_string().contains("register_lww"), "{err}");
+    running.stop().await;
+}
+
+/// The middleware over Causet run with `protocol = "eventual"` (two DCs, 30 ± 25 ms apart): the photo-and-album
+/// workload's history passes the TCC checker.
+#[test]
+fn the_middleware_over_causet_eventual_is_causal() {
+    use causet::cluster::{self, StartOptions};
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let options = StartOptions {
+        dcs: 2,
+        nodes_per_dc: 1,
+        partitions: 4,
+        wan_delay_ms: 30,
+        jitter_ms: 25,
+        tls: false,
+        dir: dir.path().to_path_buf(),
+        base_port: 0,
+        protocol: causet_core::Protocol::Eventual,
+        exe: Some(env!("CARGO_BIN_EXE_causet").into()),
+        ..Default::default()
+    };
+    let file = cluster::start(&options).expect("the cluster starts");
+    struct Stop<'a>(&'a std::path::Path);
+    impl Drop for Stop<'_> {
+        fn drop(&mut self) {
+            let _ = causet::cluster::stop(self.0);
+        }
+    }
+    let _stop = Stop(dir.path());
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    rt.block_on(async {
+        let proxy = |ls: u16| MiddlewareArgs {
+            store: format!("causet://{}", file.dc_clients(ls)[0]),
+            local_set: ls,
+            ..args(0, 5000)
+        };
+        let (a, b) = (start(&proxy(0)).await.unwrap(), start(&proxy(1)).await.unwrap());
+        let history = common::photo_album(a.listening[0].1, b.listening[0].1, 30, 1).await;
+        let report = causet_sim::checker::check(&history);
+        assert!(report.is_ok(), "{report}");
+        let reads = history.txs.iter().filter(|t| matches!(t.ops[0], causet_sim::history::HistOp::Read { .. })).count();
+        assert!(reads > 50, "the readers read ({reads} reads)");
+        for line in b.report() {
+            eprintln!("{line}");
+        }
+        a.stop().await;
+        b.stop().await;
+    });
+}
