@@ -179,12 +179,21 @@ pub struct Work {
     pub conflicts: u32,
 }
 
+/// Whether `v` needs no resolution in `local_set`: it is marked, or `local_set` wrote it. A version written here had
+/// its whole graph present here when it was written (its dependencies are the writer's resolved reads and earlier
+/// writes of this local set, and its copy's earlier versions, all written here), and the local store only moves
+/// forward (one replica per datacenter, or quorum reads and writes inside it).
+fn known_resolved(local_set: LocalSet, marks: &Marks, v: &Vertex) -> bool {
+    v.ls == local_set || marks.covers(v)
+}
+
 /// A read with resolution on read (paper §3.2): read every copy of the key, take the causally latest, and unless
 /// it is marked resolved, check its graph level by level, one parallel batch of local reads per level.
 #[derive(Debug)]
 pub struct ReadOp {
     key: Key,
     levels: u8,
+    local_set: LocalSet,
     /// The winning copy's local set and record, once chosen.
     winner: Option<(LocalSet, Record)>,
     /// Copies read during this operation (one snapshot of each is enough: a local copy only moves forward).
@@ -205,6 +214,7 @@ impl ReadOp {
         let op = ReadOp {
             key: key.to_vec(),
             levels: protocol.levels,
+            local_set: protocol.local_set,
             winner: None,
             fetched: HashMap::new(),
             visited: HashMap::new(),
@@ -232,7 +242,7 @@ impl ReadOp {
                 .map(|(ls, r)| (ls, r.clone()));
             let Some((ls, record)) = best else { return Step::Done(ReadOutcome::Missing) };
             let target = Vertex { key: self.key.clone(), ls, seq: record.seq() };
-            if !marks.covers(&target) {
+            if !known_resolved(self.local_set, marks, &target) {
                 self.visited.insert(target.copy(), target.seq);
                 self.pending = record.requirements(target.seq).map(|d| d.vertex).collect();
             }
@@ -242,8 +252,9 @@ impl ReadOp {
         }
         loop {
             // Drop what is already known resolved or already expanded, and keep one vertex per copy.
-            let visited = &self.visited;
-            self.pending.retain(|v| !marks.covers(v) && visited.get(&v.copy()).is_none_or(|&s| s < v.seq));
+            let (visited, local_set) = (&self.visited, self.local_set);
+            self.pending
+                .retain(|v| !known_resolved(local_set, marks, v) && visited.get(&v.copy()).is_none_or(|&s| s < v.seq));
             self.pending = crate::record::compact(std::mem::take(&mut self.pending));
             if self.pending.is_empty() {
                 return Step::Done(self.resolved(marks, session));
