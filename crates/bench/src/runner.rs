@@ -515,15 +515,16 @@ fn target_sessions(shared: &Shared) -> f64 {
     shared.live.recent.len().max(1) as f64
 }
 
-/// Keys per transaction of the preload.
-const PRELOAD_BATCH: u64 = 100;
+/// Keys a preload session writes before the preload opens a new one.
+const PRELOAD_SESSION_KEYS: u64 = 100;
 /// Concurrent connections of the preload.
 const PRELOAD_CONNECTIONS: u64 = 8;
 
 /// How long the preload may take to become visible at every DC.
 const PRELOAD_SETTLE: Duration = Duration::from_secs(120);
 
-/// Writes every key in `0..keys` once, at the target's first DC, in static updates of 100 keys on 8 connections
+/// Writes every key in `0..keys` once, at the target's first DC, in static updates of `preload_batch` keys on 8
+/// connections at a time (a new one every 100 keys)
 /// (not measured), so the run's reads find values; then waits until every DC's snapshot includes all of it, so
 /// the first point's warm-up does not share the machine with the other DCs applying the preload.
 pub async fn preload(workload: &Workload, keys: u64, target: &Target) -> anyhow::Result<()> {
@@ -532,19 +533,28 @@ pub async fn preload(workload: &Workload, keys: u64, target: &Target) -> anyhow:
     let mut value = b"preload-".to_vec();
     value.resize(workload.file.values.bytes.max(value.len()), b'p');
     value.truncate(workload.file.values.bytes);
+    let batch = workload.file.run.preload_batch.max(1);
     let mut tasks = Vec::new();
     for c in 0..PRELOAD_CONNECTIONS {
         let (workload, value) = (workload.clone(), value.clone());
         tasks.push(tokio::spawn(async move {
             let mut client = Client::connect(addr).await?;
-            let mut start = c * PRELOAD_BATCH;
+            let mut start = c * batch;
             let mut last = None;
+            let mut written = 0;
             while start < keys {
-                let end = (start + PRELOAD_BATCH).min(keys);
+                if written >= PRELOAD_SESSION_KEYS {
+                    // A fresh session: a bulk load is not application causality, and a causal middleware would
+                    // otherwise chain every preloaded key to the one before it.
+                    client = Client::connect(addr).await?;
+                    written = 0;
+                }
+                let end = (start + batch).min(keys);
+                written += end - start;
                 let updates: Vec<(ObjectId, Op)> =
                     (start..end).map(|r| (object(&workload, r), update_op(&workload, &value))).collect();
                 last = Some(client.static_update(None, updates).await?);
-                start += PRELOAD_BATCH * PRELOAD_CONNECTIONS;
+                start += batch * PRELOAD_CONNECTIONS;
             }
             anyhow::Ok(last)
         }));

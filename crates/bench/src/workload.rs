@@ -35,6 +35,7 @@
 //! warmup_s = 5
 //! seed = 1
 //! preload = true              # write every key once before the warm-up
+//! preload_batch = 100         # keys per preload transaction (1 for the causal middleware's proxy)
 //!
 //! [visibility]                # client-side visibility probes across DCs during the measured window
 //! enabled = true
@@ -307,6 +308,14 @@ pub struct RunSection {
     /// Write every key once before the warm-up (not measured), so reads find values rather than empty objects.
     #[serde(default)]
     pub preload: bool,
+    /// Keys per preload transaction (1 for targets without multi-key transactions, such as the causal
+    /// middleware's proxy).
+    #[serde(default = "default_preload_batch")]
+    pub preload_batch: u64,
+}
+
+fn default_preload_batch() -> u64 {
+    100
 }
 
 fn default_duration() -> f64 {
@@ -321,7 +330,13 @@ fn default_seed() -> u64 {
 
 impl Default for RunSection {
     fn default() -> Self {
-        RunSection { duration_s: default_duration(), warmup_s: default_warmup(), seed: default_seed(), preload: false }
+        RunSection {
+            duration_s: default_duration(),
+            warmup_s: default_warmup(),
+            seed: default_seed(),
+            preload: false,
+            preload_batch: default_preload_batch(),
+        }
     }
 }
 
@@ -514,6 +529,9 @@ impl Workload {
             (None, Some(0)) => return Err(bad("keys.per_partition", "must be at least 1".into())),
             (None, Some(p)) => KeySpace::PerPartition(p),
         };
+        if file.run.preload_batch == 0 {
+            return Err(bad("run.preload_batch", "must be at least 1 (keys per preload transaction)".into()));
+        }
         if !(1..=64).contains(&file.keys.key_bytes) {
             return Err(bad("keys.key_bytes", format!("{}: between 1 and 64", file.keys.key_bytes)));
         }
