@@ -515,8 +515,6 @@ fn target_sessions(shared: &Shared) -> f64 {
     shared.live.recent.len().max(1) as f64
 }
 
-/// Keys a preload session writes before the preload opens a new one.
-const PRELOAD_SESSION_KEYS: u64 = 100;
 /// Concurrent connections of the preload.
 const PRELOAD_CONNECTIONS: u64 = 8;
 
@@ -524,7 +522,7 @@ const PRELOAD_CONNECTIONS: u64 = 8;
 const PRELOAD_SETTLE: Duration = Duration::from_secs(120);
 
 /// Writes every key in `0..keys` once, at the target's first DC, in static updates of `preload_batch` keys on 8
-/// connections at a time (a new one every 100 keys)
+/// connections at a time (a new connection, so a new session, for every transaction)
 /// (not measured), so the run's reads find values; then waits until every DC's snapshot includes all of it, so
 /// the first point's warm-up does not share the machine with the other DCs applying the preload.
 pub async fn preload(workload: &Workload, keys: u64, target: &Target) -> anyhow::Result<()> {
@@ -541,16 +539,16 @@ pub async fn preload(workload: &Workload, keys: u64, target: &Target) -> anyhow:
             let mut client = Client::connect(addr).await?;
             let mut start = c * batch;
             let mut last = None;
-            let mut written = 0;
+            let mut first = true;
             while start < keys {
-                if written >= PRELOAD_SESSION_KEYS {
-                    // A fresh session: a bulk load is not application causality, and a causal middleware would
-                    // otherwise chain every preloaded key to the one before it.
+                if !first {
+                    // A fresh session for every transaction: a bulk load is not application causality, and a causal
+                    // middleware would otherwise chain each preloaded key to the one before it (and a reader would
+                    // walk those chains).
                     client = Client::connect(addr).await?;
-                    written = 0;
                 }
+                first = false;
                 let end = (start + batch).min(keys);
-                written += end - start;
                 let updates: Vec<(ObjectId, Op)> =
                     (start..end).map(|r| (object(&workload, r), update_op(&workload, &value))).collect();
                 last = Some(client.static_update(None, updates).await?);

@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# The Letting-It-Be paper's experiment, side by side on this machine: two emulated DCs 50 ms apart, YCSB-like
+# zipfian single-key operations on 1 KiB values (bench/workloads/letting-it-be.toml), write-heavy (50% updates)
+# and read-heavy (5%), on four targets:
+#
+#   cassandra       Cassandra alone (two real nodes, one per DC), through `causet middleware --plain`
+#   lib-cassandra   the causal middleware over the same Cassandra
+#   lib-causet      the causal middleware over Causet run with protocol = "eventual"
+#   causet          Causet's own Transactional Causal+ Consistency (Cure)
+#
+# Each repetition runs every target in turn (a fresh keyspace or a fresh cluster each time); the summary gives
+# medians over repetitions and, per repetition, ratios to Cassandra alone.
+#
+#   bench/letting-it-be.sh [--repeat 3] [--duration-s 20] [--warmup-s 5] [--out DIR] [--targets a,b,...]
+#
+# Needs a release build (BIN, default target/release/causet), Java 17 and Maven (scripts/cassandra).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+REPEAT=3
+DURATION=20
+WARMUP=5
+OUT="bench-results/letting-it-be-$(date +%s)"
+TARGETS="cassandra,lib-cassandra,lib-causet,causet"
+RATIOS="0.50,0.05"
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --repeat) REPEAT="$2"; shift 2 ;;
+    --duration-s) DURATION="$2"; shift 2 ;;
+    --warmup-s) WARMUP="$2"; shift 2 ;;
+    --out) OUT="$2"; shift 2 ;;
+    --targets) TARGETS="$2"; shift 2 ;;
+    --update-ratio) RATIOS="$2"; shift 2 ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+done
+BIN="${BIN:-target/release/causet}"
+[[ -x "$BIN" ]] || { echo "no $BIN: run cargo build --release -p causet first (or set BIN)" >&2; exit 1; }
+mkdir -p "$OUT"
+OUT="$(cd "$OUT" && pwd)"
+
+CQL_PORT=29042
+PROXY0=127.0.0.1:28087
+PROXY1=127.0.0.1:28088
+CAUSET_BASE=30087            # node i listens on base+3i: DC 0 on 30087, DC 1 on 30090
+CASS_DIR="$OUT/cassandra"
+PROXY_PIDS=()
+
+log() { printf '[letting-it-be] %s\n' "$*" >&2; }
+
+stop_proxies() {
+  local name="$1"
+  for pid in "${PROXY_PIDS[@]}"; do kill -INT "$pid" 2>/dev/null || true; done
+  for pid in "${PROXY_PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  PROXY_PIDS=()
+  [[ -n "$name" ]] && grep -h "^local set" "$OUT/$name".proxy*.log >"$OUT/$name.proxy-report.txt" 2>/dev/null || true
+}
+
+cleanup() {
+  stop_proxies ""
+  for d in "$OUT"/causet-*; do [[ -d "$d" ]] && "$BIN" cluster stop --dir "$d" >/dev/null 2>&1 || true; done
+  scripts/cassandra stop --dir "$CASS_DIR" >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+
+# Starts one proxy per DC: $1 run name, $2 store of DC 0, $3 store of DC 1, then extra flags for both.
+start_proxies() {
+  local name="$1" s0="$2" s1="$3"; shift 3
+  "$BIN" middleware --store "$s0" --local-set 0 --listen "$PROXY0" "$@" >"$OUT/$name.proxy0.log" 2>&1 &
+  PROXY_PIDS+=($!)
+  # The first proxy creates the schema; give it a moment before the second connects.
+  for _ in $(seq 1 100); do grep -q serving "$OUT/$name.proxy0.log" && break; sleep 0.2; done
+  grep -q serving "$OUT/$name.proxy0.log" || { cat "$OUT/$name.proxy0.log" >&2; exit 1; }
+  local extra=()
+  for a in "$@"; do [[ "$a" != --create-schema ]] && extra+=("$a"); done
+  "$BIN" middleware --store "$s1" --local-set 1 --listen "$PROXY1" "${extra[@]}" >"$OUT/$name.proxy1.log" 2>&1 &
+  PROXY_PIDS+=($!)
+  for _ in $(seq 1 100); do grep -q serving "$OUT/$name.proxy1.log" && break; sleep 0.2; done
+  grep -q serving "$OUT/$name.proxy1.log" || { cat "$OUT/$name.proxy1.log" >&2; exit 1; }
+}
+
+bench() {
+  local name="$1"; shift
+  log "$name: causet bench"
+  "$BIN" bench -w letting-it-be --update-ratio "$RATIOS" --duration-s "$DURATION" --warmup-s "$WARMUP" \
+    --out "$OUT/$name" "$@" 2>&1 | grep -v '\[measuring\]\|\[warm-up\]' | tail -6 >&2
+}
+
+causet_cluster() {
+  local dir="$1" protocol="$2"
+  "$BIN" cluster start --dcs 2 --nodes-per-dc 1 --partitions 8 --wan-delay-ms 50 --sync periodic --no-tls \
+    --protocol "$protocol" --base-port "$CAUSET_BASE" --dir "$dir" >"$dir.log" 2>&1
+}
+
+if [[ ",$TARGETS," == *",cassandra,"* || ",$TARGETS," == *",lib-cassandra,"* ]]; then
+  log "starting two Cassandra nodes (dc1, dc2) with a 50 ms WAN between them"
+  scripts/cassandra start --dir "$CASS_DIR" --nodes 2 --fresh --wan-delay-ms 50 --port "$CQL_PORT" \
+    --storage-port 27000 --jmx-port 27199 >"$OUT/cassandra.log" 2>&1
+fi
+
+for rep in $(seq 1 "$REPEAT"); do
+  IFS=, read -ra list <<<"$TARGETS"
+  for target in "${list[@]}"; do
+    name="r$rep-$target"
+    case "$target" in
+      cassandra|lib-cassandra)
+        plain=(); [[ "$target" == cassandra ]] && plain=(--plain)
+        start_proxies "$name" "cassandra://127.0.0.1:$CQL_PORT" "cassandra://127.0.0.2:$CQL_PORT" \
+          --keyspace "lib_r$rep" --create-schema "${plain[@]}"
+        bench "$name" --addr "$PROXY0,$PROXY1"
+        stop_proxies "$name"
+        ;;
+      lib-causet)
+        causet_cluster "$OUT/causet-$name" eventual
+        start_proxies "$name" "causet://127.0.0.1:$CAUSET_BASE" "causet://127.0.0.1:$((CAUSET_BASE + 3))"
+        bench "$name" --addr "$PROXY0,$PROXY1"
+        stop_proxies "$name"
+        "$BIN" cluster stop --dir "$OUT/causet-$name" >/dev/null
+        ;;
+      causet)
+        causet_cluster "$OUT/causet-$name" cure
+        bench "$name" --cluster-dir "$OUT/causet-$name"
+        "$BIN" cluster stop --dir "$OUT/causet-$name" >/dev/null
+        ;;
+      *) echo "unknown target $target" >&2; exit 2 ;;
+    esac
+    [[ -f "$OUT/$name.proxy-report.txt" ]] && sed 's/^/    /' "$OUT/$name.proxy-report.txt" >&2
+  done
+done
+
+python3 - "$OUT" "$REPEAT" "$TARGETS" <<'EOF'
+import json, os, statistics, sys
+out, repeat, targets = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(",")
+runs = {}  # (target, ratio) -> [per-rep dict]
+for rep in range(1, repeat + 1):
+    for t in targets:
+        path = os.path.join(out, f"r{rep}-{t}", "report.json")
+        if not os.path.exists(path):
+            continue
+        for r in json.load(open(path))["runs"]:
+            k = r["latency_by_kind"]
+            runs.setdefault((t, r["point"]["update_ratio"]), []).append({
+                "rep": rep, "tput": r["throughput_per_s"], "errors": r["errors"],
+                "read_p50": k["read"]["p50_us"] / 1000 if "read" in k else None,
+                "read_p99": k["read"]["p99_us"] / 1000 if "read" in k else None,
+                "upd_p50": k["update"]["p50_us"] / 1000 if "update" in k else None,
+                "upd_p99": k["update"]["p99_us"] / 1000 if "update" in k else None,
+            })
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else float("nan")
+lines = ["| updates | target | throughput (txn/s) | ÷ Cassandra alone | read p50 / p99 (ms) | update p50 / p99 (ms) | errors |",
+         "|---|---|---|---|---|---|---|"]
+for ratio in sorted({r for (_, r) in runs}, reverse=True):
+    base = {x["rep"]: x["tput"] for x in runs.get(("cassandra", ratio), [])}
+    for t in targets:
+        xs = runs.get((t, ratio), [])
+        if not xs:
+            continue
+        ratios = [x["tput"] / base[x["rep"]] for x in xs if x["rep"] in base]
+        rs = " / ".join(f"{x['tput']:.0f}" for x in xs)
+        lines.append(
+            f"| {ratio:.0%} | {t} | {med([x['tput'] for x in xs]):.0f} ({rs}) | "
+            f"{med(ratios):.2f} ({' / '.join(f'{r:.2f}' for r in ratios)}) | "
+            f"{med([x['read_p50'] for x in xs]):.1f} / {med([x['read_p99'] for x in xs]):.1f} | "
+            f"{med([x['upd_p50'] for x in xs]):.1f} / {med([x['upd_p99'] for x in xs]):.1f} | "
+            f"{sum(x['errors'] for x in xs)} |")
+summary = "\n".join(lines)
+open(os.path.join(out, "summary.md"), "w").write(summary + "\n")
+print(summary)
+EOF
+log "summary in $OUT/summary.md"
