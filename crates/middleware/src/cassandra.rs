@@ -1,10 +1,11 @@
 //! The store adapter for Apache Cassandra (through the `scylla` driver, which speaks Cassandra 5's native
 //! protocol).
 //!
-//! One table holds every copy: `records ((key, ls)) → (seq, data)`. Each copy is its own partition, so the
-//! lightweight transactions of different local sets never touch the same Paxos state — under a network partition
-//! between DCs, `LOCAL_SERIAL` succeeds on both sides independently, and the design relies on exactly that:
-//! only local set `ls` ever writes copy `ls`. Reads are `LOCAL_ONE` and go to this local set's datacenter only
+//! One table holds every copy: `copies (key, ls) → (seq, data)`, partitioned by key with one row per local set,
+//! so that one single-partition read returns every copy of a key (what every read and write starts with). The
+//! lightweight transactions run at `LOCAL_SERIAL`: Paxos among the local datacenter's replicas only, so under a
+//! network partition between DCs they succeed on both sides independently, and the design relies on exactly
+//! that: only local set `ls` ever writes row `ls` of a key. Reads are `LOCAL_ONE` and go to this local set's datacenter only
 //! (no failover to another DC: a read served by a remote DC would make the local resolution meaningless).
 
 use scylla::client::execution_profile::ExecutionProfile;
@@ -37,6 +38,7 @@ pub struct CassandraOptions {
 pub struct CassandraStore {
     session: Session,
     get: PreparedStatement,
+    get_all: PreparedStatement,
     insert: PreparedStatement,
     update: PreparedStatement,
 }
@@ -82,8 +84,8 @@ async fn connect(options: &CassandraOptions) -> Result<Session, StoreError> {
                 replication.join(", ")
             ),
             format!(
-                "CREATE TABLE IF NOT EXISTS {ks}.records (key blob, ls smallint, seq bigint, data blob, \
-                 PRIMARY KEY ((key, ls)))"
+                "CREATE TABLE IF NOT EXISTS {ks}.copies (key blob, ls smallint, seq bigint, data blob, \
+                 PRIMARY KEY (key, ls))"
             ),
             format!("CREATE TABLE IF NOT EXISTS {ks}.plain (key blob PRIMARY KEY, value blob)"),
         ];
@@ -104,16 +106,17 @@ impl CassandraStore {
     pub async fn connect(options: &CassandraOptions) -> Result<CassandraStore, StoreError> {
         let session = connect(options).await?;
         let ks = &options.keyspace;
-        let get = prepare(&session, format!("SELECT seq, data FROM {ks}.records WHERE key = ? AND ls = ?")).await?;
+        let get = prepare(&session, format!("SELECT seq, data FROM {ks}.copies WHERE key = ? AND ls = ?")).await?;
         let insert = prepare(
             &session,
-            format!("INSERT INTO {ks}.records (key, ls, seq, data) VALUES (?, ?, ?, ?) IF NOT EXISTS"),
+            format!("INSERT INTO {ks}.copies (key, ls, seq, data) VALUES (?, ?, ?, ?) IF NOT EXISTS"),
         )
         .await?;
         let update =
-            prepare(&session, format!("UPDATE {ks}.records SET seq = ?, data = ? WHERE key = ? AND ls = ? IF seq = ?"))
+            prepare(&session, format!("UPDATE {ks}.copies SET seq = ?, data = ? WHERE key = ? AND ls = ? IF seq = ?"))
                 .await?;
-        Ok(CassandraStore { session, get, insert, update })
+        let get_all = prepare(&session, format!("SELECT ls, data FROM {ks}.copies WHERE key = ?")).await?;
+        Ok(CassandraStore { session, get, get_all, insert, update })
     }
 
     /// Runs a statement on the underlying session (for tests and tools: truncation, inspection).
@@ -144,6 +147,19 @@ impl Store for CassandraStore {
         let rows = result.into_rows_result().map_err(|e| err("read")(boxed(e)))?;
         let row: Option<(i64, Vec<u8>)> = rows.maybe_first_row().map_err(|e| err("read")(boxed(e)))?;
         Ok(row.map(|(_, data)| data))
+    }
+
+    async fn get_copies(&self, key: &[u8], local_sets: usize) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        let result = self.session.execute_unpaged(&self.get_all, (key,)).await.map_err(|e| err("read")(boxed(e)))?;
+        let rows = result.into_rows_result().map_err(|e| err("read")(boxed(e)))?;
+        let mut copies = vec![None; local_sets];
+        for row in rows.rows::<(i16, Vec<u8>)>().map_err(|e| err("read")(boxed(e)))? {
+            let (ls, data) = row.map_err(|e| err("read")(boxed(e)))?;
+            if let Some(slot) = usize::try_from(ls).ok().and_then(|ls| copies.get_mut(ls)) {
+                *slot = Some(data);
+            }
+        }
+        Ok(copies)
     }
 
     async fn cas(&self, copy: &Copy, expect: Option<u64>, seq: u64, data: Vec<u8>) -> Result<bool, StoreError> {

@@ -21,6 +21,19 @@ pub trait Store: Send + Sync {
     /// The copy's stored record, if any.
     fn get(&self, copy: &Copy) -> impl Future<Output = Result<Option<Vec<u8>>, StoreError>> + Send;
 
+    /// Every copy of `key` (local sets `0..local_sets`, in order). Stores that keep a key's copies together
+    /// answer with one read; the default reads them one by one, in parallel.
+    fn get_copies(
+        &self,
+        key: &[u8],
+        local_sets: usize,
+    ) -> impl Future<Output = Result<Vec<Option<Vec<u8>>>, StoreError>> + Send {
+        async move {
+            let copies: Vec<Copy> = (0..local_sets as LocalSet).map(|ls| Copy { key: key.to_vec(), ls }).collect();
+            try_join_all(copies.iter().map(|c| self.get(c))).await
+        }
+    }
+
     /// Stores `data` (version `seq` of the copy) if the stored version is `expect` (`None`: nothing stored yet).
     /// Returns whether it applied.
     fn cas(
@@ -164,7 +177,14 @@ impl<S: Store> Middleware<S> {
     }
 
     async fn fetch(&self, copies: &[Copy]) -> Result<Vec<Option<Record>>, Error> {
-        let raw = try_join_all(copies.iter().map(|c| self.store.get(c))).await?;
+        let n = self.protocol.local_sets;
+        let whole_key = copies.len() == n
+            && copies.iter().zip(0..).all(|(c, ls): (&Copy, LocalSet)| c.ls == ls && c.key == copies[0].key);
+        let raw = if whole_key {
+            self.store.get_copies(&copies[0].key, n).await?
+        } else {
+            try_join_all(copies.iter().map(|c| self.store.get(c))).await?
+        };
         Ok(raw.into_iter().map(|r| r.map(|b| Record::decode(&b)).transpose()).collect::<Result<_, _>>()?)
     }
 
