@@ -536,18 +536,13 @@ pub async fn preload(workload: &Workload, keys: u64, target: &Target) -> anyhow:
     for c in 0..PRELOAD_CONNECTIONS {
         let (workload, value) = (workload.clone(), value.clone());
         tasks.push(tokio::spawn(async move {
-            let mut client = Client::connect(addr).await?;
             let mut start = c * batch;
             let mut last = None;
-            let mut first = true;
             while start < keys {
-                if !first {
-                    // A fresh session for every transaction: a bulk load is not application causality, and a causal
-                    // middleware would otherwise chain each preloaded key to the one before it (and a reader would
-                    // walk those chains).
-                    client = Client::connect(addr).await?;
-                }
-                first = false;
+                // A fresh session for every transaction: a bulk load is not application causality, and a causal
+                // middleware would otherwise chain each preloaded key to the one before it (and a reader would walk
+                // those chains).
+                let mut client = Client::connect(addr).await?;
                 let end = (start + batch).min(keys);
                 let updates: Vec<(ObjectId, Op)> =
                     (start..end).map(|r| (object(&workload, r), update_op(&workload, &value))).collect();

@@ -9,7 +9,8 @@ use anyhow::{bail, Context};
 use causet_middleware::cassandra::{CassandraOptions, CassandraStore, PlainCassandra};
 use causet_middleware::causet::CausetStore;
 use causet_middleware::memory::MemoryCluster;
-use causet_middleware::{proxy, Config, LocalSet, Middleware, Store};
+use causet_middleware::proxy::{self, Backend};
+use causet_middleware::{Config, LocalSet, Middleware, Store};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -119,72 +120,72 @@ pub async fn start(args: &MiddlewareArgs) -> anyhow::Result<Running> {
     }
     let (stop, stopped) = watch::channel(false);
     let mut running = Running { listening: Vec::new(), stop, tasks: Vec::new(), report: Vec::new() };
+    if args.plain && !args.store.starts_with("cassandra://") {
+        bail!("--plain serves Cassandra alone (a cassandra:// store); over other stores, drive them directly");
+    }
+    if args.store != "memory" && args.local_set as usize >= args.local_sets {
+        bail!("--local-set {} is not below --local-sets {}", args.local_set, args.local_sets);
+    }
+    let ls = args.local_set;
     if args.store == "memory" {
-        if args.plain {
-            bail!("--plain serves Cassandra alone; the memory store has no plain mode");
-        }
         let cluster = MemoryCluster::new(args.local_sets, Duration::from_millis(args.wan_delay_ms));
         for ls in 0..args.local_sets as LocalSet {
             let mut addr = args.listen;
             addr.set_port(args.listen.port().checked_add(ls).context("--listen port + local set is over 65535")?);
-            let m = Arc::new(Middleware::new(cluster.store(ls), &config(args, ls)));
-            serve(&mut running, ls, addr, m, stopped.clone()).await?;
+            serve_middleware(&mut running, ls, addr, cluster.store(ls), args, &stopped).await?;
         }
     } else if let Some(nodes) = args.store.strip_prefix("cassandra://") {
-        if args.local_set as usize >= args.local_sets {
-            bail!("--local-set {} is not below --local-sets {}", args.local_set, args.local_sets);
-        }
         let options = CassandraOptions {
             nodes: nodes.split(',').map(str::to_owned).collect(),
-            datacenter: args.datacenter.clone().unwrap_or_else(|| format!("dc{}", args.local_set + 1)),
+            datacenter: args.datacenter.clone().unwrap_or_else(|| format!("dc{}", ls + 1)),
             keyspace: args.keyspace.clone(),
             create_in: args.create_schema.then(|| (1..=args.local_sets).map(|i| format!("dc{i}")).collect()),
         };
         if args.plain {
             let store = Arc::new(PlainCassandra::connect(&options).await.map_err(anyhow::Error::msg)?);
-            let listener = bind(args.listen).await?;
-            running.listening.push((args.local_set, listener.local_addr()?));
-            running.tasks.push(tokio::spawn(proxy::serve(listener, store, stopped)));
-            let ls = args.local_set;
-            running.report.push(Box::new(move || format!("local set {ls}: Cassandra alone (no causal consistency)")));
+            let report = move || format!("local set {ls}: Cassandra alone (no causal consistency)");
+            serve(&mut running, ls, args.listen, store, report, &stopped).await?;
         } else {
             let store = CassandraStore::connect(&options).await.map_err(anyhow::Error::msg)?;
-            let m = Arc::new(Middleware::new(store, &config(args, args.local_set)));
-            serve(&mut running, args.local_set, args.listen, m, stopped).await?;
+            serve_middleware(&mut running, ls, args.listen, store, args, &stopped).await?;
         }
     } else if let Some(addr) = args.store.strip_prefix("causet://") {
-        if args.local_set as usize >= args.local_sets {
-            bail!("--local-set {} is not below --local-sets {}", args.local_set, args.local_sets);
-        }
-        if args.plain {
-            bail!("--plain serves Cassandra alone; over Causet, run clients against Causet directly");
-        }
         let store = CausetStore::connect(addr, 16).await.map_err(anyhow::Error::msg)?;
-        let m = Arc::new(Middleware::new(store, &config(args, args.local_set)));
-        serve(&mut running, args.local_set, args.listen, m, stopped).await?;
+        serve_middleware(&mut running, ls, args.listen, store, args, &stopped).await?;
     } else {
         bail!("unknown --store {:?}: use cassandra://HOST:PORT, causet://HOST:PORT or memory", args.store);
     }
     Ok(running)
 }
 
-async fn serve<S: Store + 'static>(
+/// Serves local set `ls` with a middleware instance over `store`.
+async fn serve_middleware<S: Store + 'static>(
     running: &mut Running,
     ls: LocalSet,
     addr: SocketAddr,
-    m: Arc<Middleware<S>>,
-    stopped: watch::Receiver<bool>,
+    store: S,
+    args: &MiddlewareArgs,
+    stopped: &watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
-    let listener = bind(addr).await?;
-    let addr = listener.local_addr()?;
-    running.listening.push((ls, addr));
-    running.tasks.push(tokio::spawn(proxy::serve(listener, m.clone(), stopped)));
-    running.report.push(Box::new(move || summary(ls, &m)));
-    Ok(())
+    let m = Arc::new(Middleware::new(store, &config(args, ls)));
+    let counters = m.clone();
+    serve(running, ls, addr, m, move || summary(ls, &counters), stopped).await
 }
 
-async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
-    TcpListener::bind(addr).await.with_context(|| format!("listening on {addr}"))
+/// Serves local set `ls` with `backend` on `addr`; `report` says what it did.
+async fn serve<B: Backend>(
+    running: &mut Running,
+    ls: LocalSet,
+    addr: SocketAddr,
+    backend: Arc<B>,
+    report: impl Fn() -> String + Send + Sync + 'static,
+    stopped: &watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let listener = TcpListener::bind(addr).await.with_context(|| format!("listening on {addr}"))?;
+    running.listening.push((ls, listener.local_addr()?));
+    running.tasks.push(tokio::spawn(proxy::serve(listener, backend, stopped.clone())));
+    running.report.push(Box::new(report));
+    Ok(())
 }
 
 /// `causet middleware`: serves until `stop` completes, then prints what each instance did.

@@ -43,12 +43,9 @@ pub struct CassandraStore {
     update: PreparedStatement,
 }
 
-fn err(what: &str) -> impl Fn(Box<dyn std::error::Error + Send + Sync>) -> StoreError + '_ {
+/// Turns a driver error into a [`StoreError`] that says what was being done.
+fn err<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> StoreError {
     move |e| StoreError(format!("cassandra: {what}: {e}"))
-}
-
-fn boxed<E: std::error::Error + Send + Sync + 'static>(e: E) -> Box<dyn std::error::Error + Send + Sync> {
-    Box::new(e)
 }
 
 /// Connects to Cassandra with reads and writes pinned to `options.datacenter`, and creates the schema if asked.
@@ -74,7 +71,7 @@ async fn connect(options: &CassandraOptions) -> Result<Session, StoreError> {
         .default_execution_profile_handle(profile.into_handle())
         .build()
         .await
-        .map_err(|e| err("connect")(boxed(e)))?;
+        .map_err(err("connect"))?;
     let ks = &options.keyspace;
     if let Some(dcs) = &options.create_in {
         let replication: Vec<String> = dcs.iter().map(|dc| format!("'{dc}': 1")).collect();
@@ -90,15 +87,15 @@ async fn connect(options: &CassandraOptions) -> Result<Session, StoreError> {
             format!("CREATE TABLE IF NOT EXISTS {ks}.plain (key blob PRIMARY KEY, value blob)"),
         ];
         for s in statements {
-            session.query_unpaged(s, &[]).await.map_err(|e| err("create schema")(boxed(e)))?;
+            session.query_unpaged(s, &[]).await.map_err(err("create schema"))?;
         }
-        session.await_schema_agreement().await.map_err(|e| err("schema agreement")(boxed(e)))?;
+        session.await_schema_agreement().await.map_err(err("schema agreement"))?;
     }
     Ok(session)
 }
 
 async fn prepare(session: &Session, cql: String) -> Result<PreparedStatement, StoreError> {
-    session.prepare(cql).await.map_err(|e| err("prepare")(boxed(e)))
+    session.prepare(cql).await.map_err(err("prepare"))
 }
 
 impl CassandraStore {
@@ -121,7 +118,7 @@ impl CassandraStore {
 
     /// Runs a statement on the underlying session (for tests and tools: truncation, inspection).
     pub async fn execute(&self, cql: &str) -> Result<(), StoreError> {
-        self.session.query_unpaged(cql, &[]).await.map_err(|e| err("statement")(boxed(e)))?;
+        self.session.query_unpaged(cql, &[]).await.map_err(err("statement"))?;
         Ok(())
     }
 }
@@ -129,8 +126,8 @@ impl CassandraStore {
 /// Whether a lightweight transaction applied: the first column of its result, `[applied]` (when it did not apply,
 /// Cassandra also returns the current values, so the row's shape varies).
 fn applied(result: scylla::response::query_result::QueryResult) -> Result<bool, StoreError> {
-    let rows = result.into_rows_result().map_err(|e| err("compare-and-swap result")(boxed(e)))?;
-    let row: Row = rows.first_row().map_err(|e| err("compare-and-swap result")(boxed(e)))?;
+    let rows = result.into_rows_result().map_err(err("compare-and-swap result"))?;
+    let row: Row = rows.first_row().map_err(err("compare-and-swap result"))?;
     match row.columns.first() {
         Some(Some(CqlValue::Boolean(b))) => Ok(*b),
         other => Err(StoreError(format!("cassandra: compare-and-swap answered {other:?} instead of [applied]"))),
@@ -139,22 +136,18 @@ fn applied(result: scylla::response::query_result::QueryResult) -> Result<bool, 
 
 impl Store for CassandraStore {
     async fn get(&self, copy: &Copy) -> Result<Option<Vec<u8>>, StoreError> {
-        let result = self
-            .session
-            .execute_unpaged(&self.get, (&copy.key, copy.ls as i16))
-            .await
-            .map_err(|e| err("read")(boxed(e)))?;
-        let rows = result.into_rows_result().map_err(|e| err("read")(boxed(e)))?;
-        let row: Option<(i64, Vec<u8>)> = rows.maybe_first_row().map_err(|e| err("read")(boxed(e)))?;
+        let result = self.session.execute_unpaged(&self.get, (&copy.key, copy.ls as i16)).await.map_err(err("read"))?;
+        let rows = result.into_rows_result().map_err(err("read"))?;
+        let row: Option<(i64, Vec<u8>)> = rows.maybe_first_row().map_err(err("read"))?;
         Ok(row.map(|(_, data)| data))
     }
 
     async fn get_copies(&self, key: &[u8], local_sets: usize) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
-        let result = self.session.execute_unpaged(&self.get_all, (key,)).await.map_err(|e| err("read")(boxed(e)))?;
-        let rows = result.into_rows_result().map_err(|e| err("read")(boxed(e)))?;
+        let result = self.session.execute_unpaged(&self.get_all, (key,)).await.map_err(err("read"))?;
+        let rows = result.into_rows_result().map_err(err("read"))?;
         let mut copies = vec![None; local_sets];
-        for row in rows.rows::<(i16, Vec<u8>)>().map_err(|e| err("read")(boxed(e)))? {
-            let (ls, data) = row.map_err(|e| err("read")(boxed(e)))?;
+        for row in rows.rows::<(i16, Vec<u8>)>().map_err(err("read"))? {
+            let (ls, data) = row.map_err(err("read"))?;
             if let Some(slot) = usize::try_from(ls).ok().and_then(|ls| copies.get_mut(ls)) {
                 *slot = Some(data);
             }
@@ -171,7 +164,7 @@ impl Store for CassandraStore {
                     .await
             }
         }
-        .map_err(|e| err("compare-and-swap")(boxed(e)))?;
+        .map_err(err("compare-and-swap"))?;
         applied(result)
     }
 }
@@ -197,14 +190,14 @@ impl PlainCassandra {
 
 impl Backend for PlainCassandra {
     async fn read(&self, _: &mut crate::op::Session, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
-        let result = self.session.execute_unpaged(&self.get, (key,)).await.map_err(|e| err("read")(boxed(e)))?;
-        let rows = result.into_rows_result().map_err(|e| err("read")(boxed(e)))?;
-        let row: Option<(Option<Vec<u8>>,)> = rows.maybe_first_row().map_err(|e| err("read")(boxed(e)))?;
+        let result = self.session.execute_unpaged(&self.get, (key,)).await.map_err(err("read"))?;
+        let rows = result.into_rows_result().map_err(err("read"))?;
+        let row: Option<(Option<Vec<u8>>,)> = rows.maybe_first_row().map_err(err("read"))?;
         Ok(row.and_then(|(v,)| v))
     }
 
     async fn write(&self, _: &mut crate::op::Session, key: &[u8], value: Vec<u8>) -> Result<(), Error> {
-        self.session.execute_unpaged(&self.put, (key, value)).await.map_err(|e| err("write")(boxed(e)))?;
+        self.session.execute_unpaged(&self.put, (key, value)).await.map_err(err("write"))?;
         Ok(())
     }
 }

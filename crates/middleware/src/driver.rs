@@ -76,12 +76,6 @@ pub enum Error {
     Decode(#[from] DecodeError),
 }
 
-impl std::fmt::Display for Vertex {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}@{}.{}", String::from_utf8_lossy(&self.key), self.ls, self.seq)
-    }
-}
-
 /// The middleware's settings.
 #[derive(Clone, Debug)]
 pub struct Config {

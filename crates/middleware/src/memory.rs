@@ -75,20 +75,27 @@ impl MemoryCluster {
         }
     }
 
+    /// Holds `update` back while paused; otherwise gives it back to be applied.
+    fn hold(&self, update: Held) -> Option<Held> {
+        match self.paused.lock().unwrap().as_mut() {
+            Some(held) => {
+                held.push(update);
+                None
+            }
+            None => Some(update),
+        }
+    }
+
     fn replicate(&self, from: LocalSet, copy: Copy, seq: u64, data: Vec<u8>) {
         for to in (0..self.sets.len() as LocalSet).filter(|&to| to != from) {
-            if let Some(held) = self.paused.lock().unwrap().as_mut() {
-                held.push((to, copy.clone(), seq, data.clone()));
-                continue;
-            }
-            let (cluster, copy, data) = (self.clone(), copy.clone(), data.clone());
+            // Checked when sent and again when due: a pause in between holds the update too.
+            let Some(update) = self.hold((to, copy.clone(), seq, data.clone())) else { continue };
+            let cluster = self.clone();
             tokio::spawn(async move {
                 tokio::time::sleep(cluster.delay).await;
-                if let Some(held) = cluster.paused.lock().unwrap().as_mut() {
-                    held.push((to, copy, seq, data));
-                    return;
+                if let Some((to, copy, seq, data)) = cluster.hold(update) {
+                    cluster.apply(to, copy, seq, data);
                 }
-                cluster.apply(to, copy, seq, data);
             });
         }
     }
@@ -123,17 +130,28 @@ mod tests {
         (Middleware::new(cluster.store(0), &cfg(0)), Middleware::new(cluster.store(1), &cfg(1)))
     }
 
+    /// One session writes `first`, then `second` (which depends on it), with replication held back; only the
+    /// second is delivered. Returns the held first write.
+    async fn second_arrives_first(
+        cluster: &MemoryCluster,
+        writer: &Middleware<MemoryStore>,
+        first: (&[u8], &[u8]),
+        second: (&[u8], &[u8]),
+    ) -> Vec<Held> {
+        let mut session = Session::new();
+        cluster.pause();
+        writer.write(&mut session, first.0, first.1.to_vec()).await.unwrap();
+        let held = cluster.take_held();
+        writer.write(&mut session, second.0, second.1.to_vec()).await.unwrap();
+        cluster.deliver(cluster.take_held());
+        held
+    }
+
     #[tokio::test]
     async fn a_read_waits_for_a_missing_dependency_then_answers() {
         let cluster = MemoryCluster::new(2, Duration::ZERO);
         let (a, b) = pair(&cluster, Duration::from_secs(5));
-        let mut alice = Session::new();
-        // Replication is held back; only the second write is delivered to local set 1 at first.
-        cluster.pause();
-        a.write(&mut alice, b"photo", b"p1".to_vec()).await.unwrap();
-        let held_photo = cluster.take_held();
-        a.write(&mut alice, b"album", b"has p1".to_vec()).await.unwrap();
-        cluster.deliver(cluster.take_held());
+        let held_photo = second_arrives_first(&cluster, &a, (b"photo", b"p1"), (b"album", b"has p1")).await;
         let reader = tokio::spawn(async move {
             let mut bob = Session::new();
             let album = b.read(&mut bob, b"album").await.unwrap();
@@ -152,12 +170,7 @@ mod tests {
     async fn after_the_deadline_the_read_fails_with_a_clear_error() {
         let cluster = MemoryCluster::new(2, Duration::ZERO);
         let (a, b) = pair(&cluster, Duration::from_millis(30));
-        let mut alice = Session::new();
-        cluster.pause();
-        a.write(&mut alice, b"x", b"1".to_vec()).await.unwrap();
-        let held = cluster.take_held();
-        a.write(&mut alice, b"y", b"2".to_vec()).await.unwrap();
-        cluster.deliver(cluster.take_held());
+        let held = second_arrives_first(&cluster, &a, (b"x", b"1"), (b"y", b"2")).await;
         let err = b.read(&mut Session::new(), b"y").await.unwrap_err();
         assert!(matches!(err, Error::Unresolved { .. }));
         let msg = err.to_string();

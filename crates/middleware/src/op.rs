@@ -225,6 +225,25 @@ impl ReadOp {
         (op, Step::Fetch(asked))
     }
 
+    /// Runs a whole read against a store that answers at once (`fetch` reads copies): the simulation's and the
+    /// tests' driver. [`crate::Middleware`] is the one for real stores.
+    pub fn run(
+        protocol: &Protocol,
+        key: &[u8],
+        marks: &mut Marks,
+        session: &mut Session,
+        mut fetch: impl FnMut(&[Copy]) -> Vec<Option<Record>>,
+    ) -> ReadOutcome {
+        let (mut op, mut step) = ReadOp::start(protocol, key);
+        loop {
+            match step {
+                Step::Fetch(copies) => step = op.resume(Input::Fetched(fetch(&copies)), marks, session),
+                Step::Done(outcome) => return outcome,
+                Step::Cas { .. } => unreachable!("a read only fetches"),
+            }
+        }
+    }
+
     /// Resumes the read with the copies fetched for its last step.
     pub fn resume(&mut self, input: Input, marks: &mut Marks, session: &mut Session) -> Step<ReadOutcome> {
         let Input::Fetched(records) = input else { panic!("a read only fetches") };
@@ -402,17 +421,9 @@ mod tests {
     }
 
     fn read(store: &Store, ls: LocalSet, marks: &mut Marks, session: &mut Session, key: &str) -> ReadOutcome {
-        let (mut op, mut step) = ReadOp::start(&protocol(ls), key.as_bytes());
-        loop {
-            match step {
-                Step::Fetch(copies) => {
-                    let input = Input::Fetched(copies.iter().map(|c| store.get(c).cloned()).collect());
-                    step = op.resume(input, marks, session);
-                }
-                Step::Done(outcome) => return outcome,
-                Step::Cas { .. } => unreachable!(),
-            }
-        }
+        ReadOp::run(&protocol(ls), key.as_bytes(), marks, session, |copies| {
+            copies.iter().map(|c| store.get(c).cloned()).collect()
+        })
     }
 
     fn write(store: &mut Store, ls: LocalSet, session: &mut Session, key: &str, value: &str) -> Vertex {

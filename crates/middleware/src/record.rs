@@ -38,6 +38,13 @@ impl Vertex {
     }
 }
 
+/// `key@ls.seq`, as errors name a version.
+impl std::fmt::Display for Vertex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}@{}.{}", String::from_utf8_lossy(&self.key), self.ls, self.seq)
+    }
+}
+
 /// A dependency as embedded in a version: the vertex and its level relative to that version (1 = a direct
 /// dependency; 2..=k only with multi-level graphs, paper §3.5).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

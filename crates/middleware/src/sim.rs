@@ -205,7 +205,7 @@ pub fn run(seed: u64, cfg: &SimConfig) -> SimOutcome {
         step_client(c, &mut world, cfg, &mut rng, &mut next_write, now, &mut out);
     }
     out.max_record_bytes = world.max_record_bytes;
-    out.converged = converged(&mut world, cfg);
+    out.converged = converged(&world, cfg);
     out
 }
 
@@ -306,24 +306,15 @@ fn latest_unresolved(copies: &[Copy], fetched: Vec<Option<Record>>) -> ReadOutco
 }
 
 /// With replication quiesced, every local set resolves every key, and all read the same value.
-fn converged(world: &mut World, cfg: &SimConfig) -> bool {
+fn converged(world: &World, cfg: &SimConfig) -> bool {
     (0..cfg.keys).all(|k| {
         let key = key_name(k);
         let values: Vec<ReadOutcome> = (0..cfg.local_sets as LocalSet)
             .map(|ls| {
-                let protocol = world.protocol[ls as usize].clone();
-                let (mut op, mut step) = ReadOp::start(&protocol, &key);
-                let mut marks = Marks::new(1024);
-                loop {
-                    match step {
-                        Step::Fetch(copies) => {
-                            let input = Input::Fetched(world.fetch(ls, &copies));
-                            step = op.resume(input, &mut marks, &mut Session::new());
-                        }
-                        Step::Done(outcome) => break outcome,
-                        Step::Cas { .. } => unreachable!("a read only fetches"),
-                    }
-                }
+                let protocol = &world.protocol[ls as usize];
+                ReadOp::run(protocol, &key, &mut Marks::new(1024), &mut Session::new(), |copies| {
+                    world.fetch(ls, copies)
+                })
             })
             .collect();
         values.iter().all(|v| !matches!(v, ReadOutcome::Unresolved { .. }))
