@@ -8,7 +8,7 @@ use crate::visibility::{self, VisibilityResult};
 use crate::workload::{CrdtKind, Point, Workload};
 use causet_client::{Client, ClientError};
 use causet_core::{ObjectId, VectorClock};
-use causet_crdt::{CrdtType, Op};
+use causet_crdt::{CrdtType, Op, Value};
 use hdrhistogram::Histogram;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -521,10 +521,25 @@ const PRELOAD_CONNECTIONS: u64 = 8;
 /// How long the preload may take to become visible at every DC.
 const PRELOAD_SETTLE: Duration = Duration::from_secs(120);
 
+/// The last key each of `connections` preload connections writes (connection `c` writes batches starting at
+/// `c * batch`, every `batch * connections` keys): the stragglers of the preload.
+fn last_preloaded(keys: u64, batch: u64, connections: u64) -> Vec<u64> {
+    let stride = batch * connections;
+    (0..connections)
+        .filter(|c| c * batch < keys)
+        .map(|c| {
+            let last_start = c * batch + (keys - 1 - c * batch) / stride * stride;
+            (last_start + batch).min(keys) - 1
+        })
+        .collect()
+}
+
 /// Writes every key in `0..keys` once, at the target's first DC, in static updates of `preload_batch` keys on 8
 /// connections at a time (a new connection, so a new session, for every transaction)
 /// (not measured), so the run's reads find values; then waits until every DC's snapshot includes all of it, so
-/// the first point's warm-up does not share the machine with the other DCs applying the preload.
+/// the first point's warm-up does not share the machine with the other DCs applying the preload. Targets that
+/// ignore clocks (the causal middleware's proxy, which has no snapshots) are waited for by reading, at every DC,
+/// the last key each preload connection wrote until it has a value.
 pub async fn preload(workload: &Workload, keys: u64, target: &Target) -> anyhow::Result<()> {
     let addr = target.dcs.first().and_then(|d| d.clients.first()).copied();
     let addr = addr.ok_or_else(|| anyhow::anyhow!("the target has no DC"))?;
@@ -553,6 +568,7 @@ pub async fn preload(workload: &Workload, keys: u64, target: &Target) -> anyhow:
         }));
     }
     let mut clock: Option<VectorClock> = None;
+    let last_keys = last_preloaded(keys, batch, PRELOAD_CONNECTIONS);
     for t in tasks {
         if let Some(c) = t.await?? {
             match clock.as_mut() {
@@ -569,10 +585,18 @@ pub async fn preload(workload: &Workload, keys: u64, target: &Target) -> anyhow:
         loop {
             let read = async {
                 let mut client = Client::connect(addr).await?;
-                client.static_read(clock.as_ref(), &[object(workload, 0)]).await
+                client.static_read(clock.as_ref(), &[object(workload, 0)]).await?;
+                let mut all_there = true;
+                if workload.file.values.crdt == CrdtKind::LwwRegister {
+                    for &k in &last_keys {
+                        let (values, _) = client.static_read(None, &[object(workload, k)]).await?;
+                        all_there &= matches!(values.first(), Some(Value::Register(v)) if !v.is_empty());
+                    }
+                }
+                Ok::<_, ClientError>(all_there)
             };
             match tokio::time::timeout(Duration::from_secs(15), read).await {
-                Ok(Ok(_)) => break,
+                Ok(Ok(true)) => break,
                 _ if Instant::now() >= deadline => {
                     anyhow::bail!("the preload did not become visible at {addr} within {PRELOAD_SETTLE:?}")
                 }
@@ -586,6 +610,14 @@ pub async fn preload(workload: &Workload, keys: u64, target: &Target) -> anyhow:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_last_preloaded_key_of_each_connection() {
+        assert_eq!(last_preloaded(100_000, 1, 8), (99_992..100_000).collect::<Vec<_>>());
+        // Batches of 100 over 8 connections: connection 0 writes 0..100, 800..900, …; 1000 keys end in 1's batch.
+        assert_eq!(last_preloaded(1_000, 100, 8), vec![899, 999, 299, 399, 499, 599, 699, 799]);
+        assert_eq!(last_preloaded(3, 1, 8), vec![0, 1, 2], "connections with nothing to write are left out");
+    }
 
     #[test]
     fn server_time_counts_only_the_window_and_only_nodes_scraped_twice() {
