@@ -3,15 +3,22 @@
 # zipfian single-key operations on 1 KiB values (bench/workloads/letting-it-be.toml), write-heavy (50% updates)
 # and read-heavy (5%), on four targets:
 #
-#   cassandra       Cassandra alone (two real nodes, one per DC), through `causet middleware --plain`
-#   lib-cassandra   the causal middleware over the same Cassandra
-#   lib-causet      the causal middleware over Causet run with protocol = "eventual"
+#   cassandra             Cassandra alone (two real nodes, one per DC), through `causet middleware --plain`
+#   lib-cassandra         the causal middleware over the same Cassandra (exclusive writers: one instance per
+#                         DC holding a writer lease, plain writes; the default)
+#   lib-cassandra-shared  the same with shared writers (a lightweight transaction per write, the paper's design)
+#   lib-causet            the causal middleware over Causet run with protocol = "eventual"
 #   causet          Causet's own Transactional Causal+ Consistency (Cure)
 #
 # Each repetition runs every target in turn (a fresh keyspace or a fresh cluster each time); the summary gives
-# medians over repetitions and, per repetition, ratios to Cassandra alone.
+# medians over repetitions and, per repetition, ratios to Cassandra alone. Before the first repetition, Cassandra
+# alone runs once unrecorded for --jvm-warmup-s (default 30), so that the JVMs' warm-up does not favour later
+# targets over earlier ones.
 #
-#   bench/letting-it-be.sh [--repeat 3] [--duration-s 20] [--warmup-s 5] [--out DIR] [--targets a,b,...]
+#   bench/letting-it-be.sh [--repeat 3] [--duration-s 20] [--warmup-s 5] [--jvm-warmup-s 30] [--out DIR]
+#                          [--targets a,b,...] [--lib-flags "--retain 4 ..."]
+#
+# --lib-flags passes extra `causet middleware` options to the middleware targets (lib-*).
 #
 # Needs a release build (BIN, default target/release/causet), Java 17 and Maven (scripts/cassandra).
 set -euo pipefail
@@ -21,13 +28,17 @@ REPEAT=3
 DURATION=20
 WARMUP=5
 OUT="bench-results/letting-it-be-$(date +%s)"
-TARGETS="cassandra,lib-cassandra,lib-causet,causet"
+JVM_WARMUP=30
+LIB_FLAGS=""
+TARGETS="cassandra,lib-cassandra,lib-cassandra-shared,lib-causet,causet"
 RATIOS="0.50,0.05"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --repeat) REPEAT="$2"; shift 2 ;;
     --duration-s) DURATION="$2"; shift 2 ;;
     --warmup-s) WARMUP="$2"; shift 2 ;;
+    --jvm-warmup-s) JVM_WARMUP="$2"; shift 2 ;;
+    --lib-flags) LIB_FLAGS="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
     --targets) TARGETS="$2"; shift 2 ;;
     --update-ratio) RATIOS="$2"; shift 2 ;;
@@ -92,10 +103,18 @@ causet_cluster() {
     --protocol "$protocol" --base-port "$CAUSET_BASE" --dir "$dir" >"$dir.log" 2>&1
 }
 
-if [[ ",$TARGETS," == *",cassandra,"* || ",$TARGETS," == *",lib-cassandra,"* ]]; then
+if [[ ",$TARGETS," == *",cassandra"* || ",$TARGETS," == *",lib-cassandra"* ]]; then
   log "starting two Cassandra nodes (dc1, dc2) with a 50 ms WAN between them"
   scripts/cassandra start --dir "$CASS_DIR" --nodes 2 --fresh --wan-delay-ms 50 --port "$CQL_PORT" \
     --storage-port 27000 --jmx-port 27199 >"$OUT/cassandra.log" 2>&1
+  if [[ "$JVM_WARMUP" -gt 0 ]]; then
+    log "warming Cassandra's JVMs up for ${JVM_WARMUP} s (not recorded)"
+    start_proxies jvm-warmup "cassandra://127.0.0.1:$CQL_PORT" "cassandra://127.0.0.2:$CQL_PORT" \
+      --keyspace lib_warmup --create-schema --plain
+    "$BIN" bench -w letting-it-be --update-ratio 0.5 --duration-s "$JVM_WARMUP" --warmup-s 0 \
+      --addr "$PROXY0,$PROXY1" --out "$OUT/jvm-warmup" >/dev/null 2>&1 || true
+    stop_proxies ""
+  fi
 fi
 
 for rep in $(seq 1 "$REPEAT"); do
@@ -103,16 +122,22 @@ for rep in $(seq 1 "$REPEAT"); do
   for target in "${list[@]}"; do
     name="r$rep-$target"
     case "$target" in
-      cassandra|lib-cassandra)
-        plain=(); [[ "$target" == cassandra ]] && plain=(--plain)
+      cassandra|lib-cassandra|lib-cassandra-shared)
+        mode=()
+        case "$target" in
+          cassandra) mode=(--plain) ;;
+          lib-cassandra) mode=(--writers exclusive $LIB_FLAGS) ;;
+          lib-cassandra-shared) mode=(--writers shared $LIB_FLAGS) ;;
+        esac
         start_proxies "$name" "cassandra://127.0.0.1:$CQL_PORT" "cassandra://127.0.0.2:$CQL_PORT" \
-          --keyspace "lib_r$rep" --create-schema "${plain[@]}"
+          --keyspace "lib_r${rep}_${target//-/_}" --create-schema "${mode[@]}"
         bench "$name" --addr "$PROXY0,$PROXY1"
         stop_proxies "$name"
         ;;
       lib-causet)
         causet_cluster "$OUT/causet-$name" eventual
-        start_proxies "$name" "causet://127.0.0.1:$CAUSET_BASE" "causet://127.0.0.1:$((CAUSET_BASE + 3))"
+        # shellcheck disable=SC2086
+        start_proxies "$name" "causet://127.0.0.1:$CAUSET_BASE" "causet://127.0.0.1:$((CAUSET_BASE + 3))" $LIB_FLAGS
         bench "$name" --addr "$PROXY0,$PROXY1"
         stop_proxies "$name"
         "$BIN" cluster stop --dir "$OUT/causet-$name" >/dev/null

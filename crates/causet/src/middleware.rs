@@ -10,7 +10,7 @@ use causet_middleware::cassandra::{CassandraOptions, CassandraStore, PlainCassan
 use causet_middleware::causet::CausetStore;
 use causet_middleware::memory::MemoryCluster;
 use causet_middleware::proxy::{self, Backend};
-use causet_middleware::{Config, LocalSet, Middleware, Store};
+use causet_middleware::{Config, LocalSet, Middleware, Store, Writers};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -58,6 +58,29 @@ pub struct MiddlewareArgs {
     /// `memory` store: one-way replication delay between local sets.
     #[arg(long, default_value_t = 0)]
     pub wan_delay_ms: u64,
+    /// How the writers of a local set exclude each other: `exclusive` (this instance is its local set's only
+    /// writer: it holds a writer lease in the store and writes without compare-and-swap; a second instance of the
+    /// local set is refused) or `shared` (any number of instances; a compare-and-swap per write, the paper's
+    /// design; Cassandra only).
+    #[arg(long, value_enum, default_value_t = WritersArg::Exclusive)]
+    pub writers: WritersArg,
+    /// When a record's folded dependency set exceeds this many versions, the instance makes them stable (present
+    /// with their causal past in every local set) in the background, and later writes leave them out.
+    #[arg(long, default_value_t = 16)]
+    pub folded_cap: usize,
+    /// Exclusive writers: the writer lease's term (renewed every quarter term; a new instance waits for a
+    /// previous holder's lease to lapse, up to one term).
+    #[arg(long, default_value_t = 12000)]
+    pub lease_ms: u64,
+}
+
+/// `--writers`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WritersArg {
+    /// One instance per local set, fenced by a writer lease; plain writes.
+    Exclusive,
+    /// Any number of instances; compare-and-swap per write.
+    Shared,
 }
 
 /// A running middleware: one proxy per local set it serves.
@@ -89,6 +112,12 @@ fn config(args: &MiddlewareArgs, ls: LocalSet) -> Config {
         levels: args.levels,
         retain: args.retain,
         resolve_wait: Duration::from_millis(args.resolve_wait_ms),
+        writers: match args.writers {
+            WritersArg::Exclusive => Writers::Exclusive,
+            WritersArg::Shared => Writers::Shared,
+        },
+        lease_term: Duration::from_millis(args.lease_ms),
+        folded_cap: args.folded_cap,
         ..Config::new(ls, args.local_sets)
     }
 }
@@ -101,12 +130,16 @@ fn summary<S: Store>(ls: LocalSet, m: &Middleware<S>) -> String {
         (s.writes.load(Relaxed), s.written_bytes.load(Relaxed), s.written_value_bytes.load(Relaxed));
     format!(
         "local set {ls}: {reads} reads ({:.2} store rounds each, {} waited for a dependency, {} failed), {writes} \
-         writes ({} compare-and-swap conflicts, {:.0} metadata bytes per write)",
+         writes ({} compare-and-swap conflicts, {:.0} metadata bytes per write, largest folded set {}; {} versions \
+         made stable, {} attempts stopped short)",
         if reads > 0 { rounds as f64 / reads as f64 } else { 0.0 },
         s.unresolved.load(Relaxed),
         s.failed_reads.load(Relaxed),
         s.conflicts.load(Relaxed),
         if writes > 0 { (bytes - values) as f64 / writes as f64 } else { 0.0 },
+        s.max_folded.load(Relaxed),
+        s.stabilized.load(Relaxed),
+        s.unstabilized.load(Relaxed),
     )
 }
 
@@ -117,6 +150,15 @@ pub async fn start(args: &MiddlewareArgs) -> anyhow::Result<Running> {
     }
     if args.levels == 0 || args.levels > 8 {
         bail!("--levels must be between 1 and 8, not {}", args.levels);
+    }
+    if args.lease_ms < 3000 {
+        bail!(
+            "--lease-ms must be at least 3000 (a write in flight gets a third of the term to land), not {}",
+            args.lease_ms
+        );
+    }
+    if args.writers == WritersArg::Shared && args.store.starts_with("causet://") {
+        bail!("--writers shared needs compare-and-swap, which Causet in eventual mode does not offer: use --writers exclusive");
     }
     let (stop, stopped) = watch::channel(false);
     let mut running = Running { listening: Vec::new(), stop, tasks: Vec::new(), report: Vec::new() };
@@ -146,7 +188,7 @@ pub async fn start(args: &MiddlewareArgs) -> anyhow::Result<Running> {
             let report = move || format!("local set {ls}: Cassandra alone (no causal consistency)");
             serve(&mut running, ls, args.listen, store, report, &stopped).await?;
         } else {
-            let store = CassandraStore::connect(&options).await.map_err(anyhow::Error::msg)?;
+            let store = CassandraStore::connect(&options, ls).await.map_err(anyhow::Error::msg)?;
             serve_middleware(&mut running, ls, args.listen, store, args, &stopped).await?;
         }
     } else if let Some(addr) = args.store.strip_prefix("causet://") {
@@ -168,6 +210,28 @@ async fn serve_middleware<S: Store + 'static>(
     stopped: &watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
     let m = Arc::new(Middleware::new(store, &config(args, ls)));
+    if args.writers == WritersArg::Exclusive {
+        m.take_lease().await.with_context(|| format!("local set {ls}: taking the writer lease"))?;
+        let keeper = m.clone();
+        let mut stop = stopped.clone();
+        running.tasks.push(tokio::spawn(async move {
+            tokio::select! {
+                () = keeper.keep_lease() => return,
+                _ = stop.wait_for(|s| *s) => {}
+            }
+            if let Err(e) = keeper.release_lease().await {
+                eprintln!("local set {ls}: giving the writer lease up failed ({e}); it lapses on its own");
+            }
+        }));
+    }
+    let stabilizer = m.clone();
+    let mut stop = stopped.clone();
+    running.tasks.push(tokio::spawn(async move {
+        tokio::select! {
+            () = stabilizer.keep_stabilizing() => {}
+            _ = stop.wait_for(|s| *s) => {}
+        }
+    }));
     let counters = m.clone();
     serve(running, ls, addr, m, move || summary(ls, &counters), stopped).await
 }

@@ -11,7 +11,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use causet::middleware::{start, MiddlewareArgs};
+use causet::middleware::{start, MiddlewareArgs, WritersArg};
 use causet_sim::checker::check;
 use causet_sim::history::HistOp;
 use common::photo_album;
@@ -65,20 +65,24 @@ impl Drop for Cassandra {
     }
 }
 
-fn proxy_args(cassandra: &Cassandra, ls: u16, plain: bool) -> MiddlewareArgs {
+fn proxy_args(cassandra: &Cassandra, ls: u16, plain: bool, writers: WritersArg) -> MiddlewareArgs {
     MiddlewareArgs {
         store: format!("cassandra://{}", cassandra.node(ls as u8 + 1)),
         local_set: ls,
         local_sets: 2,
         listen: "127.0.0.1:0".parse().unwrap(),
         datacenter: None,
-        keyspace: "causet_test".into(),
+        // A keyspace per way of writing, so that one phase of the test does not read the other's values.
+        keyspace: format!("causet_test_{writers:?}").to_lowercase(),
         create_schema: ls == 0,
         levels: 1,
         retain: 8,
         resolve_wait_ms: 5000,
         plain,
         wan_delay_ms: 0,
+        writers,
+        lease_ms: 3000,
+        folded_cap: 16,
     }
 }
 
@@ -87,8 +91,8 @@ async fn cassandra_alone_breaks_causality_and_the_middleware_over_it_does_not() 
     let cassandra = Cassandra::start(50, 0);
     // Cassandra alone, through the same proxy in its plain mode.
     let plain: Vec<_> = [
-        start(&proxy_args(&cassandra, 0, true)).await.unwrap(),
-        start(&proxy_args(&cassandra, 1, true)).await.unwrap(),
+        start(&proxy_args(&cassandra, 0, true, WritersArg::Shared)).await.unwrap(),
+        start(&proxy_args(&cassandra, 1, true, WritersArg::Shared)).await.unwrap(),
     ]
     .into();
     let (dc1, dc2) = (plain[0].listening[0].1, plain[1].listening[0].1);
@@ -106,22 +110,49 @@ async fn cassandra_alone_breaks_causality_and_the_middleware_over_it_does_not() 
     for p in plain {
         p.stop().await;
     }
-    // The middleware over the same Cassandra.
-    let causal = [
-        start(&proxy_args(&cassandra, 0, false)).await.unwrap(),
-        start(&proxy_args(&cassandra, 1, false)).await.unwrap(),
-    ];
-    let (dc1, dc2) = (causal[0].listening[0].1, causal[1].listening[0].1);
-    let history = photo_album(dc1, dc2, 40, 100_000_000).await;
-    let report = check(&history);
-    eprintln!("middleware over Cassandra: {report}");
-    assert!(report.is_ok(), "{report}");
-    let reads = history.txs.iter().filter(|t| matches!(t.ops[0], HistOp::Read { .. })).count();
-    assert!(reads > 100, "the readers read ({reads} reads)");
-    for line in causal[1].report() {
-        eprintln!("{line}");
+    // The middleware over the same Cassandra, with both ways of excluding a local set's writers.
+    for (writers, first_id) in [(WritersArg::Shared, 100_000_000), (WritersArg::Exclusive, 200_000_000)] {
+        // Exclusive writers also keep no folded dependencies at all (cap 0, one version retained): every version
+        // folded is made stable through Cassandra (reads at ALL) and left out of later records.
+        let args = |ls| match writers {
+            WritersArg::Exclusive => {
+                MiddlewareArgs { folded_cap: 0, retain: 1, ..proxy_args(&cassandra, ls, false, writers) }
+            }
+            WritersArg::Shared => proxy_args(&cassandra, ls, false, writers),
+        };
+        let causal = [start(&args(0)).await.unwrap(), start(&args(1)).await.unwrap()];
+        let (dc1, dc2) = (causal[0].listening[0].1, causal[1].listening[0].1);
+        let history = photo_album(dc1, dc2, 40, first_id).await;
+        let report = check(&history);
+        eprintln!("middleware over Cassandra, {writers:?} writers: {report}");
+        assert!(report.is_ok(), "{writers:?} writers: {report}");
+        let reads = history.txs.iter().filter(|t| matches!(t.ops[0], HistOp::Read { .. })).count();
+        assert!(reads > 100, "the readers read ({reads} reads)");
+        for line in causal[1].report() {
+            eprintln!("{line}");
+        }
+        if writers == WritersArg::Exclusive {
+            let report = causal[0].report().join(" ");
+            let stable: u64 = report
+                .split(" versions made stable")
+                .next()
+                .and_then(|s| s.rsplit(' ').next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("no count of versions made stable in {report:?}"));
+            eprintln!("{report}");
+            assert!(stable > 0, "the writer made no version stable: {report}");
+            // The writer lease fences a second instance of a local set off, naming the holder.
+            let err = start(&proxy_args(&cassandra, 0, false, writers)).await.err().expect("a second writer");
+            let err = format!("{err:#}");
+            assert!(err.contains("writer lease") && err.contains("held by local set 0 instance"), "{err}");
+        }
+        for c in causal {
+            c.stop().await;
+        }
     }
-    for c in causal {
-        c.stop().await;
-    }
+    // A stopped instance gives its lease back: a new one starts at once.
+    let started = std::time::Instant::now();
+    let again = start(&proxy_args(&cassandra, 0, false, WritersArg::Exclusive)).await.unwrap();
+    assert!(started.elapsed() < std::time::Duration::from_secs(2), "took {:?}", started.elapsed());
+    again.stop().await;
 }

@@ -5,6 +5,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use causet::middleware::WritersArg;
 use causet::middleware::{start, MiddlewareArgs};
 use causet_client::{Client, ClientError};
 use causet_core::ObjectId;
@@ -24,6 +25,9 @@ fn args(wan_delay_ms: u64, resolve_wait_ms: u64) -> MiddlewareArgs {
         resolve_wait_ms,
         plain: false,
         wan_delay_ms,
+        writers: WritersArg::Exclusive,
+        lease_ms: 12_000,
+        folded_cap: 16,
     }
 }
 

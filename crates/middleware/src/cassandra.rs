@@ -7,6 +7,17 @@
 //! network partition between DCs they succeed on both sides independently, and the design relies on exactly
 //! that: only local set `ls` ever writes row `ls` of a key. Reads are `LOCAL_ONE` and go to this local set's datacenter only
 //! (no failover to another DC: a read served by a remote DC would make the local resolution meaningless).
+//!
+//! Exclusive writers ([`crate::Writers::Exclusive`]) write with plain `LOCAL_QUORUM` inserts instead, after
+//! reading the key's copies at `LOCAL_QUORUM` when it does not have them cached (so the instance sees its own last
+//! write whatever the replication factor in its DC). Each insert's timestamp is above every write time the instance
+//! has read or written, so a later version wins everywhere even across a change of writer on a host with a slower
+//! clock. The writer lease is a row of table
+//! `writers`, written with lightweight transactions and a TTL of one term: Cassandra drops it on its own when the
+//! holder stops renewing.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
 
 use scylla::client::execution_profile::ExecutionProfile;
 use scylla::client::session::Session;
@@ -16,9 +27,9 @@ use scylla::statement::prepared::PreparedStatement;
 use scylla::statement::{Consistency, SerialConsistency};
 use scylla::value::{CqlValue, Row};
 
-use crate::driver::{Error, Store, StoreError};
+use crate::driver::{Error, Lease, Store, StoreError};
 use crate::proxy::Backend;
-use crate::record::Copy;
+use crate::record::{Copy, LocalSet};
 
 /// Where and how to reach Cassandra.
 #[derive(Clone, Debug)]
@@ -41,7 +52,23 @@ pub struct CassandraStore {
     get_all: PreparedStatement,
     insert: PreparedStatement,
     update: PreparedStatement,
+    get_all_to_write: PreparedStatement,
+    put: PreparedStatement,
+    lease_take: PreparedStatement,
+    lease_renew: PreparedStatement,
+    lease_holder: PreparedStatement,
+    lease_release: PreparedStatement,
+    stabilize: PreparedStatement,
+    /// Exclusive writers: the highest write time (µs) of this local set's copies the instance has read or
+    /// written; the next insert's timestamp is above it.
+    write_floor: AtomicI64,
+    local_set: LocalSet,
 }
+
+/// How long a plain write may stay in flight: a third of the shortest lease term the driver accepts (3 s), so a
+/// write started while the lease was valid lands before another instance can take it. Cassandra's own
+/// `write_request_timeout` (2 s by default) drops a mutation that waited longer at the replica.
+const PUT_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Turns a driver error into a [`StoreError`] that says what was being done.
 fn err<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> StoreError {
@@ -82,9 +109,10 @@ async fn connect(options: &CassandraOptions) -> Result<Session, StoreError> {
             ),
             format!(
                 "CREATE TABLE IF NOT EXISTS {ks}.copies (key blob, ls smallint, seq bigint, data blob, \
-                 PRIMARY KEY (key, ls))"
+                 PRIMARY KEY (key, ls)) WITH read_repair = 'BLOCKING'"
             ),
             format!("CREATE TABLE IF NOT EXISTS {ks}.plain (key blob PRIMARY KEY, value blob)"),
+            format!("CREATE TABLE IF NOT EXISTS {ks}.writers (ls smallint PRIMARY KEY, owner text)"),
         ];
         for s in statements {
             session.query_unpaged(s, &[]).await.map_err(err("create schema"))?;
@@ -99,8 +127,8 @@ async fn prepare(session: &Session, cql: String) -> Result<PreparedStatement, St
 }
 
 impl CassandraStore {
-    /// Connects, creates the schema if asked, and prepares the statements.
-    pub async fn connect(options: &CassandraOptions) -> Result<CassandraStore, StoreError> {
+    /// Connects for local set `local_set`, creates the schema if asked, and prepares the statements.
+    pub async fn connect(options: &CassandraOptions, local_set: LocalSet) -> Result<CassandraStore, StoreError> {
         let session = connect(options).await?;
         let ks = &options.keyspace;
         let get = prepare(&session, format!("SELECT seq, data FROM {ks}.copies WHERE key = ? AND ls = ?")).await?;
@@ -113,7 +141,44 @@ impl CassandraStore {
             prepare(&session, format!("UPDATE {ks}.copies SET seq = ?, data = ? WHERE key = ? AND ls = ? IF seq = ?"))
                 .await?;
         let get_all = prepare(&session, format!("SELECT ls, data FROM {ks}.copies WHERE key = ?")).await?;
-        Ok(CassandraStore { session, get, get_all, insert, update })
+        let mut get_all_to_write =
+            prepare(&session, format!("SELECT ls, data, writetime(data) FROM {ks}.copies WHERE key = ?")).await?;
+        get_all_to_write.set_consistency(Consistency::LocalQuorum);
+        let mut put = prepare(
+            &session,
+            format!("INSERT INTO {ks}.copies (key, ls, seq, data) VALUES (?, ?, ?, ?) USING TIMESTAMP ?"),
+        )
+        .await?;
+        put.set_consistency(Consistency::LocalQuorum);
+        put.set_request_timeout(Some(PUT_TIMEOUT));
+        let lease_take =
+            prepare(&session, format!("INSERT INTO {ks}.writers (ls, owner) VALUES (?, ?) IF NOT EXISTS USING TTL ?"))
+                .await?;
+        let lease_renew =
+            prepare(&session, format!("UPDATE {ks}.writers USING TTL ? SET owner = ? WHERE ls = ? IF owner = ?"))
+                .await?;
+        let mut lease_holder = prepare(&session, format!("SELECT owner FROM {ks}.writers WHERE ls = ?")).await?;
+        lease_holder.set_consistency(Consistency::LocalQuorum);
+        let mut stabilize = prepare(&session, format!("SELECT seq FROM {ks}.copies WHERE key = ? AND ls = ?")).await?;
+        stabilize.set_consistency(Consistency::All);
+        stabilize.set_request_timeout(Some(Duration::from_secs(5)));
+        let lease_release = prepare(&session, format!("DELETE FROM {ks}.writers WHERE ls = ? IF owner = ?")).await?;
+        Ok(CassandraStore {
+            session,
+            get,
+            get_all,
+            insert,
+            update,
+            get_all_to_write,
+            put,
+            lease_take,
+            lease_renew,
+            lease_holder,
+            lease_release,
+            stabilize,
+            write_floor: AtomicI64::new(i64::MIN),
+            local_set,
+        })
     }
 
     /// Runs a statement on the underlying session (for tests and tools: truncation, inspection).
@@ -166,6 +231,69 @@ impl Store for CassandraStore {
         }
         .map_err(err("compare-and-swap"))?;
         applied(result)
+    }
+
+    async fn get_copies_to_write(&self, key: &[u8], local_sets: usize) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        let result = self.session.execute_unpaged(&self.get_all_to_write, (key,)).await.map_err(err("read"))?;
+        let rows = result.into_rows_result().map_err(err("read"))?;
+        let mut copies = vec![None; local_sets];
+        for row in rows.rows::<(i16, Vec<u8>, i64)>().map_err(err("read"))? {
+            let (ls, data, written) = row.map_err(err("read"))?;
+            if ls == self.local_set as i16 {
+                self.write_floor.fetch_max(written, Ordering::Relaxed);
+            }
+            if let Some(slot) = usize::try_from(ls).ok().and_then(|ls| copies.get_mut(ls)) {
+                *slot = Some(data);
+            }
+        }
+        Ok(copies)
+    }
+
+    const CONFIRMS_STABILITY: bool = true;
+
+    async fn stabilize(&self, copy: &Copy, seq: u64) -> Result<bool, StoreError> {
+        // At `ALL`, with the table's blocking read repair, every replica holds what the read returns once it
+        // answers. An unreachable datacenter fails the read: the version is not stable yet.
+        let Ok(result) = self.session.execute_unpaged(&self.stabilize, (&copy.key, copy.ls as i16)).await else {
+            return Ok(false);
+        };
+        let rows = result.into_rows_result().map_err(err("stabilize"))?;
+        let row: Option<(i64,)> = rows.maybe_first_row().map_err(err("stabilize"))?;
+        Ok(row.is_some_and(|(s,)| s as u64 >= seq))
+    }
+
+    async fn put(&self, copy: &Copy, seq: u64, data: Vec<u8>) -> Result<(), StoreError> {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros());
+        // Above every write time seen: strictly increasing across this instance's writes, whatever its clock does.
+        let next = |floor: i64| floor.saturating_add(1).max(now as i64);
+        let previous = self.write_floor.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |f| Some(next(f)));
+        let at = next(previous.unwrap_or_else(|f| f));
+        let values = (&copy.key, copy.ls as i16, seq as i64, data, at);
+        self.session.execute_unpaged(&self.put, values).await.map_err(err("write"))?;
+        Ok(())
+    }
+
+    async fn lease(&self, ls: LocalSet, owner: &str, term: Duration) -> Result<Lease, StoreError> {
+        if term.is_zero() {
+            self.session
+                .execute_unpaged(&self.lease_release, (ls as i16, owner))
+                .await
+                .map_err(err("lease release"))?;
+            return Ok(Lease::Held);
+        }
+        let ttl = term.as_secs().max(1) as i32;
+        let renewed = self.session.execute_unpaged(&self.lease_renew, (ttl, owner, ls as i16, owner)).await;
+        if applied(renewed.map_err(err("lease renewal"))?)? {
+            return Ok(Lease::Held);
+        }
+        let taken = self.session.execute_unpaged(&self.lease_take, (ls as i16, owner, ttl)).await;
+        if applied(taken.map_err(err("lease"))?)? {
+            return Ok(Lease::Held);
+        }
+        let result = self.session.execute_unpaged(&self.lease_holder, (ls as i16,)).await.map_err(err("lease"))?;
+        let rows = result.into_rows_result().map_err(err("lease"))?;
+        let holder: Option<(String,)> = rows.maybe_first_row().map_err(err("lease"))?;
+        Ok(Lease::HeldBy(holder.map_or_else(|| "another instance (its lease just ended)".into(), |(h,)| h)))
     }
 }
 

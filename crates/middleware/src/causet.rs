@@ -3,31 +3,27 @@
 //!
 //! A copy is a `register_lww` object (bucket `causet-middleware`, key = the copy's key and local set); its value is
 //! the version (8 bytes, big-endian) followed by the record. Causet in eventual mode replicates every DC's writes
-//! to the others, last writer wins, like Cassandra. It has no compare-and-swap: this adapter makes one by locking
-//! the copy inside the process, which excludes writers only within one middleware process — run **one middleware
-//! instance per local set** over Causet (Cassandra's lightweight transactions have no such limit).
+//! to the others, last writer wins, like Cassandra. It has no compare-and-swap, so it serves exclusive writers only
+//! ([`crate::Writers::Exclusive`]) and cannot fence them: run **one middleware instance per local set** over Causet.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use causet_client::Client;
 use causet_core::ObjectId;
 use causet_crdt::{CrdtType, Op, Value};
 use tokio::sync::Mutex;
 
-use crate::driver::{Store, StoreError};
+use crate::driver::{Lease, Store, StoreError};
 use crate::record::Copy;
 
 /// The bucket the middleware's objects live in.
 pub const BUCKET: &[u8] = b"causet-middleware";
 
-/// Lock stripes for compare-and-swap.
-const STRIPES: usize = 256;
-
 /// One DC of a Causet cluster (one node's client port), through a pool of connections.
 pub struct CausetStore {
     pool: Vec<Mutex<Client>>,
     next: AtomicUsize,
-    stripes: Vec<Mutex<()>>,
 }
 
 fn object(copy: &Copy) -> ObjectId {
@@ -47,7 +43,7 @@ impl CausetStore {
         for _ in 0..connections.max(1) {
             pool.push(Mutex::new(Client::connect(addr).await.map_err(err("connect"))?));
         }
-        Ok(CausetStore { pool, next: AtomicUsize::new(0), stripes: (0..STRIPES).map(|_| Mutex::new(())).collect() })
+        Ok(CausetStore { pool, next: AtomicUsize::new(0) })
     }
 
     async fn read(&self, copy: &Copy) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
@@ -69,22 +65,20 @@ impl Store for CausetStore {
         Ok(self.read(copy).await?.map(|(_, data)| data))
     }
 
-    async fn cas(&self, copy: &Copy, expect: Option<u64>, seq: u64, data: Vec<u8>) -> Result<bool, StoreError> {
-        let stripe = {
-            use std::hash::{Hash, Hasher};
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            copy.hash(&mut h);
-            h.finish() as usize % STRIPES
-        };
-        let _locked = self.stripes[stripe].lock().await;
-        if self.read(copy).await?.map(|(s, _)| s) != expect {
-            return Ok(false);
-        }
+    async fn cas(&self, _: &Copy, _: Option<u64>, _: u64, _: Vec<u8>) -> Result<bool, StoreError> {
+        Err(StoreError("causet: the store has no compare-and-swap; run the middleware with exclusive writers".into()))
+    }
+
+    async fn put(&self, copy: &Copy, seq: u64, data: Vec<u8>) -> Result<(), StoreError> {
         let mut value = seq.to_be_bytes().to_vec();
         value.extend_from_slice(&data);
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.pool.len();
         let mut client = self.pool[i].lock().await;
         client.static_update(None, [(object(copy), Op::Assign(value))]).await.map_err(err("write"))?;
-        Ok(true)
+        Ok(())
+    }
+
+    async fn lease(&self, _: crate::record::LocalSet, _: &str, _: Duration) -> Result<Lease, StoreError> {
+        Ok(Lease::Unfenced)
     }
 }

@@ -3,13 +3,17 @@
 //! dependencies have not arrived yet.
 
 use std::future::Future;
+use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use futures_util::future::try_join_all;
 
-use crate::op::{Input, Marks, Protocol, ReadOp, ReadOutcome, Session, Step, WriteOp};
+use crate::op::{
+    Input, Marks, Protocol, ReadOp, ReadOutcome, Session, StabilizeInput, StabilizeOp, StabilizeStep, Step, WriteCache,
+    WriteOp,
+};
 use crate::record::{Copy, DecodeError, LocalSet, Record, Vertex};
 
 /// An eventually consistent store with per-copy compare-and-swap, as seen from one local set.
@@ -17,6 +21,9 @@ use crate::record::{Copy, DecodeError, LocalSet, Record, Vertex};
 /// `get` reads the local set's own cluster (Cassandra: `LOCAL_ONE`); `cas` is linearizable among the local set's
 /// middleware instances (Cassandra: a `LOCAL_SERIAL` lightweight transaction) and needs nothing from other local
 /// sets. The store replicates every copy to every local set, last writer wins.
+///
+/// With [`Writers::Exclusive`], writes use `get_copies_to_write` and `put` instead of `cas`, and `lease` fences
+/// the local set's one writer.
 pub trait Store: Send + Sync {
     /// The copy's stored record, if any.
     fn get(&self, copy: &Copy) -> impl Future<Output = Result<Option<Vec<u8>>, StoreError>> + Send;
@@ -43,6 +50,69 @@ pub trait Store: Send + Sync {
         seq: u64,
         data: Vec<u8>,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Exclusive writers: every copy of `key`, with this local set's own copy as of the latest [`Store::put`]
+    /// acknowledged to this instance (stores whose reads may miss an acknowledged write of the same DC read more
+    /// replicas here). The default is [`Store::get_copies`].
+    fn get_copies_to_write(
+        &self,
+        key: &[u8],
+        local_sets: usize,
+    ) -> impl Future<Output = Result<Vec<Option<Vec<u8>>>, StoreError>> + Send {
+        self.get_copies(key, local_sets)
+    }
+
+    /// Exclusive writers: stores `data` as version `seq` of the copy, unconditionally. Wherever the copy
+    /// replicates, a later version must win over an earlier one, whatever the order of arrival.
+    fn put(&self, copy: &Copy, seq: u64, data: Vec<u8>) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Whether [`Store::stabilize`] can ever confirm; when not, the instance does not try (and the folded
+    /// dependency sets are not bounded).
+    const CONFIRMS_STABILITY: bool = false;
+
+    /// Whether every local set's store holds version `seq` of the copy, or a later one — making it so if the store
+    /// can (Cassandra: a read at consistency `ALL`, whose blocking read repair updates stale replicas before it
+    /// answers). `false` when it cannot tell or cannot reach every local set; the default (a store that cannot
+    /// tell) leaves the folded dependency sets unbounded.
+    fn stabilize(&self, copy: &Copy, seq: u64) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        let _ = (copy, seq);
+        async { Ok(false) }
+    }
+
+    /// Exclusive writers: takes, or renews, local set `ls`'s writer lease for `owner`, for `term` from now. The
+    /// store must make it expire on its own after `term` (measured by the store), so that a holder that stops
+    /// renewing loses it. A zero `term` gives the lease up if `owner` holds it (answering [`Lease::Held`] either
+    /// way).
+    fn lease(
+        &self,
+        ls: LocalSet,
+        owner: &str,
+        term: Duration,
+    ) -> impl Future<Output = Result<Lease, StoreError>> + Send;
+}
+
+/// The store's answer to a lease request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Lease {
+    /// The caller holds the lease for the term asked.
+    Held,
+    /// Another instance holds it.
+    HeldBy(String),
+    /// The store cannot fence writers (it has no compare-and-swap): the caller must be the only instance of its
+    /// local set by deployment.
+    Unfenced,
+}
+
+/// How the writers of one local set exclude each other.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Writers {
+    /// Any number of instances per local set; every write is a compare-and-swap on the copy in the store (the
+    /// paper's design; on Cassandra a lightweight transaction, Paxos, per write).
+    Shared,
+    /// One instance per local set: it holds the local set's writer lease in the store (taken and renewed with
+    /// compare-and-swap, expiring on its own), orders the writes of a key with a lock inside the process, and
+    /// stores them with plain writes. A second instance of the local set is refused while the lease is held.
+    Exclusive,
 }
 
 /// A store adapter's failure, described for the operator.
@@ -68,6 +138,18 @@ pub enum Error {
         /// How long the read waited.
         waited: Duration,
     },
+    /// Exclusive writers: this instance does not hold its local set's writer lease, so it refuses to write.
+    #[error(
+        "this instance does not hold local set {local_set}'s writer lease{}, so it refuses writes: two instances \
+         writing one local set's copies without compare-and-swap would lose writes",
+        holder.as_ref().map(|h| format!(" (held by {h})")).unwrap_or_default()
+    )]
+    NoLease {
+        /// This local set.
+        local_set: LocalSet,
+        /// Who holds the lease, if known.
+        holder: Option<String>,
+    },
     /// The store failed.
     #[error("store: {0}")]
     Store(#[from] StoreError),
@@ -92,11 +174,20 @@ pub struct Config {
     pub mark_capacity: usize,
     /// How long a read waits for a missing dependency before failing; zero fails at once (the paper's behaviour).
     pub resolve_wait: Duration,
+    /// How the local set's writers exclude each other.
+    pub writers: Writers,
+    /// Exclusive writers: the writer lease's term. The holder renews it every quarter term and stops writing when
+    /// less than a third of the term is left, so a write in flight has a third of the term to land.
+    pub lease_term: Duration,
+    /// When a record's folded dependency set exceeds this many vertices, the instance makes them stable in the
+    /// background ([`Middleware::keep_stabilizing`]), and later writes of the key leave them out.
+    pub folded_cap: usize,
 }
 
 impl Config {
-    /// The defaults for local set `local_set` of `local_sets`: `k = 1`, 8 versions retained, 100,000 marks, and
-    /// reads wait up to 2 s for missing dependencies.
+    /// The defaults for local set `local_set` of `local_sets`: `k = 1`, 8 versions retained, 100,000 marks,
+    /// reads wait up to 2 s for missing dependencies, and shared writers (compare-and-swap per write; a 12 s
+    /// lease term if switched to exclusive writers).
     pub fn new(local_set: LocalSet, local_sets: usize) -> Config {
         Config {
             local_set,
@@ -105,6 +196,9 @@ impl Config {
             retain: 8,
             mark_capacity: 100_000,
             resolve_wait: Duration::from_secs(2),
+            writers: Writers::Shared,
+            lease_term: Duration::from_secs(12),
+            folded_cap: 16,
         }
     }
 }
@@ -130,7 +224,53 @@ pub struct Stats {
     pub written_bytes: AtomicU64,
     /// Bytes of written values alone, summed.
     pub written_value_bytes: AtomicU64,
+    /// The largest folded dependency set written.
+    pub max_folded: AtomicU64,
+    /// Exclusive writers: writes that took their copy's record from the instance's cache instead of the store.
+    pub cached_writes: AtomicU64,
+    /// Versions made stable.
+    pub stabilized: AtomicU64,
+    /// Attempts to make a version stable that stopped short (the store could not confirm, or the walk's budget
+    /// ran out; what was confirmed stays stable).
+    pub unstabilized: AtomicU64,
 }
+
+/// Versions waiting to be made stable, at most [`STABILIZE_QUEUE`].
+#[derive(Default)]
+struct StabilizeQueue {
+    queue: std::collections::VecDeque<Vertex>,
+    queued: std::collections::HashSet<Vertex>,
+}
+
+/// The most versions waiting to be made stable (more are dropped: a later write of the key queues them again).
+const STABILIZE_QUEUE: usize = 4096;
+
+/// The most versions one attempt to make a version stable visits.
+const STABILIZE_BUDGET: usize = 512;
+
+/// Copies one level of a resolution reads from the store at once.
+const FETCH_PARALLELISM: usize = 64;
+
+/// Walks making versions stable at once.
+const STABILIZE_WALKS: usize = 16;
+
+/// Exclusive writers: lock stripes ordering the writes of a key inside the instance.
+const STRIPES: usize = 1024;
+
+/// Exclusive writers: the instance's writer lease.
+struct WriterLease {
+    owner: String,
+    term: Duration,
+    /// Until when the instance may start a store write (the lease's end, as the instance sees it, less a third of
+    /// the term); `None` while it does not hold the lease.
+    writable_until: Mutex<Option<Instant>>,
+    /// Who held the lease when it was last refused.
+    holder: Mutex<Option<String>>,
+    stripes: Vec<tokio::sync::Mutex<()>>,
+}
+
+/// Distinguishes middleware instances inside one process (for [`Session::bind`]).
+static INSTANCES: AtomicU64 = AtomicU64::new(1);
 
 /// One middleware instance of a local set over a store.
 pub struct Middleware<S> {
@@ -138,6 +278,15 @@ pub struct Middleware<S> {
     protocol: Protocol,
     resolve_wait: Duration,
     marks: Mutex<Marks>,
+    /// Versions known stable (present with their causal past in every local set).
+    stable: Mutex<Marks>,
+    to_stabilize: Mutex<StabilizeQueue>,
+    stabilize_wake: tokio::sync::Notify,
+    folded_cap: usize,
+    lease: Option<WriterLease>,
+    /// Exclusive writers only.
+    cache: Option<Mutex<WriteCache>>,
+    id: u64,
     /// What the instance has done.
     pub stats: Stats,
 }
@@ -161,7 +310,99 @@ impl<S: Store> Middleware<S> {
             },
             resolve_wait: config.resolve_wait,
             marks: Mutex::new(Marks::new(config.mark_capacity)),
+            stable: Mutex::new(Marks::new(config.mark_capacity)),
+            to_stabilize: Mutex::new(StabilizeQueue::default()),
+            stabilize_wake: tokio::sync::Notify::new(),
+            folded_cap: if S::CONFIRMS_STABILITY { config.folded_cap } else { usize::MAX },
+            lease: (config.writers == Writers::Exclusive).then(|| WriterLease {
+                owner: instance_name(config.local_set),
+                term: config.lease_term.max(Duration::from_secs(3)),
+                writable_until: Mutex::new(None),
+                holder: Mutex::new(None),
+                stripes: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
+            }),
+            cache: (config.writers == Writers::Exclusive).then(|| Mutex::new(WriteCache::new(config.mark_capacity))),
+            id: INSTANCES.fetch_add(1, Ordering::Relaxed),
             stats: Stats::default(),
+        }
+    }
+
+    /// Exclusive writers: asks the store for the writer lease once; returns whether the instance holds it (or the
+    /// store cannot fence, [`Lease::Unfenced`]). Shared writers: nothing to do.
+    pub async fn renew_lease(&self) -> Result<Lease, Error> {
+        let Some(lease) = &self.lease else { return Ok(Lease::Unfenced) };
+        let asked = Instant::now();
+        // Held without a gap since the last renewal? Otherwise another instance may have written meanwhile.
+        let continuous =
+            lease.writable_until.lock().expect("lease lock").is_some_and(|until| asked < until + lease.term / 3);
+        let answer = self.store.lease(self.protocol.local_set, &lease.owner, lease.term).await?;
+        if !continuous || answer != Lease::Held {
+            if let Some(cache) = &self.cache {
+                cache.lock().expect("write cache").clear();
+            }
+        }
+        let until = match &answer {
+            // The store counts the term from when it granted it, after `asked`: the instance's view ends earlier.
+            Lease::Held => Some(asked + lease.term - lease.term / 3),
+            Lease::Unfenced => Some(asked + Duration::from_secs(3600 * 24 * 365 * 100)),
+            Lease::HeldBy(_) => None,
+        };
+        *lease.writable_until.lock().expect("lease lock") = until;
+        *lease.holder.lock().expect("lease lock") = match &answer {
+            Lease::HeldBy(h) => Some(h.clone()),
+            _ => None,
+        };
+        Ok(answer)
+    }
+
+    /// Exclusive writers: takes the writer lease, waiting up to one term (plus a second) for a previous holder's
+    /// lease to lapse; fails with [`Error::NoLease`] if another instance still holds it then.
+    pub async fn take_lease(&self) -> Result<(), Error> {
+        let Some(lease) = &self.lease else { return Ok(()) };
+        let deadline = Instant::now() + lease.term + Duration::from_secs(1);
+        loop {
+            match self.renew_lease().await? {
+                Lease::Held | Lease::Unfenced => return Ok(()),
+                Lease::HeldBy(holder) if Instant::now() >= deadline => {
+                    return Err(Error::NoLease { local_set: self.protocol.local_set, holder: Some(holder) })
+                }
+                Lease::HeldBy(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+            }
+        }
+    }
+
+    /// Exclusive writers: renews the lease every quarter term, for ever (run it as a task beside the instance). A
+    /// renewal that fails leaves the lease to lapse on its own; one refused (another instance took it after a
+    /// lapse) stops this instance's writes until it gets the lease back.
+    pub async fn keep_lease(&self) {
+        let Some(lease) = &self.lease else { return };
+        loop {
+            tokio::time::sleep(lease.term / 4).await;
+            // Errors: the lease lapses at its end unless a later renewal succeeds; writes check it.
+            let _ = self.renew_lease().await;
+        }
+    }
+
+    /// Exclusive writers: stops writing, waits for the writes in flight, and gives the lease up, so that a new
+    /// instance of the local set need not wait for it to lapse.
+    pub async fn release_lease(&self) -> Result<(), Error> {
+        let Some(lease) = &self.lease else { return Ok(()) };
+        *lease.writable_until.lock().expect("lease lock") = None;
+        for s in &lease.stripes {
+            drop(s.lock().await);
+        }
+        self.store.lease(self.protocol.local_set, &lease.owner, Duration::ZERO).await?;
+        Ok(())
+    }
+
+    /// Exclusive writers: whether a store write may start now.
+    fn check_lease(&self, lease: &WriterLease) -> Result<(), Error> {
+        match *lease.writable_until.lock().expect("lease lock") {
+            Some(until) if Instant::now() < until => Ok(()),
+            _ => Err(Error::NoLease {
+                local_set: self.protocol.local_set,
+                holder: lease.holder.lock().expect("lease lock").clone(),
+            }),
         }
     }
 
@@ -170,21 +411,48 @@ impl<S: Store> Middleware<S> {
         &self.store
     }
 
-    async fn fetch(&self, copies: &[Copy]) -> Result<Vec<Option<Record>>, Error> {
+    async fn fetch(&self, copies: &[Copy], to_write: bool) -> Result<Vec<Option<Record>>, Error> {
         let n = self.protocol.local_sets;
         let whole_key = copies.len() == n
             && copies.iter().zip(0..).all(|(c, ls): (&Copy, LocalSet)| c.ls == ls && c.key == copies[0].key);
-        let raw = if whole_key {
+        let raw = if whole_key && to_write {
+            self.store.get_copies_to_write(&copies[0].key, n).await?
+        } else if whole_key {
             self.store.get_copies(&copies[0].key, n).await?
         } else {
-            try_join_all(copies.iter().map(|c| self.store.get(c))).await?
+            // A large graph's level is fetched at most FETCH_PARALLELISM copies at a time.
+            let mut raw = Vec::with_capacity(copies.len());
+            for chunk in copies.chunks(FETCH_PARALLELISM) {
+                raw.extend(try_join_all(chunk.iter().map(|c| self.store.get(c))).await?);
+            }
+            raw
         };
-        Ok(raw.into_iter().map(|r| r.map(|b| Record::decode(&b)).transpose()).collect::<Result<_, _>>()?)
+        let records: Vec<Option<Record>> =
+            raw.into_iter().map(|r| r.map(|b| Record::decode(&b)).transpose()).collect::<Result<_, _>>()?;
+        if let (Some(cache), false) = (&self.cache, to_write) {
+            let mut cache = cache.lock().expect("write cache");
+            for (c, r) in copies.iter().zip(&records) {
+                if let Some(r) = r {
+                    cache.observe(&c.key, &r.clock);
+                }
+            }
+        }
+        Ok(records)
+    }
+
+    /// Exclusive writers: the copies a write needs, from the cache if the session may use it.
+    fn cached_copies(&self, session: &mut Session, key: &[u8]) -> Option<Vec<Option<Record>>> {
+        let cache = self.cache.as_ref()?.lock().expect("write cache");
+        if !session.bind(self.id) {
+            return None;
+        }
+        cache.copies_for_write(&self.protocol, key)
     }
 
     /// Reads `key` for `session`: the causally latest version whose dependencies are all present locally, or
     /// `None` if the key was never written. Waits up to `resolve_wait` for missing dependencies.
     pub async fn read(&self, session: &mut Session, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
+        session.bind(self.id);
         let started = Instant::now();
         let mut pause = Duration::from_millis(1);
         loop {
@@ -192,7 +460,7 @@ impl<S: Store> Middleware<S> {
             let outcome = loop {
                 match step {
                     Step::Fetch(copies) => {
-                        let input = Input::Fetched(self.fetch(&copies).await?);
+                        let input = Input::Fetched(self.fetch(&copies, false).await?);
                         let mut marks = self.marks.lock().expect("marks lock");
                         step = op.resume(input, &mut marks, session);
                     }
@@ -203,13 +471,22 @@ impl<S: Store> Middleware<S> {
             match outcome {
                 ReadOutcome::Unresolved { version, missing } => {
                     self.stats.unresolved.fetch_add(1, Ordering::Relaxed);
-                    let waited = started.elapsed();
-                    if waited + pause > self.resolve_wait {
-                        self.stats.failed_reads.fetch_add(1, Ordering::Relaxed);
-                        return Err(Error::Unresolved { version, missing, local_set: self.protocol.local_set, waited });
+                    // Wait for the missing version alone (one read per poll), then resolve again from the start: a
+                    // large graph is not fetched again on every poll.
+                    loop {
+                        let waited = started.elapsed();
+                        if waited + pause > self.resolve_wait {
+                            self.stats.failed_reads.fetch_add(1, Ordering::Relaxed);
+                            let local_set = self.protocol.local_set;
+                            return Err(Error::Unresolved { version, missing, local_set, waited });
+                        }
+                        tokio::time::sleep(pause).await;
+                        pause = (pause * 2).min(Duration::from_millis(50));
+                        let here = self.store.get(&missing.copy()).await?.map(|b| Record::decode(&b)).transpose()?;
+                        if here.is_some_and(|r| r.seq() >= missing.seq) {
+                            break;
+                        }
                     }
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_millis(50));
                 }
                 outcome => {
                     self.stats.reads.fetch_add(1, Ordering::Relaxed);
@@ -227,10 +504,59 @@ impl<S: Store> Middleware<S> {
     /// Writes `value` to `key` for `session`, with the session's dependencies; returns the version written.
     pub async fn write(&self, session: &mut Session, key: &[u8], value: Vec<u8>) -> Result<Vertex, Error> {
         let value_len = value.len() as u64;
+        // Exclusive writers: the instance is the local set's only writer, and this lock orders its writes of the
+        // key, so the copy read below stays the latest until the write that follows it is stored.
+        let _ordered = match &self.lease {
+            Some(lease) => {
+                self.check_lease(lease)?;
+                Some(lease.stripes[stripe(key)].lock().await)
+            }
+            None => None,
+        };
+        let mut cached = self.cached_copies(session, key);
+        session.bind(self.id);
+        if cached.is_some() {
+            self.stats.cached_writes.fetch_add(1, Ordering::Relaxed);
+        }
         let (mut op, mut step) = WriteOp::start(&self.protocol, session, key, value);
         loop {
+            if let Step::Cas { record, .. } = &step {
+                self.stats.max_folded.fetch_max(record.folded.len() as u64, Ordering::Relaxed);
+                if record.folded.len() > self.folded_cap {
+                    self.queue_stabilize(&record.folded);
+                }
+            }
             let input = match step {
-                Step::Fetch(copies) => Input::Fetched(self.fetch(&copies).await?),
+                Step::Fetch(copies) => match cached.take() {
+                    Some(records) => Input::Fetched(records),
+                    None => {
+                        let records = self.fetch(&copies, self.lease.is_some()).await?;
+                        if let Some(cache) = &self.cache {
+                            let own = records[self.protocol.local_set as usize].as_ref();
+                            let clocks = records.iter().flatten().map(|r| r.clock.clone());
+                            cache.lock().expect("write cache").learn(key, own, clocks);
+                        }
+                        Input::Fetched(records)
+                    }
+                },
+                Step::Cas { copy, expect: _, record } if self.lease.is_some() => {
+                    self.check_lease(self.lease.as_ref().expect("exclusive"))?;
+                    let data = record.encode();
+                    let len = data.len() as u64;
+                    let stored = self.store.put(&copy, record.seq(), data).await;
+                    if let Some(cache) = &self.cache {
+                        let mut cache = cache.lock().expect("write cache");
+                        match &stored {
+                            Ok(()) => cache.learn(key, Some(&record), std::iter::once(record.clock.clone())),
+                            // Stored or not, nobody knows: the next write reads the store.
+                            Err(_) => cache.forget(key),
+                        }
+                    }
+                    stored?;
+                    self.stats.written_bytes.fetch_add(len, Ordering::Relaxed);
+                    self.stats.written_value_bytes.fetch_add(value_len, Ordering::Relaxed);
+                    Input::Swapped(true)
+                }
                 Step::Cas { copy, expect, record } => {
                     let data = record.encode();
                     let len = data.len() as u64;
@@ -247,7 +573,93 @@ impl<S: Store> Middleware<S> {
                     return Ok(vertex);
                 }
             };
-            step = op.resume(&self.protocol, input, session);
+            let stable = self.stable.lock().expect("stable lock");
+            step = op.resume(&self.protocol, input, session, &stable);
         }
     }
+
+    /// Queues versions to be made stable by [`Middleware::keep_stabilizing`].
+    fn queue_stabilize(&self, versions: &[Vertex]) {
+        let mut q = self.to_stabilize.lock().expect("stabilize queue");
+        for v in versions {
+            if q.queue.len() >= STABILIZE_QUEUE {
+                break;
+            }
+            if q.queued.insert(v.clone()) {
+                q.queue.push_back(v.clone());
+            }
+        }
+        drop(q);
+        self.stabilize_wake.notify_waiters();
+    }
+
+    /// Makes queued versions stable, for ever (run it as a task beside the instance; see [`StabilizeOp`]). This is
+    /// what bounds the folded dependency sets of the records this instance writes.
+    pub async fn keep_stabilizing(&self) {
+        // Each walk waits on the store's cross-DC confirmations: several run at once.
+        futures_util::future::join_all((0..STABILIZE_WALKS).map(|_| self.stabilize_queued())).await;
+    }
+
+    /// One of [`Middleware::keep_stabilizing`]'s walkers.
+    async fn stabilize_queued(&self) {
+        loop {
+            let next = {
+                let mut q = self.to_stabilize.lock().expect("stabilize queue");
+                let v = q.queue.pop_front();
+                if let Some(v) = &v {
+                    q.queued.remove(v);
+                }
+                v
+            };
+            let Some(root) = next else {
+                // Woken by the next queued version (or after a second, should the wake-up go to another walker).
+                let _ = tokio::time::timeout(Duration::from_secs(1), self.stabilize_wake.notified()).await;
+                continue;
+            };
+            match self.stabilize(root).await {
+                Ok(true) => {}
+                Ok(false) | Err(_) => {
+                    self.stats.unstabilized.fetch_add(1, Ordering::Relaxed);
+                    // The store could not confirm (another local set unreachable, or replication behind): pause
+                    // before the next attempt rather than spin.
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }
+
+    /// Makes `root` stable: one [`StabilizeOp`] walk against the store.
+    pub async fn stabilize(&self, root: Vertex) -> Result<bool, Error> {
+        let (mut op, mut step) = StabilizeOp::start(root, STABILIZE_BUDGET, &self.stable.lock().expect("stable lock"));
+        loop {
+            let input = match step {
+                StabilizeStep::Fetch(copy) => {
+                    StabilizeInput::Fetched(self.store.get(&copy).await?.map(|b| Record::decode(&b)).transpose()?)
+                }
+                StabilizeStep::Confirm(v) => {
+                    let confirmed = self.store.stabilize(&v.copy(), v.seq).await?;
+                    if confirmed {
+                        self.stats.stabilized.fetch_add(1, Ordering::Relaxed);
+                    }
+                    StabilizeInput::Confirmed(confirmed)
+                }
+                StabilizeStep::Done(done) => return Ok(done),
+            };
+            step = op.resume(input, &mut self.stable.lock().expect("stable lock"));
+        }
+    }
+}
+
+fn stripe(key: &[u8]) -> usize {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    key.hash(&mut h);
+    h.finish() as usize % STRIPES
+}
+
+/// A name for this instance in the writer lease: local set, host, process and start time, so that an operator
+/// told "held by …" can find the holder.
+fn instance_name(ls: LocalSet) -> String {
+    let host = std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()).unwrap_or_else(|| "localhost".into());
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    format!("local set {ls} instance {host}/pid {}/{nanos:x}", std::process::id())
 }

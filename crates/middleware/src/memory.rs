@@ -3,9 +3,9 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use crate::driver::{Store, StoreError};
+use crate::driver::{Lease, Store, StoreError};
 use crate::record::{Copy, LocalSet};
 
 type Copies = HashMap<Copy, (u64, Vec<u8>)>;
@@ -19,6 +19,8 @@ pub struct MemoryCluster {
     sets: Arc<Vec<Mutex<Copies>>>,
     delay: Duration,
     paused: Arc<Mutex<Option<Vec<Held>>>>,
+    /// Writer leases: local set → holder and end.
+    leases: Arc<Mutex<HashMap<LocalSet, (String, Instant)>>>,
 }
 
 /// One local set's view of a [`MemoryCluster`].
@@ -35,6 +37,7 @@ impl MemoryCluster {
             sets: Arc::new((0..local_sets).map(|_| Mutex::new(HashMap::new())).collect()),
             delay,
             paused: Arc::new(Mutex::new(None)),
+            leases: Arc::new(Mutex::new(HashMap::new())),
         }
     }
 
@@ -117,6 +120,36 @@ impl Store for MemoryStore {
         self.cluster.replicate(self.ls, copy.clone(), seq, data);
         Ok(true)
     }
+
+    const CONFIRMS_STABILITY: bool = true;
+
+    async fn stabilize(&self, copy: &Copy, seq: u64) -> Result<bool, StoreError> {
+        Ok(self.cluster.sets.iter().all(|set| set.lock().unwrap().get(copy).is_some_and(|(s, _)| *s >= seq)))
+    }
+
+    async fn put(&self, copy: &Copy, seq: u64, data: Vec<u8>) -> Result<(), StoreError> {
+        self.cluster.apply(self.ls, copy.clone(), seq, data.clone());
+        self.cluster.replicate(self.ls, copy.clone(), seq, data);
+        Ok(())
+    }
+
+    async fn lease(&self, ls: LocalSet, owner: &str, term: Duration) -> Result<Lease, StoreError> {
+        let mut leases = self.cluster.leases.lock().unwrap();
+        let now = Instant::now();
+        if term.is_zero() {
+            if leases.get(&ls).is_some_and(|(holder, _)| holder == owner) {
+                leases.remove(&ls);
+            }
+            return Ok(Lease::Held);
+        }
+        match leases.get(&ls) {
+            Some((holder, until)) if holder != owner && *until > now => Ok(Lease::HeldBy(holder.clone())),
+            _ => {
+                leases.insert(ls, (owner.to_owned(), now + term));
+                Ok(Lease::Held)
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -178,10 +211,9 @@ mod tests {
         drop(held);
     }
 
-    #[tokio::test]
-    async fn concurrent_writers_of_one_local_set_lose_nothing_of_the_graph() {
-        let cluster = MemoryCluster::new(2, Duration::from_millis(1));
-        let a = std::sync::Arc::new(Middleware::new(cluster.store(0), &Config::new(0, 2)));
+    /// Eight sessions write one key of local set 0 twenty times each, at once; every write must get its own
+    /// version.
+    async fn hammer_one_key(cluster: &MemoryCluster, a: std::sync::Arc<Middleware<MemoryStore>>) {
         let mut tasks = Vec::new();
         for w in 0..8u8 {
             let a = a.clone();
@@ -197,5 +229,102 @@ mod tests {
         }
         let stored = cluster.store(0).get(&Copy { key: b"hot".to_vec(), ls: 0 }).await.unwrap().unwrap();
         assert_eq!(crate::record::Record::decode(&stored).unwrap().seq(), 160, "every write got its own version");
+    }
+
+    #[tokio::test]
+    async fn concurrent_writers_of_one_local_set_lose_nothing_of_the_graph() {
+        let cluster = MemoryCluster::new(2, Duration::from_millis(1));
+        let a = std::sync::Arc::new(Middleware::new(cluster.store(0), &Config::new(0, 2)));
+        hammer_one_key(&cluster, a).await;
+    }
+
+    #[tokio::test]
+    async fn exclusive_writers_order_a_hot_key_without_compare_and_swap() {
+        let cluster = MemoryCluster::new(2, Duration::from_millis(1));
+        let cfg = Config { writers: crate::Writers::Exclusive, ..Config::new(0, 2) };
+        let a = std::sync::Arc::new(Middleware::new(cluster.store(0), &cfg));
+        let err = a.write(&mut Session::new(), b"hot", vec![0]).await.unwrap_err();
+        assert!(matches!(err, Error::NoLease { .. }), "no write before the lease is taken: {err}");
+        a.take_lease().await.unwrap();
+        hammer_one_key(&cluster, a.clone()).await;
+        assert_eq!(a.stats.conflicts.load(std::sync::atomic::Ordering::Relaxed), 0);
+        assert_eq!(a.stats.cached_writes.load(std::sync::atomic::Ordering::Relaxed), 159, "all but the first");
+    }
+
+    #[tokio::test]
+    async fn the_writer_lease_fences_a_second_instance_until_the_first_gives_it_up() {
+        let cluster = MemoryCluster::new(2, Duration::ZERO);
+        let cfg =
+            Config { writers: crate::Writers::Exclusive, lease_term: Duration::from_secs(3), ..Config::new(1, 2) };
+        let first = std::sync::Arc::new(Middleware::new(cluster.store(1), &cfg));
+        first.take_lease().await.unwrap();
+        let keeper = first.clone();
+        let renewing = tokio::spawn(async move { keeper.keep_lease().await });
+        first.write(&mut Session::new(), b"k", b"1".to_vec()).await.unwrap();
+        let second = Middleware::new(cluster.store(1), &cfg);
+        let started = std::time::Instant::now();
+        let err = second.take_lease().await.unwrap_err();
+        assert!(started.elapsed() >= Duration::from_secs(4), "it waited a term (and a second) for a lapse");
+        let msg = err.to_string();
+        assert!(msg.contains("local set 1's writer lease") && msg.contains("held by local set 1 instance"), "{msg}");
+        assert!(matches!(second.write(&mut Session::new(), b"k", b"2".to_vec()).await, Err(Error::NoLease { .. })));
+        // The renewed lease outlived its first term; the first now gives it up (as `causet middleware` does when
+        // it stops): it refuses writes from then on, and the second takes the lease at once.
+        first.write(&mut Session::new(), b"k", b"1b".to_vec()).await.unwrap();
+        renewing.abort();
+        first.release_lease().await.unwrap();
+        assert!(matches!(first.write(&mut Session::new(), b"k", b"3".to_vec()).await, Err(Error::NoLease { .. })));
+        let started = std::time::Instant::now();
+        second.take_lease().await.unwrap();
+        assert!(started.elapsed() < Duration::from_secs(1));
+        second.write(&mut Session::new(), b"k", b"2".to_vec()).await.unwrap();
+        assert_eq!(second.read(&mut Session::new(), b"k").await.unwrap().as_deref(), Some(&b"2"[..]));
+    }
+
+    #[tokio::test]
+    async fn a_lease_that_is_not_renewed_lapses_and_another_instance_takes_it() {
+        let cluster = MemoryCluster::new(1, Duration::ZERO);
+        let cfg =
+            Config { writers: crate::Writers::Exclusive, lease_term: Duration::from_secs(3), ..Config::new(0, 1) };
+        let (first, second) = (Middleware::new(cluster.store(0), &cfg), Middleware::new(cluster.store(0), &cfg));
+        let started = std::time::Instant::now();
+        first.take_lease().await.unwrap();
+        first.write(&mut Session::new(), b"k", b"1".to_vec()).await.unwrap();
+        // Nobody renews: the holder stops writing when a third of the term is left, before the store lets the
+        // lease go, so its writes and the next holder's never overlap.
+        tokio::time::sleep(Duration::from_millis(2100)).await;
+        assert!(matches!(first.write(&mut Session::new(), b"k", b"2".to_vec()).await, Err(Error::NoLease { .. })));
+        second.take_lease().await.unwrap();
+        assert!(started.elapsed() >= Duration::from_secs(3), "the lease lapsed at its end, not before");
+        second.write(&mut Session::new(), b"k", b"3".to_vec()).await.unwrap();
+        // The first, renewing now, is told who holds the lease.
+        assert!(matches!(first.renew_lease().await.unwrap(), crate::Lease::HeldBy(h) if h.contains("local set 0")));
+    }
+
+    #[tokio::test]
+    async fn an_exclusive_writer_answers_writes_from_its_cache_and_ranks_them_above_what_its_sessions_read() {
+        use std::sync::atomic::Ordering::Relaxed;
+        let cluster = MemoryCluster::new(2, Duration::ZERO);
+        let cfg = |ls| Config { writers: crate::Writers::Exclusive, ..Config::new(ls, 2) };
+        let (a, b) = (Middleware::new(cluster.store(0), &cfg(0)), Middleware::new(cluster.store(1), &cfg(1)));
+        a.take_lease().await.unwrap();
+        b.take_lease().await.unwrap();
+        cluster.pause();
+        b.write(&mut Session::new(), b"x", b"b1".to_vec()).await.unwrap(); // b's cache now holds x
+        let mut alice = Session::new();
+        a.write(&mut alice, b"x", b"a1".to_vec()).await.unwrap();
+        a.write(&mut alice, b"x", b"a2".to_vec()).await.unwrap();
+        assert_eq!(a.stats.cached_writes.load(Relaxed), 1, "a's second write of x needed no read");
+        cluster.deliver(cluster.take_held());
+        // At b, a2 (clock [2, 0]) ranks above b1 ([0, 1]); a session reads it and then writes x at b.
+        let mut bob = Session::new();
+        assert_eq!(b.read(&mut bob, b"x").await.unwrap().as_deref(), Some(&b"a2"[..]));
+        b.write(&mut bob, b"x", b"b2".to_vec()).await.unwrap();
+        assert_eq!(b.stats.cached_writes.load(Relaxed), 1, "b wrote x from its cache");
+        // The cached clock had learnt a2's from the read: b2 ranks above a2, so bob reads his own write.
+        assert_eq!(b.read(&mut bob, b"x").await.unwrap().as_deref(), Some(&b"b2"[..]));
+        // A session that moved from a to b is served without b's cache.
+        b.write(&mut alice, b"x", b"from a's session".to_vec()).await.unwrap();
+        assert_eq!(b.stats.cached_writes.load(Relaxed), 1);
     }
 }

@@ -65,9 +65,17 @@ struct Seen {
 #[derive(Clone, Debug, Default)]
 pub struct Session {
     history: Vec<Seen>,
+    /// The middleware instance the session has used (see [`Session::bind`]).
+    instance: Option<u64>,
 }
 
 impl Session {
+    /// Binds the session to middleware instance `instance` on first use; returns whether it is bound to it (a
+    /// session that moved between instances is served without the instance's write cache).
+    pub fn bind(&mut self, instance: u64) -> bool {
+        *self.instance.get_or_insert(instance) == instance
+    }
+
     /// A session that has seen nothing.
     pub fn new() -> Session {
         Session::default()
@@ -123,7 +131,8 @@ impl Marks {
         self.resolved.get(&v.copy()).is_some_and(|&s| s >= v.seq)
     }
 
-    fn mark(&mut self, copy: Copy, seq: u64) {
+    /// Records that version `seq` of `copy` (and so every older one) is covered.
+    pub fn mark(&mut self, copy: Copy, seq: u64) {
         if self.resolved.len() >= self.capacity && !self.resolved.contains_key(&copy) {
             self.resolved.clear();
         }
@@ -362,8 +371,14 @@ impl WriteOp {
         (op, Step::Fetch(asked))
     }
 
-    /// Resumes the write with the store's answer to its last step.
-    pub fn resume(&mut self, protocol: &Protocol, input: Input, session: &mut Session) -> Step<Vertex> {
+    /// The key being written.
+    pub fn key(&self) -> &[u8] {
+        &self.key
+    }
+
+    /// Resumes the write with the store's answer to its last step. `stable` holds the versions this instance knows
+    /// to be stable (see [`StabilizeOp`]): the new record leaves them out of its dependencies.
+    pub fn resume(&mut self, protocol: &Protocol, input: Input, session: &mut Session, stable: &Marks) -> Step<Vertex> {
         match input {
             Input::Fetched(records) => {
                 assert_eq!(records.len(), protocol.local_sets, "a write fetches every copy of its key");
@@ -381,7 +396,8 @@ impl WriteOp {
                     self.value.clone(),
                     self.deps.clone(),
                     protocol.retain,
-                );
+                )
+                .without(|v| stable.covers(v));
                 self.pending_seq = Some(record.seq());
                 self.work.rounds += 1;
                 Step::Cas {
@@ -410,6 +426,215 @@ impl WriteOp {
     }
 }
 
+/// Exclusive writers: what the instance knows of keys it wrote, so that a write need not read the store first.
+///
+/// A write needs its copy's current record (to number and extend it) and clocks that dominate every version of
+/// the key in the writer's causal past (so that the new version ranks above them). As the local set's only writer,
+/// the instance knows the first exactly from its own last write. For the second, every version of a key that
+/// enters a session's causal past through this instance was read by it — the read, or the resolution that walked
+/// to it, or the one that marked it resolved, fetched the copy — or written by it, so the entry-wise maximum of
+/// the clocks of every copy it has fetched or written dominates them. Entries are created only from a read of the
+/// store made for a write, or from a write; fetches for reads only raise the clocks of existing entries. A missing
+/// entry, a failed write, a session that moved from another instance, or a lease that may have passed to
+/// another instance in between: the write reads the store, as without the cache.
+#[derive(Debug)]
+pub struct WriteCache {
+    keys: HashMap<Key, Cached>,
+    capacity: usize,
+}
+
+#[derive(Debug)]
+struct Cached {
+    /// This local set's copy as last stored (value left out), `None` if there is none.
+    own: Option<Record>,
+    /// Entry-wise maximum of the clocks of every copy of the key the instance has fetched or written.
+    seen: Vec<u64>,
+}
+
+fn raise(clock: &mut Vec<u64>, other: &[u64]) {
+    if clock.len() < other.len() {
+        clock.resize(other.len(), 0);
+    }
+    for (c, &o) in clock.iter_mut().zip(other) {
+        *c = (*c).max(o);
+    }
+}
+
+impl WriteCache {
+    /// An empty cache of at most `capacity` keys (when full it forgets everything).
+    pub fn new(capacity: usize) -> WriteCache {
+        WriteCache { keys: HashMap::new(), capacity: capacity.max(1) }
+    }
+
+    /// What a write of `key` would read from the store, from the cache: this local set's copy, and one stand-in
+    /// for the other copies carrying the maximum of their clocks (a write uses them for nothing else). `None`
+    /// when the key is not cached.
+    pub fn copies_for_write(&self, protocol: &Protocol, key: &[u8]) -> Option<Vec<Option<Record>>> {
+        let entry = self.keys.get(key)?;
+        let mut records = vec![None; protocol.local_sets];
+        records[protocol.local_set as usize] = entry.own.clone();
+        if let Some(other) = (0..protocol.local_sets).find(|&ls| ls != protocol.local_set as usize) {
+            records[other] =
+                Some(Record { value: Vec::new(), clock: entry.seen.clone(), versions: Vec::new(), folded: Vec::new() });
+        }
+        Some(records)
+    }
+
+    /// Forgets `key` (a write whose outcome is unknown).
+    pub fn forget(&mut self, key: &[u8]) {
+        self.keys.remove(key);
+    }
+
+    /// Forgets everything (the writer lease may have passed to another instance and back).
+    pub fn clear(&mut self) {
+        self.keys.clear();
+    }
+
+    /// Records what a write learnt from the store or stored: this local set's copy and every copy's clock.
+    pub fn learn(&mut self, key: &[u8], own: Option<&Record>, clocks: impl Iterator<Item = Vec<u64>>) {
+        if self.keys.len() >= self.capacity && !self.keys.contains_key(key) {
+            self.keys.clear();
+        }
+        let own = own.map(|r| Record { value: Vec::new(), ..r.clone() });
+        let entry = self.keys.entry(key.to_vec()).or_insert_with(|| Cached { own: None, seen: Vec::new() });
+        entry.own = own;
+        for c in clocks {
+            raise(&mut entry.seen, &c);
+        }
+    }
+
+    /// Raises the clocks of a key already cached with what a read fetched.
+    pub fn observe(&mut self, key: &[u8], clock: &[u64]) {
+        if let Some(entry) = self.keys.get_mut(key) {
+            raise(&mut entry.seen, clock);
+        }
+    }
+}
+
+/// Making a version *stable*: present, with every version of its causal past, in every local set's store.
+///
+/// Departure from the paper (which leaves metadata unbounded): a record may leave out any dependency on a stable
+/// version, since every reader everywhere would find it resolved. This is how the folded dependency set of a
+/// record stays bounded ([`crate::Config::folded_cap`]): the instance makes the folded vertices stable in the
+/// background, and its later writes of the key leave them out.
+///
+/// A version is made stable after everything it requires (post-order, depth first): read its record locally, make
+/// each requirement that is not known stable stable, then ask the store to confirm that every local set holds the
+/// copy at that version or later ([`StabilizeStep::Confirm`]; Cassandra: a read at consistency `ALL`, whose
+/// blocking read repair brings every replica up to the newest version before it answers). A confirmed version is
+/// marked in the instance's stable marks (one number per copy, like resolution marks: a version's causal past
+/// holds its copy's older versions). Requirements that were left out of a record as stable are stable already,
+/// so the walk need not see them. A walk gives up (and the vertex stays required) when the store cannot confirm,
+/// for instance while another local set is unreachable: metadata grows during a partition and shrinks after.
+#[derive(Debug)]
+pub struct StabilizeOp {
+    /// Vertices to visit; `true` once their requirements are on the stack above them.
+    stack: Vec<(Vertex, bool)>,
+    expanded: std::collections::HashSet<Vertex>,
+    current: Option<Vertex>,
+    budget: usize,
+}
+
+/// What a [`StabilizeOp`] asks for next, or its result.
+#[derive(Debug, PartialEq, Eq)]
+pub enum StabilizeStep {
+    /// Read this copy from the local store.
+    Fetch(Copy),
+    /// Ask the store whether every local set holds this version of its copy, or a later one.
+    Confirm(Vertex),
+    /// Finished: whether the root version is now stable.
+    Done(bool),
+}
+
+/// The answer to a [`StabilizeStep`].
+#[derive(Debug)]
+pub enum StabilizeInput {
+    /// The copy asked for by [`StabilizeStep::Fetch`] (`None`: not in the local store).
+    Fetched(Option<Record>),
+    /// The store's answer to [`StabilizeStep::Confirm`].
+    Confirmed(bool),
+}
+
+impl StabilizeOp {
+    /// Starts making `root` stable, visiting at most `budget` versions (what it confirms before running out stays
+    /// marked, so a later attempt goes further).
+    pub fn start(root: Vertex, budget: usize, stable: &Marks) -> (StabilizeOp, StabilizeStep) {
+        let mut op = StabilizeOp {
+            stack: vec![(root, false)],
+            expanded: std::collections::HashSet::new(),
+            current: None,
+            budget,
+        };
+        let step = op.advance(stable);
+        (op, step)
+    }
+
+    fn advance(&mut self, stable: &Marks) -> StabilizeStep {
+        while let Some((v, expanded)) = self.stack.pop() {
+            if stable.covers(&v) {
+                continue;
+            }
+            if expanded {
+                self.current = Some(v.clone());
+                return StabilizeStep::Confirm(v);
+            }
+            if !self.expanded.insert(v.clone()) {
+                // Already expanded in this walk: its confirmation is pending below, or it was confirmed.
+                continue;
+            }
+            if self.budget == 0 {
+                return StabilizeStep::Done(false);
+            }
+            self.budget -= 1;
+            let copy = v.copy();
+            self.current = Some(v);
+            return StabilizeStep::Fetch(copy);
+        }
+        StabilizeStep::Done(true)
+    }
+
+    /// Resumes the walk with the store's answer to its last step.
+    pub fn resume(&mut self, input: StabilizeInput, stable: &mut Marks) -> StabilizeStep {
+        let v = self.current.take().expect("a walk is resumed only after a step");
+        match input {
+            StabilizeInput::Fetched(Some(record)) if record.seq() >= v.seq => {
+                self.stack.push((v.clone(), true));
+                for d in record.requirements(v.seq) {
+                    if !stable.covers(&d.vertex) {
+                        self.stack.push((d.vertex, false));
+                    }
+                }
+                self.advance(stable)
+            }
+            // Not present here: nothing in this instance's causal past is like that, but a stale queue entry may be.
+            StabilizeInput::Fetched(_) => StabilizeStep::Done(false),
+            StabilizeInput::Confirmed(true) => {
+                stable.mark(v.copy(), v.seq);
+                self.advance(stable)
+            }
+            StabilizeInput::Confirmed(false) => StabilizeStep::Done(false),
+        }
+    }
+
+    /// Runs a whole walk against a store that answers at once: the simulation's and the tests' driver.
+    pub fn run(
+        root: Vertex,
+        budget: usize,
+        stable: &mut Marks,
+        mut fetch: impl FnMut(&Copy) -> Option<Record>,
+        mut confirm: impl FnMut(&Vertex) -> bool,
+    ) -> bool {
+        let (mut op, mut step) = StabilizeOp::start(root, budget, stable);
+        loop {
+            step = match step {
+                StabilizeStep::Fetch(copy) => op.resume(StabilizeInput::Fetched(fetch(&copy)), stable),
+                StabilizeStep::Confirm(v) => op.resume(StabilizeInput::Confirmed(confirm(&v)), stable),
+                StabilizeStep::Done(done) => return done,
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -431,15 +656,18 @@ mod tests {
         let (mut op, mut step) = WriteOp::start(&p, session, key.as_bytes(), value.as_bytes().to_vec());
         loop {
             step = match step {
-                Step::Fetch(copies) => {
-                    op.resume(&p, Input::Fetched(copies.iter().map(|c| store.get(c).cloned()).collect()), session)
-                }
+                Step::Fetch(copies) => op.resume(
+                    &p,
+                    Input::Fetched(copies.iter().map(|c| store.get(c).cloned()).collect()),
+                    session,
+                    &Marks::new(1),
+                ),
                 Step::Cas { copy, expect, record } => {
                     let ok = store.get(&copy).map(Record::seq) == expect;
                     if ok {
                         store.insert(copy, record);
                     }
-                    op.resume(&p, Input::Swapped(ok), session)
+                    op.resume(&p, Input::Swapped(ok), session, &Marks::new(1))
                 }
                 Step::Done(v) => return v,
             }
@@ -534,19 +762,81 @@ mod tests {
     #[test]
     fn a_lost_compare_and_swap_is_retried_on_the_new_version() {
         let p = protocol(0);
+        let none = Marks::new(1);
         let mut store = Store::new();
         let mut s = Session::new();
         let (mut op, step) = WriteOp::start(&p, &s, b"k", b"mine".to_vec());
         let Step::Fetch(copies) = step else { panic!() };
-        let step = op.resume(&p, Input::Fetched(copies.iter().map(|c| store.get(c).cloned()).collect()), &mut s);
+        let step = op.resume(&p, Input::Fetched(copies.iter().map(|c| store.get(c).cloned()).collect()), &mut s, &none);
         assert!(matches!(step, Step::Cas { expect: None, .. }));
         // Another instance writes first.
         write(&mut store, 0, &mut Session::new(), "k", "theirs");
-        let step = op.resume(&p, Input::Swapped(false), &mut s);
+        let step = op.resume(&p, Input::Swapped(false), &mut s, &none);
         let Step::Fetch(copies) = step else { panic!("a lost swap reads again") };
-        let step = op.resume(&p, Input::Fetched(copies.iter().map(|c| store.get(c).cloned()).collect()), &mut s);
+        let step = op.resume(&p, Input::Fetched(copies.iter().map(|c| store.get(c).cloned()).collect()), &mut s, &none);
         let Step::Cas { expect: Some(1), record, .. } = step else { panic!("retries on version 1") };
         assert_eq!(record.seq(), 2);
         assert_eq!(op.work.conflicts, 1);
+    }
+
+    #[test]
+    fn a_version_is_made_stable_after_its_causal_past_and_then_left_out_of_records() {
+        let p = protocol(0);
+        let (mut here, mut there) = (Store::new(), Store::new());
+        let mut alice = Session::new();
+        let x = write(&mut here, 0, &mut alice, "x", "x1");
+        let y = write(&mut here, 0, &mut alice, "y", "y1"); // y1 depends on x1
+        let mut stable = Marks::new(16);
+        let walk = |here: &Store, there: &Store, stable: &mut Marks, confirmed: &mut Vec<Vertex>| {
+            StabilizeOp::run(
+                y.clone(),
+                16,
+                stable,
+                |c| here.get(c).cloned(),
+                |v| {
+                    let everywhere = [here, there].iter().all(|s| s.get(&v.copy()).is_some_and(|r| r.seq() >= v.seq));
+                    if everywhere {
+                        confirmed.push(v.clone());
+                    }
+                    everywhere
+                },
+            )
+        };
+        let mut confirmed = Vec::new();
+        assert!(!walk(&here, &there, &mut stable, &mut confirmed), "nothing has reached the other local set");
+        assert!(stable.is_empty());
+        ship(&here, &mut there, "x", 0);
+        assert!(!walk(&here, &there, &mut stable, &mut confirmed), "y1 has not arrived");
+        assert!(stable.covers(&x) && !stable.covers(&y), "x1 stays stable: a later walk goes on from there");
+        ship(&here, &mut there, "y", 0);
+        assert!(walk(&here, &there, &mut stable, &mut confirmed));
+        assert_eq!(confirmed, vec![x.clone(), y.clone()], "a version is confirmed after what it requires");
+        // Alice's next write would depend on y1; it is stable, so the record leaves it out.
+        let (mut op, step) = WriteOp::start(&p, &alice, b"z", b"z1".to_vec());
+        let Step::Fetch(copies) = step else { panic!() };
+        let fetched = Input::Fetched(copies.iter().map(|c| here.get(c).cloned()).collect());
+        let Step::Cas { record, .. } = op.resume(&p, fetched, &mut alice, &stable) else { panic!() };
+        assert!(record.versions[0].deps.is_empty(), "{:?}", record.versions);
+        // Without the stable marks it is there.
+        let (mut op, _) = WriteOp::start(&p, &alice, b"z", b"z1".to_vec());
+        let fetched = Input::Fetched(copies.iter().map(|c| here.get(c).cloned()).collect());
+        let Step::Cas { record, .. } = op.resume(&p, fetched, &mut alice, &Marks::new(1)) else { panic!() };
+        assert_eq!(record.versions[0].deps.len(), 1);
+    }
+
+    #[test]
+    fn a_walk_out_of_budget_stops_without_marking_the_root() {
+        let mut here = Store::new();
+        let mut s = Session::new();
+        let mut last = write(&mut here, 0, &mut s, "k0", "v");
+        for i in 1..10 {
+            last = write(&mut here, 0, &mut s, &format!("k{i}"), "v"); // each depends on the one before
+        }
+        let mut stable = Marks::new(64);
+        let fetch = |c: &Copy| here.get(c).cloned();
+        assert!(!StabilizeOp::run(last.clone(), 3, &mut stable, fetch, |_| true), "a chain of 10 needs 10 visits");
+        assert!(!stable.covers(&last));
+        assert!(StabilizeOp::run(last.clone(), 10, &mut stable, fetch, |_| true));
+        assert!(stable.covers(&last) && stable.len() == 10);
     }
 }

@@ -163,6 +163,18 @@ impl Record {
     }
 }
 
+impl Record {
+    /// The record without the dependencies `stable` says are stable (present with their whole causal past in every
+    /// local set: no reader needs to check them; see [`crate::op::StabilizeOp`]).
+    pub fn without(mut self, stable: impl Fn(&Vertex) -> bool) -> Record {
+        self.folded.retain(|v| !stable(v));
+        for version in &mut self.versions {
+            version.deps.retain(|d| !stable(&d.vertex));
+        }
+        self
+    }
+}
+
 /// Keeps the newest version of each copy: with the implied edge to a copy's previous version, requiring version
 /// `s` of a copy requires every earlier one.
 pub fn compact(mut vertices: Vec<Vertex>) -> Vec<Vertex> {

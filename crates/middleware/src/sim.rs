@@ -3,6 +3,13 @@
 //! record updates arbitrarily (last writer wins per copy, as Cassandra does). Operations advance one store action
 //! at a time, interleaved with other sessions' actions and with replication, so compare-and-swap conflicts and
 //! every order of arrival happen. The recorded history goes through Causet's TCC checker.
+//!
+//! With exclusive writers, each local set's writes of a key are ordered as the instance's lock orders them (a
+//! write of a key starts only when the previous one has been stored) and stored without compare-and-swap; the
+//! simulation asserts that the version a write read is still the stored one when it is stored, the invariant the
+//! lock and the writer lease exist for. Exclusive writers also answer a write's read from the instance's
+//! [`WriteCache`] when they can, so that assertion checks the cache's copy of the record, and the checker its
+//! clocks.
 
 use std::collections::HashMap;
 
@@ -10,7 +17,8 @@ use causet_sim::history::{HistOp, History, ObjectKind, ObjectName, Observed, Out
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::op::{Input, Marks, Protocol, ReadOp, ReadOutcome, Session, Step, WriteOp};
+use crate::driver::Writers;
+use crate::op::{Input, Marks, Protocol, ReadOp, ReadOutcome, Session, StabilizeOp, Step, WriteCache, WriteOp};
 use crate::record::{Copy, LocalSet, Record, Vertex};
 
 /// What reads do.
@@ -48,6 +56,11 @@ pub struct SimConfig {
     pub restart_probability: f64,
     /// How reads behave.
     pub mode: Mode,
+    /// How a local set's writers exclude each other.
+    pub writers: Writers,
+    /// With `Some(cap)`, a write whose record folds more than `cap` vertices queues them to be made stable, and
+    /// the schedule runs those walks between other steps (`None`: never, as the paper).
+    pub folded_cap: Option<usize>,
 }
 
 impl Default for SimConfig {
@@ -64,6 +77,8 @@ impl Default for SimConfig {
             mark_capacity: 64,
             restart_probability: 0.002,
             mode: Mode::Middleware,
+            writers: Writers::Shared,
+            folded_cap: None,
         }
     }
 }
@@ -83,6 +98,12 @@ pub struct SimOutcome {
     pub reads: u64,
     /// The largest encoded record seen, in bytes.
     pub max_record_bytes: usize,
+    /// The largest folded dependency set written.
+    pub max_folded: usize,
+    /// Versions made stable.
+    pub stabilized: u64,
+    /// Exclusive writers: writes answered from the instance's cache.
+    pub cached_writes: u64,
     /// After replication has quiesced, the value every local set reads for each key (must agree).
     pub converged: bool,
 }
@@ -106,6 +127,11 @@ struct World {
     stores: Vec<HashMap<Copy, Record>>,
     in_flight: Vec<(LocalSet, Copy, Record)>,
     marks: Vec<Vec<Marks>>,
+    /// Per instance: the versions it knows stable, and those it has queued to make stable.
+    stable: Vec<Vec<Marks>>,
+    to_stabilize: Vec<Vec<Vec<Vertex>>>,
+    /// Exclusive writers: each instance's write cache.
+    caches: Vec<Vec<WriteCache>>,
     max_record_bytes: usize,
 }
 
@@ -127,6 +153,18 @@ impl World {
         }
         self.stores[ls as usize].insert(copy, record);
         true
+    }
+
+    /// An exclusive writer's plain write: the version it read must still be the stored one.
+    fn put(&mut self, ls: LocalSet, copy: Copy, expect: Option<u64>, record: Record) -> bool {
+        let stored = self.stores[ls as usize].get(&copy).map(Record::seq);
+        assert_eq!(stored, expect, "exclusive writers: {copy:?} changed between a write's read and its store");
+        self.cas(ls, copy, expect, record)
+    }
+
+    /// Whether every local set holds version `seq` of the copy or a later one (what a store confirms).
+    fn everywhere(&self, v: &Vertex) -> bool {
+        self.stores.iter().all(|s| s.get(&v.copy()).is_some_and(|r| r.seq() >= v.seq))
     }
 
     /// Delivers one replication message; a record older than the one present is ignored (last writer wins).
@@ -160,6 +198,13 @@ pub fn run(seed: u64, cfg: &SimConfig) -> SimOutcome {
         marks: (0..cfg.local_sets)
             .map(|_| (0..cfg.instances_per_set).map(|_| Marks::new(cfg.mark_capacity)).collect())
             .collect(),
+        stable: (0..cfg.local_sets)
+            .map(|_| (0..cfg.instances_per_set).map(|_| Marks::new(cfg.mark_capacity)).collect())
+            .collect(),
+        to_stabilize: vec![vec![Vec::new(); cfg.instances_per_set]; cfg.local_sets],
+        caches: (0..cfg.local_sets)
+            .map(|_| (0..cfg.instances_per_set).map(|_| WriteCache::new(cfg.mark_capacity)).collect())
+            .collect(),
         max_record_bytes: 0,
     };
     let mut clients: Vec<Client> = (0..cfg.local_sets * cfg.sessions_per_set)
@@ -179,6 +224,9 @@ pub fn run(seed: u64, cfg: &SimConfig) -> SimOutcome {
         read_rounds: 0,
         reads: 0,
         max_record_bytes: 0,
+        max_folded: 0,
+        stabilized: 0,
+        cached_writes: 0,
         converged: false,
     };
     let mut next_write: WriteId = 1;
@@ -193,6 +241,11 @@ pub fn run(seed: u64, cfg: &SimConfig) -> SimOutcome {
             let ls = rng.random_range(0..cfg.local_sets);
             let i = rng.random_range(0..cfg.instances_per_set);
             world.marks[ls][i].clear();
+            world.stable[ls][i].clear();
+            world.caches[ls][i].clear();
+        }
+        if cfg.folded_cap.is_some() && rng.random_bool(0.1) {
+            stabilize_one(&mut world, cfg, &mut rng, &mut out);
         }
         // Replication competes with client steps; it is sometimes starved for long stretches.
         let replicate = !world.in_flight.is_empty() && (active.is_empty() || rng.random_bool(0.3));
@@ -201,14 +254,28 @@ pub fn run(seed: u64, cfg: &SimConfig) -> SimOutcome {
             world.deliver(i);
             continue;
         }
-        let c = &mut clients[active[rng.random_range(0..active.len())]];
-        step_client(c, &mut world, cfg, &mut rng, &mut next_write, now, &mut out);
+        let chosen = active[rng.random_range(0..active.len())];
+        let writing = writing_keys(&clients);
+        let c = &mut clients[chosen];
+        step_client(c, &mut world, cfg, &mut rng, &mut next_write, now, &mut out, &writing);
     }
     out.max_record_bytes = world.max_record_bytes;
     out.converged = converged(&world, cfg);
     out
 }
 
+/// The keys each local set is writing now (local set, key).
+fn writing_keys(clients: &[Client]) -> Vec<(LocalSet, Vec<u8>)> {
+    clients
+        .iter()
+        .filter_map(|c| match &c.running {
+            Some((Running::Write { op, .. }, _)) => Some((c.ls, op.key().to_vec())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[allow(clippy::too_many_arguments)]
 fn step_client(
     c: &mut Client,
     world: &mut World,
@@ -217,13 +284,19 @@ fn step_client(
     next_write: &mut WriteId,
     now: u64,
     out: &mut SimOutcome,
+    writing: &[(LocalSet, Vec<u8>)],
 ) {
     let protocol = world.protocol[c.ls as usize].clone();
     let (running, started) = match c.running.take() {
         Some(r) => r,
         None => {
             let key = key_name(rng.random_range(0..cfg.keys));
-            let running = if rng.random_bool(cfg.write_ratio) {
+            let write = rng.random_bool(cfg.write_ratio);
+            if write && cfg.writers == Writers::Exclusive && writing.iter().any(|(ls, k)| *ls == c.ls && *k == key) {
+                // The instance's lock on the key is taken: the write waits (and this session does nothing now).
+                return;
+            }
+            let running = if write {
                 let id = *next_write;
                 *next_write += 1;
                 let (op, step) = WriteOp::start(&protocol, &c.session, &key, id.to_be_bytes().to_vec());
@@ -250,12 +323,39 @@ fn step_client(
     };
     match running {
         Running::Write { mut op, step, id } => {
+            let (ls, i) = (c.ls as usize, c.instance);
             let input = match step {
+                Step::Fetch(copies) if cfg.writers == Writers::Exclusive => {
+                    let key = &copies[0].key;
+                    match world.caches[ls][i].copies_for_write(&protocol, key) {
+                        Some(records) => {
+                            out.cached_writes += 1;
+                            Input::Fetched(records)
+                        }
+                        None => {
+                            let records = world.fetch(c.ls, &copies);
+                            let clocks = records.iter().flatten().map(|r| r.clock.clone());
+                            world.caches[ls][i].learn(key, records[ls].as_ref(), clocks);
+                            Input::Fetched(records)
+                        }
+                    }
+                }
                 Step::Fetch(copies) => Input::Fetched(world.fetch(c.ls, &copies)),
+                Step::Cas { copy, expect, record } if cfg.writers == Writers::Exclusive => {
+                    world.caches[ls][i].learn(&copy.key, Some(&record), std::iter::once(record.clock.clone()));
+                    Input::Swapped(world.put(c.ls, copy, expect, record))
+                }
                 Step::Cas { copy, expect, record } => Input::Swapped(world.cas(c.ls, copy, expect, record)),
                 Step::Done(_) => unreachable!("a finished write is not resumed"),
             };
-            match op.resume(&protocol, input, &mut c.session) {
+            let step = op.resume(&protocol, input, &mut c.session, &world.stable[c.ls as usize][c.instance]);
+            if let (Step::Cas { record, .. }, Some(cap)) = (&step, cfg.folded_cap) {
+                out.max_folded = out.max_folded.max(record.folded.len());
+                if record.folded.len() > cap {
+                    world.to_stabilize[c.ls as usize][c.instance].extend(record.folded.iter().cloned());
+                }
+            }
+            match step {
                 Step::Done(vertex) => {
                     out.conflicts += u64::from(op.work.conflicts);
                     let ops = vec![HistOp::Write { object: object(&vertex.key), id, amount: 0 }];
@@ -267,6 +367,11 @@ fn step_client(
         Running::Read { mut op, step } => {
             let Step::Fetch(copies) = step else { unreachable!("a read only fetches") };
             let fetched = world.fetch(c.ls, &copies);
+            for (copy, record) in copies.iter().zip(&fetched) {
+                if let Some(r) = record {
+                    world.caches[c.ls as usize][c.instance].observe(&copy.key, &r.clock);
+                }
+            }
             let result = match cfg.mode {
                 Mode::Middleware => {
                     op.resume(Input::Fetched(fetched), &mut world.marks[c.ls as usize][c.instance], &mut c.session)
@@ -296,6 +401,36 @@ fn step_client(
             }
         }
     }
+}
+
+/// One instance makes one queued version stable (the walk runs against the stores as they are at this step).
+fn stabilize_one(world: &mut World, cfg: &SimConfig, rng: &mut ChaCha8Rng, out: &mut SimOutcome) {
+    let queued: Vec<(usize, usize)> = (0..cfg.local_sets)
+        .flat_map(|ls| (0..cfg.instances_per_set).map(move |i| (ls, i)))
+        .filter(|&(ls, i)| !world.to_stabilize[ls][i].is_empty())
+        .collect();
+    if queued.is_empty() {
+        return;
+    }
+    let (ls, i) = queued[rng.random_range(0..queued.len())];
+    let q = &mut world.to_stabilize[ls][i];
+    let root = q.swap_remove(rng.random_range(0..q.len()));
+    let mut stable = std::mem::replace(&mut world.stable[ls][i], Marks::new(1));
+    let store = &world.stores[ls];
+    let mut confirmed = 0;
+    StabilizeOp::run(
+        root,
+        64,
+        &mut stable,
+        |copy| store.get(copy).cloned(),
+        |v| {
+            let ok = world.everywhere(v);
+            confirmed += u64::from(ok);
+            ok
+        },
+    );
+    out.stabilized += confirmed;
+    world.stable[ls][i] = stable;
 }
 
 fn latest_unresolved(copies: &[Copy], fetched: Vec<Option<Record>>) -> ReadOutcome {
