@@ -130,12 +130,13 @@ fn summary<S: Store>(ls: LocalSet, m: &Middleware<S>) -> String {
         (s.writes.load(Relaxed), s.written_bytes.load(Relaxed), s.written_value_bytes.load(Relaxed));
     format!(
         "local set {ls}: {reads} reads ({:.2} store rounds each, {} waited for a dependency, {} failed), {writes} \
-         writes ({} compare-and-swap conflicts, {:.0} metadata bytes per write, largest folded set {}; {} versions \
-         made stable, {} attempts stopped short)",
+         writes ({} compare-and-swap conflicts, {} from the write cache, {:.0} metadata bytes per write, largest \
+         folded set {}; {} versions made stable, {} attempts stopped short)",
         if reads > 0 { rounds as f64 / reads as f64 } else { 0.0 },
         s.unresolved.load(Relaxed),
         s.failed_reads.load(Relaxed),
         s.conflicts.load(Relaxed),
+        s.cached_writes.load(Relaxed),
         if writes > 0 { (bytes - values) as f64 / writes as f64 } else { 0.0 },
         s.max_folded.load(Relaxed),
         s.stabilized.load(Relaxed),
