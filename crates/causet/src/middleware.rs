@@ -211,26 +211,16 @@ async fn serve_middleware<S: Store + 'static>(
     stopped: &watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
     let m = Arc::new(Middleware::new(store, &config(args, ls)));
-    if args.writers == WritersArg::Exclusive {
-        m.take_lease().await.with_context(|| format!("local set {ls}: taking the writer lease"))?;
-        let keeper = m.clone();
-        let mut stop = stopped.clone();
-        running.tasks.push(tokio::spawn(async move {
-            tokio::select! {
-                () = keeper.keep_lease() => return,
-                _ = stop.wait_for(|s| *s) => {}
-            }
-            if let Err(e) = keeper.release_lease().await {
-                eprintln!("local set {ls}: giving the writer lease up failed ({e}); it lapses on its own");
-            }
-        }));
-    }
-    let stabilizer = m.clone();
+    m.take_lease().await.with_context(|| format!("local set {ls}: taking the writer lease"))?;
+    let background = m.clone();
     let mut stop = stopped.clone();
     running.tasks.push(tokio::spawn(async move {
         tokio::select! {
-            () = stabilizer.keep_stabilizing() => {}
+            () = background.maintain() => return,
             _ = stop.wait_for(|s| *s) => {}
+        }
+        if let Err(e) = background.release_lease().await {
+            eprintln!("local set {ls}: giving the writer lease up failed ({e}); it lapses on its own");
         }
     }));
     let counters = m.clone();

@@ -140,9 +140,9 @@ impl CassandraStore {
         let update =
             prepare(&session, format!("UPDATE {ks}.copies SET seq = ?, data = ? WHERE key = ? AND ls = ? IF seq = ?"))
                 .await?;
-        let get_all = prepare(&session, format!("SELECT ls, data FROM {ks}.copies WHERE key = ?")).await?;
-        let mut get_all_to_write =
-            prepare(&session, format!("SELECT ls, data, writetime(data) FROM {ks}.copies WHERE key = ?")).await?;
+        let all_copies = format!("SELECT ls, data, writetime(data) FROM {ks}.copies WHERE key = ?");
+        let get_all = prepare(&session, all_copies.clone()).await?;
+        let mut get_all_to_write = prepare(&session, all_copies).await?;
         get_all_to_write.set_consistency(Consistency::LocalQuorum);
         let mut put = prepare(
             &session,
@@ -181,6 +181,29 @@ impl CassandraStore {
         })
     }
 
+    /// Every copy of `key` through `statement` (`get_all` or `get_all_to_write`: `ls, data, writetime(data)`),
+    /// with the write time of this local set's copy (`i64::MIN` if it has none).
+    async fn read_copies(
+        &self,
+        statement: &PreparedStatement,
+        key: &[u8],
+        local_sets: usize,
+    ) -> Result<(Vec<Option<Vec<u8>>>, i64), StoreError> {
+        let result = self.session.execute_unpaged(statement, (key,)).await.map_err(err("read"))?;
+        let rows = result.into_rows_result().map_err(err("read"))?;
+        let (mut copies, mut own_written) = (vec![None; local_sets], i64::MIN);
+        for row in rows.rows::<(i16, Vec<u8>, i64)>().map_err(err("read"))? {
+            let (ls, data, written) = row.map_err(err("read"))?;
+            if ls == self.local_set as i16 {
+                own_written = written;
+            }
+            if let Some(slot) = usize::try_from(ls).ok().and_then(|ls| copies.get_mut(ls)) {
+                *slot = Some(data);
+            }
+        }
+        Ok((copies, own_written))
+    }
+
     /// Runs a statement on the underlying session (for tests and tools: truncation, inspection).
     pub async fn execute(&self, cql: &str) -> Result<(), StoreError> {
         self.session.query_unpaged(cql, &[]).await.map_err(err("statement"))?;
@@ -208,16 +231,7 @@ impl Store for CassandraStore {
     }
 
     async fn get_copies(&self, key: &[u8], local_sets: usize) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
-        let result = self.session.execute_unpaged(&self.get_all, (key,)).await.map_err(err("read"))?;
-        let rows = result.into_rows_result().map_err(err("read"))?;
-        let mut copies = vec![None; local_sets];
-        for row in rows.rows::<(i16, Vec<u8>)>().map_err(err("read"))? {
-            let (ls, data) = row.map_err(err("read"))?;
-            if let Some(slot) = usize::try_from(ls).ok().and_then(|ls| copies.get_mut(ls)) {
-                *slot = Some(data);
-            }
-        }
-        Ok(copies)
+        Ok(self.read_copies(&self.get_all, key, local_sets).await?.0)
     }
 
     async fn cas(&self, copy: &Copy, expect: Option<u64>, seq: u64, data: Vec<u8>) -> Result<bool, StoreError> {
@@ -234,18 +248,8 @@ impl Store for CassandraStore {
     }
 
     async fn get_copies_to_write(&self, key: &[u8], local_sets: usize) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
-        let result = self.session.execute_unpaged(&self.get_all_to_write, (key,)).await.map_err(err("read"))?;
-        let rows = result.into_rows_result().map_err(err("read"))?;
-        let mut copies = vec![None; local_sets];
-        for row in rows.rows::<(i16, Vec<u8>, i64)>().map_err(err("read"))? {
-            let (ls, data, written) = row.map_err(err("read"))?;
-            if ls == self.local_set as i16 {
-                self.write_floor.fetch_max(written, Ordering::Relaxed);
-            }
-            if let Some(slot) = usize::try_from(ls).ok().and_then(|ls| copies.get_mut(ls)) {
-                *slot = Some(data);
-            }
-        }
+        let (copies, own_written) = self.read_copies(&self.get_all_to_write, key, local_sets).await?;
+        self.write_floor.fetch_max(own_written, Ordering::Relaxed);
         Ok(copies)
     }
 

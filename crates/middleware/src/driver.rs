@@ -261,12 +261,19 @@ const STRIPES: usize = 1024;
 struct WriterLease {
     owner: String,
     term: Duration,
-    /// Until when the instance may start a store write (the lease's end, as the instance sees it, less a third of
-    /// the term); `None` while it does not hold the lease.
-    writable_until: Mutex<Option<Instant>>,
-    /// Who held the lease when it was last refused.
-    holder: Mutex<Option<String>>,
+    standing: Mutex<Standing>,
     stripes: Vec<tokio::sync::Mutex<()>>,
+}
+
+/// Where the instance stands with its writer lease.
+enum Standing {
+    /// Not held; `holder` held it when it was last refused.
+    Lacking { holder: Option<String> },
+    /// Held: the instance may start store writes until then (the lease's end as the instance sees it, less a
+    /// third of the term).
+    WritableUntil(Instant),
+    /// The store cannot fence writers ([`Lease::Unfenced`]).
+    Unfenced,
 }
 
 /// Distinguishes middleware instances inside one process (for [`Session::bind`]).
@@ -317,8 +324,7 @@ impl<S: Store> Middleware<S> {
             lease: (config.writers == Writers::Exclusive).then(|| WriterLease {
                 owner: instance_name(config.local_set),
                 term: config.lease_term.max(Duration::from_secs(3)),
-                writable_until: Mutex::new(None),
-                holder: Mutex::new(None),
+                standing: Mutex::new(Standing::Lacking { holder: None }),
                 stripes: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
             }),
             cache: (config.writers == Writers::Exclusive).then(|| Mutex::new(WriteCache::new(config.mark_capacity))),
@@ -333,24 +339,22 @@ impl<S: Store> Middleware<S> {
         let Some(lease) = &self.lease else { return Ok(Lease::Unfenced) };
         let asked = Instant::now();
         // Held without a gap since the last renewal? Otherwise another instance may have written meanwhile.
-        let continuous =
-            lease.writable_until.lock().expect("lease lock").is_some_and(|until| asked < until + lease.term / 3);
+        let continuous = match *lease.standing.lock().expect("lease lock") {
+            Standing::WritableUntil(until) => asked < until + lease.term / 3,
+            Standing::Unfenced => true,
+            Standing::Lacking { .. } => false,
+        };
         let answer = self.store.lease(self.protocol.local_set, &lease.owner, lease.term).await?;
         if !continuous || answer != Lease::Held {
             if let Some(cache) = &self.cache {
                 cache.lock().expect("write cache").clear();
             }
         }
-        let until = match &answer {
+        *lease.standing.lock().expect("lease lock") = match &answer {
             // The store counts the term from when it granted it, after `asked`: the instance's view ends earlier.
-            Lease::Held => Some(asked + lease.term - lease.term / 3),
-            Lease::Unfenced => Some(asked + Duration::from_secs(3600 * 24 * 365 * 100)),
-            Lease::HeldBy(_) => None,
-        };
-        *lease.writable_until.lock().expect("lease lock") = until;
-        *lease.holder.lock().expect("lease lock") = match &answer {
-            Lease::HeldBy(h) => Some(h.clone()),
-            _ => None,
+            Lease::Held => Standing::WritableUntil(asked + lease.term - lease.term / 3),
+            Lease::Unfenced => Standing::Unfenced,
+            Lease::HeldBy(h) => Standing::Lacking { holder: Some(h.clone()) },
         };
         Ok(answer)
     }
@@ -383,11 +387,17 @@ impl<S: Store> Middleware<S> {
         }
     }
 
+    /// The instance's background work, for ever (run it as a task beside the instance): renewing the writer
+    /// lease ([`Middleware::keep_lease`]) and making folded versions stable ([`Middleware::keep_stabilizing`]).
+    pub async fn maintain(&self) {
+        futures_util::future::join(self.keep_lease(), self.keep_stabilizing()).await;
+    }
+
     /// Exclusive writers: stops writing, waits for the writes in flight, and gives the lease up, so that a new
     /// instance of the local set need not wait for it to lapse.
     pub async fn release_lease(&self) -> Result<(), Error> {
         let Some(lease) = &self.lease else { return Ok(()) };
-        *lease.writable_until.lock().expect("lease lock") = None;
+        *lease.standing.lock().expect("lease lock") = Standing::Lacking { holder: None };
         for s in &lease.stripes {
             drop(s.lock().await);
         }
@@ -397,13 +407,13 @@ impl<S: Store> Middleware<S> {
 
     /// Exclusive writers: whether a store write may start now.
     fn check_lease(&self, lease: &WriterLease) -> Result<(), Error> {
-        match *lease.writable_until.lock().expect("lease lock") {
-            Some(until) if Instant::now() < until => Ok(()),
-            _ => Err(Error::NoLease {
-                local_set: self.protocol.local_set,
-                holder: lease.holder.lock().expect("lease lock").clone(),
-            }),
-        }
+        let holder = match &*lease.standing.lock().expect("lease lock") {
+            Standing::WritableUntil(until) if Instant::now() < *until => return Ok(()),
+            Standing::Unfenced => return Ok(()),
+            Standing::WritableUntil(_) => None,
+            Standing::Lacking { holder } => holder.clone(),
+        };
+        Err(Error::NoLease { local_set: self.protocol.local_set, holder })
     }
 
     /// The store underneath.
@@ -430,23 +440,14 @@ impl<S: Store> Middleware<S> {
         let records: Vec<Option<Record>> =
             raw.into_iter().map(|r| r.map(|b| Record::decode(&b)).transpose()).collect::<Result<_, _>>()?;
         if let (Some(cache), false) = (&self.cache, to_write) {
-            let mut cache = cache.lock().expect("write cache");
-            for (c, r) in copies.iter().zip(&records) {
-                if let Some(r) = r {
-                    cache.observe(&c.key, &r.clock);
-                }
-            }
+            cache.lock().expect("write cache").observe(copies, &records);
         }
         Ok(records)
     }
 
-    /// Exclusive writers: the copies a write needs, from the cache if the session may use it.
-    fn cached_copies(&self, session: &mut Session, key: &[u8]) -> Option<Vec<Option<Record>>> {
-        let cache = self.cache.as_ref()?.lock().expect("write cache");
-        if !session.bind(self.id) {
-            return None;
-        }
-        cache.copies_for_write(&self.protocol, key)
+    /// One copy's record in the local store.
+    async fn get_record(&self, copy: &Copy) -> Result<Option<Record>, Error> {
+        Ok(self.store.get(copy).await?.map(|b| Record::decode(&b)).transpose()?)
     }
 
     /// Reads `key` for `session`: the causally latest version whose dependencies are all present locally, or
@@ -482,8 +483,7 @@ impl<S: Store> Middleware<S> {
                         }
                         tokio::time::sleep(pause).await;
                         pause = (pause * 2).min(Duration::from_millis(50));
-                        let here = self.store.get(&missing.copy()).await?.map(|b| Record::decode(&b)).transpose()?;
-                        if here.is_some_and(|r| r.seq() >= missing.seq) {
+                        if self.get_record(&missing.copy()).await?.is_some_and(|r| r.seq() >= missing.seq) {
                             break;
                         }
                     }
@@ -513,8 +513,12 @@ impl<S: Store> Middleware<S> {
             }
             None => None,
         };
-        let mut cached = self.cached_copies(session, key);
-        session.bind(self.id);
+        // A session that moved from another instance may have seen versions this instance's cache never saw.
+        let bound = session.bind(self.id);
+        let mut cached = match &self.cache {
+            Some(cache) if bound => cache.lock().expect("write cache").copies_for_write(&self.protocol, key),
+            _ => None,
+        };
         if cached.is_some() {
             self.stats.cached_writes.fetch_add(1, Ordering::Relaxed);
         }
@@ -532,9 +536,7 @@ impl<S: Store> Middleware<S> {
                     None => {
                         let records = self.fetch(&copies, self.lease.is_some()).await?;
                         if let Some(cache) = &self.cache {
-                            let own = records[self.protocol.local_set as usize].as_ref();
-                            let clocks = records.iter().flatten().map(|r| r.clock.clone());
-                            cache.lock().expect("write cache").learn(key, own, clocks);
+                            cache.lock().expect("write cache").fetched(&self.protocol, key, &records);
                         }
                         Input::Fetched(records)
                     }
@@ -547,7 +549,7 @@ impl<S: Store> Middleware<S> {
                     if let Some(cache) = &self.cache {
                         let mut cache = cache.lock().expect("write cache");
                         match &stored {
-                            Ok(()) => cache.learn(key, Some(&record), std::iter::once(record.clock.clone())),
+                            Ok(()) => cache.stored(key, &record),
                             // Stored or not, nobody knows: the next write reads the store.
                             Err(_) => cache.forget(key),
                         }
@@ -633,9 +635,7 @@ impl<S: Store> Middleware<S> {
         let (mut op, mut step) = StabilizeOp::start(root, STABILIZE_BUDGET, &self.stable.lock().expect("stable lock"));
         loop {
             let input = match step {
-                StabilizeStep::Fetch(copy) => {
-                    StabilizeInput::Fetched(self.store.get(&copy).await?.map(|b| Record::decode(&b)).transpose()?)
-                }
+                StabilizeStep::Fetch(copy) => StabilizeInput::Fetched(self.get_record(&copy).await?),
                 StabilizeStep::Confirm(v) => {
                     let confirmed = self.store.stabilize(&v.copy(), v.seq).await?;
                     if confirmed {

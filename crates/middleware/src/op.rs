@@ -490,8 +490,18 @@ impl WriteCache {
         self.keys.clear();
     }
 
-    /// Records what a write learnt from the store or stored: this local set's copy and every copy's clock.
-    pub fn learn(&mut self, key: &[u8], own: Option<&Record>, clocks: impl Iterator<Item = Vec<u64>>) {
+    /// Learns from a write's read of the store: every copy of `key`, in local-set order.
+    pub fn fetched(&mut self, protocol: &Protocol, key: &[u8], records: &[Option<Record>]) {
+        let own = records[protocol.local_set as usize].as_ref();
+        self.learn(key, own, records.iter().flatten().map(|r| r.clock.as_slice()));
+    }
+
+    /// Learns this local set's copy of `key` as just stored.
+    pub fn stored(&mut self, key: &[u8], record: &Record) {
+        self.learn(key, Some(record), std::iter::once(record.clock.as_slice()));
+    }
+
+    fn learn<'a>(&mut self, key: &[u8], own: Option<&Record>, clocks: impl Iterator<Item = &'a [u64]>) {
         if self.keys.len() >= self.capacity && !self.keys.contains_key(key) {
             self.keys.clear();
         }
@@ -499,14 +509,17 @@ impl WriteCache {
         let entry = self.keys.entry(key.to_vec()).or_insert_with(|| Cached { own: None, seen: Vec::new() });
         entry.own = own;
         for c in clocks {
-            raise(&mut entry.seen, &c);
+            raise(&mut entry.seen, c);
         }
     }
 
-    /// Raises the clocks of a key already cached with what a read fetched.
-    pub fn observe(&mut self, key: &[u8], clock: &[u64]) {
-        if let Some(entry) = self.keys.get_mut(key) {
-            raise(&mut entry.seen, clock);
+    /// Raises the clocks of keys already cached with what a read fetched (`copies` and their records, as a
+    /// [`Step::Fetch`] asked and was answered).
+    pub fn observe(&mut self, copies: &[Copy], records: &[Option<Record>]) {
+        for (copy, record) in copies.iter().zip(records) {
+            if let (Some(r), Some(entry)) = (record, self.keys.get_mut(&copy.key)) {
+                raise(&mut entry.seen, &r.clock);
+            }
         }
     }
 }

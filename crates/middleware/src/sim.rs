@@ -334,15 +334,14 @@ fn step_client(
                         }
                         None => {
                             let records = world.fetch(c.ls, &copies);
-                            let clocks = records.iter().flatten().map(|r| r.clock.clone());
-                            world.caches[ls][i].learn(key, records[ls].as_ref(), clocks);
+                            world.caches[ls][i].fetched(&protocol, key, &records);
                             Input::Fetched(records)
                         }
                     }
                 }
                 Step::Fetch(copies) => Input::Fetched(world.fetch(c.ls, &copies)),
                 Step::Cas { copy, expect, record } if cfg.writers == Writers::Exclusive => {
-                    world.caches[ls][i].learn(&copy.key, Some(&record), std::iter::once(record.clock.clone()));
+                    world.caches[ls][i].stored(&copy.key, &record);
                     Input::Swapped(world.put(c.ls, copy, expect, record))
                 }
                 Step::Cas { copy, expect, record } => Input::Swapped(world.cas(c.ls, copy, expect, record)),
@@ -367,11 +366,7 @@ fn step_client(
         Running::Read { mut op, step } => {
             let Step::Fetch(copies) = step else { unreachable!("a read only fetches") };
             let fetched = world.fetch(c.ls, &copies);
-            for (copy, record) in copies.iter().zip(&fetched) {
-                if let Some(r) = record {
-                    world.caches[c.ls as usize][c.instance].observe(&copy.key, &r.clock);
-                }
-            }
+            world.caches[c.ls as usize][c.instance].observe(&copies, &fetched);
             let result = match cfg.mode {
                 Mode::Middleware => {
                     op.resume(Input::Fetched(fetched), &mut world.marks[c.ls as usize][c.instance], &mut c.session)
