@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// `counter_fat` state: every increment not yet removed by a reset that saw it, by its tag. The value is their
-/// sum (wrapping).
+/// sum, exact in 128 bits and read saturated at `i64`'s limits (as `counter_pn`'s).
 ///
 /// The state holds one entry per increment since the last reset that saw it, as AntidoteDB's does. Folding
 /// observed increments into a new entry would bound it, but a concurrent reset that saw the folded increments
@@ -24,9 +24,9 @@ pub struct FatCounterEffect {
 }
 
 impl FatCounter {
-    /// The counter's value.
+    /// The counter's value, saturated at `i64`'s limits.
     pub fn total(&self) -> i64 {
-        self.increments.values().fold(0i64, |sum, delta| sum.wrapping_add(*delta))
+        super::counter_pn::saturate(self.increments.values().map(|&delta| i128::from(delta)).sum())
     }
 
     /// How many increments the state holds.
@@ -39,7 +39,7 @@ impl FatCounter {
     }
 
     pub(crate) fn is_bottom(&self) -> bool {
-        self.total() == 0
+        self.increments.values().map(|&delta| i128::from(delta)).sum::<i128>() == 0
     }
 
     pub(crate) fn generate(&self, op: &Op, ctx: &mut EffectCtx) -> Result<FatCounterEffect, CrdtError> {

@@ -294,6 +294,23 @@ fn counter_pn_adds_and_refuses_reset() {
 }
 
 #[test]
+fn counters_sum_exactly_past_64_bits_and_read_saturated_never_wrapped() {
+    for ty in [CrdtType::CounterPn, CrdtType::CounterFat] {
+        let start = Crdt::new(ty);
+        let max = |tx| generate(&start, Op::Increment(i64::MAX), tx, 0);
+        let (a, b) = (max(1), max(2));
+        let twice = both_orders(&start, (&a, stamp(1, 1)), (&b, stamp(1, 2)));
+        assert_eq!(twice.value(), Value::Counter(i64::MAX), "{ty:?}: 2·i64::MAX reads saturated, not as -2");
+        let down = generate(&twice, Op::Increment(-i64::MAX), 3, 1);
+        let back = applied(&twice, &[(&down, stamp(2, 3))]);
+        assert_eq!(back.value(), Value::Counter(i64::MAX), "{ty:?}: the sum stayed exact beyond the range");
+        let mins = [generate(&start, Op::Increment(i64::MIN), 4, 0), generate(&start, Op::Increment(i64::MIN), 5, 1)];
+        let low = applied(&start, &[(&mins[0], stamp(1, 4)), (&mins[1], stamp(1, 5))]);
+        assert_eq!(low.value(), Value::Counter(i64::MIN), "{ty:?}: saturates downwards too");
+    }
+}
+
+#[test]
 fn register_mv_keeps_concurrent_assigns_and_a_later_assign_supersedes_them() {
     let start = Crdt::new(CrdtType::RegisterMv);
     let x = generate(&start, Op::Assign(bytes("x")), 1, 0);
