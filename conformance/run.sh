@@ -50,18 +50,8 @@ if [[ ! -x "$venv/bin/python" || ! -f "$stamp" || "$(cat "$stamp")" != "$wanted"
 fi
 
 # The server binary.
-if [[ -z "${CAUSET_BIN:-}" ]]; then
-    echo "== conformance: building causet"
-    cargo build -p causet --locked
-    target="${CARGO_TARGET_DIR:-$root/target}"
-    [[ "$target" = /* ]] || target="$root/$target"
-    CAUSET_BIN="$target/debug/causet"
-fi
-if [[ ! -x "$CAUSET_BIN" ]]; then
-    echo "conformance: no causet binary at $CAUSET_BIN" >&2
-    exit 2
-fi
-export CAUSET_BIN
+source "$here/causet-bin.sh"
+causet_bin conformance
 
 echo "== conformance: testing $CAUSET_BIN"
 # Bytecode stays out of the source tree; the client's old generated code needs the pure-Python protobuf runtime
