@@ -398,6 +398,13 @@ pub fn print_started(file: &ClusterFile, dir: &Path) {
             n.pid
         );
     }
+    if let Some(first) = file.nodes.first() {
+        println!(
+            "web console: http://{}/ (every node's admin address serves its own; the admin token that unlocks cutting \
+             and healing links is `admin_token` in the cluster file)",
+            first.admin
+        );
+    }
     println!("stop it with: causet cluster stop --dir {}", dir.display());
 }
 
@@ -654,6 +661,18 @@ pub fn stop(dir: &Path) -> anyhow::Result<()> {
     let file = load(dir)?;
     stop_nodes(&file, true);
     Ok(())
+}
+
+/// Stops the cluster started from a directory when dropped, even while a test's assertion unwinds: every node the
+/// cluster file names then (restarted nodes included: `restart_node` records their pids there).
+pub struct StopOnDrop<'a>(pub &'a Path);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        if let Ok(file) = load(self.0) {
+            stop_nodes(&file, false);
+        }
+    }
 }
 
 /// Stops the cluster's processes; `verbose` prints each node's outcome.

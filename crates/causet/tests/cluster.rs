@@ -6,18 +6,6 @@ use causet_client::{Client, Counter, Set, ValueExt, VectorClock};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-/// Stops the cluster even when an assertion fails: every node the cluster file names when the guard drops
-/// (restarted nodes included: `restart_node` records their pids there).
-struct Running<'a>(&'a std::path::Path);
-
-impl Drop for Running<'_> {
-    fn drop(&mut self) {
-        if let Ok(file) = cluster::load(self.0) {
-            cluster::stop_nodes(&file, false);
-        }
-    }
-}
-
 async fn read_set_until(addr: SocketAddr, set: &Set, want: &str) -> Vec<Vec<u8>> {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
@@ -50,7 +38,7 @@ fn exercise(nodes_per_dc: u16) {
     let mut file = cluster::start(&options).expect("the cluster starts");
     assert_eq!(file.nodes.len(), 2 * nodes_per_dc as usize);
     assert_eq!(cluster::load(dir.path()).expect("the cluster file reads back").nodes.len(), file.nodes.len());
-    let guard = Running(dir.path());
+    let guard = cluster::StopOnDrop(dir.path());
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
     let set = Set::aw("s", "cluster-test");
     rt.block_on(async {
@@ -143,7 +131,7 @@ fn a_wan_matrix_gives_each_pair_of_dcs_its_own_delay_in_each_direction() {
     let refused = cluster::start(&wrong).expect_err("a 3-DC matrix for 2 DCs");
     assert!(format!("{refused:#}").contains("has 3 DCs, but the cluster has 2"), "{refused:#}");
     let file = cluster::start(&options).expect("the cluster starts");
-    let _guard = Running(dir.path());
+    let _guard = cluster::StopOnDrop(dir.path());
     assert_eq!(cluster::load(dir.path()).expect("reads back").wan_matrix, Some(matrix.clone()));
     for (i, n) in file.nodes.iter().enumerate() {
         let status: serde_json::Value =
@@ -199,7 +187,7 @@ fn killing_a_node_of_a_multi_node_dc_loses_no_acknowledged_commit_and_leaves_no_
         ..Default::default()
     };
     let mut file = cluster::start(&options).expect("the cluster starts");
-    let _guard = Running(dir.path());
+    let _guard = cluster::StopOnDrop(dir.path());
     let sets: Vec<Set> = (0..KEYS).map(|k| Set::aw(format!("k{k}"), "nodes")).collect();
     let nodes: BTreeSet<u32> = sets.iter().map(|s| s.key().partition(6).0 % 2).collect();
     assert_eq!(nodes.len(), 2, "the keys fall on both nodes");
@@ -369,7 +357,7 @@ fn a_dc_of_three_nodes_with_replicated_partitions_keeps_committing_when_one_is_k
     let mut options = replicated_dc(dir.path());
     options.extra_config = "checkpoint_interval_s = 1".into();
     let mut file = cluster::start(&options).expect("the cluster starts");
-    let _guard = Running(dir.path());
+    let _guard = cluster::StopOnDrop(dir.path());
     // Keys on every partition, so that the second write needs a leader of each, including those the dead node led.
     let sets: Vec<Set> = (0..24).map(|k| Set::aw(format!("r{k}"), "replicated")).collect();
     let write = |addr: SocketAddr, element: &'static str, sets: Vec<Set>| async move {
@@ -481,7 +469,7 @@ fn a_node_that_lost_its_disk_rejoins_its_dc_and_holds_the_data_again() {
     let mut options = replicated_dc(dir.path());
     options.extra_config = "checkpoint_interval_s = 1".into();
     let mut file = cluster::start(&options).expect("the cluster starts");
-    let _guard = Running(dir.path());
+    let _guard = cluster::StopOnDrop(dir.path());
     let counters: Vec<Counter> = (0..24).map(|k| Counter::new(format!("w{k}"), "wiped")).collect();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
     let mut acked = 0i64;
@@ -585,7 +573,7 @@ fn killing_a_leader_under_load_stalls_commits_briefly_and_applies_each_exactly_o
     let dir = tempfile::tempdir().expect("a temporary directory");
     let options = replicated_dc(dir.path());
     let file = cluster::start(&options).expect("the cluster starts");
-    let _guard = Running(dir.path());
+    let _guard = cluster::StopOnDrop(dir.path());
     let counters: Vec<Counter> = (0..12).map(|k| Counter::new(format!("c{k}"), "failover")).collect();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
     let addr = file.nodes[0].client;
@@ -673,7 +661,7 @@ fn failover_benchmark() {
     const KEYS: usize = 24;
     let dir = tempfile::tempdir().expect("a temporary directory");
     let file = cluster::start(&replicated_dc(dir.path())).expect("the cluster starts");
-    let _guard = Running(dir.path());
+    let _guard = cluster::StopOnDrop(dir.path());
     let counters: Vec<Counter> = (0..KEYS).map(|k| Counter::new(format!("f{k}"), "failover")).collect();
     let addr = file.nodes[0].client;
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
@@ -810,7 +798,7 @@ fn a_dead_node_is_retired_its_replicas_rebuilt_on_the_others_and_it_drops_them_w
     options.partitions = 4;
     options.extra_config = "checkpoint_interval_s = 1".into();
     let mut file = cluster::start(&options).expect("the cluster starts");
-    let _guard = Running(dir.path());
+    let _guard = cluster::StopOnDrop(dir.path());
     let counters: Vec<Counter> = (0..16).map(|k| Counter::new(format!("m{k}"), "moved")).collect();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
     let mut acked = 0i64;
@@ -885,7 +873,7 @@ fn a_dc_grows_by_a_node_and_a_replica_moves_onto_it() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let options = replicated_dc(dir.path());
     cluster::start(&options).expect("the cluster starts");
-    let _guard = Running(dir.path());
+    let _guard = cluster::StopOnDrop(dir.path());
     let of_partition_0 = |k: &String| {
         causet_core::ObjectId::new(k.as_str(), "grown", causet_client::CrdtType::CounterPn)
             .partition(options.partitions)

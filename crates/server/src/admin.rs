@@ -1,4 +1,5 @@
-//! The admin HTTP server: `/metrics` (Prometheus text) and `/status` (JSON).
+//! The admin HTTP server: `/metrics` (Prometheus text), `/status` (JSON), the operator's calls under `/admin`, and
+//! the web console at `/` ([`crate::console`]).
 
 use crate::metrics::raise;
 use crate::status::PlacementStatus;
@@ -16,7 +17,7 @@ use tokio::sync::watch;
 
 /// Serves until `stop` turns true.
 pub async fn serve(listener: TcpListener, state: Arc<NodeState>, mut stop: watch::Receiver<bool>) {
-    let app = Router::new()
+    let app = crate::console::routes(Router::new())
         .route("/metrics", get(metrics))
         .route("/status", get(status))
         .route("/health", get(|| async { "ok\n" }))
@@ -28,6 +29,7 @@ pub async fn serve(listener: TcpListener, state: Arc<NodeState>, mut stop: watch
         .route("/admin/clock", post(clock))
         .route("/admin/partitions/{partition}/move", post(move_replica))
         .route("/admin/nodes/{node}/retire", post(retire))
+        .route("/admin/token", post(check_token))
         .with_state(state);
     let shutdown = async move { crate::shutdown::stopped(&mut stop).await };
     if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(shutdown).await {
@@ -42,10 +44,11 @@ async fn metrics(State(state): State<Arc<NodeState>>, headers: axum::http::Heade
     m.observe_shards(&shards);
     if let Some(stable) = shards.first().map(|s| &s.stable_snapshot) {
         let now = state.clock.now_us();
+        // Before the first stable snapshot an entry is 0, and has no age.
         for (dc, entry) in stable.iter().enumerate() {
-            let us = entry >> causet_core::time::LOGICAL_BITS;
-            let age = now.saturating_sub(us) as f64 / 1e6;
-            m.stable_snapshot_age.get_or_create(&vec![("dc", dc.to_string())]).set(age);
+            if let Some(ms) = crate::console::age_ms(now, *entry) {
+                m.stable_snapshot_age.get_or_create(&vec![("dc", dc.to_string())]).set(ms / 1000.0);
+            }
         }
     }
     // Summed over the links to each DC's nodes (several per DC).
@@ -101,6 +104,13 @@ fn authorized(state: &NodeState, headers: &HeaderMap) -> Result<(), (StatusCode,
 fn token_matches(given: Option<&str>, token: &str) -> bool {
     use subtle::ConstantTimeEq;
     given.is_some_and(|g| bool::from(g.as_bytes().ct_eq(token.as_bytes())))
+}
+
+/// `POST /admin/token`: whether the request's token would be accepted (the console asks before it offers the
+/// state-changing buttons); changes nothing.
+async fn check_token(State(state): State<Arc<NodeState>>, headers: HeaderMap) -> impl IntoResponse {
+    authorized(&state, &headers)?;
+    Ok::<_, (StatusCode, String)>("the token is accepted\n")
 }
 
 /// The links to every node of a DC.
@@ -351,6 +361,86 @@ struct Status {
     clock_offset_ms: f64,
     /// Where each replicated partition lives, as its leaders announced.
     placement: Vec<PlacementStatus>,
+    /// Every partition of this DC: the node that serves it and the nodes with a copy.
+    partition_map: Vec<PartitionPlace>,
+    /// Each peer DC as this node sees it: its nodes, the state of the links to it and its remote visibility.
+    peers: Vec<PeerStatus>,
+    /// Whether state-changing admin calls are enabled (the node has an admin token).
+    admin_enabled: bool,
+}
+
+/// Where a partition of this DC is served, for `/status`.
+#[derive(Serialize)]
+struct PartitionPlace {
+    partition: u32,
+    /// The node serving it: its leader as last announced when replicated, its home node otherwise.
+    leader: Option<u16>,
+    /// The nodes with a copy (one unless partitions are replicated).
+    nodes: Vec<u16>,
+}
+
+/// A peer DC, for `/status`.
+#[derive(Serialize)]
+struct PeerStatus {
+    dc: u16,
+    /// Its nodes this node has links to.
+    nodes: Vec<u16>,
+    state: crate::console::LinkState,
+    /// The emulated one-way delay, ms (the largest of the links').
+    delay_ms: f64,
+    /// How far the stable snapshot's entry for the DC lags behind now, ms: the remote visibility delay (none
+    /// before the first stable snapshot).
+    visibility_ms: Option<f64>,
+    /// The longest any partition here has waited for the DC's acknowledgement, ms.
+    replication_lag_ms: u64,
+}
+
+fn partition_map(topology: &causet_core::topology::Topology, placement: &[PlacementStatus]) -> Vec<PartitionPlace> {
+    (topology.partitions())
+        .map(|p| match placement.iter().find(|s| s.partition == p.0) {
+            Some(s) => PartitionPlace { partition: p.0, leader: s.leader, nodes: s.nodes() },
+            None => {
+                let set = topology.replicas(p);
+                PartitionPlace { partition: p.0, leader: set.nodes.first().copied(), nodes: set.nodes }
+            }
+        })
+        .collect()
+}
+
+fn peers(state: &NodeState, shards: &[crate::status::ShardStatus], stable: &[u64]) -> Vec<PeerStatus> {
+    let links: Vec<_> = state.wan.links().iter().map(|l| l.status()).collect();
+    let own = state.config.protocol().dc.0;
+    let now_us = state.clock.now_us();
+    let mut dcs: Vec<u16> = links.iter().map(|l| l.dc).filter(|&dc| dc != own).collect();
+    dcs.dedup();
+    (dcs.into_iter())
+        .map(|dc| {
+            let to: Vec<_> = links.iter().filter(|l| l.dc == dc).collect();
+            let visibility_ms = stable.get(dc as usize).and_then(|&t| crate::console::age_ms(now_us, t));
+            let replication_lag_ms = (shards.iter().flat_map(|s| &s.partitions))
+                .flat_map(|p| &p.replication_lag_ms)
+                .filter(|&&(d, _)| d == dc)
+                .map(|&(_, ms)| ms)
+                .max()
+                .unwrap_or(0);
+            let delay_ms = to.iter().map(|l| l.delay_ms).fold(0.0, f64::max);
+            let state = crate::console::LinkState::of(
+                to.len(),
+                to.iter().filter(|l| l.cut).count(),
+                to.iter().filter(|l| l.connected).count(),
+                visibility_ms.unwrap_or(0.0).max(replication_lag_ms as f64),
+                delay_ms,
+            );
+            PeerStatus {
+                dc,
+                nodes: to.iter().map(|l| l.node).collect(),
+                state,
+                delay_ms,
+                visibility_ms,
+                replication_lag_ms,
+            }
+        })
+        .collect()
 }
 
 async fn status(State(state): State<Arc<NodeState>>) -> Json<Status> {
@@ -384,14 +474,17 @@ async fn status(State(state): State<Arc<NodeState>>) -> Json<Status> {
         generation: state.routes.layout.generation,
         clock: protocol.clock,
         now_us: state.clock.now_us(),
-        stable_snapshot: stable,
+        stable_snapshot: stable.clone(),
         gc_frontier,
         open_transactions: shards.iter().map(|s| s.open_transactions).sum(),
-        shard_status: shards,
         storage,
         links: state.wan.links().iter().map(|l| l.status()).collect(),
         clock_offset_ms: state.clock.offset_us() as f64 / 1000.0,
+        partition_map: partition_map(&state.routes.topology, &placement),
+        peers: peers(&state, &shards, &stable),
         placement,
+        admin_enabled: state.config.admin_token.is_some(),
+        shard_status: shards,
     })
 }
 

@@ -260,7 +260,9 @@ async fn answer(state: &NodeState, client: ClientId, home: usize, frame: Frame) 
     let m = &state.metrics;
     let labels = vec![("kind", name)];
     m.requests.get_or_create(&labels).inc();
-    m.latency.get_or_create(&labels).observe(started.elapsed().as_secs_f64());
+    let elapsed = started.elapsed().as_secs_f64();
+    m.latency.get_or_create(&labels).observe(elapsed);
+    m.recent_latency.observe(elapsed);
     if starts && !matches!(result, Err(TxError::InvalidClock(_) | TxError::TooManyTransactions(_))) {
         m.started.inc();
     }

@@ -12,6 +12,7 @@ pub mod clock;
 pub mod cluster;
 pub mod config;
 pub mod connection;
+pub mod console;
 pub mod metrics;
 pub mod routes;
 pub mod shard;
@@ -111,6 +112,8 @@ pub struct NodeState {
     pub next_client: std::sync::atomic::AtomicU64,
     /// Where this node accepts replication links (with several DCs).
     pub replication_addr: Option<SocketAddr>,
+    /// The web console's history.
+    pub series: console::Series,
 }
 
 impl NodeState {
@@ -304,6 +307,7 @@ impl Node {
             store,
             next_client: std::sync::atomic::AtomicU64::new(1),
             replication_addr,
+            series: console::Series::default(),
         });
 
         let listener = TcpListener::bind(config.client_bind)
@@ -316,6 +320,7 @@ impl Node {
             .await
             .with_context(|| format!("binding the admin port {}", config.admin_bind))?;
         let admin_addr = admin.local_addr()?;
+        tasks.push(tokio::spawn(console::sample(state.clone(), stopped.clone())));
         tasks.push(tokio::spawn(admin::serve(admin, state.clone(), stopped)));
         info!(%client_addr, %admin_addr, ?replication_addr, dc = config.dc, dcs = config.dcs, shards, partitions = config.partitions, "serving");
         Ok(Node { client_addr, admin_addr, replication_addr, state, stop, tasks, shard_tasks })

@@ -25,6 +25,8 @@ pub struct Metrics {
     pub requests: Family<Labels, Counter>,
     /// Client request latency by kind, seconds.
     pub latency: Family<Labels, Histogram>,
+    /// Client request latency since the web console's last sample.
+    pub recent_latency: crate::console::RecentLatency,
     /// Open client connections.
     pub connections: Gauge,
     /// Connections refused at the limit.
@@ -216,6 +218,7 @@ impl Metrics {
             aborted,
             requests,
             latency,
+            recent_latency: Default::default(),
             connections,
             connections_refused,
             protocol_errors,
