@@ -87,7 +87,7 @@ pub struct Comparison {
     pub p99_ratio: f64,
 }
 
-/// A performance target of DESIGN.md checked against the measured figures.
+/// A performance target of the project checked against the measured figures.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TargetCheck {
     /// What is checked.
@@ -123,7 +123,7 @@ pub struct Report {
     pub runs: Vec<RunResult>,
     /// Ratios to the first protocol.
     pub comparisons: Vec<Comparison>,
-    /// DESIGN.md's targets, where the runs measure them.
+    /// The project's performance targets, where the runs measure them.
     pub targets: Vec<TargetCheck>,
 }
 
@@ -467,7 +467,7 @@ impl Report {
             }
         }
         if !self.targets.is_empty() {
-            let _ = writeln!(md, "\n## Targets (DESIGN.md)\n");
+            let _ = writeln!(md, "\n## Targets\n");
             let _ = writeln!(md, "| target | measured | bound | met |");
             let _ = writeln!(md, "|---|---:|---:|---|");
             for t in &self.targets {

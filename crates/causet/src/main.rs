@@ -336,7 +336,10 @@ fn start(args: StartArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
         let node = causet_server::Node::start(config).await?;
-        println!("causet is serving AntidoteDB's protocol on {} (admin: http://{})", node.client_addr, node.admin_addr);
+        println!(
+            "causet is serving AntidoteDB's protocol on {} (web console, /status and /metrics: http://{}/)",
+            node.client_addr, node.admin_addr
+        );
         shutdown_signal().await;
         node.shutdown().await
     })
