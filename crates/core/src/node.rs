@@ -34,6 +34,7 @@ use crate::replica::{replica_generation, replica_id_of, replica_node, Hosted, Ho
 use crate::replica::{InstalledSnapshot, Replica, ReplicaOutput};
 use crate::stabilizer::Stabilizer;
 use crate::topology::{NodeIndex, Topology};
+use crate::ObjectId;
 use crate::{Address, ClientId, Config, CoordinatorId, DcId, Envelope, Message, PartitionId, RequestId, Timestamp};
 use crate::{TxId, VectorClock};
 use std::collections::{BTreeMap, VecDeque};
@@ -623,6 +624,22 @@ impl Node {
     /// A checkpoint of one partition of this shard (not of a replicated one: its log is its group's).
     pub fn take_checkpoint(&mut self, p: PartitionId) -> Option<Checkpoint> {
         self.partitions.get_mut(&p).map(Partition::take_checkpoint)
+    }
+
+    /// One page of a partition's export at `snapshot` ([`Partition::export`]), if this shard serves the partition
+    /// (it is not replicated, or its replica here leads).
+    pub fn export(
+        &mut self,
+        p: PartitionId,
+        snapshot: &VectorClock,
+        after: Option<&ObjectId>,
+        limit: usize,
+    ) -> Option<Result<crate::partition::ExportPage, crate::message::RemoteError>> {
+        let partition = match self.partitions.get_mut(&p) {
+            Some(partition) => partition,
+            None => self.replicas.get_mut(&p).filter(|r| r.serving())?.partition_mut(),
+        };
+        Some(partition.export(snapshot, after, limit))
     }
 
     /// The partitions this shard serves, ascending: those not replicated, and those whose replica here leads.
@@ -1244,6 +1261,74 @@ mod tests {
                 self.settle();
             }
         }
+    }
+
+    /// The commit of the static update `request` sent to node 0, after running the DC for a while.
+    fn commit_at(dc: &mut Dc, request: u64, updates: Vec<(ObjectId, Op)>) -> VectorClock {
+        let body = ClientRequest::StaticUpdate { clock: None, updates };
+        dc.nodes[0].handle_client(dc.now, ClientId(1), RequestId(request), body);
+        dc.run(200_000);
+        (dc.replies.iter())
+            .find_map(|r| match &r.result {
+                Ok(ClientResponse::Committed { commit }) if r.request == RequestId(request) => Some(commit.clone()),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("request {request} committed: {:?}", dc.replies))
+    }
+
+    /// A backup's export: every partition's objects at a snapshot, from the node that leads it, page by page. It
+    /// shows each object as of the snapshot (not the later commit), leaves out objects written only after it,
+    /// pages to the same result however small the pages, and refuses a snapshot the partition has not applied.
+    #[test]
+    fn an_export_shows_every_object_as_of_the_snapshot_page_by_page() {
+        let mut dc = Dc::new(3);
+        dc.run(1_000_000);
+        let counter = |name: String| ObjectId::new(name, "b", CrdtType::CounterPn);
+        let first = commit_at(&mut dc, 1, (0..10).map(|k| (counter(format!("k{k}")), Op::Increment(1))).collect());
+        // The backup's transaction: open at a snapshot that includes the first commit, it holds garbage collection
+        // there (without it the export is refused: SnapshotTooOld) while the later commit goes on.
+        let start = ClientRequest::Start { clock: Some(first.clone()), reads: Default::default() };
+        dc.nodes[0].handle_client(dc.now, ClientId(2), RequestId(9), start);
+        dc.run(10_000);
+        let snapshot = (dc.replies.iter())
+            .find_map(|r| match &r.result {
+                Ok(ClientResponse::Started { snapshot, .. }) if r.request == RequestId(9) => Some(snapshot.clone()),
+                _ => None,
+            })
+            .expect("the transaction started");
+        let later: Vec<(ObjectId, Op)> = (0..5)
+            .map(|k| (counter(format!("k{k}")), Op::Increment(10)))
+            .chain((0..3).map(|k| (counter(format!("new{k}")), Op::Increment(1))))
+            .collect();
+        commit_at(&mut dc, 2, later);
+        for limit in [1000, 3, 1] {
+            let mut exported = std::collections::BTreeMap::new();
+            for p in (0..3).map(PartitionId) {
+                let leader = dc.leader(p).expect("a leader");
+                let mut after = None;
+                loop {
+                    let page = dc.nodes[leader].export(p, &snapshot, after.as_ref(), limit).expect("served here");
+                    let page = page.expect("the snapshot is applied here");
+                    assert!(page.objects.len() <= limit);
+                    exported.extend(page.objects.into_iter().map(|(id, state)| (id.key, state.value())));
+                    match page.next {
+                        Some(next) => after = Some(next),
+                        None => break,
+                    }
+                }
+                let follower = (0..3).find(|n| Some(*n) != dc.leader(p)).expect("a follower");
+                assert!(dc.nodes[follower].export(p, &snapshot, None, limit).is_none(), "only the leader exports");
+            }
+            let want: std::collections::BTreeMap<Vec<u8>, causet_crdt::Value> =
+                (0..10).map(|k| (format!("k{k}").into_bytes(), causet_crdt::Value::Counter(1))).collect();
+            assert_eq!(exported, want, "pages of {limit}");
+        }
+        let mut future = snapshot.clone();
+        future.set(DcId(0), Timestamp(snapshot.get(DcId(0)).0 + (3_600_000_000 << crate::time::LOGICAL_BITS)));
+        let p = PartitionId(0);
+        let leader = dc.leader(p).expect("a leader");
+        let refused = dc.nodes[leader].export(p, &future, None, 10).expect("served here");
+        assert!(matches!(refused, Err(crate::message::RemoteError::InvalidSnapshot(_))), "{refused:?}");
     }
 
     /// At a cold start each partition's home replica campaigns at once and leads, so no leadership is handed back

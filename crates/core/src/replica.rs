@@ -401,6 +401,11 @@ impl Replica {
         &self.partition
     }
 
+    /// The partition's state machine, for reads that change nothing but its read cache (a backup's export).
+    pub(crate) fn partition_mut(&mut self) -> &mut Partition {
+        &mut self.partition
+    }
+
     /// The Raft group.
     pub fn group(&self) -> &Group {
         &self.group

@@ -105,6 +105,9 @@ pub trait VersionStore {
     /// The number of objects that were ever written.
     fn objects(&self) -> usize;
 
+    /// Up to `limit` ids of objects ever written, ascending, all above `after` (a backup pages through them).
+    fn ids_after(&self, after: Option<&ObjectId>, limit: usize) -> Vec<ObjectId>;
+
     /// The number of effects kept unfolded, over all objects.
     fn versions(&self) -> usize;
 }
@@ -175,6 +178,16 @@ impl VersionStore for Store {
     /// The number of objects that were ever written.
     fn objects(&self) -> usize {
         self.objects.len()
+    }
+
+    fn ids_after(&self, after: Option<&ObjectId>, limit: usize) -> Vec<ObjectId> {
+        let mut ids: Vec<&ObjectId> = self.objects.keys().filter(|id| after.is_none_or(|a| *id > a)).collect();
+        if ids.len() > limit {
+            ids.select_nth_unstable(limit);
+            ids.truncate(limit);
+        }
+        ids.sort_unstable();
+        ids.into_iter().cloned().collect()
     }
 
     /// The number of effects kept unfolded, over all objects.

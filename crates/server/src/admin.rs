@@ -30,6 +30,7 @@ pub async fn serve(listener: TcpListener, state: Arc<NodeState>, mut stop: watch
         .route("/admin/partitions/{partition}/move", post(move_replica))
         .route("/admin/nodes/{node}/retire", post(retire))
         .route("/admin/token", post(check_token))
+        .route("/admin/export/{partition}", post(crate::backup::export))
         .with_state(state);
     let shutdown = async move { crate::shutdown::stopped(&mut stop).await };
     if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(shutdown).await {
@@ -81,7 +82,7 @@ async fn metrics(State(state): State<Arc<NodeState>>, headers: axum::http::Heade
 
 /// Checks the admin token: a state-changing call is refused unless the node was given a token and the request
 /// carries it.
-fn authorized(state: &NodeState, headers: &HeaderMap) -> Result<(), (StatusCode, String)> {
+pub(crate) fn authorized(state: &NodeState, headers: &HeaderMap) -> Result<(), (StatusCode, String)> {
     let Some(token) = &state.config.admin_token else {
         return Err((
             StatusCode::FORBIDDEN,

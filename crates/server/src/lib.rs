@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 
 pub mod admin;
+pub mod backup;
 pub mod clock;
 pub mod cluster;
 pub mod config;

@@ -57,6 +57,20 @@ pub enum ShardInput {
     DcNodes(DcId, u16),
     /// Report the shard's state.
     Status(oneshot::Sender<ShardStatus>),
+    /// A page of a partition's objects at a snapshot, for a backup ([`causet_core::node::Node::export`]); `None`
+    /// when this shard does not serve the partition.
+    Export {
+        /// The partition.
+        partition: PartitionId,
+        /// The snapshot.
+        snapshot: causet_core::VectorClock,
+        /// Objects above this id.
+        after: Option<causet_core::ObjectId>,
+        /// At most this many objects.
+        limit: usize,
+        /// The page goes here.
+        reply: oneshot::Sender<Option<Result<causet_core::partition::ExportPage, causet_core::message::RemoteError>>>,
+    },
     /// Stop when no client waits for an answer, or when the grace period ends.
     Shutdown(oneshot::Sender<()>),
 }

@@ -152,6 +152,9 @@ impl Shard {
             ShardInput::Status(reply) => {
                 let _ = reply.send(ShardStatus::of(&self.node));
             }
+            ShardInput::Export { partition, snapshot, after, limit, reply } => {
+                let _ = reply.send(self.node.export(partition, &snapshot, after.as_ref(), limit));
+            }
             ShardInput::Shutdown(done) => return Some(done),
         }
         None

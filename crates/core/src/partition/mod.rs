@@ -27,6 +27,7 @@ mod termination;
 use self::bound::BoundKeeper;
 use self::decided::Decided;
 pub use self::decided::{DecidedImage, Outcome};
+pub use self::reads::ExportPage;
 use self::reads::{Prepare, Request, Waiting};
 use self::termination::Termination;
 use crate::bugs::{self, Bug};

@@ -110,6 +110,45 @@ impl<S: VersionStore> Partition<S> {
         None
     }
 
+    /// One page of every object's state at `snapshot` (a backup): up to `limit` objects with ids above `after`,
+    /// ascending, leaving out those still in their initial state there (written only after the snapshot). The
+    /// snapshot must be one this partition can serve at once — at or below its pvc, as a stable snapshot of the DC
+    /// always is — and stay at or above the garbage-collection frontier for the whole export: the backup holds it
+    /// there with a transaction open at that snapshot.
+    pub fn export(
+        &mut self,
+        snapshot: &VectorClock,
+        after: Option<&ObjectId>,
+        limit: usize,
+    ) -> Result<ExportPage, RemoteError> {
+        if !snapshot.has_dcs(self.config.vector_len()) {
+            return Err(RemoteError::InvalidSnapshot(format!(
+                "a snapshot of {} entries for {} DCs",
+                snapshot.len(),
+                self.config.vector_len()
+            )));
+        }
+        if self.config.protocol.rules().read_version() != ReadVersion::AtSnapshot {
+            return Err(RemoteError::InvalidSnapshot("this protocol keeps no snapshots to back up".into()));
+        }
+        if !snapshot.le(&self.pvc) {
+            return Err(RemoteError::InvalidSnapshot(format!(
+                "not applied here yet (the partition's pvc is {:?}): back up at a stable snapshot",
+                self.pvc
+            )));
+        }
+        let ids = self.store.ids_after(after, limit.max(1));
+        let next = (ids.len() == limit.max(1)).then(|| ids[ids.len() - 1].clone());
+        let mut objects = Vec::with_capacity(ids.len());
+        for id in ids {
+            let state = self.store.read(&id, snapshot)?;
+            if state != Crdt::new(id.ty) {
+                objects.push((id, state));
+            }
+        }
+        Ok(ExportPage { objects, next })
+    }
+
     /// The objects' states at `snapshot`, as this partition applied them.
     fn read_objects(&mut self, snapshot: &VectorClock, objects: &[ObjectId]) -> Result<Vec<Crdt>, RemoteError> {
         match self.config.protocol.rules().read_version() {
@@ -191,4 +230,13 @@ impl<S: VersionStore> Partition<S> {
             Request::Prepare(Prepare { from, tx, .. }) => self.send(*from, Message::PrepareRefused { tx: *tx, reason }),
         }
     }
+}
+
+/// One page of a partition's export ([`Partition::export`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExportPage {
+    /// The objects and their states at the snapshot, ascending by id.
+    pub objects: Vec<(ObjectId, Crdt)>,
+    /// The last id this page looked at, when more may follow: ask for the objects after it.
+    pub next: Option<ObjectId>,
 }
