@@ -702,13 +702,31 @@ pub fn stop_nodes(file: &ClusterFile, verbose: bool) {
 
 /// A POST with the admin token over a plain socket: the status code and the body.
 pub fn http_post(addr: SocketAddr, path: &str, token: &str) -> anyhow::Result<(u16, String)> {
+    let (code, body) = http_request(addr, "POST", path, Some(token), &[], Duration::from_secs(10))?;
+    Ok((code, String::from_utf8_lossy(&body).into_owned()))
+}
+
+/// One HTTP/1.0 request over a plain socket (the admin API's few calls need no HTTP client): the status code and
+/// the body's bytes. `token` goes in `Authorization: Bearer`; `timeout` bounds each read.
+pub fn http_request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: &[u8],
+    timeout: Duration,
+) -> anyhow::Result<(u16, Vec<u8>)> {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
-    s.set_read_timeout(Some(Duration::from_secs(10)))?;
-    write!(s, "POST {path} HTTP/1.0\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nContent-Length: 0\r\n\r\n")?;
-    let mut out = String::new();
-    s.read_to_string(&mut out)?;
-    let code = out.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    Ok((code, out.split_once("\r\n\r\n").map(|(_, body)| body.to_string()).unwrap_or_default()))
+    s.set_read_timeout(Some(timeout))?;
+    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
+    write!(s, "{method} {path} HTTP/1.0\r\nHost: {addr}\r\n{auth}Content-Length: {}\r\n\r\n", body.len())?;
+    s.write_all(body)?;
+    let mut out = Vec::new();
+    s.read_to_end(&mut out)?;
+    let split = out.windows(4).position(|w| w == b"\r\n\r\n").map_or(out.len(), |i| i + 4);
+    let head = String::from_utf8_lossy(&out[..split]);
+    let code = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    Ok((code, out[split..].to_vec()))
 }
 
 /// Where DC `dc`'s replicated partitions live, as a running node of it reports (`placement` in its `/status`),
@@ -826,12 +844,8 @@ pub fn retire(dir: &Path, dc: u16, node: u16, wait: Duration) -> anyhow::Result<
 
 /// A GET over a plain socket (one request; no HTTP client dependency).
 pub fn http_get(addr: SocketAddr, path: &str) -> anyhow::Result<String> {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
-    let mut out = String::new();
-    s.read_to_string(&mut out)?;
-    Ok(out.split_once("\r\n\r\n").map(|(_, body)| body.to_string()).unwrap_or_default())
+    let (_, body) = http_request(addr, "GET", path, None, &[], Duration::from_secs(5))?;
+    Ok(String::from_utf8_lossy(&body).into_owned())
 }
 
 /// Prints each DC's process state, stable snapshot and links.

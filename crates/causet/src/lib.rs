@@ -1,6 +1,7 @@
 //! The library behind the `causet` command: local clusters of real processes, the benchmark driver and the checker
 //! under faults, used by the command's subcommands and by the integration tests.
 
+pub mod backup;
 pub mod bench;
 pub mod check;
 pub mod cli;

@@ -50,6 +50,12 @@ enum Command {
     /// cuts and clock jumps are injected on a seeded schedule; then heal, read everything at every DC, and check the
     /// history for TCC, lost acknowledged updates and convergence. Exits 1 when anything is found.
     Check(Box<causet::check::CheckArgs>),
+    /// Back a DC up online, at one stable snapshot read by every partition (a causally consistent cut), into a new
+    /// directory, with progress; the DC keeps serving. See docs/backup.md.
+    Backup(Box<causet::backup::BackupArgs>),
+    /// Build a new node's data directory from a backup (a single node holding everything by default, or one node
+    /// of a DC of --nodes); it then starts with `causet start`. See docs/backup.md.
+    Restore(Box<causet::backup::RestoreArgs>),
     /// Run the deterministic simulator: one seed (--seed), or many (--seeds) from a starting seed.
     ///
     /// Each seed derives its topology, clock skew and drift, message delays, node crashes and workload, runs
@@ -470,6 +476,8 @@ fn main() -> anyhow::Result<()> {
         Command::Bench(args) => {
             causet::bench::main(*args)?;
         }
+        Command::Backup(args) => causet::backup::main_backup(*args)?,
+        Command::Restore(args) => causet::backup::main_restore(*args)?,
         Command::Middleware(args) => {
             tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::new("warn")).init();
             let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
