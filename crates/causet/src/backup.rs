@@ -153,11 +153,8 @@ pub async fn backup_at(
     let mut touched = Instant::now();
     let mut files = Vec::new();
     for p in 0..partitions {
-        let leader = first.leaders.get(&p).copied();
-        let admin =
-            views.iter().find(|v| Some(v.node) == leader).map(|v| v.admin).ok_or_else(|| {
-                anyhow!("partition {p} is served by node {leader:?}, whose admin address was not given")
-            })?;
+        let mut admin = serving(&source.admins, p, &views)?;
+        let mut moved = 0;
         let file = format!("partition-{p}.bin");
         let mut writer = BufWriter::new(
             std::fs::File::create(out.join(&file))
@@ -171,6 +168,15 @@ pub async fn backup_at(
             let (code, reply) =
                 crate::cluster::http_request(admin, "POST", &path, Some(&source.token), &body, Duration::from_secs(60))
                     .with_context(|| format!("POST http://{admin}{path}"))?;
+            // 421: the partition's leader changed (replicated partitions); ask the DC again where it is now.
+            if code == 421 && moved < LEADER_CHANGES {
+                moved += 1;
+                after = request.after;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                let views = source.admins.iter().map(|&a| view(a)).collect::<anyhow::Result<Vec<_>>>()?;
+                admin = serving(&source.admins, p, &views)?;
+                continue;
+            }
             if code != 200 {
                 bail!("http://{admin}{path} answered {code}: {}", String::from_utf8_lossy(&reply).trim());
             }
@@ -213,6 +219,19 @@ pub async fn backup_at(
     std::fs::File::open(&tmp)?.sync_all()?;
     std::fs::rename(&tmp, out.join("manifest.json"))?;
     Ok(manifest)
+}
+
+/// How many times a backup follows a partition's leader to another node before it gives up.
+const LEADER_CHANGES: u32 = 20;
+
+/// The admin address of the node serving partition `p`, as the nodes' `/status` say (the first that names one).
+fn serving(admins: &[SocketAddr], p: u32, views: &[NodeView]) -> anyhow::Result<SocketAddr> {
+    let leader = views.iter().find_map(|v| v.leaders.get(&p).copied());
+    let found = views.iter().find(|v| Some(v.node) == leader).map(|v| v.admin);
+    found.ok_or_else(|| match leader {
+        None => anyhow!("no node of the DC names a leader of partition {p} (an election under way?); try again"),
+        Some(node) => anyhow!("partition {p} is served by node {node}, whose admin address is not among {admins:?}"),
+    })
 }
 
 /// `out` must be new or empty: a backup never mixes with another's files.

@@ -1,8 +1,9 @@
-//! `causet backup` and `causet restore` on real processes: DC 0 of a two-DC cluster of two nodes per DC is backed
-//! up while both DCs keep writing; the backup must equal a read of the same snapshot on the source (the backup's
-//! own transaction, still open, reads every object at it), and must not be the latest state (the load went on);
-//! restored into a single new node — with the backup's partition count, and with another — every object reads
-//! back as in the backup. Damaged or misplaced backups and non-empty directories are refused.
+//! `causet backup` and `causet restore` on real processes: DC 0 of a two-DC cluster of three nodes per DC (each
+//! partition a Raft group of three) is backed up while both DCs keep writing; the backup must equal a read of the
+//! same snapshot on the source (the backup's own transaction, still open, reads every object at it), and must not
+//! be the latest state (the load went on); restored into a single new node — with the backup's partition count,
+//! and with another — every object reads back as in the backup. Damaged or misplaced backups and non-empty
+//! directories are refused.
 
 use causet::backup::{self, Source, Target};
 use causet::cluster::{self, StartOptions};
@@ -76,9 +77,11 @@ async fn read_restored(data: &std::path::Path, dcs: u16, partitions: u32, ids: &
 #[test]
 fn a_backup_under_load_is_the_snapshot_it_names_and_restores_to_the_same_values() {
     let dir = tempfile::tempdir().expect("a temporary directory");
+    // Three nodes per DC, every partition a Raft group of three: the backup asks each partition's leader.
     let options = StartOptions {
         dcs: 2,
-        nodes_per_dc: 2,
+        nodes_per_dc: 3,
+        replicas: 3,
         partitions: 4,
         wan_delay_ms: 5,
         dir: dir.path().join("cluster"),
