@@ -144,3 +144,40 @@ fn cdf_plot(path: &Path, title: &str, series: &[(String, &HistogramSummary)]) ->
     root.present()?;
     Ok(())
 }
+
+/// A line of a panel: its label and its `(x, y)` points.
+pub type Line = (String, Vec<(f64, f64)>);
+
+/// A plot of lines over time: one panel per `(y axis label, lines)`, stacked, sharing the x axis (seconds). For
+/// resource samples over a run (`causet check`).
+pub fn time_panels(path: &Path, title: &str, panels: &[(&str, Vec<Line>)]) -> anyhow::Result<()> {
+    let draw = || -> PlotResult {
+        let height = 40 + 300 * panels.len().max(1) as u32;
+        let root = SVGBackend::new(path, (SIZE.0, height)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let root = root.titled(title, ("sans-serif", 22))?;
+        let x_max = (panels.iter())
+            .flat_map(|(_, series)| series.iter().flat_map(|(_, points)| points.iter().map(|p| p.0)))
+            .fold(1.0, f64::max);
+        for ((y_desc, series), area) in panels.iter().zip(root.split_evenly((panels.len().max(1), 1))) {
+            let y_max = (series.iter()).flat_map(|(_, points)| points.iter().map(|p| p.1)).fold(1.0, f64::max) * 1.15;
+            let mut chart = ChartBuilder::on(&area)
+                .margin(12)
+                .x_label_area_size(36)
+                .y_label_area_size(80)
+                .build_cartesian_2d(0f64..x_max, 0f64..y_max)?;
+            chart.configure_mesh().x_desc("seconds").y_desc(*y_desc).draw()?;
+            for (i, (label, points)) in series.iter().enumerate() {
+                let c = colour(i);
+                chart
+                    .draw_series(LineSeries::new(points.iter().copied(), c.stroke_width(2)))?
+                    .label(label.clone())
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+            }
+            chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw()?;
+        }
+        root.present()?;
+        Ok(())
+    };
+    draw().map_err(|e| anyhow::anyhow!("plotting {}: {e}", path.display()))
+}

@@ -13,6 +13,7 @@
 //!    faults, `docs/history.md`) and print the report.
 
 pub mod nemesis;
+pub mod resources;
 pub mod session;
 
 use crate::cluster::{self, ClusterFile, StartOptions};
@@ -112,6 +113,10 @@ pub struct CheckArgs {
     /// with or without `final_reads`) and print the report.
     #[arg(long)]
     pub recheck: Option<PathBuf>,
+    /// How often every node's resident memory, threads, open files and data directory size are sampled, seconds
+    /// (reported per node, and plotted next to the history).
+    #[arg(long, default_value_t = 5.0)]
+    pub sample_interval_s: f64,
 }
 
 impl CheckArgs {
@@ -176,6 +181,9 @@ pub struct CheckFile {
     pub report: Report,
     /// Lost acknowledged writes and divergence found by the final reads.
     pub final_problems: Vec<String>,
+    /// Every node's resources, sampled over the run.
+    #[serde(default)]
+    pub resources: Vec<resources::Sample>,
 }
 
 /// The parameters of a run, to reproduce it.
@@ -211,6 +219,8 @@ pub struct CheckOutcome {
     pub file: CheckFile,
     /// Where it was written.
     pub history_path: PathBuf,
+    /// The plot of every node's resources over the run, if sampled.
+    pub resources_plot: Option<PathBuf>,
 }
 
 impl CheckOutcome {
@@ -280,6 +290,16 @@ impl CheckOutcome {
             out.push_str(&format!("final reads: {} problems\n", f.final_problems.len()));
             for p in f.final_problems.iter().take(20) {
                 out.push_str(&format!("  {p}\n"));
+            }
+        }
+        if !f.resources.is_empty() {
+            // The first sample after a warm-up (a tenth of the run, at most a minute): the start-up allocations
+            // are not growth.
+            let warm_s = (f.run.duration_s / 10.0).min(60.0);
+            out.push_str(&format!("resources per node (first sample after {warm_s:.0} s → max → last):\n"));
+            out.push_str(&resources::table(&f.resources, warm_s));
+            if let Some(plot) = &self.resources_plot {
+                out.push_str(&format!("resources over time: {}\n", plot.display()));
             }
         }
         out.push_str(&format!("history: {}\n", self.history_path.display()));
@@ -399,6 +419,8 @@ pub fn run(args: &CheckArgs, progress: &mut dyn FnMut(&str)) -> anyhow::Result<C
         .build()
         .context("starting the client runtime")?;
     let epoch = Instant::now();
+    let sampler =
+        resources::Sampler::start(dir.clone(), Duration::from_secs_f64(args.sample_interval_s.max(0.1)), epoch);
     let stop_at = epoch + Duration::from_millis(duration_ms);
     let stats = Arc::new(RequestStats::default());
     let request_timeout = Duration::from_millis(args.request_timeout_ms);
@@ -580,6 +602,7 @@ pub fn run(args: &CheckArgs, progress: &mut dyn FnMut(&str)) -> anyhow::Result<C
             elapsed_s: epoch.elapsed().as_secs_f64(),
             quiesce_s,
         };
+        let resources = sampler.finish();
         let check_file = CheckFile {
             txs: history.txs,
             final_reads: last_round,
@@ -597,6 +620,7 @@ pub fn run(args: &CheckArgs, progress: &mut dyn FnMut(&str)) -> anyhow::Result<C
             stats: run_stats,
             report,
             final_problems,
+            resources,
         };
         drop(running);
         let history_path = args.history.clone().unwrap_or_else(|| dir.join("history.json"));
@@ -607,7 +631,14 @@ pub fn run(args: &CheckArgs, progress: &mut dyn FnMut(&str)) -> anyhow::Result<C
             std::fs::File::create(&history_path).with_context(|| format!("writing {}", history_path.display()))?,
         );
         serde_json::to_writer(out, &check_file).context("writing the history")?;
-        let outcome = CheckOutcome { file: check_file, history_path };
+        let resources_plot = (!check_file.resources.is_empty()).then(|| {
+            let stem = history_path.file_stem().map_or("history".into(), |s| s.to_string_lossy().into_owned());
+            history_path.with_file_name(format!("{stem}-resources.svg"))
+        });
+        if let Some(plot) = &resources_plot {
+            resources::plot(&check_file.resources, plot)?;
+        }
+        let outcome = CheckOutcome { file: check_file, history_path, resources_plot };
         // A passing run's cluster directory is not worth keeping; the history is kept if it was asked for
         // elsewhere.
         if let (Some(t), true) = (temporary, outcome.passed()) {
@@ -630,6 +661,8 @@ struct AnyHistory {
     run: Option<RunInfo>,
     #[serde(default)]
     stats: RunStats,
+    #[serde(default)]
+    resources: Vec<resources::Sample>,
 }
 
 /// Checks a history file again (TCC, and the final reads if it has them) without running anything.
@@ -657,8 +690,9 @@ pub fn recheck(path: &std::path::Path) -> anyhow::Result<CheckOutcome> {
         stats: any.stats,
         report,
         final_problems,
+        resources: any.resources,
     };
-    Ok(CheckOutcome { file, history_path: path.to_path_buf() })
+    Ok(CheckOutcome { file, history_path: path.to_path_buf(), resources_plot: None })
 }
 
 /// One final read of every checked object at a DC, with `clock`.
