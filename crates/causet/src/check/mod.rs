@@ -117,6 +117,9 @@ pub struct CheckArgs {
     /// (reported per node, and plotted next to the history).
     #[arg(long, default_value_t = 5.0)]
     pub sample_interval_s: f64,
+    /// A line added to every node's configuration (repeatable), e.g. `--node-config 'memtable_mb = 8'`.
+    #[arg(long)]
+    pub node_config: Vec<String>,
 }
 
 impl CheckArgs {
@@ -392,7 +395,8 @@ pub fn run(args: &CheckArgs, progress: &mut dyn FnMut(&str)) -> anyhow::Result<C
         base_port: 0,
         protocol: args.protocol,
         exe: args.exe.clone(),
-        extra_config: args.checkpoint_interval_s.map(|s| format!("checkpoint_interval_s = {s}\n")).unwrap_or_default(),
+        extra_config: args.checkpoint_interval_s.map(|s| format!("checkpoint_interval_s = {s}\n")).unwrap_or_default()
+            + &args.node_config.iter().map(|line| format!("{line}\n")).collect::<String>(),
         ..Default::default()
     };
     let mut file = start_cluster(&options, progress)?;
