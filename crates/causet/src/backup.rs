@@ -147,7 +147,8 @@ pub async fn backup_at(
             snapshot.len()
         );
     }
-    prepare_dir(out)?;
+    require_empty(out, "back up into a new directory")?;
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     // Reading a dummy object keeps the transaction from idling out (30 s by default).
     let keepalive = ObjectId::new("causet-backup-keepalive", "causet-backup", causet_crdt::CrdtType::CounterPn);
     let mut touched = Instant::now();
@@ -234,12 +235,13 @@ fn serving(admins: &[SocketAddr], p: u32, views: &[NodeView]) -> anyhow::Result<
     })
 }
 
-/// `out` must be new or empty: a backup never mixes with another's files.
-fn prepare_dir(out: &Path) -> anyhow::Result<()> {
-    if out.exists() && std::fs::read_dir(out)?.next().is_some() {
-        bail!("{} is not empty: back up into a new directory", out.display());
+/// `dir` must be new or empty (a backup never mixes with another's files, a restore with another node's data);
+/// `into` ends the refusal ("back up into a new directory").
+fn require_empty(dir: &Path, into: &str) -> anyhow::Result<()> {
+    if dir.exists() && std::fs::read_dir(dir)?.next().is_some() {
+        bail!("{} is not empty: {into}", dir.display());
     }
-    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))
+    Ok(())
 }
 
 /// `causet backup`: connects to the DC, opens the backup's transaction, backs up, ends the transaction.
@@ -328,9 +330,7 @@ pub fn restore(backup: &Path, target: &Target) -> anyhow::Result<u64> {
             target.partitions
         );
     }
-    if target.data_dir.exists() && std::fs::read_dir(&target.data_dir)?.next().is_some() {
-        bail!("{} is not empty: restore into a new data directory", target.data_dir.display());
-    }
+    require_empty(&target.data_dir, "restore into a new data directory")?;
     let snapshot = manifest.snapshot();
     let dc = DcId(manifest.dc);
     let topology = Topology::new(dc, manifest.dcs, target.partitions, target.nodes);

@@ -408,10 +408,13 @@ fn partition_map(topology: &causet_core::topology::Topology, placement: &[Placem
         .collect()
 }
 
-fn peers(state: &NodeState, shards: &[crate::status::ShardStatus], stable: &[u64]) -> Vec<PeerStatus> {
-    let links: Vec<_> = state.wan.links().iter().map(|l| l.status()).collect();
-    let own = state.config.protocol().dc.0;
-    let now_us = state.clock.now_us();
+fn peers(
+    own: u16,
+    links: &[crate::wan::LinkStatus],
+    shards: &[crate::status::ShardStatus],
+    stable: &[u64],
+    now_us: u64,
+) -> Vec<PeerStatus> {
     let mut dcs: Vec<u16> = links.iter().map(|l| l.dc).filter(|&dc| dc != own).collect();
     dcs.dedup();
     (dcs.into_iter())
@@ -450,6 +453,9 @@ async fn status(State(state): State<Arc<NodeState>>) -> Json<Status> {
     let stable = shards.first().map(|s| s.stable_snapshot.clone()).unwrap_or_default();
     let gc_frontier = shards.first().and_then(|s| s.gc_frontier.clone()).unwrap_or_default();
     let placement = shards.first().map(|s| s.placements.clone()).unwrap_or_default();
+    let links: Vec<_> = state.wan.links().iter().map(|l| l.status()).collect();
+    let now_us = state.clock.now_us();
+    let peers = peers(protocol.dc.0, &links, &shards, &stable, now_us);
     let stats = state.store.stats();
     let storage = serde_json::json!({
         "sync": format!("{:?}", state.config.sync).to_lowercase(),
@@ -474,15 +480,15 @@ async fn status(State(state): State<Arc<NodeState>>) -> Json<Status> {
         incarnation: state.routes.layout.incarnation,
         generation: state.routes.layout.generation,
         clock: protocol.clock,
-        now_us: state.clock.now_us(),
-        stable_snapshot: stable.clone(),
+        now_us,
+        stable_snapshot: stable,
         gc_frontier,
         open_transactions: shards.iter().map(|s| s.open_transactions).sum(),
         storage,
-        links: state.wan.links().iter().map(|l| l.status()).collect(),
+        links,
         clock_offset_ms: state.clock.offset_us() as f64 / 1000.0,
         partition_map: partition_map(&state.routes.topology, &placement),
-        peers: peers(&state, &shards, &stable),
+        peers,
         placement,
         admin_enabled: state.config.admin_token.is_some(),
         shard_status: shards,

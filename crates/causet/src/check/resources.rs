@@ -111,16 +111,21 @@ impl Sampler {
     }
 }
 
-/// Per node: the first sample at or after `warm_s` (or the first), the largest of each measure, and the last.
-pub fn table(samples: &[Sample], warm_s: f64) -> String {
+/// The nodes sampled, ascending.
+fn nodes(samples: &[Sample]) -> Vec<(u16, u16)> {
     let mut nodes: Vec<(u16, u16)> = samples.iter().map(|s| (s.dc, s.node)).collect();
     nodes.sort_unstable();
     nodes.dedup();
+    nodes
+}
+
+/// Per node: the first sample at or after `warm_s` (or the first), the largest of each measure, and the last.
+pub fn table(samples: &[Sample], warm_s: f64) -> String {
     let mb = |b: u64| b as f64 / (1 << 20) as f64;
     let mut out = String::from(
         "| node | samples | RSS MiB first → max → last | threads first → max → last | open files first → max → last | disk MiB first → max → last |\n|---|---:|---|---|---|---|\n",
     );
-    for (dc, node) in nodes {
+    for (dc, node) in nodes(samples) {
         let mine: Vec<&Sample> = samples.iter().filter(|s| (s.dc, s.node) == (dc, node)).collect();
         let first = mine.iter().find(|s| s.t_s >= warm_s).or(mine.first()).copied();
         let (Some(first), Some(last)) = (first, mine.last().copied()) else { continue };
@@ -147,9 +152,7 @@ pub fn table(samples: &[Sample], warm_s: f64) -> String {
 
 /// An SVG of every node's RSS, threads, open files and disk over the run.
 pub fn plot(samples: &[Sample], path: &Path) -> anyhow::Result<()> {
-    let mut nodes: Vec<(u16, u16)> = samples.iter().map(|s| (s.dc, s.node)).collect();
-    nodes.sort_unstable();
-    nodes.dedup();
+    let nodes = nodes(samples);
     let series = |f: &dyn Fn(&Sample) -> f64| -> Vec<causet_bench::plot::Line> {
         (nodes.iter())
             .map(|&(dc, node)| {

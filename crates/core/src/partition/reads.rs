@@ -59,7 +59,8 @@ impl<S: VersionStore> Partition<S> {
         }
     }
 
-    fn validate_snapshot(&self, now_us: u64, snapshot: &VectorClock) -> Result<(), RemoteError> {
+    /// A snapshot must have an entry per DC.
+    fn validate_length(&self, snapshot: &VectorClock) -> Result<(), RemoteError> {
         if !snapshot.has_dcs(self.config.vector_len()) {
             return Err(RemoteError::InvalidSnapshot(format!(
                 "{} entries for {} DCs",
@@ -67,6 +68,11 @@ impl<S: VersionStore> Partition<S> {
                 self.config.dcs
             )));
         }
+        Ok(())
+    }
+
+    fn validate_snapshot(&self, now_us: u64, snapshot: &VectorClock) -> Result<(), RemoteError> {
+        self.validate_length(snapshot)?;
         let local = snapshot.get(self.config.dc);
         let limit = now_us.saturating_add(self.config.max_clock_ahead_us);
         if local.micros() > limit && local > self.clock.last() {
@@ -121,13 +127,7 @@ impl<S: VersionStore> Partition<S> {
         after: Option<&ObjectId>,
         limit: usize,
     ) -> Result<ExportPage, RemoteError> {
-        if !snapshot.has_dcs(self.config.vector_len()) {
-            return Err(RemoteError::InvalidSnapshot(format!(
-                "a snapshot of {} entries for {} DCs",
-                snapshot.len(),
-                self.config.vector_len()
-            )));
-        }
+        self.validate_length(snapshot)?;
         if self.config.protocol.rules().read_version() != ReadVersion::AtSnapshot {
             return Err(RemoteError::InvalidSnapshot("this protocol keeps no snapshots to back up".into()));
         }
