@@ -114,19 +114,19 @@ async fn check_token(State(state): State<Arc<NodeState>>, headers: HeaderMap) ->
     Ok::<_, (StatusCode, String)>("the token is accepted\n")
 }
 
-/// The links to every node of a DC.
-fn links(state: &NodeState, dc: u16) -> Result<Vec<Arc<crate::wan::LinkState>>, (StatusCode, String)> {
-    let links = state.wan.links_to(causet_core::DcId(dc));
-    if links.is_empty() {
-        return Err((StatusCode::NOT_FOUND, format!("no link to DC {dc}\n")));
-    }
-    Ok(links)
+/// A fault change that could not be kept on disk (so it was not made).
+fn unkept(e: anyhow::Error) -> (StatusCode, String) {
+    (StatusCode::INTERNAL_SERVER_ERROR, format!("not changed: {e:#}\n"))
+}
+
+fn no_link(dc: u16) -> (StatusCode, String) {
+    (StatusCode::NOT_FOUND, format!("no link to DC {dc}\n"))
 }
 
 async fn cut(State(state): State<Arc<NodeState>>, headers: HeaderMap, Path(dc): Path<u16>) -> impl IntoResponse {
     authorized(&state, &headers)?;
-    for l in links(&state, dc)? {
-        l.cut.store(true, std::sync::atomic::Ordering::Relaxed);
+    if !state.wan.cut_dc(causet_core::DcId(dc), true).map_err(unkept)? {
+        return Err(no_link(dc));
     }
     tracing::warn!(peer = dc, "the link to the peer DC was cut by an operator");
     Ok::<_, (StatusCode, String)>(format!("link to DC {dc} cut\n"))
@@ -134,8 +134,8 @@ async fn cut(State(state): State<Arc<NodeState>>, headers: HeaderMap, Path(dc): 
 
 async fn heal(State(state): State<Arc<NodeState>>, headers: HeaderMap, Path(dc): Path<u16>) -> impl IntoResponse {
     authorized(&state, &headers)?;
-    for l in links(&state, dc)? {
-        l.cut.store(false, std::sync::atomic::Ordering::Relaxed);
+    if !state.wan.cut_dc(causet_core::DcId(dc), false).map_err(unkept)? {
+        return Err(no_link(dc));
     }
     tracing::info!(peer = dc, "the link to the peer DC was healed by an operator");
     Ok::<_, (StatusCode, String)>(format!("link to DC {dc} healed\n"))
@@ -143,10 +143,9 @@ async fn heal(State(state): State<Arc<NodeState>>, headers: HeaderMap, Path(dc):
 
 /// Cuts (`true`) or heals the link to another node of this DC, both ways.
 fn cut_member(state: &NodeState, node: u16, cut: bool) -> Result<String, (StatusCode, String)> {
-    let Some(link) = state.wan.member_link(node) else {
+    if !state.wan.cut_member(node, cut).map_err(unkept)? {
         return Err((StatusCode::NOT_FOUND, format!("no other node {node} in this DC\n")));
-    };
-    link.cut.store(cut, std::sync::atomic::Ordering::Relaxed);
+    }
     if cut {
         tracing::warn!(node, "the link to a node of this DC was cut by an operator");
         Ok(format!("link to node {node} cut\n"))
@@ -187,9 +186,9 @@ async fn delay(
     if !(0.0..=60_000.0).contains(&q.ms) || !(0.0..=60_000.0).contains(&q.jitter_ms) {
         return Err((StatusCode::BAD_REQUEST, "delays are between 0 and 60000 ms\n".into()));
     }
-    for l in links(&state, dc)? {
-        l.delay_us.store((q.ms * 1000.0) as u64, std::sync::atomic::Ordering::Relaxed);
-        l.jitter_us.store((q.jitter_ms * 1000.0) as u64, std::sync::atomic::Ordering::Relaxed);
+    let (delay_us, jitter_us) = ((q.ms * 1000.0) as u64, (q.jitter_ms * 1000.0) as u64);
+    if !state.wan.set_delay(causet_core::DcId(dc), delay_us, jitter_us).map_err(unkept)? {
+        return Err(no_link(dc));
     }
     Ok(format!("link to DC {dc}: {} ms delay, {} ms jitter\n", q.ms, q.jitter_ms))
 }
@@ -205,7 +204,9 @@ async fn clock(
     Query(q): Query<ClockQuery>,
 ) -> impl IntoResponse {
     authorized(&state, &headers)?;
-    state.clock.set_offset_us(q.offset_ms.saturating_mul(1000));
+    let offset_us = q.offset_ms.saturating_mul(1000);
+    state.wan.faults().change(|f| f.clock_offset_us = offset_us).map_err(unkept)?;
+    state.clock.set_offset_us(offset_us);
     tracing::warn!(offset_ms = q.offset_ms, "this node's clock was skewed by an operator");
     Ok::<_, (StatusCode, String)>(format!("clock offset {} ms\n", q.offset_ms))
 }

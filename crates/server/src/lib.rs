@@ -14,6 +14,7 @@ pub mod cluster;
 pub mod config;
 pub mod connection;
 pub mod console;
+pub mod faults;
 pub mod metrics;
 pub mod routes;
 pub mod shard;
@@ -175,7 +176,17 @@ impl Node {
             .generation(if config.join { new_generation() } else { 0 })
             .context("reading the disk's generation")?;
         let incarnation = store.next_incarnation().context("advancing the node's incarnation")?;
+        // Faults an operator set before a restart stay set: the clock's offset now, the links' as they start.
+        let faults = Arc::new(faults::FaultFile::load(&config.data_dir)?);
         let clock = Arc::new(WallClock::new());
+        let kept = faults.current();
+        if kept.clock_offset_us != 0 {
+            tracing::warn!(
+                offset_ms = kept.clock_offset_us / 1000,
+                "this node's clock stays skewed, as an operator left it before this node restarted"
+            );
+            clock.set_offset_us(kept.clock_offset_us);
+        }
         let protocol = config.protocol();
         let shards = config.shard_count();
 
@@ -194,7 +205,7 @@ impl Node {
                  port can pose as a node (configure [tls], see docs/security.md)"
             );
         }
-        let wan = wan::Wan::start(dc, config.node, &config.nodes, &config.peers, tls, stopped.clone());
+        let wan = wan::Wan::start(dc, config.node, &config.nodes, &config.peers, tls, faults, stopped.clone());
         let nodes = config.node_count();
         let mut topology = config.topology();
         for peer in &config.peers {

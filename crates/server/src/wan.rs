@@ -11,6 +11,7 @@
 //! drops what it held and reconnects with backoff; the replication protocol notices the gap and resends. An
 //! operator (or a test) can cut a link, heal it, and change its delay through the admin API.
 
+use crate::faults::FaultFile;
 use crate::routes::Routes;
 use crate::shutdown::stopped;
 use crate::tls::{PeerIo, PeerTls};
@@ -157,6 +158,8 @@ struct WanInner {
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     /// TLS for every link, when configured.
     tls: Option<PeerTls>,
+    /// What an operator cut or delayed, kept across restarts; links take it on when they are added.
+    faults: Arc<FaultFile>,
 }
 
 impl Wan {
@@ -168,6 +171,7 @@ impl Wan {
         members: &[SocketAddr],
         peers: &[PeerConfig],
         tls: Option<PeerTls>,
+        faults: Arc<FaultFile>,
         stop: watch::Receiver<bool>,
     ) -> Wan {
         let wan = Wan {
@@ -179,6 +183,7 @@ impl Wan {
                 stop,
                 tasks: Mutex::new(Vec::new()),
                 tls,
+                faults,
             }),
         };
         for (n, addr) in members.iter().enumerate() {
@@ -205,15 +210,22 @@ impl Wan {
     }
 
     fn add_link(&self, dc: DcId, node: u16, addr: SocketAddr, delay_ms: u64, jitter_ms: u64) {
+        let faults = self.inner.faults.current();
+        let (delay_us, jitter_us) = faults.delays_us.get(&dc.0).copied().unwrap_or((delay_ms * 1000, jitter_ms * 1000));
+        let cut =
+            if dc == self.inner.local { faults.cut_nodes.contains(&node) } else { faults.cut_dcs.contains(&dc.0) };
+        if cut {
+            tracing::warn!(dc = dc.0, node, "the link stays cut, as an operator left it before this node restarted");
+        }
         let mut links = self.inner.links.write().unwrap_or_else(|e| e.into_inner());
         let (tx, rx) = mpsc::channel(LINK_QUEUE);
         let state = Arc::new(LinkState {
             dc,
             node,
             addr,
-            delay_us: AtomicU64::new(delay_ms * 1000),
-            jitter_us: AtomicU64::new(jitter_ms * 1000),
-            cut: AtomicBool::new(false),
+            delay_us: AtomicU64::new(delay_us),
+            jitter_us: AtomicU64::new(jitter_us),
+            cut: AtomicBool::new(cut),
             connected: AtomicBool::new(false),
             sent: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
@@ -222,6 +234,63 @@ impl Wan {
         let task = tokio::spawn(run_link(hello, state.clone(), rx, self.inner.tls.clone(), self.inner.stop.clone()));
         self.inner.tasks.lock().unwrap_or_else(|e| e.into_inner()).push(task);
         links.insert((dc, node), (tx, state));
+    }
+
+    /// The faults an operator set, kept across restarts.
+    pub fn faults(&self) -> &FaultFile {
+        &self.inner.faults
+    }
+
+    /// Cuts (`true`) or heals every link to a peer DC, once the change is kept on disk; `Ok(false)` if there is
+    /// no link to that DC.
+    pub fn cut_dc(&self, dc: DcId, cut: bool) -> anyhow::Result<bool> {
+        let links = self.links_to(dc);
+        if links.is_empty() {
+            return Ok(false);
+        }
+        self.inner.faults.change(|f| {
+            if cut {
+                f.cut_dcs.insert(dc.0);
+            } else {
+                f.cut_dcs.remove(&dc.0);
+            }
+        })?;
+        for l in links {
+            l.cut.store(cut, Ordering::Relaxed);
+        }
+        Ok(true)
+    }
+
+    /// Cuts (`true`) or heals the link to another node of this DC, once the change is kept on disk; `Ok(false)`
+    /// if there is no such node.
+    pub fn cut_member(&self, node: u16, cut: bool) -> anyhow::Result<bool> {
+        let Some(link) = self.member_link(node) else { return Ok(false) };
+        self.inner.faults.change(|f| {
+            if cut {
+                f.cut_nodes.insert(node);
+            } else {
+                f.cut_nodes.remove(&node);
+            }
+        })?;
+        link.cut.store(cut, Ordering::Relaxed);
+        Ok(true)
+    }
+
+    /// Sets the emulated delay and jitter of every link to a peer DC, once the change is kept on disk; `Ok(false)`
+    /// if there is no link to that DC.
+    pub fn set_delay(&self, dc: DcId, delay_us: u64, jitter_us: u64) -> anyhow::Result<bool> {
+        let links = self.links_to(dc);
+        if links.is_empty() {
+            return Ok(false);
+        }
+        self.inner.faults.change(|f| {
+            f.delays_us.insert(dc.0, (delay_us, jitter_us));
+        })?;
+        for l in links {
+            l.delay_us.store(delay_us, Ordering::Relaxed);
+            l.jitter_us.store(jitter_us, Ordering::Relaxed);
+        }
+        Ok(true)
     }
 
     /// Queues a message for another node of this DC.

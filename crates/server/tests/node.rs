@@ -106,3 +106,88 @@ async fn reqwest_status(addr: std::net::SocketAddr) -> String {
     s.read_to_string(&mut out).await.expect("reads");
     out
 }
+
+/// A minimal HTTP request over a raw socket, with the admin token; returns the whole answer.
+async fn admin_request(addr: std::net::SocketAddr, method: &str, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("admin connects");
+    let request =
+        format!("{method} {path} HTTP/1.0\r\nHost: x\r\nAuthorization: Bearer secret\r\nContent-Length: 0\r\n\r\n");
+    s.write_all(request.as_bytes()).await.expect("writes");
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.expect("reads");
+    out
+}
+
+/// An operator's link cuts, delays and clock skew stay in force across a restart, and so do heals.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_faults_survive_a_restart() {
+    with_timeout(async {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        // A node of a DC of two, with one peer DC; nothing listens at the other addresses, which is fine here.
+        let unused = |port| std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        let config = || ServerConfig {
+            dcs: 2,
+            nodes: vec![unused(1), unused(2)],
+            replication_bind: "127.0.0.1:0".parse().expect("address"),
+            peers: vec![causet_server::wan::PeerConfig {
+                dc: 1,
+                addr: causet_server::wan::PeerAddrs::One(unused(3)),
+                delay_ms: 5,
+                jitter_ms: 0,
+            }],
+            admin_token: Some("secret".into()),
+            ..config(dir.path())
+        };
+        let status = |addr| async move {
+            let answer = reqwest_status(addr).await;
+            let body = answer.split("\r\n\r\n").nth(1).expect("a body").to_string();
+            serde_json::from_str::<serde_json::Value>(&body).expect("JSON")
+        };
+        let link = |s: &serde_json::Value, dc: u64, node: u64| {
+            s["links"]
+                .as_array()
+                .expect("links")
+                .iter()
+                .find(|l| l["dc"] == dc && l["node"] == node)
+                .cloned()
+                .expect("the link")
+        };
+
+        let node = Node::start(config()).await.expect("the node starts");
+        for path in ["/admin/links/1/cut", "/admin/links/1/delay?ms=40&jitter_ms=2", "/admin/nodes/1/cut"] {
+            let answer = admin_request(node.admin_addr, "POST", path).await;
+            assert!(answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200"), "{path}: {answer}");
+        }
+        let answer = admin_request(node.admin_addr, "POST", "/admin/clock?offset_ms=-2000").await;
+        assert!(answer.contains(" 200 "), "{answer}");
+        node.shutdown().await.expect("shuts down cleanly");
+
+        let node = Node::start(config()).await.expect("the node restarts");
+        let s = status(node.admin_addr).await;
+        assert_eq!(link(&s, 1, 0)["cut"], true, "{s}");
+        assert_eq!(link(&s, 1, 0)["delay_ms"], 40.0, "{s}");
+        assert_eq!(link(&s, 1, 0)["jitter_ms"], 2.0, "{s}");
+        assert_eq!(link(&s, 0, 1)["cut"], true, "{s}");
+        assert_eq!(s["clock_offset_ms"], -2000.0, "{s}");
+        // Heals are kept too.
+        for path in ["/admin/links/1/heal", "/admin/nodes/1/heal", "/admin/clock?offset_ms=0"] {
+            assert!(admin_request(node.admin_addr, "POST", path).await.contains(" 200 "), "{path}");
+        }
+        node.shutdown().await.expect("shuts down cleanly");
+
+        let node = Node::start(config()).await.expect("the node restarts again");
+        let s = status(node.admin_addr).await;
+        assert_eq!(link(&s, 1, 0)["cut"], false, "{s}");
+        assert_eq!(link(&s, 0, 1)["cut"], false, "{s}");
+        assert_eq!(link(&s, 1, 0)["delay_ms"], 40.0, "the operator's delay stays: {s}");
+        assert_eq!(s["clock_offset_ms"], 0.0, "{s}");
+        node.shutdown().await.expect("shuts down cleanly");
+
+        // A damaged file stops the start with a clear reason instead of silently healing everything.
+        std::fs::write(dir.path().join(causet_server::faults::FILE), b"{").expect("writes");
+        let e = Node::start(config()).await.err().expect("refused");
+        assert!(format!("{e:#}").contains("faults.json is damaged"), "{e:#}");
+    })
+    .await;
+}

@@ -73,7 +73,7 @@ pub enum Fault {
         b: usize,
     },
     /// Set the node's clock offset from the system clock (a jump by the difference from the previous offset; a
-    /// restart resets it to 0). A node's clock never reads backwards: a backward jump makes it stand still until
+    /// restart keeps it, a wipe resets it to 0). A node's clock never reads backwards: a backward jump makes it stand still until
     /// the system clock catches up.
     Clock {
         /// Index into the cluster's nodes.
@@ -259,8 +259,7 @@ pub fn schedule(seed: u64, shape: &ScheduleShape) -> Vec<Step> {
                     offsets[node] = 0;
                     (Fault::Wipe { node }, Fault::Restart { node })
                 } else if kind == 0 {
-                    // A restart starts the node with its clock offset back at 0.
-                    offsets[node] = 0;
+                    // A restart keeps the node's clock offset (it is in the data directory); a wipe loses it.
                     (Fault::Kill { node }, Fault::Restart { node })
                 } else {
                     (Fault::Pause { node }, Fault::Resume { node })
@@ -354,9 +353,9 @@ impl<'a> Nemesis<'a> {
     pub fn apply(&mut self, fault: &Fault) -> Result<(), String> {
         match *fault {
             Fault::Kill { node } => {
+                // The node's clock offset is in its data directory: it keeps it when it restarts.
                 cluster::kill_node(self.file, node);
                 self.killed.insert(node);
-                self.skewed.remove(&node);
                 Ok(())
             }
             Fault::Wipe { node } => {
@@ -406,22 +405,20 @@ impl<'a> Nemesis<'a> {
     fn restart(&mut self, node: usize) -> Result<(), String> {
         cluster::restart_node(self.file, self.dir, node).map_err(|e| format!("{e:#}"))?;
         self.killed.remove(&node);
-        // A restarted node forgot the cuts it was told about: tell it again.
+        // A restarted node keeps the cuts it was told about in its data directory (a wiped one has none), but missed
+        // what changed while it was down: tell it every link's state.
         let dc = self.file.nodes[node].dc;
         let mut errors = Vec::new();
-        for &(a, b) in &self.cut.clone() {
-            let Some(peer) = other_end(dc, a, b) else { continue };
-            if let Err(e) = self.admin(node, &format!("/admin/links/{peer}/cut")) {
+        for peer in (0..self.file.dcs).filter(|&d| d != dc) {
+            let action = if self.cut.contains(&(dc.min(peer), dc.max(peer))) { "cut" } else { "heal" };
+            if let Err(e) = self.admin(node, &format!("/admin/links/{peer}/{action}")) {
                 errors.push(e);
             }
         }
-        for &(a, b) in &self.node_cuts.clone() {
-            let other = match node {
-                n if n == a => b,
-                n if n == b => a,
-                _ => continue,
-            };
-            if let Err(e) = self.admin(node, &format!("/admin/nodes/{}/cut", self.file.nodes[other].node)) {
+        for other in (0..self.file.nodes.len()).filter(|&o| o != node && self.file.nodes[o].dc == dc) {
+            let cut = self.node_cuts.contains(&(node, other)) || self.node_cuts.contains(&(other, node));
+            let action = if cut { "cut" } else { "heal" };
+            if let Err(e) = self.admin(node, &format!("/admin/nodes/{}/{action}", self.file.nodes[other].node)) {
                 errors.push(e);
             }
         }
@@ -571,11 +568,15 @@ mod tests {
             let mut down: BTreeSet<usize> = BTreeSet::new();
             let mut cut: BTreeSet<(u16, u16)> = BTreeSet::new();
             let mut node_cuts: BTreeSet<(usize, usize)> = BTreeSet::new();
+            // A node's clock offset as its data directory keeps it: a kill keeps it, a wipe loses it.
+            let mut offsets: BTreeMap<usize, i64> = BTreeMap::new();
             for s in &steps {
                 assert!(s.at_ms <= 59_000, "seed {seed}: {s:?} is too late");
                 match s.fault {
-                    Fault::Kill { node } | Fault::Pause { node } | Fault::Wipe { node } => {
-                        assert!(down.insert(node), "seed {seed}: {s:?}")
+                    Fault::Kill { node } | Fault::Pause { node } => assert!(down.insert(node), "seed {seed}: {s:?}"),
+                    Fault::Wipe { node } => {
+                        assert!(down.insert(node), "seed {seed}: {s:?}");
+                        offsets.remove(&node);
                     }
                     Fault::Restart { node } | Fault::Resume { node } => {
                         assert!(down.remove(&node), "seed {seed}: {s:?}")
@@ -584,9 +585,11 @@ mod tests {
                     Fault::Heal { a, b } => assert!(cut.remove(&(a, b)), "seed {seed}: {s:?}"),
                     Fault::CutNodes { a, b } => assert!(node_cuts.insert((a, b)), "seed {seed}: {s:?}"),
                     Fault::HealNodes { a, b } => assert!(node_cuts.remove(&(a, b)), "seed {seed}: {s:?}"),
-                    Fault::Clock { node, offset_ms, .. } => {
+                    Fault::Clock { node, offset_ms, jump_ms } => {
                         assert!(!down.contains(&node), "seed {seed}: clock jump on a down node: {s:?}");
                         assert!(offset_ms.abs() <= 5000);
+                        let before = offsets.insert(node, offset_ms).unwrap_or(0);
+                        assert_eq!(jump_ms, offset_ms - before, "seed {seed}: {s:?}");
                     }
                 }
             }
