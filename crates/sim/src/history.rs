@@ -31,6 +31,11 @@ pub enum ObjectKind {
     Counter,
 }
 
+impl ObjectKind {
+    /// Every kind.
+    pub const ALL: [ObjectKind; 3] = [ObjectKind::Set, ObjectKind::Register, ObjectKind::Counter];
+}
+
 /// One operation of a transaction, in program order.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum HistOp {

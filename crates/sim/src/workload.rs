@@ -68,11 +68,23 @@ pub struct WorkloadConfig {
     pub max_steps: usize,
     /// Probability an interactive transaction ends with an abort.
     pub abort: f64,
+    /// The kinds of the checked objects, in turn: key `k<i>` is of kind `kinds[i % len]`. All three by default;
+    /// without sets (which only grow) the data a workload writes stays bounded, for long soaks.
+    pub kinds: Vec<ObjectKind>,
 }
 
 impl Default for WorkloadConfig {
     fn default() -> Self {
-        Self { keys: 24, extra_keys: 8, interactive: 0.6, update: 0.5, max_objects: 4, max_steps: 4, abort: 0.05 }
+        Self {
+            keys: 24,
+            extra_keys: 8,
+            interactive: 0.6,
+            update: 0.5,
+            max_objects: 4,
+            max_steps: 4,
+            abort: 0.05,
+            kinds: ObjectKind::ALL.to_vec(),
+        }
     }
 }
 
@@ -103,16 +115,17 @@ impl Workload {
     /// A generator whose write ids count up from `first_write`: several generators with disjoint ranges (one per
     /// concurrent client session) keep every write id unique.
     pub fn starting_at(config: WorkloadConfig, first_write: WriteId) -> Self {
-        assert!(config.keys > 0 && config.max_objects > 0 && config.max_steps > 0);
+        assert!(config.keys > 0 && config.max_objects > 0 && config.max_steps > 0 && !config.kinds.is_empty());
         Self { config, next_write: first_write }
     }
 
     /// The checked object with index `i`.
-    pub fn checked(i: u32) -> (ObjectId, ObjectName) {
-        let (ty, kind) = match i % 3 {
-            0 => (CrdtType::SetAw, ObjectKind::Set),
-            1 => (CrdtType::RegisterLww, ObjectKind::Register),
-            _ => (CrdtType::CounterPn, ObjectKind::Counter),
+    pub fn checked(&self, i: u32) -> (ObjectId, ObjectName) {
+        let kind = self.config.kinds[i as usize % self.config.kinds.len()];
+        let ty = match kind {
+            ObjectKind::Set => CrdtType::SetAw,
+            ObjectKind::Register => CrdtType::RegisterLww,
+            ObjectKind::Counter => CrdtType::CounterPn,
         };
         let key = format!("k{i}");
         (ObjectId::new(key.clone(), BUCKET, ty), ObjectName { key, kind })
@@ -120,7 +133,7 @@ impl Workload {
 
     /// Every checked object.
     pub fn checked_objects(&self) -> Vec<(ObjectId, ObjectName)> {
-        (0..self.config.keys).map(Self::checked).collect()
+        (0..self.config.keys).map(|i| self.checked(i)).collect()
     }
 
     /// Every unchecked object.
@@ -138,7 +151,7 @@ impl Workload {
             let object = Self::extra(rng.random_range(0..self.config.extra_keys));
             return Planned { object, name: None, op: None, write: None };
         }
-        let (object, name) = Self::checked(rng.random_range(0..self.config.keys));
+        let (object, name) = self.checked(rng.random_range(0..self.config.keys));
         Planned { object, name: Some(name), op: None, write: None }
     }
 
@@ -148,7 +161,7 @@ impl Workload {
             let op = random_op(object.ty, rng);
             return Planned { object, name: None, op: Some(op), write: None };
         }
-        let (object, name) = Self::checked(rng.random_range(0..self.config.keys));
+        let (object, name) = self.checked(rng.random_range(0..self.config.keys));
         let id = self.next_write;
         self.next_write += 1;
         let bytes = id.to_be_bytes().to_vec();

@@ -36,6 +36,35 @@ use std::time::{Duration, Instant};
 /// The session id of DC `dc`'s final reader: far above the workload's sessions.
 const FINAL_READER_SESSION: u64 = 1 << 20;
 
+/// A kind of checked object (`--kinds`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum CheckedKind {
+    /// Add-wins sets receiving unique elements.
+    Sets,
+    /// Last-writer-wins registers assigned unique values.
+    Registers,
+    /// Counters.
+    Counters,
+}
+
+impl CheckedKind {
+    fn kind(self) -> causet_sim::history::ObjectKind {
+        match self {
+            CheckedKind::Sets => causet_sim::history::ObjectKind::Set,
+            CheckedKind::Registers => causet_sim::history::ObjectKind::Register,
+            CheckedKind::Counters => causet_sim::history::ObjectKind::Counter,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            CheckedKind::Sets => "sets",
+            CheckedKind::Registers => "registers",
+            CheckedKind::Counters => "counters",
+        }
+    }
+}
+
 /// `causet check`'s options.
 #[derive(Clone, Debug, clap::Args)]
 pub struct CheckArgs {
@@ -75,9 +104,14 @@ pub struct CheckArgs {
     /// Probability that a session runs a transaction at another DC (carrying its clock).
     #[arg(long, default_value_t = 0.2)]
     pub move_probability: f64,
-    /// Checked objects (a third each add-wins sets, LWW registers, counters).
+    /// Checked objects (of the --kinds in turn).
     #[arg(long, default_value_t = 24)]
     pub keys: u32,
+    /// Kinds of the checked objects, comma-separated: sets (add-wins sets that only grow: every read shows
+    /// every element, so data and history grow with the run), registers (LWW), counters. Without sets the data
+    /// stays bounded, for soaks.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "sets,registers,counters")]
+    pub kinds: Vec<CheckedKind>,
     /// Longest pause between a session's transactions, ms.
     #[arg(long, default_value_t = 40)]
     pub think_ms: u64,
@@ -358,6 +392,7 @@ pub fn run(args: &CheckArgs, progress: &mut dyn FnMut(&str)) -> anyhow::Result<C
     anyhow::ensure!(args.duration > 0.0, "--duration must be positive");
     anyhow::ensure!(args.sessions_per_dc > 0, "--sessions-per-dc must be at least 1");
     anyhow::ensure!(args.keys >= 3, "--keys must be at least 3");
+    anyhow::ensure!(!args.kinds.is_empty(), "--kinds needs at least one kind");
     anyhow::ensure!((0.0..=1.0).contains(&args.move_probability), "--move-probability is a probability");
     let mut command = format!(
         "causet check --seed {seed} --protocol {} --duration {} --dcs {} --nodes-per-dc {} --replicas {} \
@@ -373,8 +408,17 @@ pub fn run(args: &CheckArgs, progress: &mut dyn FnMut(&str)) -> anyhow::Result<C
         args.sessions_per_dc,
         args.keys
     );
+    command.push_str(&format!(
+        " --think-ms {} --move-probability {} --wan-delay-ms {} --jitter-ms {}",
+        args.think_ms, args.move_probability, args.wan_delay_ms, args.jitter_ms
+    ));
+    let object_kinds: Vec<&str> = args.kinds.iter().map(|k| k.name()).collect();
+    command.push_str(&format!(" --kinds {}", object_kinds.join(",")));
     if let Some(s) = args.checkpoint_interval_s {
         command.push_str(&format!(" --checkpoint-interval-s {s}"));
+    }
+    for line in &args.node_config {
+        command.push_str(&format!(" --node-config '{line}'"));
     }
     progress(&format!("seed {seed} (rerun: {command})"));
     let (dir, temporary) = match &args.dir {
@@ -415,7 +459,12 @@ pub fn run(args: &CheckArgs, progress: &mut dyn FnMut(&str)) -> anyhow::Result<C
     let steps = nemesis::schedule(seed, &shape);
     progress(&format!("{} fault steps scheduled", steps.len()));
 
-    let workload = WorkloadConfig { keys: args.keys, extra_keys: 0, ..Default::default() };
+    let workload = WorkloadConfig {
+        keys: args.keys,
+        extra_keys: 0,
+        kinds: args.kinds.iter().map(|k| k.kind()).collect(),
+        ..Default::default()
+    };
     let dc_clients: Vec<_> = (0..file.dcs).map(|dc| file.dc_clients(dc)).collect();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
