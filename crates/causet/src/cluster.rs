@@ -424,7 +424,17 @@ fn spawn(exe: &Path, n: &ClusterNode) -> anyhow::Result<u32> {
         .env("NO_COLOR", "1")
         .spawn()
         .with_context(|| format!("starting DC {} node {}", n.dc, n.node))?;
-    Ok(child.id())
+    let pid = child.id();
+    // Reap the node when it exits (killed by the nemesis, or stopped), so that it does not linger as a zombie
+    // while this process runs; a process that exits before its nodes leaves them to init.
+    std::thread::Builder::new()
+        .name(format!("reap-{pid}"))
+        .spawn(move || {
+            let mut child = child;
+            let _ = child.wait();
+        })
+        .context("starting a thread to reap the node")?;
+    Ok(pid)
 }
 
 fn wait_serving(n: &ClusterNode, within: Duration) -> anyhow::Result<()> {
