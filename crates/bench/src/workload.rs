@@ -245,7 +245,9 @@ pub struct ClientsSection {
     #[serde(default = "default_switch_every")]
     pub switch_every: u64,
     /// Where read-only transactions (single reads, static reads, read-only transactions) read: `"leader"` (the
-    /// default) or `"nearest"`, the replica on the session's server where a partition has one.
+    /// default: the node's lease cache where it has one, else the leaders), `"nearest"` (the replica on the
+    /// session's server where a partition has one), `"cache"` (the node's lease cache) or `"fresh"` (the leaders,
+    /// even where the node caches).
     #[serde(default)]
     pub read_from: ReadFromName,
 }
@@ -259,6 +261,10 @@ pub enum ReadFromName {
     Leader,
     /// The nearest replica.
     Nearest,
+    /// The node's lease cache.
+    Cache,
+    /// The leaders, even where the node caches.
+    Fresh,
 }
 
 impl ReadFromName {
@@ -267,6 +273,8 @@ impl ReadFromName {
         match self {
             ReadFromName::Leader => causet_client::ReadFrom::Leader,
             ReadFromName::Nearest => causet_client::ReadFrom::Nearest,
+            ReadFromName::Cache => causet_client::ReadFrom::Cache,
+            ReadFromName::Fresh => causet_client::ReadFrom::Fresh,
         }
     }
 }

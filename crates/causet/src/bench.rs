@@ -84,8 +84,9 @@ pub struct BenchArgs {
     /// Local clusters: override the workload's fsync policy (always or periodic).
     #[arg(long)]
     pub sync: Option<String>,
-    /// Override where the workload's read-only transactions read: leader or nearest (a partition's replica on
-    /// the session's node).
+    /// Override where the workload's read-only transactions read: leader (the default: the node's lease cache
+    /// where it has one), nearest (a partition's replica on the session's node), cache, or fresh (the leaders
+    /// even where the node caches).
     #[arg(long)]
     pub read_from: Option<String>,
     /// Print the shipped workloads and exit.
@@ -154,7 +155,9 @@ fn apply_overrides(w: &mut workload::WorkloadFile, a: &BenchArgs) -> anyhow::Res
         w.clients.read_from = match v.as_str() {
             "leader" => workload::ReadFromName::Leader,
             "nearest" => workload::ReadFromName::Nearest,
-            other => anyhow::bail!("--read-from {other}: expected leader or nearest"),
+            "cache" => workload::ReadFromName::Cache,
+            "fresh" => workload::ReadFromName::Fresh,
+            other => anyhow::bail!("--read-from {other}: expected leader, nearest, cache or fresh"),
         };
     }
     Ok(())

@@ -118,6 +118,10 @@ enum ClusterCommand {
         /// own CA and a certificate per node, in <dir>/certs; see docs/security.md).
         #[arg(long)]
         no_tls: bool,
+        /// A line added to every node's configuration (repeatable), e.g. `--node-config 'cache = { enabled = true }'`
+        /// (see docs/configuration.md).
+        #[arg(long)]
+        node_config: Vec<String>,
         /// Where configs, data, logs and the cluster file go.
         #[arg(long, default_value = "./causet-cluster")]
         dir: std::path::PathBuf,
@@ -403,6 +407,7 @@ fn main() -> anyhow::Result<()> {
                 jitter_ms,
                 wan_matrix,
                 no_tls,
+                node_config,
                 dir,
                 base_port,
                 sync,
@@ -427,6 +432,7 @@ fn main() -> anyhow::Result<()> {
                     base_port,
                     sync,
                     protocol,
+                    extra_config: node_config.iter().map(|line| format!("{line}\n")).collect(),
                     ..Default::default()
                 };
                 let file = cluster::start(&options)?;

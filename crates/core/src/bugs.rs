@@ -22,11 +22,15 @@ pub enum Bug {
     /// Partitions ignore prepared transactions when computing pvc (Cure Alg. 2 UpdateClock), so one partition
     /// exposes a transaction's effects while another still holds it prepared.
     IgnorePreparedInPvc,
+    /// The coordinators' lease cache serves any entry whose lease has not ended, whatever its visibility box and
+    /// the transaction's window (HoneyPot's consistency test, Spec 1 line 12, removed).
+    CacheIgnoresBoxes,
 }
 
 impl Bug {
     /// Every deliberate bug.
-    pub const ALL: [Bug; 3] = [Bug::SkipReadWait, Bug::CommitAtMinPrepareTime, Bug::IgnorePreparedInPvc];
+    pub const ALL: [Bug; 4] =
+        [Bug::SkipReadWait, Bug::CommitAtMinPrepareTime, Bug::IgnorePreparedInPvc, Bug::CacheIgnoresBoxes];
 }
 
 /// Whether this build honours deliberate bugs at all: test and debug builds, and builds with the

@@ -71,6 +71,10 @@ pub struct Config {
     /// Nodes of this DC retired for good (`causet cluster retire`): the garbage-collection frontier does not wait for
     /// a report of their coordinators (a dead node's last report would hold it back for ever).
     pub retired_nodes: Vec<u16>,
+    /// The coordinators' lease cache (HoneyPot; docs/design/honeypot.md), off when `None` (the default). Only
+    /// with the Cure protocol: the cache needs snapshots that hold still.
+    #[serde(default)]
+    pub cache: Option<crate::cache::CacheConfig>,
     /// A deliberate bug, for checker validation only. Honoured only where the build allows it; the state machines
     /// ask [`crate::bugs`] rather than reading this.
     pub bug: Option<Bug>,
@@ -104,6 +108,7 @@ impl Config {
             max_waiting_requests: 100_000,
             max_inbound_queue: 100_000,
             retired_nodes: Vec::new(),
+            cache: None,
             bug: None,
         }
     }

@@ -8,7 +8,8 @@
 //! commit durable, so an acknowledged commit survives any crash.
 
 use crate::bugs::{self, Bug};
-use crate::message::RemoteError;
+use crate::cache::{Cache, CacheStats, Window};
+use crate::message::{Fetched, RemoteError};
 use crate::topology::Topology;
 use crate::{
     Address, ClientId, Clock, Config, CoordinatorId, DetHashMap, Envelope, Message, ObjectId, PartitionId, RequestId,
@@ -21,7 +22,8 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 /// Where a transaction's reads go (NuKV's per-transaction choice; the transaction is TCC either way).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ReadFrom {
-    /// Each partition's leader, at a snapshot as fresh as the coordinator's clock (the default).
+    /// The default: the coordinator's cache when it has one ([`ReadFrom::Cache`]), else each partition's leader
+    /// at a snapshot as fresh as the coordinator's clock.
     #[default]
     Leader,
     /// The replica on the coordinator's node, where a partition has one, at the DC's stable snapshot (or the
@@ -29,6 +31,13 @@ pub enum ReadFrom {
     /// replica serves only a snapshot whose every transaction it has applied; otherwise the read goes on to the
     /// leader.
     Nearest,
+    /// The coordinator's lease cache (HoneyPot; docs/design/honeypot.md), at a snapshot between the client's clock
+    /// and the DC's stable snapshot, possibly up to a lease old; each partition's leader where the coordinator has
+    /// no cache.
+    Cache,
+    /// Each partition's leader at a snapshot as fresh as the coordinator's clock, even where the coordinator has
+    /// a cache.
+    Fresh,
 }
 
 /// A client's request to the coordinator.
@@ -231,6 +240,8 @@ struct Tx {
     writes: Vec<(ObjectId, Effect)>,
     /// Where its reads go.
     reads: ReadFrom,
+    /// With the cache: the snapshots the transaction may still read at. Its reads are exact at each of them.
+    window: Option<Window>,
 }
 
 #[derive(Clone, Debug)]
@@ -276,8 +287,10 @@ pub struct Coordinator {
     next_seq: u64,
     next_fetch: u64,
     txs: BTreeMap<TxId, Tx>,
-    /// Which fetch request belongs to which transaction.
-    fetches: DetHashMap<u64, (TxId, Vec<ObjectId>)>,
+    /// Which fetch request belongs to which transaction, and for the cache, the snapshot it fetches at.
+    fetches: DetHashMap<u64, (TxId, Vec<ObjectId>, Option<VectorClock>)>,
+    /// The lease cache, if configured (HoneyPot).
+    cache: Option<Cache>,
     finished: DetHashMap<TxId, Finished>,
     finished_order: VecDeque<TxId>,
     starts: Vec<PendingStart>,
@@ -301,6 +314,7 @@ impl Coordinator {
             next_fetch: 0,
             txs: BTreeMap::new(),
             fetches: DetHashMap::default(),
+            cache: config.cache.clone().map(Cache::new),
             finished: DetHashMap::default(),
             finished_order: VecDeque::new(),
             starts: Vec::new(),
@@ -324,6 +338,11 @@ impl Coordinator {
     /// The stable snapshot as last heard.
     pub fn stable_snapshot(&self) -> &VectorClock {
         &self.stable
+    }
+
+    /// The lease cache's counters, if it has one.
+    pub fn cache_stats(&self) -> Option<CacheStats> {
+        self.cache.as_ref().map(Cache::stats)
     }
 
     /// Requests this coordinator sent again to a partition's new leader ([`Coordinator::handle_leader_change`]).
@@ -415,6 +434,7 @@ impl Coordinator {
         };
         match msg {
             Message::ReadReply { tx, request, result } => self.on_read_reply(now_us, tx, request, result),
+            Message::Fetched { tx, request, result } => self.on_fetched(now_us, tx, request, result),
             Message::Prepared { tx, prepare_time } => self.on_prepared(now_us, tx, partition, prepare_time),
             Message::PrepareRefused { tx, reason } => self.on_prepare_refused(now_us, tx, partition, reason),
             Message::CommitAck { tx } => self.on_commit_ack(tx, partition),
@@ -434,6 +454,10 @@ impl Coordinator {
             let mut oldest = self.config.protocol.rules().remote_snapshot(&self.stable, self.config.dc);
             for tx in self.txs.values() {
                 oldest.merge_min(&tx.snapshot);
+            }
+            // Cached transactions fetch at or above the cache floor: the owners keep what they may fetch.
+            if let Some(floor) = self.cache.as_ref().and_then(Cache::floor) {
+                oldest.merge_min(floor);
             }
             self.send(Address::Stabilizer, Message::OldestSnapshot { snapshot: oldest });
         }
@@ -588,6 +612,8 @@ impl Coordinator {
         let id = TxId { dc: local, coordinator: self.id, seq: self.next_seq };
         self.next_seq += 1;
         let kind = if start.then.is_some() { Kind::Static } else { Kind::Interactive };
+        let window = self.window_for(&start, &snapshot);
+        let window_lo = window.as_ref().map(|w| w.lo.clone());
         let tx = Tx {
             client: start.client,
             kind,
@@ -597,13 +623,37 @@ impl Coordinator {
             cache: BTreeMap::new(),
             writes: Vec::new(),
             reads: start.reads,
+            window,
         };
         self.txs.insert(id, tx);
         match start.then {
-            None => self.reply(start.client, start.request, Ok(ClientResponse::Started { tx: id, snapshot })),
+            // A cached transaction's snapshot is not fixed yet: the client learns the least it may be, which is
+            // all the clock it may carry on with (the top of the window would make its next reads miss the cache).
+            None => {
+                let snapshot = window_lo.unwrap_or(snapshot);
+                self.reply(start.client, start.request, Ok(ClientResponse::Started { tx: id, snapshot }))
+            }
             Some(StaticOp::Read(objects)) => self.run(now_us, id, start.request, Continuation::Read(objects)),
             Some(StaticOp::Update(updates)) => self.run(now_us, id, start.request, Continuation::Update(updates)),
         }
+    }
+
+    /// A cached transaction's window: from the client's clock, raised to the cache floor, up to the snapshot
+    /// Cure chose (`snapshot`); `None` when its reads do not go through the cache.
+    fn window_for(&self, start: &PendingStart, snapshot: &VectorClock) -> Option<Window> {
+        let cache = self.cache.as_ref()?;
+        if !matches!(start.reads, ReadFrom::Leader | ReadFrom::Cache) {
+            return None;
+        }
+        let mut lo = start.clock.clone();
+        if let Some(floor) = cache.floor() {
+            lo.merge_max(floor);
+        }
+        // The client's clock is below the snapshot (remote entries wait for the stable snapshot to cover it, the
+        // local entry is raised to it), and so is the floor (a stable snapshot of the past).
+        let window = Window::new(lo, snapshot.clone());
+        debug_assert!(window.is_some(), "the window from the client's clock to the snapshot is not empty");
+        window
     }
 
     fn on_stable(&mut self, now_us: u64, stable: VectorClock) {
@@ -611,6 +661,9 @@ impl Coordinator {
             return;
         }
         self.stable.merge_max(&stable);
+        if let Some(cache) = &mut self.cache {
+            cache.observe_stable(now_us, &self.stable);
+        }
         self.heard_stable = true;
         self.clock.observe(stable.get(self.config.dc));
         let starts = std::mem::take(&mut self.starts);
@@ -647,12 +700,21 @@ impl Coordinator {
     fn run(&mut self, now_us: u64, id: TxId, request: RequestId, then: Continuation) {
         let tx = self.txs.get_mut(&id).expect("run is called on open transactions");
         let mut needed: BTreeMap<PartitionId, Vec<ObjectId>> = BTreeMap::new();
+        let ignore_boxes = bugs::has(&self.config, Bug::CacheIgnoresBoxes);
         let mut add = |o: &ObjectId| {
-            if !tx.cache.contains_key(o) {
-                let objects = needed.entry(self.topology.partition_of(o)).or_default();
-                if !objects.contains(o) {
-                    objects.push(o.clone());
+            if tx.cache.contains_key(o) {
+                return;
+            }
+            // A cached transaction reads what the lease cache holds within its window (narrowing it).
+            if let (Some(window), Some(cache)) = (&mut tx.window, &mut self.cache) {
+                if let Some(state) = cache.read(now_us, o, window, ignore_boxes) {
+                    tx.cache.insert(o.clone(), Self::with_own_effects(&tx.writes, o, state));
+                    return;
                 }
+            }
+            let objects = needed.entry(self.topology.partition_of(o)).or_default();
+            if !objects.contains(o) {
+                objects.push(o.clone());
             }
         };
         match &then {
@@ -669,16 +731,18 @@ impl Coordinator {
             self.resume(now_us, id, request, then);
             return;
         }
-        let snapshot = tx.snapshot.clone();
+        // A cached transaction fetches at the top of its window (after the hits above narrowed it): the freshest
+        // snapshot every state read so far is exact at. Each answer's box holds it, so the window stays open.
+        let cached_at = tx.window.as_ref().map(|w| w.hi.clone());
+        let snapshot = cached_at.clone().unwrap_or_else(|| tx.snapshot.clone());
         let mut outstanding = BTreeSet::new();
         let mut sends = Vec::new();
         for (partition, objects) in needed {
             let fetch = self.next_fetch;
             self.next_fetch += 1;
             outstanding.insert(fetch);
-            self.fetches.insert(fetch, (id, objects.clone()));
-            let nearest = tx.reads == ReadFrom::Nearest;
-            let msg = Message::Read { tx: id, request: fetch, snapshot: snapshot.clone(), objects, nearest };
+            self.fetches.insert(fetch, (id, objects.clone(), cached_at.clone()));
+            let msg = Self::fetch_message(id, fetch, &tx.reads, &snapshot, cached_at.is_some(), objects);
             sends.push((Address::Partition(partition), msg));
         }
         tx.phase = Phase::Fetching { request, then, outstanding, deadline_us: now_us + self.config.op_timeout_us };
@@ -687,8 +751,72 @@ impl Coordinator {
         }
     }
 
+    /// The message that reads `objects` for a transaction: a cache's fetch (with visibility boxes) or a read.
+    fn fetch_message(
+        tx: TxId,
+        request: u64,
+        reads: &ReadFrom,
+        snapshot: &VectorClock,
+        cached: bool,
+        objects: Vec<ObjectId>,
+    ) -> Message {
+        let snapshot = snapshot.clone();
+        if cached {
+            Message::Fetch { tx, request, snapshot, objects }
+        } else {
+            Message::Read { tx, request, snapshot, objects, nearest: *reads == ReadFrom::Nearest }
+        }
+    }
+
+    /// `state` with the transaction's own effects on `object` applied: a transaction reads its own writes.
+    fn with_own_effects(writes: &[(ObjectId, Effect)], object: &ObjectId, mut state: Crdt) -> Crdt {
+        for (o, effect) in writes {
+            if o == object {
+                state.apply(effect, Stamp::PENDING).expect("own effects match the object's type");
+            }
+        }
+        state
+    }
+
+    /// A partition's answer to a cache's fetch: cache each state with its box, narrow the transaction's window to
+    /// the boxes, and go on as a read does.
+    fn on_fetched(&mut self, now_us: u64, id: TxId, fetch: u64, result: Result<Vec<Fetched>, RemoteError>) {
+        let states = match result {
+            Ok(fetched) => {
+                let Some((owner, objects, _)) = self.fetches.get(&fetch) else { return };
+                if *owner != id || fetched.len() != objects.len() {
+                    return self.on_read_reply(now_us, id, fetch, Ok(Vec::new()));
+                }
+                let tx = self.txs.get_mut(&id);
+                let (Some(tx), Some(cache)) = (tx, &mut self.cache) else {
+                    return self.on_read_reply(now_us, id, fetch, Ok(fetched.into_iter().map(|f| f.state).collect()));
+                };
+                let mut states = Vec::with_capacity(fetched.len());
+                for (object, f) in objects.iter().zip(fetched) {
+                    if let Some(window) = &mut tx.window {
+                        match window.meet(&f.lo, &f.hi) {
+                            Some(narrowed) => *window = narrowed,
+                            None => {
+                                // Every box holds the snapshot fetched at, which the window held: a broken box.
+                                debug_assert!(false, "a fetched box misses the window it was fetched in");
+                                let e =
+                                    RemoteError::InvalidSnapshot("a fetched state is not exact in the window".into());
+                                return self.on_read_reply(now_us, id, fetch, Err(e));
+                            }
+                        }
+                    }
+                    states.push(f.state.clone());
+                    cache.insert(now_us, object.clone(), f);
+                }
+                Ok(states)
+            }
+            Err(e) => Err(e),
+        };
+        self.on_read_reply(now_us, id, fetch, states)
+    }
+
     fn on_read_reply(&mut self, now_us: u64, id: TxId, fetch: u64, result: Result<Vec<Crdt>, RemoteError>) {
-        let Some((owner, objects)) = self.fetches.remove(&fetch) else {
+        let Some((owner, objects, _)) = self.fetches.remove(&fetch) else {
             return; // A late reply for a transaction that gave up.
         };
         if owner != id {
@@ -715,13 +843,9 @@ impl Coordinator {
             }
         };
         let tx = self.txs.get_mut(&id).expect("still open");
-        for (object, mut state) in objects.into_iter().zip(states) {
+        for (object, state) in objects.into_iter().zip(states) {
             // Overlay the transaction's own effects: it reads its own writes.
-            for (o, effect) in &tx.writes {
-                if *o == object {
-                    state.apply(effect, Stamp::PENDING).expect("own effects match the object's type");
-                }
-            }
+            let state = Self::with_own_effects(&tx.writes, &object, state);
             tx.cache.insert(object, state);
         }
         if done {
@@ -734,7 +858,7 @@ impl Coordinator {
 
     /// A partition could not serve a read: the transaction aborts.
     fn fail_fetch(&mut self, id: TxId, client: ClientId, request: RequestId, reason: RemoteError) {
-        self.fetches.retain(|_, (owner, _)| *owner != id);
+        self.fetches.retain(|_, (owner, _, _)| *owner != id);
         self.txs.remove(&id);
         let text = format!("read failed: {reason}");
         self.finish(id, Finished::Aborted(text.clone()));
@@ -753,7 +877,8 @@ impl Coordinator {
             Continuation::Read(objects) => {
                 let values: Vec<Value> = objects.iter().map(|o| tx.cache[o].value()).collect();
                 if tx.kind == Kind::Static {
-                    let commit = tx.snapshot.clone();
+                    // A cached read is exact at every snapshot of its window: the least is the clock to carry on.
+                    let commit = tx.window.as_ref().map_or_else(|| tx.snapshot.clone(), |w| w.lo.clone());
                     let client = tx.client;
                     self.txs.remove(&id);
                     self.finish(id, Finished::Committed);
@@ -817,6 +942,12 @@ impl Coordinator {
     /// Commit: a read-only transaction commits at its snapshot with no 2PC; otherwise prepare everywhere.
     fn commit(&mut self, now_us: u64, id: TxId, request: RequestId) {
         let tx = self.txs.get_mut(&id).expect("commit is called on open transactions");
+        if let Some(window) = tx.window.take() {
+            // What a cached transaction read is exact at the window's least snapshot: it commits from there (its
+            // dependencies). The cached copies of what it wrote stay: they are exact in their boxes, which end
+            // below its commit, so its session (whose clock the commit raises) fetches them again.
+            tx.snapshot = window.lo;
+        }
         if tx.writes.is_empty() {
             let (client, commit) = (tx.client, tx.snapshot.clone());
             self.txs.remove(&id);
@@ -876,17 +1007,12 @@ impl Coordinator {
     /// settled (see the partition's `decided` memory), and decisions are resent on a timer anyway.
     pub fn handle_leader_change(&mut self, p: PartitionId) {
         let mut reads: Vec<(u64, Message)> = Vec::new();
-        for (fetch, (id, objects)) in &self.fetches {
+        for (fetch, (id, objects, cached_at)) in &self.fetches {
             let Some(tx) = self.txs.get(id) else { continue };
             let Phase::Fetching { outstanding, .. } = &tx.phase else { continue };
             if outstanding.contains(fetch) && objects.first().is_some_and(|o| self.topology.partition_of(o) == p) {
-                let msg = Message::Read {
-                    tx: *id,
-                    request: *fetch,
-                    snapshot: tx.snapshot.clone(),
-                    objects: objects.clone(),
-                    nearest: tx.reads == ReadFrom::Nearest,
-                };
+                let snapshot = cached_at.as_ref().unwrap_or(&tx.snapshot);
+                let msg = Self::fetch_message(*id, *fetch, &tx.reads, snapshot, cached_at.is_some(), objects.clone());
                 reads.push((*fetch, msg));
             }
         }

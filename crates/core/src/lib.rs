@@ -15,6 +15,7 @@
 #![warn(missing_docs)]
 
 pub mod bugs;
+pub mod cache;
 pub mod config;
 pub mod coordinator;
 pub mod group;

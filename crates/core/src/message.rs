@@ -70,6 +70,19 @@ pub enum TxKnowledge {
     Absent,
 }
 
+/// An object's state as a partition serves it to a cache: the state at the requested snapshot, and the box of
+/// snapshots `[lo, hi]` (componentwise) at which the object reads exactly the same
+/// ([`crate::store::visibility_box`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Fetched {
+    /// The state.
+    pub state: Crdt,
+    /// Every effect the state holds has a commit vector at or below `lo`.
+    pub lo: VectorClock,
+    /// Every effect it does not hold, known or still to come, has an entry above `hi`.
+    pub hi: VectorClock,
+}
+
 /// A message between a DC's state machines.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Message {
@@ -96,6 +109,27 @@ pub enum Message {
         request: u64,
         /// The states, or why not.
         result: Result<Vec<Crdt>, RemoteError>,
+    },
+    /// Coordinator → partition: read objects at a snapshot for the coordinator's cache (HoneyPot's FetchKey):
+    /// served like [`Message::Read`], answered with each state's visibility box.
+    Fetch {
+        /// The reading transaction.
+        tx: TxId,
+        /// The coordinator's request number, echoed.
+        request: u64,
+        /// The snapshot vector.
+        snapshot: VectorClock,
+        /// The objects, all owned by the partition.
+        objects: Vec<ObjectId>,
+    },
+    /// Partition → coordinator: the objects' states at the snapshot with their visibility boxes, in request order.
+    Fetched {
+        /// The reading transaction.
+        tx: TxId,
+        /// The request number.
+        request: u64,
+        /// The states, or why not.
+        result: Result<Vec<Fetched>, RemoteError>,
     },
     /// Coordinator → partition: prepare the transaction's effects on this partition.
     Prepare {
@@ -294,6 +328,8 @@ impl Message {
         match self {
             Message::Read { .. } => "read",
             Message::ReadReply { .. } => "read_reply",
+            Message::Fetch { .. } => "fetch",
+            Message::Fetched { .. } => "fetched",
             Message::Prepare { .. } => "prepare",
             Message::PrepareAndCommit { .. } => "prepare_and_commit",
             Message::Committed { .. } => "committed",

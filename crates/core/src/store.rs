@@ -79,6 +79,10 @@ pub trait VersionStore {
     /// The object's state with every committed effect, whatever its snapshot: what a new effect will land on.
     fn latest(&self, id: &ObjectId) -> Crdt;
 
+    /// The box of snapshots at which the object reads as at `snapshot` ([`visibility_box`]), given that every
+    /// effect of origin `k` up to `known[k]` is in the store and every later one will come above it.
+    fn visibility(&self, id: &ObjectId, snapshot: &VectorClock, known: &VectorClock) -> (VectorClock, VectorClock);
+
     /// Whether a transaction of DC `dc` committed an effect on the object after `time` (write-write
     /// certification).
     fn written_by_dc_after(&self, id: &ObjectId, dc: DcId, time: Timestamp) -> bool;
@@ -110,6 +114,41 @@ pub trait VersionStore {
 
     /// The number of effects kept unfolded, over all objects.
     fn versions(&self) -> usize;
+}
+
+/// HoneyPot's visibility range for vector snapshots: the box `[lo, hi]` of snapshots `W` at which an object whose
+/// base holds every effect below `frontier` and whose other effects are `versions` reads exactly as at
+/// `snapshot`, given that every effect of origin `k` up to `known[k]` is among them and every later one will have a
+/// larger entry `k` (a partition's pvc: it applies each origin's transactions in commit order, and its own above its
+/// clock and every prepared transaction).
+///
+/// - `lo` joins `frontier` and the commit vectors of the versions `snapshot` holds: every `W ≥ lo` holds them.
+/// - `hi` starts at `known` and, for every version `c` that `snapshot` does not hold, drops below `c` in one entry
+///   where `c` exceeds `snapshot` (the one it exceeds by most): no `W ≤ hi` holds it, nor any effect still to come.
+///
+/// `lo ≤ snapshot ≤ hi` whenever `frontier ≤ snapshot ≤ known`. With one DC this is the paper's range
+/// `[version, visibility limit]`.
+pub fn visibility_box(
+    frontier: &VectorClock,
+    versions: &[Version],
+    snapshot: &VectorClock,
+    known: &VectorClock,
+) -> (VectorClock, VectorClock) {
+    let mut lo = frontier.clone();
+    let mut hi = known.clone();
+    for v in versions {
+        if v.commit.le(snapshot) {
+            lo.merge_max(&v.commit);
+            continue;
+        }
+        let above = v.commit.entries().iter().zip(snapshot.entries()).enumerate().filter(|(_, (c, s))| c > s);
+        let Some((k, (c, _))) = above.max_by_key(|(_, (c, s))| c.0 - s.0) else { continue };
+        let dc = DcId(k as u16);
+        if c.prev() < hi.get(dc) {
+            hi.set(dc, c.prev());
+        }
+    }
+    (lo, hi)
 }
 
 /// The objects of one partition, in memory.
@@ -226,6 +265,11 @@ impl VersionStore for Store {
             object.cached = Some((snapshot.clone(), state.clone()));
         }
         Ok(state)
+    }
+
+    fn visibility(&self, id: &ObjectId, snapshot: &VectorClock, known: &VectorClock) -> (VectorClock, VectorClock) {
+        let versions = self.objects.get(id).map_or(&[][..], |o| &o.versions[..]);
+        visibility_box(&self.frontier, versions, snapshot, known)
     }
 
     /// The object's state with every committed effect, whatever its snapshot: what a new effect will land on.
@@ -348,7 +392,53 @@ mod tests {
         assert_eq!(s.read(&object(0), &vc(5, 5)).unwrap(), s.latest(&object(0)));
     }
 
+    #[test]
+    fn a_box_spans_the_snapshots_that_read_the_same() {
+        let mut s = Store::new(2);
+        add(&mut s, 0, 1, (2, 1));
+        add(&mut s, 0, 2, (6, 3));
+        add(&mut s, 0, 3, (4, 9)); // not in (5, 5) because of its second entry only
+        let (lo, hi) = s.visibility(&object(0), &vc(5, 5), &vc(20, 20));
+        assert_eq!(lo, vc(2, 1), "the version at (2, 1) is in; nothing else");
+        assert_eq!(hi, vc(5, 8), "(6, 3) is out above 5 in the first entry, (4, 9) above 8 in the second");
+        // An object nobody wrote reads the same everywhere below what is known.
+        assert_eq!(s.visibility(&object(1), &vc(5, 5), &vc(7, 6)), (vc(0, 0), vc(7, 6)));
+    }
+
     proptest! {
+        /// Every snapshot in a returned box reads exactly what the snapshot it was computed at reads, and still
+        /// does after later effects (above what was known) arrive.
+        #[test]
+        fn every_snapshot_in_a_box_reads_the_same(
+            versions in proptest::collection::vec((1u64..13, 1u64..13), 0..12),
+            frontier in (0u64..6, 0u64..6),
+            at in (0u64..13, 0u64..13),
+            samples in proptest::collection::vec((0u64..14, 0u64..14), 1..12),
+            later in proptest::collection::vec((14u64..20, 14u64..20), 0..4),
+        ) {
+            let mut s = Store::new(2);
+            for (n, &(a, b)) in versions.iter().enumerate() {
+                add(&mut s, 0, n as u64, (a, b));
+            }
+            let frontier = vc(frontier.0, frontier.1);
+            s.collect(&frontier);
+            let mut at = vc(at.0, at.1);
+            at.merge_max(s.frontier());
+            let known = vc(13, 13);
+            let (lo, hi) = s.visibility(&object(0), &at, &known);
+            prop_assert!(lo.le(&at) && at.le(&hi), "{:?} ≤ {:?} ≤ {:?}", lo, at, hi);
+            let expected = s.read(&object(0), &at).unwrap();
+            for (n, &(a, b)) in later.iter().enumerate() {
+                add(&mut s, 0, 100 + n as u64, (a, b));
+            }
+            for (x, y) in samples {
+                let mut w = vc(x, y);
+                w.merge_max(&lo);
+                w.merge_min(&hi);
+                prop_assert_eq!(s.read(&object(0), &w).unwrap(), expected.clone(), "at {:?} in [{:?}, {:?}]", w, lo, hi);
+            }
+        }
+
         /// Collection changes how objects are represented, never what a read at or above the frontier returns: a
         /// store that collects and one that never does answer every such read alike.
         #[test]

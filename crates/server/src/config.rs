@@ -121,6 +121,28 @@ pub struct ServerConfig {
     /// TLS on the client port (`[client_tls]`: `cert`, `key`), off by default: AntidoteDB's clients speak plain
     /// TCP. With it, the port accepts TLS only.
     pub client_tls: Option<crate::tls::ClientTlsConfig>,
+    /// The lease cache of objects other nodes own (HoneyPot; `[cache]`: `enabled`, `lease_ms`, `memory_bytes`),
+    /// off by default. See docs/cache.md.
+    pub cache: LeaseCache,
+}
+
+/// `[cache]`: each coordinator caches the objects its transactions read, for a lease, and serves reads from it
+/// at a snapshot up to a lease old (HoneyPot).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LeaseCache {
+    /// Transactions that do not say otherwise read through the cache.
+    pub enabled: bool,
+    /// How long a cached state may be served after it was fetched, ms: the bound on how stale a cached read is.
+    pub lease_ms: u64,
+    /// Most bytes of cached states per coordinator (one per shard); the least recently used go first.
+    pub memory_bytes: u64,
+}
+
+impl Default for LeaseCache {
+    fn default() -> Self {
+        Self { enabled: false, lease_ms: 1_000, memory_bytes: 64 << 20 }
+    }
 }
 
 impl Default for ServerConfig {
@@ -163,6 +185,7 @@ impl Default for ServerConfig {
             join: false,
             tls: None,
             client_tls: None,
+            cache: LeaseCache::default(),
         }
     }
 }
@@ -264,6 +287,17 @@ impl ServerConfig {
         if self.replication_interval_ms == 0 {
             return bad("replication_interval_ms must be positive");
         }
+        if self.cache.enabled {
+            if self.protocol != causet_core::Protocol::Cure {
+                return bad("the lease cache ([cache] enabled) needs protocol = \"cure\"");
+            }
+            if self.cache.lease_ms == 0 || self.cache.lease_ms > 60_000 {
+                return bad("[cache] lease_ms must be between 1 and 60000");
+            }
+            if self.cache.memory_bytes < 1024 {
+                return bad("[cache] memory_bytes must be at least 1024");
+            }
+        }
         if self.sync == SyncPolicy::Periodic && self.sync_interval_ms == 0 {
             return bad("sync_interval_ms must be positive with sync = \"periodic\"");
         }
@@ -317,6 +351,10 @@ impl ServerConfig {
         c.tx_idle_timeout_us = self.tx_idle_timeout_ms * 1_000;
         c.op_timeout_us = self.op_timeout_ms * 1_000;
         c.max_open_transactions = self.max_connections.max(1) * 64;
+        c.cache = self.cache.enabled.then(|| causet_core::cache::CacheConfig {
+            lease_us: self.cache.lease_ms * 1_000,
+            memory_bytes: usize::try_from(self.cache.memory_bytes).unwrap_or(usize::MAX),
+        });
         c
     }
 }

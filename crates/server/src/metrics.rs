@@ -82,6 +82,15 @@ pub struct Metrics {
     pub resends_to_new_leaders: Counter,
     /// Prepares partitions turned away as duplicates of transactions that had ended there.
     pub duplicate_prepares: Counter,
+    /// The lease cache's reads by outcome: `hit`, `miss` (not cached, or its lease ended), `refetch` (its box
+    /// missed the transaction's window).
+    pub cache_reads: Family<Labels, Counter>,
+    /// Entries the lease cache dropped, by reason: `expired` (lease ended), `evicted` (memory bound).
+    pub cache_dropped: Family<Labels, Counter>,
+    /// Entries in the lease caches now.
+    pub cache_entries: Gauge,
+    /// Bytes of states in the lease caches now.
+    pub cache_bytes: Gauge,
 }
 
 impl Default for Metrics {
@@ -126,6 +135,22 @@ impl Metrics {
         let replica_follower_lag = Family::<Vec<(&'static str, String)>, Gauge<u64, AtomicU64>>::default();
         let resends_to_new_leaders = Counter::default();
         let duplicate_prepares = Counter::default();
+        let cache_reads = Family::<Labels, Counter>::default();
+        let cache_dropped = Family::<Labels, Counter>::default();
+        let cache_entries = Gauge::default();
+        let cache_bytes = Gauge::default();
+        registry.register(
+            "cache_reads",
+            "Reads through the lease cache: hit, miss (not cached or lease ended), refetch (box outside the window)",
+            cache_reads.clone(),
+        );
+        registry.register(
+            "cache_dropped",
+            "Lease cache entries dropped: expired (lease ended) or evicted (memory bound)",
+            cache_dropped.clone(),
+        );
+        registry.register("cache_entries", "Entries in the lease caches", cache_entries.clone());
+        registry.register("cache_bytes", "Bytes of states in the lease caches", cache_bytes.clone());
         registry.register("replica_leader", "Whether this node's replica leads the partition", replica_leader.clone());
         registry.register("replica_term", "The Raft term of this node's replica", replica_term.clone());
         registry.register(
@@ -245,6 +270,10 @@ impl Metrics {
             replica_follower_lag,
             resends_to_new_leaders,
             duplicate_prepares,
+            cache_reads,
+            cache_dropped,
+            cache_entries,
+            cache_bytes,
         }
     }
 
@@ -290,6 +319,17 @@ impl Metrics {
             self.replication_ack_lag.get_or_create(&vec![("peer", peer.to_string())]).set(ms as f64 / 1000.0);
         }
         raise(&self.resends_to_new_leaders, shards.iter().map(|s| s.resends_to_new_leaders).sum());
+        let caches: Vec<_> = shards.iter().filter_map(|s| s.cache.as_ref()).collect();
+        if !caches.is_empty() {
+            let sum = |f: fn(&causet_core::cache::CacheStats) -> u64| caches.iter().map(|c| f(c)).sum::<u64>();
+            raise(&self.cache_reads.get_or_create(&vec![("outcome", "hit")]), sum(|c| c.hits));
+            raise(&self.cache_reads.get_or_create(&vec![("outcome", "miss")]), sum(|c| c.misses));
+            raise(&self.cache_reads.get_or_create(&vec![("outcome", "refetch")]), sum(|c| c.refetches));
+            raise(&self.cache_dropped.get_or_create(&vec![("reason", "expired")]), sum(|c| c.expired));
+            raise(&self.cache_dropped.get_or_create(&vec![("reason", "evicted")]), sum(|c| c.evicted));
+            self.cache_entries.set(sum(|c| c.entries as u64) as i64);
+            self.cache_bytes.set(sum(|c| c.bytes as u64) as i64);
+        }
         let duplicates = shards.iter().flat_map(|s| &s.partitions).map(|p| p.duplicate_prepares).sum();
         raise(&self.duplicate_prepares, duplicates);
     }
@@ -397,6 +437,15 @@ mod tests {
             shard: 0,
             open_transactions: 0,
             resends_to_new_leaders: resends,
+            cache: Some(causet_core::cache::CacheStats {
+                hits: 10 * resends,
+                misses: 3,
+                refetches: 2,
+                expired: 4,
+                evicted: 1,
+                entries: 6,
+                bytes: 600,
+            }),
             stable_snapshot: vec![0],
             gc_frontier: None,
             partitions: vec![partition],
@@ -431,6 +480,13 @@ mod tests {
             "causet_resends_to_new_leaders_total 5",
             "causet_duplicate_prepares_total 1",
             "causet_replication_ack_lag_seconds{peer=\"1\"} 0.012",
+            "causet_cache_reads_total{outcome=\"hit\"} 50",
+            "causet_cache_reads_total{outcome=\"miss\"} 3",
+            "causet_cache_reads_total{outcome=\"refetch\"} 2",
+            "causet_cache_dropped_total{reason=\"expired\"} 4",
+            "causet_cache_dropped_total{reason=\"evicted\"} 1",
+            "causet_cache_entries 6",
+            "causet_cache_bytes 600",
         ] {
             assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
         }

@@ -12,6 +12,9 @@ pub struct ShardStatus {
     pub open_transactions: usize,
     /// Requests the coordinator sent again to a replicated partition's new leader.
     pub resends_to_new_leaders: u64,
+    /// The coordinator's lease cache, if it has one: reads by outcome, entries dropped, size now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache: Option<causet_core::cache::CacheStats>,
     /// The stable snapshot as the coordinator knows it.
     pub stable_snapshot: Vec<u64>,
     /// The garbage-collection frontier, on the shard that runs the node's stabilizer: versions below it may go.
@@ -270,6 +273,7 @@ impl ShardStatus {
             shard: node.shard(),
             open_transactions: coordinator.open_transactions(),
             resends_to_new_leaders: coordinator.resends(),
+            cache: coordinator.cache_stats(),
             stable_snapshot: coordinator.stable_snapshot().entries().iter().map(|t| t.0).collect(),
             gc_frontier: node.stabilizer().map(|s| s.gc_frontier().entries().iter().map(|t| t.0).collect()),
             partitions,

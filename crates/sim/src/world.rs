@@ -142,6 +142,9 @@ pub struct SimConfig {
     pub stable_reads: bool,
     /// Half the transactions read from the nearest replica ([`ReadFrom::Nearest`]).
     pub nearest_reads: bool,
+    /// The coordinators' lease cache (HoneyPot), if on: transactions that do not read from the nearest replica
+    /// read through it, except one in eight, which asks for fresh reads ([`ReadFrom::Fresh`]).
+    pub cache: Option<causet_core::cache::CacheConfig>,
     /// A deliberate protocol bug (to validate the checker).
     pub bug: Option<Bug>,
     /// The protocol every DC runs.
@@ -234,6 +237,13 @@ impl SimConfig {
         } else {
             (nodes, 0)
         };
+        // The lease cache in two seeds of five, from a sixth generator: leases from 20 ms to half a second of the
+        // 2 s run, and in some seeds a memory bound of a few entries, so that eviction happens.
+        let mut caching = ChaCha8Rng::seed_from_u64(seed ^ 0xca5e_ca5e);
+        let cache = caching.random_bool(0.4).then(|| causet_core::cache::CacheConfig {
+            lease_us: caching.random_range(20_000..500_000),
+            memory_bytes: if caching.random_bool(0.3) { caching.random_range(100..2_000) } else { 1 << 20 },
+        });
         Self {
             seed,
             dcs,
@@ -258,6 +268,7 @@ impl SimConfig {
             certify_writes: rng.random_bool(0.2),
             stable_reads,
             nearest_reads,
+            cache,
             bug: None,
             protocol: causet_core::Protocol::Cure,
             faults,
@@ -271,6 +282,7 @@ impl SimConfig {
         c.clock = self.clock;
         c.certify_writes = self.certify_writes;
         c.stable_reads = self.stable_reads;
+        c.cache = self.cache.clone().filter(|_| self.protocol == causet_core::Protocol::Cure);
         c.bug = self.bug;
         c.protocol = self.protocol;
         c.op_timeout_us = 500_000;
@@ -337,6 +349,9 @@ pub struct SimStats {
     /// Reads served by followers for the nearest replica, and those they passed on to the leader (replicas alive
     /// at the end).
     pub nearest_reads: (u64, u64),
+    /// Reads the coordinators' lease caches served, missed (not cached, or the lease ended) and fetched again (the
+    /// cached box missed the transaction's window), over the coordinators alive at the end.
+    pub cache_reads: (u64, u64, u64),
 }
 
 /// The liveness phase's verdict.
@@ -1146,6 +1161,11 @@ impl World {
             }
             for shard in dc.nodes.iter().flat_map(|n| &n.shards) {
                 self.stats.resends += shard.coordinator().resends();
+                if let Some(c) = shard.coordinator().cache_stats() {
+                    self.stats.cache_reads.0 += c.hits;
+                    self.stats.cache_reads.1 += c.misses;
+                    self.stats.cache_reads.2 += c.refetches;
+                }
                 for r in shard.replicas() {
                     self.stats.snapshots_installed += r.group().stats().snapshots_installed;
                     self.stats.membership_changes += r.group().stats().membership_changes;
@@ -1894,7 +1914,14 @@ impl World {
         let active = session.active.as_mut().expect("a session with a request has a transaction");
         let clock = session.clock.clone();
         let nearest = self.config.nearest_reads && (session.id + active.record.index as u64).is_multiple_of(2);
-        let reads = if nearest { ReadFrom::Nearest } else { ReadFrom::Leader };
+        let fresh = self.config.cache.is_some() && (session.id + active.record.index as u64).is_multiple_of(8);
+        let reads = if nearest {
+            ReadFrom::Nearest
+        } else if fresh {
+            ReadFrom::Fresh
+        } else {
+            ReadFrom::Leader
+        };
         let body = match (&active.plan, active.tx) {
             (Plan::StaticRead(objects), _) => {
                 let objects = objects.iter().map(|p| p.object.clone()).collect();

@@ -105,12 +105,18 @@ fn start_clock(start: &ApbStartTransaction) -> Result<Option<VectorClock>, Proto
 fn read_from(start: &ApbStartTransaction) -> ReadFrom {
     match start.properties.as_ref().and_then(|p| p.read_from) {
         Some(READ_FROM_NEAREST) => ReadFrom::Nearest,
+        Some(READ_FROM_CACHE) => ReadFrom::Cache,
+        Some(READ_FROM_FRESH) => ReadFrom::Fresh,
         _ => ReadFrom::Leader,
     }
 }
 
 /// `ApbTxnProperties.read_from` for reads from the nearest replica.
 pub const READ_FROM_NEAREST: u32 = 1;
+/// `ApbTxnProperties.read_from` for reads through the node's lease cache (where it has one).
+pub const READ_FROM_CACHE: u32 = 2;
+/// `ApbTxnProperties.read_from` for fresh reads from each partition's leader, even where the node caches.
+pub const READ_FROM_FRESH: u32 = 3;
 
 fn objects_of(objects: &[crate::proto::ApbBoundObject]) -> Result<Vec<ObjectId>, ProtocolError> {
     objects.iter().map(object_id).collect()
@@ -232,9 +238,14 @@ fn descriptor_bytes(tx: &TxDescriptor) -> Result<Vec<u8>, EncodeError> {
 
 fn start_message(clock: Option<&VectorClock>, reads: ReadFrom) -> Result<ApbStartTransaction, EncodeError> {
     let timestamp = clock.map(encode_clock).transpose().map_err(EncodeError::Encoding)?;
-    // No properties unless the reads go to the nearest replica: the frames stay those of AntidoteDB's clients.
-    let properties = (reads == ReadFrom::Nearest)
-        .then(|| crate::proto::ApbTxnProperties { read_from: Some(READ_FROM_NEAREST), ..Default::default() });
+    // No properties for the default: the frames stay those of AntidoteDB's clients.
+    let read_from = match reads {
+        ReadFrom::Leader => None,
+        ReadFrom::Nearest => Some(READ_FROM_NEAREST),
+        ReadFrom::Cache => Some(READ_FROM_CACHE),
+        ReadFrom::Fresh => Some(READ_FROM_FRESH),
+    };
+    let properties = read_from.map(|r| crate::proto::ApbTxnProperties { read_from: Some(r), ..Default::default() });
     Ok(ApbStartTransaction { timestamp, properties })
 }
 

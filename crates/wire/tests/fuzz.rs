@@ -79,7 +79,8 @@ fn tx() -> impl Strategy<Value = TxId> {
 }
 
 fn reads() -> impl Strategy<Value = causet_core::coordinator::ReadFrom> {
-    prop_oneof![Just(causet_core::coordinator::ReadFrom::Leader), Just(causet_core::coordinator::ReadFrom::Nearest)]
+    use causet_core::coordinator::ReadFrom;
+    prop_oneof![Just(ReadFrom::Leader), Just(ReadFrom::Nearest), Just(ReadFrom::Cache), Just(ReadFrom::Fresh)]
 }
 
 fn client_request() -> impl Strategy<Value = ClientRequest> {

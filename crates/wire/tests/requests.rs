@@ -86,6 +86,8 @@ fn every_transaction_request_round_trips() {
         ClientRequest::Start { clock: None, reads: ReadFrom::Leader },
         ClientRequest::Start { clock: Some(clock(&[1, 2, 3])), reads: ReadFrom::Leader },
         ClientRequest::Start { clock: None, reads: ReadFrom::Nearest },
+        ClientRequest::Start { clock: None, reads: ReadFrom::Cache },
+        ClientRequest::Start { clock: Some(clock(&[4])), reads: ReadFrom::Fresh },
         ClientRequest::Read { tx: tx(), objects: every_object() },
         ClientRequest::Read { tx: tx(), objects: vec![] },
         ClientRequest::Update { tx: tx(), updates: every_op_kind() },
@@ -94,6 +96,8 @@ fn every_transaction_request_round_trips() {
         ClientRequest::StaticRead { clock: Some(clock(&[9])), objects: every_object(), reads: ReadFrom::Leader },
         ClientRequest::StaticRead { clock: None, objects: vec![], reads: ReadFrom::Leader },
         ClientRequest::StaticRead { clock: None, objects: every_object(), reads: ReadFrom::Nearest },
+        ClientRequest::StaticRead { clock: None, objects: every_object(), reads: ReadFrom::Cache },
+        ClientRequest::StaticRead { clock: None, objects: every_object(), reads: ReadFrom::Fresh },
         ClientRequest::StaticUpdate { clock: Some(clock(&[0, u64::MAX])), updates: every_op_kind() },
         ClientRequest::StaticUpdate { clock: None, updates: vec![] },
     ];

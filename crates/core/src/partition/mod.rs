@@ -546,7 +546,10 @@ impl<S: VersionStore> Partition<S> {
     pub fn handle_message(&mut self, now_us: u64, from: Address, msg: Message) {
         match msg {
             Message::Read { tx, request, snapshot, objects, .. } => {
-                self.on_request(now_us, Request::Read { from, tx, request, snapshot, objects })
+                self.on_request(now_us, Request::Read { from, tx, request, snapshot, objects, boxes: false })
+            }
+            Message::Fetch { tx, request, snapshot, objects } => {
+                self.on_request(now_us, Request::Read { from, tx, request, snapshot, objects, boxes: true })
             }
             Message::Prepare { tx, snapshot, writes, oldest_open } => {
                 self.on_prepare(now_us, Prepare { from, tx, snapshot, writes, alone: false, oldest_open })

@@ -4,7 +4,7 @@
 
 use super::Partition;
 use crate::bugs::{self, Bug};
-use crate::message::RemoteError;
+use crate::message::{Fetched, RemoteError};
 use crate::protocol::ReadVersion;
 use crate::store::VersionStore;
 use crate::{Address, ClockKind, Message, ObjectId, TxId, VectorClock};
@@ -12,7 +12,15 @@ use causet_crdt::{Crdt, Effect};
 
 #[derive(Clone, Debug)]
 pub(super) enum Request {
-    Read { from: Address, tx: TxId, request: u64, snapshot: VectorClock, objects: Vec<ObjectId> },
+    /// A read; `boxes`: for a cache ([`Message::Fetch`]), answered with each state's visibility box.
+    Read {
+        from: Address,
+        tx: TxId,
+        request: u64,
+        snapshot: VectorClock,
+        objects: Vec<ObjectId>,
+        boxes: bool,
+    },
     Prepare(Prepare),
 }
 
@@ -107,9 +115,13 @@ impl<S: VersionStore> Partition<S> {
             }
         }
         match request {
-            Request::Read { from, tx, request, snapshot, objects } => {
+            Request::Read { from, tx, request, snapshot, objects, boxes: false } => {
                 let result = self.read_objects(&snapshot, &objects);
                 self.send(from, Message::ReadReply { tx, request, result });
+            }
+            Request::Read { from, tx, request, snapshot, objects, boxes: true } => {
+                let result = self.fetch_objects(&snapshot, &objects);
+                self.send(from, Message::Fetched { tx, request, result });
             }
             Request::Prepare(prepare) => self.prepare(now_us, prepare),
         }
@@ -156,6 +168,22 @@ impl<S: VersionStore> Partition<S> {
             // Eventual consistency: the latest applied state, whatever the snapshot.
             ReadVersion::Latest => Ok(objects.iter().map(|id| self.store.latest(id)).collect()),
         }
+    }
+
+    /// The objects' states at `snapshot` with their visibility boxes, for a cache. The snapshot is served here
+    /// (at or below the pvc), and the pvc bounds what is known: every later effect comes above it.
+    fn fetch_objects(&mut self, snapshot: &VectorClock, objects: &[ObjectId]) -> Result<Vec<Fetched>, RemoteError> {
+        if self.config.protocol.rules().read_version() != ReadVersion::AtSnapshot {
+            return Err(RemoteError::InvalidSnapshot("this protocol keeps no snapshots to cache".into()));
+        }
+        let mut out = Vec::with_capacity(objects.len());
+        for id in objects {
+            let state = self.store.read(id, snapshot)?;
+            let (lo, hi) = self.store.visibility(id, snapshot, &self.pvc);
+            debug_assert!(lo.le(snapshot) && snapshot.le(&hi), "a box holds the snapshot it was read at");
+            out.push(Fetched { state, lo, hi });
+        }
+        Ok(out)
     }
 
     /// A replica that does not lead serves a read from what it applied, if that covers the snapshot: every
@@ -223,8 +251,13 @@ impl<S: VersionStore> Partition<S> {
 
     fn refuse(&mut self, request: &Request, reason: RemoteError) {
         match request {
-            Request::Read { from, tx, request, .. } => {
-                let msg = Message::ReadReply { tx: *tx, request: *request, result: Err(reason) };
+            Request::Read { from, tx, request, boxes, .. } => {
+                let (tx, request) = (*tx, *request);
+                let msg = if *boxes {
+                    Message::Fetched { tx, request, result: Err(reason) }
+                } else {
+                    Message::ReadReply { tx, request, result: Err(reason) }
+                };
                 self.send(*from, msg);
             }
             Request::Prepare(Prepare { from, tx, .. }) => self.send(*from, Message::PrepareRefused { tx: *tx, reason }),

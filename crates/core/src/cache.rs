@@ -1,0 +1,291 @@
+//! HoneyPot's lease cache of objects at a coordinator (docs/design/honeypot.md): object states fetched from their
+//! owners, each with its visibility box, kept for a lease and served to transactions whose snapshot window meets
+//! the box.
+//!
+//! A cached transaction does not fix one snapshot: it carries a [`Window`] of snapshots it may still read at,
+//! from the client's clock (raised to the cache floor) to the snapshot Cure would have chosen. A hit narrows the
+//! window to the part the entry's box covers; a miss is fetched at the window's top, and its box (which holds that
+//! point) narrows it the same way. Every state a transaction read is then exact at every snapshot of its final
+//! window: the reads form one causally consistent snapshot, as Cure's do, only possibly up to a lease older.
+//!
+//! Invariants (asserted in debug builds and tested): a window is never empty (`lo ≤ hi`), and an entry is served
+//! only before its lease ends.
+
+use crate::message::Fetched;
+use crate::{DetHashMap, ObjectId, VectorClock};
+use causet_crdt::Crdt;
+use std::collections::{BTreeMap, VecDeque};
+
+/// The cache's settings.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CacheConfig {
+    /// How long an entry may be served after it was fetched, µs: the bound on how stale a hit is.
+    pub lease_us: u64,
+    /// Most bytes of cached states (their encoded size); the least recently used go first.
+    pub memory_bytes: usize,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        Self { lease_us: 1_000_000, memory_bytes: 64 << 20 }
+    }
+}
+
+/// The snapshots a cached transaction may still read at: every `W` with `lo ≤ W ≤ hi` (componentwise).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Window {
+    /// The least snapshot: at or above the client's clock.
+    pub lo: VectorClock,
+    /// The greatest: at or below what the DC has stable (remote entries) and the coordinator's clock.
+    pub hi: VectorClock,
+}
+
+impl Window {
+    /// A window; `None` if it holds no snapshot.
+    pub fn new(lo: VectorClock, hi: VectorClock) -> Option<Window> {
+        lo.le(&hi).then_some(Window { lo, hi })
+    }
+
+    /// The part of the window inside the box `[lo, hi]`, if any.
+    pub fn meet(&self, lo: &VectorClock, hi: &VectorClock) -> Option<Window> {
+        let mut low = self.lo.clone();
+        low.merge_max(lo);
+        let mut high = self.hi.clone();
+        high.merge_min(hi);
+        Window::new(low, high)
+    }
+}
+
+/// Counters of the cache's work.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct CacheStats {
+    /// Reads served from the cache.
+    pub hits: u64,
+    /// Reads of objects not cached (or whose lease ended): fetched.
+    pub misses: u64,
+    /// Reads of cached objects whose box missed the transaction's window: fetched again.
+    pub refetches: u64,
+    /// Entries dropped because their lease ended.
+    pub expired: u64,
+    /// Entries dropped to stay within the memory bound.
+    pub evicted: u64,
+    /// Entries now.
+    pub entries: usize,
+    /// Bytes of cached states now.
+    pub bytes: usize,
+}
+
+#[derive(Clone, Debug)]
+struct Entry {
+    state: Crdt,
+    lo: VectorClock,
+    hi: VectorClock,
+    expires_us: u64,
+    bytes: usize,
+    /// Position in the recency order.
+    used: u64,
+}
+
+/// The cache of one coordinator.
+#[derive(Debug)]
+pub struct Cache {
+    config: CacheConfig,
+    entries: DetHashMap<ObjectId, Entry>,
+    /// Recency order: the least recently used first.
+    recency: BTreeMap<u64, ObjectId>,
+    next_use: u64,
+    bytes: usize,
+    /// The DC's stable snapshot as heard over the last lease, oldest first, with when.
+    samples: VecDeque<(u64, VectorClock)>,
+    stats: CacheStats,
+}
+
+impl Cache {
+    /// An empty cache.
+    pub fn new(config: CacheConfig) -> Self {
+        Self {
+            config,
+            entries: DetHashMap::default(),
+            recency: BTreeMap::new(),
+            next_use: 0,
+            bytes: 0,
+            samples: VecDeque::new(),
+            stats: CacheStats::default(),
+        }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &CacheConfig {
+        &self.config
+    }
+
+    /// The state of `id` if an unexpired entry's box meets `window`, which narrows to it; `None` counts a miss or
+    /// a refetch, and the caller fetches the object at `window.hi`. `ignore_boxes` serves any unexpired entry and
+    /// leaves the window as it is: only for the deliberate bug [`crate::Bug::CacheIgnoresBoxes`].
+    pub fn read(&mut self, now_us: u64, id: &ObjectId, window: &mut Window, ignore_boxes: bool) -> Option<Crdt> {
+        let Some(entry) = self.entries.get(id) else {
+            self.stats.misses += 1;
+            return None;
+        };
+        if now_us >= entry.expires_us {
+            self.remove(id);
+            self.stats.expired += 1;
+            self.stats.misses += 1;
+            return None;
+        }
+        if !ignore_boxes {
+            let Some(narrowed) = window.meet(&entry.lo, &entry.hi) else {
+                self.stats.refetches += 1;
+                return None;
+            };
+            *window = narrowed;
+        }
+        let state = entry.state.clone();
+        self.touch(id);
+        self.stats.hits += 1;
+        Some(state)
+    }
+
+    /// Caches a state fetched at `now_us` (replacing any older entry) and makes room for it.
+    pub fn insert(&mut self, now_us: u64, id: ObjectId, fetched: Fetched) {
+        self.remove(&id);
+        let bytes = fetched.state.encode().len() + id.key.len() + 16 * fetched.lo.len();
+        if bytes > self.config.memory_bytes {
+            return;
+        }
+        let used = self.next_use;
+        self.next_use += 1;
+        let expires_us = now_us.saturating_add(self.config.lease_us);
+        let entry = Entry { state: fetched.state, lo: fetched.lo, hi: fetched.hi, expires_us, bytes, used };
+        self.recency.insert(used, id.clone());
+        self.entries.insert(id, entry);
+        self.bytes += bytes;
+        while self.bytes > self.config.memory_bytes {
+            let Some((_, victim)) = self.recency.pop_first() else { break };
+            self.remove(&victim);
+            self.stats.evicted += 1;
+        }
+    }
+
+    /// The DC's stable snapshot, heard at `now_us`; drops entries whose lease ended.
+    pub fn observe_stable(&mut self, now_us: u64, stable: &VectorClock) {
+        if self.samples.back().is_none_or(|(_, s)| s != stable) {
+            self.samples.push_back((now_us, stable.clone()));
+        }
+        // Keep the newest sample at least a lease old, and every one after it.
+        let cutoff = now_us.saturating_sub(self.config.lease_us);
+        while self.samples.len() > 1 && self.samples[1].0 <= cutoff {
+            self.samples.pop_front();
+        }
+        let expired: Vec<ObjectId> =
+            self.entries.iter().filter(|(_, e)| now_us >= e.expires_us).map(|(id, _)| id.clone()).collect();
+        for id in expired {
+            self.remove(&id);
+            self.stats.expired += 1;
+        }
+    }
+
+    /// The cache floor: the stable snapshot of about one lease ago (the oldest heard, early on). A cached
+    /// transaction's window starts at or above it, so it never fetches below it, and the coordinator holds garbage
+    /// collection there.
+    pub fn floor(&self) -> Option<&VectorClock> {
+        self.samples.front().map(|(_, s)| s)
+    }
+
+    /// Counters, with the current size.
+    pub fn stats(&self) -> CacheStats {
+        CacheStats { entries: self.entries.len(), bytes: self.bytes, ..self.stats.clone() }
+    }
+
+    fn touch(&mut self, id: &ObjectId) {
+        let used = self.next_use;
+        self.next_use += 1;
+        if let Some(entry) = self.entries.get_mut(id) {
+            self.recency.remove(&entry.used);
+            entry.used = used;
+            self.recency.insert(used, id.clone());
+        }
+    }
+
+    fn remove(&mut self, id: &ObjectId) {
+        if let Some(entry) = self.entries.remove(id) {
+            self.recency.remove(&entry.used);
+            self.bytes -= entry.bytes;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Timestamp;
+    use causet_crdt::CrdtType;
+
+    fn v(entries: &[u64]) -> VectorClock {
+        VectorClock::from_entries(entries.iter().map(|&t| Timestamp(t)).collect())
+    }
+
+    fn counter(n: i64) -> Crdt {
+        let mut c = Crdt::new(CrdtType::CounterPn);
+        let mut ctx = causet_crdt::EffectCtx::new(causet_crdt::TxTag(1), 0);
+        let effect = c.generate(&causet_crdt::Op::Increment(n), &mut ctx).unwrap();
+        c.apply(&effect, causet_crdt::Stamp::PENDING).unwrap();
+        c
+    }
+
+    fn id(key: &str) -> ObjectId {
+        ObjectId::new(key, "b", CrdtType::CounterPn)
+    }
+
+    fn fetched(n: i64, lo: &[u64], hi: &[u64]) -> Fetched {
+        Fetched { state: counter(n), lo: v(lo), hi: v(hi) }
+    }
+
+    #[test]
+    fn a_hit_narrows_the_window_to_the_box_and_a_disjoint_box_is_refetched() {
+        let mut cache = Cache::new(CacheConfig::default());
+        cache.insert(0, id("a"), fetched(1, &[10, 5], &[40, 30]));
+        cache.insert(0, id("b"), fetched(2, &[50, 5], &[90, 30]));
+        let mut window = Window::new(v(&[0, 0]), v(&[100, 20])).unwrap();
+        assert_eq!(cache.read(1, &id("a"), &mut window, false), Some(counter(1)));
+        assert_eq!(window, Window { lo: v(&[10, 5]), hi: v(&[40, 20]) });
+        // b's box starts above a's end: the two cannot be read together.
+        assert_eq!(cache.read(1, &id("b"), &mut window, false), None);
+        assert_eq!(window, Window { lo: v(&[10, 5]), hi: v(&[40, 20]) }, "a refused read leaves the window");
+        assert_eq!(cache.read(1, &id("c"), &mut window, false), None);
+        let s = cache.stats();
+        assert_eq!((s.hits, s.refetches, s.misses, s.entries), (1, 1, 1, 2));
+    }
+
+    #[test]
+    fn entries_end_with_their_lease_and_the_least_recently_used_go_first() {
+        let config = CacheConfig { lease_us: 100, memory_bytes: 3 * (counter(1).encode().len() + 1 + 32) };
+        let mut cache = Cache::new(config);
+        for (t, key) in ["a", "b", "c"].iter().enumerate() {
+            cache.insert(t as u64, id(key), fetched(1, &[0, 0], &[9, 9]));
+        }
+        let mut window = Window::new(v(&[0, 0]), v(&[5, 5])).unwrap();
+        assert!(cache.read(10, &id("a"), &mut window, false).is_some(), "a is now the most recently used");
+        cache.insert(11, id("d"), fetched(1, &[0, 0], &[9, 9]));
+        assert_eq!(cache.stats().evicted, 1);
+        assert!(cache.read(12, &id("b"), &mut window, false).is_none(), "b was the least recently used");
+        assert!(cache.read(12, &id("a"), &mut window, false).is_some());
+        assert!(cache.read(100, &id("a"), &mut window, false).is_none(), "a's lease ended at 100");
+        cache.observe_stable(200, &v(&[1, 1]));
+        assert_eq!(cache.stats().entries, 0, "every lease ended");
+        assert!(cache.stats().bytes == 0);
+    }
+
+    #[test]
+    fn the_floor_is_the_stable_snapshot_of_one_lease_ago() {
+        let mut cache = Cache::new(CacheConfig { lease_us: 100, memory_bytes: 1 << 20 });
+        assert_eq!(cache.floor(), None);
+        cache.observe_stable(0, &v(&[1, 1]));
+        cache.observe_stable(50, &v(&[2, 2]));
+        assert_eq!(cache.floor(), Some(&v(&[1, 1])), "early on: the oldest heard");
+        cache.observe_stable(120, &v(&[3, 3]));
+        assert_eq!(cache.floor(), Some(&v(&[1, 1])), "the sample at 0 is the newest one at least 100 old at 120");
+        cache.observe_stable(160, &v(&[4, 4]));
+        assert_eq!(cache.floor(), Some(&v(&[2, 2])));
+    }
+}
