@@ -361,7 +361,7 @@ async fn transaction(
         shared.chooser.sample_distinct(rng, n, ranks);
         let updates: Vec<bool> = ranks.iter().map(|_| rng.random_bool(ratio)).collect();
         let result = async {
-            let mut tx = client.start_transaction(None).await?;
+            let mut tx = client.start_transaction_with(None, reads).await?;
             for (rank, update) in ranks.iter().zip(&updates) {
                 let o = object(w, *rank);
                 let step = if *update {

@@ -244,7 +244,7 @@ pub struct ClientsSection {
     /// Transactions between moves of a switching session.
     #[serde(default = "default_switch_every")]
     pub switch_every: u64,
-    /// Where read-only transactions (single reads, static reads, read-only transactions) read: `"leader"` (the
+    /// Where transactions read (single reads, static reads, read-only and interactive transactions): `"leader"` (the
     /// default: the node's lease cache where it has one, else the leaders), `"nearest"` (the replica on the
     /// session's server where a partition has one), `"cache"` (the node's lease cache) or `"fresh"` (the leaders,
     /// even where the node caches).
@@ -396,6 +396,9 @@ pub struct ClusterSection {
     /// `always` or `periodic`.
     #[serde(default = "default_sync")]
     pub sync: String,
+    /// Lines added to every node's configuration, e.g. `["cache = { enabled = true }"]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub node_config: Vec<String>,
 }
 
 fn default_dcs() -> u16 {
@@ -424,6 +427,7 @@ impl Default for ClusterSection {
             wan_delay_ms: default_wan_delay(),
             wan_matrix: None,
             sync: default_sync(),
+            node_config: Vec::new(),
         }
     }
 }

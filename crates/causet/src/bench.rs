@@ -262,6 +262,7 @@ pub fn main(args: BenchArgs) -> anyhow::Result<PathBuf> {
                 base_port: 0,
                 sync: c.sync.clone(),
                 protocol: *protocol,
+                extra_config: c.node_config.iter().map(|line| format!("{line}\n")).collect(),
                 ..Default::default()
             };
             eprintln!("starting a local {}-DC cluster running {protocol} in {}", c.dcs, options.dir.display());
