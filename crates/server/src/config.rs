@@ -59,6 +59,9 @@ pub struct ServerConfig {
     /// The most each of the storage engine's four memtables holds before it is flushed, MiB: resident memory grows
     /// by up to this per memtable under writes. Smaller bounds memory at some cost in write throughput.
     pub memtable_mb: u64,
+    /// The most journal (the storage engine's write-ahead log) kept on disk, MiB, at least 64: past it, the engine
+    /// flushes the memtables that hold the oldest journal back, so that it can be deleted.
+    pub journal_mb: u64,
     /// How often each partition writes a checkpoint (which bounds recovery time and lets the log be truncated), s.
     pub checkpoint_interval_s: u64,
     /// How often partitions report their pvc and the stable snapshot is recomputed, ms.
@@ -163,6 +166,7 @@ impl Default for ServerConfig {
             sync_interval_ms: 10,
             cache_mb: 64,
             memtable_mb: 64,
+            journal_mb: 64,
             checkpoint_interval_s: 60,
             stable_interval_ms: 1,
             tx_idle_timeout_ms: 30_000,
@@ -280,6 +284,9 @@ impl ServerConfig {
         }
         if self.memtable_mb == 0 || self.memtable_mb > 1024 {
             return bad("memtable_mb must be between 1 and 1024");
+        }
+        if self.journal_mb < 64 || self.journal_mb > 1 << 20 {
+            return bad("journal_mb must be between 64 and 1048576");
         }
         if self.replication_window == 0 {
             return bad("replication_window must be positive");

@@ -165,6 +165,7 @@ impl Node {
             truncate_group_logs: true,
             cache_bytes: config.cache_mb << 20,
             memtable_bytes: config.memtable_mb << 20,
+            journal_bytes: config.journal_mb << 20,
             ..StorageOptions::default()
         };
         let (store, mut durable) = FjallStore::open(&config.data_dir, options)

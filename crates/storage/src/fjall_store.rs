@@ -202,13 +202,19 @@ fn malformed(snapshot: &InstalledSnapshot) -> Option<String> {
     (last.index != lsn).then(|| format!("snapshot entries end at {}, its checkpoint at {}", last.index.0, lsn.0))
 }
 
+/// The engine's smallest bound on its journals (it refuses less).
+pub const MIN_JOURNAL_BYTES: u64 = 64 << 20;
+
 impl FjallStore {
     /// Opens (or creates) the store in `dir` and starts its writer thread. The receiver reports durability.
     ///
     /// Opening scans every partition's log and Raft group log once, to learn their sizes and last positions.
     pub fn open(dir: &Path, options: StorageOptions) -> Result<(FjallStore, DurableReceiver)> {
         validate(&options)?;
-        let db = Database::builder(dir).cache_size(options.cache_bytes).open()?;
+        let db = Database::builder(dir)
+            .cache_size(options.cache_bytes)
+            .max_journaling_size(options.journal_bytes.max(MIN_JOURNAL_BYTES))
+            .open()?;
         let memtable = options.memtable_bytes;
         let keyspace = move || KeyspaceCreateOptions::default().max_memtable_size(memtable);
         let log = db.keyspace("log", keyspace)?;

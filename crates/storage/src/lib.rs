@@ -287,6 +287,12 @@ pub struct StorageOptions {
     /// The most bytes each keyspace's memtable holds before it is flushed to disk (the engine has four: log,
     /// Raft log, checkpoints, metadata). Resident memory grows by up to this per keyspace under writes.
     pub memtable_bytes: u64,
+    /// The most bytes of journal (the engine's write-ahead log) kept on disk, at least 64 MiB. The engine starts a
+    /// new journal file when the current one passes 64 MB, and frees an old one once every keyspace has flushed
+    /// what it holds; past this bound, it flushes the keyspaces that hold the oldest one back (rarely written
+    /// ones, whose memtables would otherwise keep every journal for ever). Disk use stays within about this plus
+    /// one journal file plus the tables.
+    pub journal_bytes: u64,
     /// Whether checkpoints truncate the Raft group entries they cover (as they do records). Off by default (crate
     /// documentation, "Compaction").
     pub truncate_group_logs: bool,
@@ -301,6 +307,7 @@ impl Default for StorageOptions {
             batch_bytes_max: 16 << 20,
             cache_bytes: 64 << 20,
             memtable_bytes: 64 << 20,
+            journal_bytes: 64 << 20,
             truncate_group_logs: false,
         }
     }
