@@ -198,6 +198,10 @@ pub struct RunStats {
     pub elapsed_s: f64,
     /// Seconds from healing to agreeing final reads.
     pub quiesce_s: f64,
+    /// With lease caches on the nodes: their reads served from the cache, missed and fetched again, summed over
+    /// the nodes as they report after the final reads (since each node's last start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_reads: Option<[u64; 3]>,
 }
 
 /// The file `causet check` writes: a [`History`] (the `txs` field) plus what the run did and found. Readers that
@@ -316,10 +320,17 @@ impl CheckOutcome {
             )
             .collect();
         out.push_str(&format!("faults (final healing included): {}\n", faults.join(", ")));
+        let agreed = if f.final_problems.is_empty() { "to agreement" } else { "without agreement" };
         out.push_str(&format!(
-            "final reads: {} round(s), {:.1} s from healing to agreement\n",
+            "final reads: {} round(s), {:.1} s from healing {agreed}\n",
             s.final_rounds, s.quiesce_s
         ));
+        if let Some([hits, misses, refetches]) = s.cache_reads {
+            out.push_str(&format!(
+                "lease caches: {hits} reads served from a cache, {misses} missed, {refetches} fetched again \
+                 (since each node's last start)\n"
+            ));
+        }
         out.push_str(&f.report.to_string());
         if f.final_problems.is_empty() {
             out.push_str("final reads: every acknowledged write is at every DC and every DC returns the same values\n");
@@ -654,6 +665,7 @@ pub fn run(args: &CheckArgs, progress: &mut dyn FnMut(&str)) -> anyhow::Result<C
             final_rounds: rounds,
             elapsed_s: epoch.elapsed().as_secs_f64(),
             quiesce_s,
+            cache_reads: cache_reads(running.0.as_ref()),
         };
         let resources = sampler.finish();
         let check_file = CheckFile {
@@ -746,6 +758,23 @@ pub fn recheck(path: &std::path::Path) -> anyhow::Result<CheckOutcome> {
         resources: any.resources,
     };
     Ok(CheckOutcome { file, history_path: path.to_path_buf(), resources_plot: None })
+}
+
+/// The lease caches' reads over every node (hit, miss, refetch), from `/metrics`; `None` if no node caches.
+fn cache_reads(file: Option<&ClusterFile>) -> Option<[u64; 3]> {
+    let mut total = [0u64; 3];
+    let mut any = false;
+    for node in file.map(|f| &f.nodes[..]).unwrap_or_default() {
+        let Ok(text) = crate::cluster::http_get(node.admin, "/metrics") else { continue };
+        for (i, outcome) in ["hit", "miss", "refetch"].iter().enumerate() {
+            let name = format!("causet_cache_reads_total{{outcome=\"{outcome}\"}}");
+            if let Some(v) = text.lines().find_map(|l| l.strip_prefix(&name)?.trim().parse::<f64>().ok()) {
+                total[i] += v as u64;
+                any = true;
+            }
+        }
+    }
+    any.then_some(total)
 }
 
 /// One final read of every checked object at a DC, with `clock`.
