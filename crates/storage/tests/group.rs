@@ -660,3 +660,70 @@ fn a_log_larger_than_small_memtables_reads_back_whole() {
     check(&store);
     store.close().unwrap();
 }
+
+/// Journal bytes in a data directory, and how many journal files.
+fn journals(dir: &Path) -> (u64, usize) {
+    let files: Vec<u64> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".jnl"))
+        // Allocated blocks: the engine preallocates each journal file to its full length.
+        .map(|e| std::os::unix::fs::MetadataExt::blocks(&e.metadata().unwrap()) * 512)
+        .collect();
+    (files.iter().sum(), files.len())
+}
+
+/// Writes about 140 MB of group entries to one keyspace while another holds one small record (as the metadata and
+/// checkpoint keyspaces do between their rare writes); returns the journals' size once the engine settled.
+fn journals_after_heavy_writes(journal_bytes: u64) -> (u64, usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let options = StorageOptions {
+        sync: SyncMode::Periodic { interval: Duration::from_millis(50) },
+        memtable_bytes: 8 << 20,
+        journal_bytes,
+        ..StorageOptions::default()
+    };
+    let (store, mut rx) = FjallStore::open(dir.path(), options).expect("open the store");
+    append_range(&store, P1, 1, 1);
+    // Incompressible data (xorshift), so that the journal holds what is written.
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut noise = || {
+        (0..(64 << 10) / 8)
+            .flat_map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x.to_le_bytes()
+            })
+            .collect::<Vec<u8>>()
+    };
+    let writes = 2_200u64;
+    for w in 1..=writes {
+        let entry = Entry { index: Lsn(w), term: 1, kind: EntryKind::Normal, data: noise() };
+        store.write_group(P0, w, None, vec![entry], None).unwrap();
+    }
+    wait_group(&mut rx, &[(P0, writes)]);
+    // Flushes and journal deletions run in the engine's background threads: give them a few seconds.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while journals(dir.path()).0 > 100 << 20 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let measured = journals(dir.path());
+    store.close().unwrap();
+    measured
+}
+
+/// With `journal_bytes` at 64 MiB, a rarely written keyspace no longer keeps every journal: about 140 MB written
+/// leave the current journal and at most part of one more; with the engine's default of 512 MiB they all stay.
+#[test]
+fn journals_stay_within_their_bound_when_a_keyspace_is_rarely_written() {
+    let (bounded, files) = journals_after_heavy_writes(64 << 20);
+    let (unbounded, all) = journals_after_heavy_writes(512 << 20);
+    eprintln!(
+        "journals: {} MB in {files} files bounded, {} MB in {all} files with 512 MiB",
+        bounded >> 20,
+        unbounded >> 20
+    );
+    assert!(bounded <= 100 << 20, "{} MB of journals in {files} files", bounded >> 20);
+    assert!(unbounded >= 130 << 20, "the control kept only {} MB: the test shows nothing", unbounded >> 20);
+}
