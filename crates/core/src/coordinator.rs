@@ -453,9 +453,11 @@ impl Coordinator {
             // it under GentleRain): that is the floor of what this coordinator may still read.
             let mut oldest = self.config.protocol.rules().remote_snapshot(&self.stable, self.config.dc);
             for tx in self.txs.values() {
-                oldest.merge_min(&tx.snapshot);
+                // A cached transaction fetches at the top of its window, which may have narrowed below its
+                // snapshot and below today's cache floor: hold collection at the window's bottom.
+                oldest.merge_min(tx.window.as_ref().map_or(&tx.snapshot, |w| &w.lo));
             }
-            // Cached transactions fetch at or above the cache floor: the owners keep what they may fetch.
+            // New cached transactions start at or above the cache floor: the owners keep what they may fetch.
             if let Some(floor) = self.cache.as_ref().and_then(Cache::floor) {
                 oldest.merge_min(floor);
             }
