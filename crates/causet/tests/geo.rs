@@ -246,6 +246,9 @@ fn three_dcs_causality_atomicity_cuts_and_catch_up() {
         tokio::time::sleep(Duration::from_millis(1_500)).await;
         dcs[0].kill();
         dcs[0].spawn();
+        // The restarted DC 0 kept the operator's cut (faults.json): heal both ends.
+        assert!(dcs[0].admin("GET", "/status").contains("\"cut\":true"), "the cut survived DC 0's restart");
+        assert!(dcs[0].admin_post("/admin/links/2/heal").contains("healed"));
         assert!(dcs[2].admin_post("/admin/links/0/heal").contains("healed"));
         let mut writer = Client::connect(dcs[0].client).await.expect("reconnects to the restarted DC 0");
         let clock = writer.static_update(None, vec![behind.add("after-restart")]).await.expect("writes after restart");
