@@ -800,7 +800,10 @@ impl Coordinator {
                             Some(narrowed) => *window = narrowed,
                             None => {
                                 // Every box holds the snapshot fetched at, which the window held: a broken box.
-                                debug_assert!(false, "a fetched box misses the window it was fetched in");
+                                debug_assert!(
+                                    !bugs::checks_invariants(&self.config),
+                                    "a fetched box misses the window it was fetched in"
+                                );
                                 let e =
                                     RemoteError::InvalidSnapshot("a fetched state is not exact in the window".into());
                                 return self.on_read_reply(now_us, id, fetch, Err(e));
