@@ -97,6 +97,8 @@ pub struct Cache {
     bytes: usize,
     /// The DC's stable snapshot as heard over the last lease, oldest first, with when.
     samples: VecDeque<(u64, VectorClock)>,
+    /// When expired entries are next swept out (reads refuse them at once; the sweep frees their memory).
+    next_sweep_us: u64,
     stats: CacheStats,
 }
 
@@ -110,6 +112,7 @@ impl Cache {
             next_use: 0,
             bytes: 0,
             samples: VecDeque::new(),
+            next_sweep_us: 0,
             stats: CacheStats::default(),
         }
     }
@@ -167,7 +170,8 @@ impl Cache {
         }
     }
 
-    /// The DC's stable snapshot, heard at `now_us`; drops entries whose lease ended.
+    /// The DC's stable snapshot, heard at `now_us` (every stable interval, about a millisecond); drops entries
+    /// whose lease ended, sweeping at most four times a lease rather than at every call.
     pub fn observe_stable(&mut self, now_us: u64, stable: &VectorClock) {
         if self.samples.back().is_none_or(|(_, s)| s != stable) {
             self.samples.push_back((now_us, stable.clone()));
@@ -177,6 +181,10 @@ impl Cache {
         while self.samples.len() > 1 && self.samples[1].0 <= cutoff {
             self.samples.pop_front();
         }
+        if now_us < self.next_sweep_us {
+            return;
+        }
+        self.next_sweep_us = now_us.saturating_add((self.config.lease_us / 4).max(1));
         let expired: Vec<ObjectId> =
             self.entries.iter().filter(|(_, e)| now_us >= e.expires_us).map(|(id, _)| id.clone()).collect();
         for id in expired {
