@@ -162,6 +162,8 @@ pub async fn backup_at(
                 .with_context(|| format!("creating {}", out.join(&file).display()))?,
         );
         let (mut objects, mut bytes, mut after) = (0u64, 0u64, None);
+        // Since when the partition has answered that it has not reached the snapshot yet.
+        let mut behind: Option<Instant> = None;
         loop {
             let request = ExportRequest { snapshot: snapshot.clone(), after: after.take(), limit: source.page };
             let body = causet_server::backup::encode(&request);
@@ -178,9 +180,16 @@ pub async fn backup_at(
                 admin = serving(&source.admins, p, &views)?;
                 continue;
             }
+            // 503: the partition has not reached the snapshot yet (its local entry is a clock reading); soon will.
+            if code == 503 && behind.get_or_insert_with(Instant::now).elapsed() < NOT_YET_APPLIED {
+                after = request.after;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
             if code != 200 {
                 bail!("http://{admin}{path} answered {code}: {}", String::from_utf8_lossy(&reply).trim());
             }
+            behind = None;
             let page: ExportReply = causet_server::backup::decode(&reply)
                 .map_err(|e| anyhow!("http://{admin}{path}: an undecodable page: {e}"))?;
             for entry in &page.objects {
@@ -224,6 +233,10 @@ pub async fn backup_at(
 
 /// How many times a backup follows a partition's leader to another node before it gives up.
 const LEADER_CHANGES: u32 = 20;
+
+/// How long an export waits for a partition to reach the backup's snapshot (it is usually there within a few
+/// milliseconds: the snapshot's local entry is a clock reading of the backup's node).
+const NOT_YET_APPLIED: Duration = Duration::from_secs(10);
 
 /// The admin address of the node serving partition `p`, as the nodes' `/status` say (the first that names one).
 fn serving(admins: &[SocketAddr], p: u32, views: &[NodeView]) -> anyhow::Result<SocketAddr> {
@@ -316,10 +329,17 @@ pub struct Target {
     pub nodes: u16,
     /// Partitions in the restored DC (objects are placed anew, so it may differ from the backup's).
     pub partitions: u32,
+    /// Copies of each partition in the restored DC (its `replicas`): with more than one, each partition is a new
+    /// Raft group whose every replica starts from the same checkpoint.
+    pub replicas: u16,
 }
 
-/// `causet restore`: writes the backup's objects homed on the target node, as one checkpoint per partition, into
-/// its new data directory. Returns the objects written.
+/// `causet restore`: writes the backup's objects of every partition the target node holds a replica of, as one
+/// checkpoint per partition, into its new data directory. Returns the objects written.
+///
+/// With `replicas` > 1, every replica of a partition gets the same checkpoint, at log index 0: when the DC starts,
+/// each partition is a new Raft group whose members all hold its state already, so they elect a leader and go on
+/// with an empty log (no replica has to be caught up by a snapshot).
 pub fn restore(backup: &Path, target: &Target) -> anyhow::Result<u64> {
     let manifest = read_manifest(backup)?;
     if target.nodes == 0 || target.node >= target.nodes || target.partitions < u32::from(target.nodes) {
@@ -330,10 +350,17 @@ pub fn restore(backup: &Path, target: &Target) -> anyhow::Result<u64> {
             target.partitions
         );
     }
+    if target.replicas == 0 || target.replicas > target.nodes {
+        bail!(
+            "{} replicas of each partition in a DC of {} nodes: between 1 and the nodes",
+            target.replicas,
+            target.nodes
+        );
+    }
     require_empty(&target.data_dir, "restore into a new data directory")?;
     let snapshot = manifest.snapshot();
     let dc = DcId(manifest.dc);
-    let topology = Topology::new(dc, manifest.dcs, target.partitions, target.nodes);
+    let topology = Topology::new(dc, manifest.dcs, target.partitions, target.nodes).with_replicas(target.replicas);
     let mine: Vec<PartitionId> = topology.partitions_on(target.node).collect();
     let mut objects: BTreeMap<PartitionId, Vec<(ObjectId, ObjectImage)>> =
         mine.iter().map(|&p| (p, Vec::new())).collect();
@@ -422,6 +449,10 @@ pub struct RestoreArgs {
     /// Partitions in the restored DC [default: the backup's].
     #[arg(long)]
     pub partitions: Option<u32>,
+    /// Copies of each partition in the restored DC, as its nodes' `replicas` will say: restore every node of the DC
+    /// with the same value (each gets the partitions it holds a replica of).
+    #[arg(long, default_value_t = 1)]
+    pub replicas: u16,
 }
 
 /// Runs `causet backup`.
@@ -471,9 +502,10 @@ pub fn main_restore(args: RestoreArgs) -> anyhow::Result<()> {
         node: args.node,
         nodes: args.nodes,
         partitions: args.partitions.unwrap_or(manifest.partitions),
+        replicas: args.replicas,
     };
     let written = restore(&args.from, &target)?;
-    let nodes = if target.nodes == 1 {
+    let mut nodes = if target.nodes == 1 {
         String::new()
     } else {
         format!(
@@ -481,6 +513,9 @@ pub fn main_restore(args: RestoreArgs) -> anyhow::Result<()> {
             target.node, target.nodes
         )
     };
+    if target.replicas > 1 {
+        nodes.push_str(&format!("replicas = {}\n", target.replicas));
+    }
     println!(
         "restored {written} of the backup's {} objects into {} (node {} of {}). Start it with this configuration \
          (causet start --config FILE; docs/backup.md):\n\ndata_dir = {:?}\ndc = {}\ndcs = {}\npartitions = {}\n{nodes}",

@@ -2,8 +2,9 @@
 //! partition a Raft group of three) is backed up while both DCs keep writing; the backup must equal a read of the
 //! same snapshot on the source (the backup's own transaction, still open, reads every object at it), and must not
 //! be the latest state (the load went on); restored into a single new node — with the backup's partition count,
-//! and with another — every object reads back as in the backup. Damaged or misplaced backups and non-empty
-//! directories are refused.
+//! and with another — every object reads back as in the backup; restored into a DC of three nodes whose partitions
+//! are Raft groups of three, it reads back the same, takes writes, and keeps serving with one node stopped. Damaged
+//! or misplaced backups and non-empty directories are refused.
 
 use causet::backup::{self, Source, Target};
 use causet::cluster::{self, StartOptions};
@@ -72,6 +73,50 @@ async fn read_restored(data: &std::path::Path, dcs: u16, partitions: u32, ids: &
     drop(client);
     node.shutdown().await.expect("stops");
     values
+}
+
+/// Starts the restored DC of three nodes (in this process), every partition a Raft group of three, from `dirs`;
+/// reads `ids` through node 1; then writes `extra` through node 2, stops node 0 and reads `extra` back through
+/// node 1 (a majority of each group is left). Returns the first read and the value of `extra` read at the end.
+async fn read_restored_groups(
+    dirs: &[std::path::PathBuf],
+    dcs: u16,
+    partitions: u32,
+    ids: &[ObjectId],
+    extra: &Counter,
+) -> (Vec<Value>, Value) {
+    let free = || std::net::TcpListener::bind("127.0.0.1:0").expect("a free port").local_addr().expect("an address");
+    let nodes: Vec<std::net::SocketAddr> = dirs.iter().map(|_| free()).collect();
+    let mut started = Vec::new();
+    for (node, data) in dirs.iter().enumerate() {
+        let config = causet_server::config::ServerConfig {
+            data_dir: data.clone(),
+            client_bind: "127.0.0.1:0".parse().unwrap(),
+            admin_bind: "127.0.0.1:0".parse().unwrap(),
+            replication_bind: nodes[node],
+            nodes: nodes.clone(),
+            node: node as u16,
+            replicas: 3,
+            dc: 0,
+            dcs,
+            partitions,
+            ..Default::default()
+        };
+        started.push(causet_server::Node::start(config).await.expect("a restored node starts"));
+    }
+    let mut client = Client::connect(started[1].client_addr).await.expect("connects to node 1");
+    let (values, _) = client.static_read(None, ids).await.expect("reads the restored DC");
+    let mut writer = Client::connect(started[2].client_addr).await.expect("connects to node 2");
+    let clock = writer.static_update(None, vec![extra.increment(5)]).await.expect("the restored DC takes a write");
+    drop(writer);
+    let mut nodes = started.into_iter();
+    nodes.next().expect("node 0").shutdown().await.expect("node 0 stops");
+    let (after, _) = client.static_read(Some(&clock), std::slice::from_ref(extra.key())).await.expect("reads");
+    drop(client);
+    for node in nodes {
+        node.shutdown().await.expect("stops");
+    }
+    (values, after.into_iter().next().expect("one value"))
 }
 
 #[test]
@@ -151,7 +196,7 @@ fn a_backup_under_load_is_the_snapshot_it_names_and_restores_to_the_same_values(
     // Restored into one new node, with the backup's partitions and with others: the same values.
     for partitions in [4, 3] {
         let data = dir.path().join(format!("restored-{partitions}"));
-        let target = Target { data_dir: data.clone(), node: 0, nodes: 1, partitions };
+        let target = Target { data_dir: data.clone(), node: 0, nodes: 1, partitions, replicas: 1 };
         assert_eq!(backup::restore(&out, &target).expect("restores"), manifest.objects());
         let restored = rt.block_on(read_restored(&data, 2, partitions, &ids));
         let differ = differences(&ids, &restored, &at_snapshot);
@@ -163,10 +208,26 @@ fn a_backup_under_load_is_the_snapshot_it_names_and_restores_to_the_same_values(
     let halves: u64 = (0..2)
         .map(|node| {
             let data = dir.path().join(format!("restored-node{node}"));
-            backup::restore(&out, &Target { data_dir: data, node, nodes: 2, partitions: 4 }).expect("restores")
+            backup::restore(&out, &Target { data_dir: data, node, nodes: 2, partitions: 4, replicas: 1 })
+                .expect("restores")
         })
         .sum();
     assert_eq!(halves, manifest.objects(), "every object on exactly one of the two nodes");
+    // A DC of three nodes whose partitions are Raft groups of three: every node holds every object, the groups
+    // elect leaders over the restored state, take writes and survive a node's loss.
+    let dirs: Vec<_> = (0..3).map(|node| dir.path().join(format!("restored-group{node}"))).collect();
+    for (node, data) in dirs.iter().enumerate() {
+        let target = Target { data_dir: data.clone(), node: node as u16, nodes: 3, partitions: 4, replicas: 3 };
+        assert_eq!(backup::restore(&out, &target).expect("restores"), manifest.objects(), "node {node}: everything");
+    }
+    let extra = Counter::new("after-restore", "backup-test");
+    let (restored, after) = rt.block_on(read_restored_groups(&dirs, 2, 4, &ids, &extra));
+    let differ = differences(&ids, &restored, &at_snapshot);
+    assert!(differ.is_empty(), "restored into Raft groups: {differ:?}");
+    assert_eq!(after, Value::Counter(5), "the write made in the restored DC, read with one node stopped");
+    let too_many = Target { data_dir: dir.path().join("too-many"), node: 0, nodes: 2, partitions: 4, replicas: 3 };
+    let refused = backup::restore(&out, &too_many).expect_err("more replicas than nodes is refused");
+    assert!(refused.to_string().contains("replicas"), "{refused:#}");
 
     // Refusals: a backup into a non-empty directory, a damaged file, an unfinished backup.
     let again = rt.block_on(backup::backup(&source, &out)).expect_err("a non-empty directory is refused");
@@ -180,7 +241,7 @@ fn a_backup_under_load_is_the_snapshot_it_names_and_restores_to_the_same_values(
     let first = damaged.join(&manifest.files[0].file);
     let bytes = std::fs::read(&first).unwrap();
     std::fs::write(&first, &bytes[..bytes.len() - 3]).unwrap();
-    let target = Target { data_dir: dir.path().join("from-damaged"), node: 0, nodes: 1, partitions: 4 };
+    let target = Target { data_dir: dir.path().join("from-damaged"), node: 0, nodes: 1, partitions: 4, replicas: 1 };
     let refused = backup::restore(&damaged, &target).expect_err("a damaged backup is refused");
     assert!(refused.to_string().contains("damaged"), "{refused:#}");
     std::fs::remove_file(damaged.join("manifest.json")).unwrap();

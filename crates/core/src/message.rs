@@ -56,6 +56,10 @@ pub enum RemoteError {
     /// The transaction's coordinator is gone, and the DC settled the transaction without it.
     #[error("the transaction's coordinator is gone")]
     CoordinatorGone,
+    /// A request that does not wait (a backup's export) asked for a snapshot this partition has not applied yet:
+    /// asked again a little later, it is served.
+    #[error("not applied here yet: {0}")]
+    NotYetApplied(String),
 }
 
 /// A partition's answer to [`Message::TxStatus`].

@@ -1328,7 +1328,7 @@ mod tests {
         let p = PartitionId(0);
         let leader = dc.leader(p).expect("a leader");
         let refused = dc.nodes[leader].export(p, &future, None, 10).expect("served here");
-        assert!(matches!(refused, Err(crate::message::RemoteError::InvalidSnapshot(_))), "{refused:?}");
+        assert!(matches!(refused, Err(crate::message::RemoteError::NotYetApplied(_))), "{refused:?}");
     }
 
     /// At a cold start each partition's home replica campaigns at once and leads, so no leadership is handed back

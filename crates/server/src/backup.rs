@@ -78,6 +78,11 @@ pub async fn export(
             let msg = format!("partition {partition} is not served by this node: ask the node /status names\n");
             return Err((StatusCode::MISDIRECTED_REQUEST, msg));
         }
+        // Not there yet (the snapshot's local entry came from a clock a little ahead of this partition's): the
+        // caller asks again.
+        Some(Err(e @ causet_core::message::RemoteError::NotYetApplied(_))) => {
+            return Err((StatusCode::SERVICE_UNAVAILABLE, format!("partition {partition}: {e}\n")))
+        }
         Some(Err(e)) => return Err((StatusCode::CONFLICT, format!("partition {partition}: {e}\n"))),
         Some(Ok(page)) => page,
     };

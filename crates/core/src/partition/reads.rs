@@ -130,8 +130,9 @@ impl<S: VersionStore> Partition<S> {
 
     /// One page of every object's state at `snapshot` (a backup): up to `limit` objects with ids above `after`,
     /// ascending, leaving out those still in their initial state there (written only after the snapshot). The
-    /// snapshot must be one this partition can serve at once — at or below its pvc, as a stable snapshot of the DC
-    /// always is — and stay at or above the garbage-collection frontier for the whole export: the backup holds it
+    /// snapshot must be one this partition can serve at once — at or below its pvc; a transaction's snapshot takes
+    /// its local entry from its node's clock, which a partition may not have reached yet ([`RemoteError::
+    /// NotYetApplied`]: ask again) — and stay at or above the garbage-collection frontier for the whole export: the backup holds it
     /// there with a transaction open at that snapshot.
     pub fn export(
         &mut self,
@@ -144,10 +145,7 @@ impl<S: VersionStore> Partition<S> {
             return Err(RemoteError::InvalidSnapshot("this protocol keeps no snapshots to back up".into()));
         }
         if !snapshot.le(&self.pvc) {
-            return Err(RemoteError::InvalidSnapshot(format!(
-                "not applied here yet (the partition's pvc is {:?}): back up at a stable snapshot",
-                self.pvc
-            )));
+            return Err(RemoteError::NotYetApplied(format!("the partition's pvc is {:?}", self.pvc)));
         }
         let ids = self.store.ids_after(after, limit.max(1));
         let next = (ids.len() == limit.max(1)).then(|| ids[ids.len() - 1].clone());
