@@ -9,11 +9,14 @@
 //! - [`coordinator::Coordinator`]: interactive and static transactions, two-phase commit (Cure Alg. 1).
 //! - [`stabilizer::Stabilizer`]: the DC's stable snapshot, the minimum of the partitions' pvc.
 //! - [`node::Node`]: one shard of a node: the machines above that one driver task runs, and all routing.
-//! - [`group::Group`]: one replica of a Raft group (raft-rs behind a sans-I/O wrapper); not wired in yet.
+//! - [`group::Group`]: one replica of a Raft group (raft-rs behind a sans-I/O wrapper), which
+//!   [`replica::Replica`] drives for a replicated partition.
+//! - [`cache::Cache`] and [`buffer::WriteBuffer`]: HoneyPot's lease cache and write buffer at a coordinator.
 //! - [`topology::Topology`]: where objects, partitions and their replicas live.
 
 #![warn(missing_docs)]
 
+pub mod buffer;
 pub mod bugs;
 pub mod cache;
 pub mod config;

@@ -328,6 +328,28 @@ impl Effect {
         Ok(effect)
     }
 
+    /// Folds `later`, an effect generated after this one against a state that includes this one, into this one,
+    /// when one effect does exactly what the two do in order: applied at one stamp, to any state, alone or with
+    /// any concurrent effects, the folded effect gives the same state as the pair. Returns whether it folded; if
+    /// not, both must be kept, in order. (A buffer of not yet committed effects keeps one effect per run this way.)
+    ///
+    /// What folds: two `counter_pn` deltas (while their sum fits in an `i64`); two `counter_fat` increments (the
+    /// sum under the first one's tag: both are committed together, so no reset anywhere can have seen one without
+    /// the other) and an increment by zero into anything, but never a reset (it removes what it saw: an increment
+    /// before it must stay apart from one after it); and two `register_lww` assigns (the later one wins). Nothing
+    /// else folds.
+    pub fn absorb(&mut self, later: &Effect) -> bool {
+        match (self, later) {
+            (Effect::CounterPn(a), Effect::CounterPn(b)) => a.absorb(b),
+            (Effect::CounterFat(a), Effect::CounterFat(b)) => a.absorb(b),
+            (Effect::RegisterLww(a), Effect::RegisterLww(b)) => {
+                a.clone_from(b);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Checks that every nested effect has its key's type and that a `map_rr` effect nests only resettable types,
     /// so that applying it cannot fail halfway.
     pub(crate) fn check_nested_types(&self) -> Result<(), CrdtError> {

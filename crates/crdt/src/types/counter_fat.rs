@@ -23,6 +23,33 @@ pub struct FatCounterEffect {
     observed: BTreeSet<Tag>,
 }
 
+impl FatCounterEffect {
+    /// Folds `later` into this effect when neither is a reset (`Effect::absorb`): two increments become one under
+    /// this one's tag, and an increment by zero (no tag, nothing observed) changes nothing.
+    pub(crate) fn absorb(&mut self, later: &FatCounterEffect) -> bool {
+        if !later.observed.is_empty() {
+            return false;
+        }
+        let Some((_, delta)) = later.increment else { return true };
+        if !self.observed.is_empty() {
+            return false;
+        }
+        match &mut self.increment {
+            None => {
+                self.increment = later.increment;
+                true
+            }
+            Some((_, mine)) => match mine.checked_add(delta) {
+                Some(sum) => {
+                    *mine = sum;
+                    true
+                }
+                None => false,
+            },
+        }
+    }
+}
+
 impl FatCounter {
     /// The counter's value, saturated at `i64`'s limits.
     pub fn total(&self) -> i64 {

@@ -22,6 +22,19 @@ pub struct PnCounterEffect {
     delta: i64,
 }
 
+impl PnCounterEffect {
+    /// Adds `later`'s delta to this one's, if the sum fits (`Effect::absorb`).
+    pub(crate) fn absorb(&mut self, later: &PnCounterEffect) -> bool {
+        match self.delta.checked_add(later.delta) {
+            Some(sum) => {
+                self.delta = sum;
+                true
+            }
+            None => false,
+        }
+    }
+}
+
 impl PnCounter {
     /// The counter's value, saturated at `i64`'s limits.
     pub fn total(&self) -> i64 {
