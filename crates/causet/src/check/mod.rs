@@ -202,6 +202,9 @@ pub struct RunStats {
     /// the nodes as they report after the final reads (since each node's last start).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_reads: Option<[u64; 3]>,
+    /// Server errors by kind: AntidoteDB's code name and the message's first clause.
+    #[serde(default)]
+    pub server_error_kinds: BTreeMap<String, u64>,
 }
 
 /// The file `causet check` writes: a [`History`] (the `txs` field) plus what the run did and found. Readers that
@@ -325,6 +328,14 @@ impl CheckOutcome {
             "final reads: {} round(s), {:.1} s from healing {agreed}\n",
             s.final_rounds, s.quiesce_s
         ));
+        if !s.server_error_kinds.is_empty() {
+            let mut kinds: Vec<(&String, &u64)> = s.server_error_kinds.iter().collect();
+            kinds.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+            let shown: Vec<String> = kinds.iter().take(8).map(|(k, n)| format!("{n} {k}")).collect();
+            let rest: u64 = kinds.iter().skip(8).map(|(_, n)| **n).sum();
+            let more = if rest > 0 { format!(", {rest} of {} other kinds", kinds.len() - 8) } else { String::new() };
+            out.push_str(&format!("server errors by kind: {}{more}\n", shown.join(", ")));
+        }
         if let Some([hits, misses, refetches]) = s.cache_reads {
             out.push_str(&format!(
                 "lease caches: {hits} reads served from a cache, {misses} missed, {refetches} fetched again \
@@ -666,6 +677,7 @@ pub fn run(args: &CheckArgs, progress: &mut dyn FnMut(&str)) -> anyhow::Result<C
             elapsed_s: epoch.elapsed().as_secs_f64(),
             quiesce_s,
             cache_reads: cache_reads(running.0.as_ref()),
+            server_error_kinds: stats.server_error_kinds.lock().unwrap_or_else(|e| e.into_inner()).clone(),
         };
         let resources = sampler.finish();
         let check_file = CheckFile {

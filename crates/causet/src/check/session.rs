@@ -28,6 +28,8 @@ pub struct RequestStats {
     pub connection_errors: AtomicU64,
     /// Requests the server answered with an error.
     pub server_errors: AtomicU64,
+    /// The same, by kind ([`error_kind`]).
+    pub server_error_kinds: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
     /// Static reads that failed (nothing to record: they have no effect).
     pub failed_reads: AtomicU64,
 }
@@ -145,8 +147,35 @@ fn classify(error: &ClientError, stats: &RequestStats) -> bool {
         false
     } else {
         stats.server_errors.fetch_add(1, Ordering::Relaxed);
+        let mut kinds = stats.server_error_kinds.lock().unwrap_or_else(|e| e.into_inner());
+        *kinds.entry(error_kind(error)).or_default() += 1;
         true
     }
+}
+
+/// A server error's kind, for counting: AntidoteDB's code name and the message up to its second colon (or its
+/// first parenthesis or semicolon), with numbers replaced by `#` (so that "partition 3 ..." and "partition 1 ..."
+/// count together).
+pub fn error_kind(error: &ClientError) -> String {
+    let ClientError::Server { code, message } = error else {
+        let text = error.to_string();
+        return text.split(':').next().unwrap_or(&text).to_string();
+    };
+    let head = message.split(['(', ';']).next().unwrap_or(message);
+    let clause = head.splitn(3, ':').take(2).collect::<Vec<_>>().join(":");
+    let clause = clause.trim();
+    let mut kind = String::with_capacity(clause.len());
+    for c in clause.chars() {
+        if c.is_ascii_digit() {
+            if !kind.ends_with('#') {
+                kind.push('#');
+            }
+        } else {
+            kind.push(c);
+        }
+    }
+    kind.truncate(80);
+    format!("{}: {kind}", causet_wire::response::error_code_name(*code))
 }
 
 /// The outcome of a commit request that did not succeed.
@@ -293,5 +322,24 @@ pub fn record_reads(record: &mut TxRecord, objects: &[Planned], values: &[Value]
             ObjectKind::Counter => Observed::Counter(i64::MIN),
         });
         record.ops.push(HistOp::Read { object: object.clone(), observed });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_errors_of_one_kind_count_together_whatever_their_numbers() {
+        let server = |code, message: &str| ClientError::Server { code, message: message.to_string() };
+        let a = error_kind(&server(3, "read failed: partition 3 timed out: at 17"));
+        let b = error_kind(&server(3, "read failed: partition 12 timed out: at 9"));
+        assert_eq!(a, b);
+        assert_eq!(a, "aborted: read failed: partition # timed out");
+        assert_eq!(
+            error_kind(&server(1, "snapshot 1234 (of 2 DCs) not stable")),
+            error_kind(&server(1, "snapshot 99 (of 2 DCs) not stable"))
+        );
+        assert_ne!(error_kind(&server(1, "timeout")), error_kind(&server(3, "timeout")));
     }
 }
