@@ -909,3 +909,85 @@ fn a_dc_grows_by_a_node_and_a_replica_moves_onto_it() {
     increment(file.nodes[2].client);
     rt.block_on(read_at_least(file.nodes[3].client, &counters, acked));
 }
+
+/// One DC of three nodes with every partition a Raft group of three, checkpointing every second. Node 1 is killed;
+/// 20 MiB of registers are written to one partition (more than a node-to-node frame, 16 MiB, could carry); the
+/// survivors checkpoint and compact; node 1 restarts and can only be caught up by a snapshot of that partition,
+/// which goes in parts. Then node 2 is killed: node 0 and node 1 still commit, and node 1 reads every register
+/// back whole. (Before snapshots went in parts, a leader refused to send a snapshot above 15 MiB and node 1 stayed
+/// behind for good.)
+#[test]
+fn a_replica_behind_a_partition_larger_than_a_frame_is_caught_up_by_a_snapshot_in_parts() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let mut options = replicated_dc(dir.path());
+    options.extra_config = "checkpoint_interval_s = 1".into();
+    let mut file = cluster::start(&options).expect("the cluster starts");
+    let _guard = cluster::StopOnDrop(dir.path());
+    let registers: Vec<causet_client::LwwRegister> = (0..)
+        .map(|k| causet_client::LwwRegister::new(format!("big{k}"), "parts"))
+        .filter(|r| r.key().partition(options.partitions).0 == 0)
+        .take(20)
+        .collect();
+    let value = |k: usize| vec![b'a' + k as u8; 1 << 20];
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+    let commit = |addr: SocketAddr, ops: Vec<(causet_client::ObjectId, causet_client::Op)>| async move {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let attempt = async {
+                let mut c = Client::connect(addr).await.ok()?;
+                c.static_update(None, ops.clone()).await.ok()
+            };
+            if let Ok(Some(clock)) = tokio::time::timeout(Duration::from_secs(10), attempt).await {
+                return clock;
+            }
+            assert!(Instant::now() < deadline, "no commit at {addr} within 60 s");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    let victim = 1;
+    cluster::kill_node(&file, victim);
+    for (k, r) in registers.iter().enumerate() {
+        rt.block_on(commit(file.nodes[0].client, vec![r.assign(value(k))]));
+    }
+    // The survivors checkpoint and compact (a replica compacts once a write after its checkpoint is durable).
+    let small = Counter::new("ticks", "parts");
+    for _ in 0..5 {
+        std::thread::sleep(Duration::from_millis(700));
+        rt.block_on(commit(file.nodes[0].client, vec![small.increment(1)]));
+    }
+    let compacted =
+        (0..3).filter(|n| *n != victim).any(|n| status_values(&file, n, "first_index").iter().any(|i| *i > 1));
+    assert!(compacted, "no survivor compacted its log");
+    cluster::restart_node(&mut file, dir.path(), victim).expect("the node restarts");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while status_values(&file, victim, "snapshot_streams_received").iter().sum::<u64>() == 0 {
+        assert!(Instant::now() < deadline, "the restarted node received no snapshot in parts within 60 s");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let parts: u64 = (0..3).filter(|n| *n != victim).flat_map(|n| status_values(&file, n, "snapshot_parts_sent")).sum();
+    assert!(parts >= 20, "a 20 MiB snapshot in parts of 1 MiB: {parts} parts sent");
+    // A full member again: without node 2, node 0 and node 1 are the majority of every group.
+    cluster::kill_node(&file, 2);
+    let clock = rt.block_on(commit(file.nodes[0].client, vec![small.increment(1)]));
+    for (chunk, rs) in registers.chunks(4).enumerate() {
+        let keys: Vec<causet_client::ObjectId> = rs.iter().map(|r| r.key().clone()).collect();
+        let values = rt.block_on(async {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            loop {
+                let attempt = async {
+                    let mut c = Client::connect(file.nodes[victim].client).await.ok()?;
+                    c.static_read(Some(&clock), &keys).await.ok()
+                };
+                if let Ok(Some((values, _))) = tokio::time::timeout(Duration::from_secs(10), attempt).await {
+                    return values;
+                }
+                assert!(Instant::now() < deadline, "no read at node {victim} within 60 s");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        });
+        for (i, v) in values.iter().enumerate() {
+            let k = chunk * 4 + i;
+            assert!(v.as_register() == Some(value(k).as_slice()), "register {k} at node {victim} is not whole");
+        }
+    }
+}

@@ -49,7 +49,8 @@ pub struct Config {
     /// the oldest are read back from the log when a peer needs them, so a DC that is away costs the others disk,
     /// not memory.
     pub replication_window: usize,
-    /// A peer that acknowledged nothing for this long is resent everything it has not acknowledged.
+    /// A peer that acknowledged nothing for this long is resent everything it has not acknowledged. (Also the
+    /// stall after which a snapshot's stream of parts is sent again from what its receiver holds.)
     pub resend_after_us: u64,
     /// Static read-only transactions read at the DC's stable snapshot, raised to the client's clock, instead of at
     /// the coordinator's clock (Cure Alg. 1). Every partition's pvc is at or past that snapshot, so no read waits
@@ -75,9 +76,17 @@ pub struct Config {
     /// with the Cure protocol: the cache needs snapshots that hold still.
     #[serde(default)]
     pub cache: Option<crate::cache::CacheConfig>,
+    /// Snapshots larger than this travel between replicas in parts of this size, a few at a time
+    /// ([`crate::parts`]), so that other messages go between them.
+    #[serde(default = "default_raft_part_bytes")]
+    pub raft_part_bytes: usize,
     /// A deliberate bug, for checker validation only. Honoured only where the build allows it; the state machines
     /// ask [`crate::bugs`] rather than reading this.
     pub bug: Option<Bug>,
+}
+
+fn default_raft_part_bytes() -> usize {
+    1 << 20
 }
 
 impl Config {
@@ -109,6 +118,7 @@ impl Config {
             max_inbound_queue: 100_000,
             retired_nodes: Vec::new(),
             cache: None,
+            raft_part_bytes: default_raft_part_bytes(),
             bug: None,
         }
     }

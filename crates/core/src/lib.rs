@@ -26,6 +26,7 @@ pub mod ids;
 pub mod message;
 pub mod node;
 pub mod partition;
+pub mod parts;
 pub mod protocol;
 pub mod record;
 pub mod replica;

@@ -324,6 +324,24 @@ pub enum ReplicaMessage {
         /// The node whose replica moves.
         replaces: crate::topology::NodeIndex,
     },
+    /// Replica → replica: part of a Raft message too large for one (a snapshot; [`crate::parts`]).
+    RaftPart {
+        /// The sender's stream (one per destination node at a time; a newer one replaces it).
+        stream: u64,
+        /// Where the part starts in the message.
+        offset: u64,
+        /// The whole message's length.
+        total: u64,
+        /// The part.
+        bytes: Vec<u8>,
+    },
+    /// Replica → the sender of a stream: how much of the stream it holds, from the start.
+    RaftPartAck {
+        /// The stream.
+        stream: u64,
+        /// Bytes held.
+        received: u64,
+    },
 }
 
 impl Message {
@@ -358,6 +376,8 @@ impl Message {
             Message::Replica(ReplicaMessage::Join { .. }) => "join",
             Message::Replica(ReplicaMessage::Host { .. }) => "host",
             Message::Replica(ReplicaMessage::Closed { .. }) => "closed",
+            Message::Replica(ReplicaMessage::RaftPart { .. }) => "raft_part",
+            Message::Replica(ReplicaMessage::RaftPartAck { .. }) => "raft_part_ack",
         }
     }
 }

@@ -76,10 +76,10 @@
 //! says so ([`ReplicaOutput::Removed`]) and its node drops it; one that never applied its removal (its node was
 //! down) learns it from its leader's notice (`crate::node`).
 //!
-//! # Left for later
+//! A snapshot (a partition's whole state) travels in parts, a few at a time, with other messages between them
+//! ([`crate::parts`]); each end holds it whole in memory, up to [`MAX_SNAPSHOT_BYTES`].
 //!
-//! A snapshot travels as one message (a partition's whole state): chunked transfer is not built. See
-//! `docs/design/raft-groups.md`, which also argues why the clock bound above is the leader's lease.
+//! See `docs/design/raft-groups.md`, which also argues why the clock bound above is the leader's lease.
 
 use crate::group::{Compacted, DurableState, Entry, Group, GroupConfig, GroupError, GroupOutput, HardState};
 use crate::group::{MembershipChange, ReplicaId};
@@ -96,10 +96,11 @@ use std::collections::{BTreeMap, VecDeque};
 /// when it was elected, or they restarted since).
 pub const LEADER_NOTICE_INTERVAL_US: u64 = 1_000_000;
 
-/// The largest snapshot a leader sends, encoded: a snapshot travels as one message on the node-to-node link, whose
-/// frames are limited to 16 MiB. A larger one is not sent (the follower stays behind; counted in
-/// [`ReplicaStats::snapshots_too_large`]), and the leader tries again after [`SNAPSHOT_RETRY_US`].
-pub const MAX_SNAPSHOT_BYTES: usize = 15 << 20;
+/// The largest snapshot a leader sends, encoded. A snapshot travels in parts ([`crate::parts`]), but each end holds
+/// it whole in memory, and Raft's message encoding (protobuf) is not meant for messages near 2 GiB. A larger one
+/// is not sent (the follower stays behind; counted in [`ReplicaStats::snapshots_too_large`]), and the leader tries
+/// again after [`SNAPSHOT_RETRY_US`].
+pub const MAX_SNAPSHOT_BYTES: usize = 1 << 30;
 
 /// How long a leader waits before it loads a snapshot again after one was too large to send.
 pub const SNAPSHOT_RETRY_US: u64 = 10_000_000;
@@ -322,6 +323,8 @@ pub struct Replica {
     /// The log may be compacted through this index once a Write after the numbered one is durable (then so is
     /// the checkpoint handed out before it).
     compact_after: Option<(u64, Lsn)>,
+    /// Raft messages too large for one message (snapshots), in parts, both ways.
+    parts: crate::parts::Parts,
 }
 
 impl Replica {
@@ -346,6 +349,8 @@ impl Replica {
         let voters = topology.replicas(id).nodes.iter().map(|n| replica_id(*n, 0)).collect();
         let mut group_config = GroupConfig::new(hosted.id, voters);
         group_config.election_seed = election_seed;
+        // Snapshots that go in parts are reported to raft when they arrived (or did not), not when they left.
+        group_config.report_snapshots_above = config.raft_part_bytes;
         // The checkpoint holds every entry up to its lsn applied, and the membership as of it; the group hands out
         // the ones after it.
         let applied = checkpoint.as_ref().map_or(Lsn(0), |c| c.lsn);
@@ -353,6 +358,7 @@ impl Replica {
         let durable = DurableState { applied, membership, ..durable };
         let group = Group::new(group_config, now_us, durable)?;
         let home = topology.home(topology.dc(), id).expect("a DC knows its own shape");
+        let parts = crate::parts::Parts::new(config.raft_part_bytes, config.resend_after_us);
         let mut replica = Self {
             partition: Partition::restore_replica(id, config.clone(), now_us, checkpoint),
             id,
@@ -370,6 +376,7 @@ impl Replica {
             next_snapshot_us: 0,
             pending_checkpoint: None,
             installing: None,
+            parts,
             last_write: 0,
             compact_after: None,
             nodes: topology.nodes(topology.dc()),
@@ -453,6 +460,25 @@ impl Replica {
     pub fn handle_message(&mut self, now_us: u64, from: Address, msg: Message) {
         match msg {
             Message::Replica(ReplicaMessage::Raft { bytes }) => self.group.handle_message(now_us, &bytes),
+            Message::Replica(ReplicaMessage::RaftPart { stream, offset, total, bytes }) => {
+                if let Address::Replica(_, sender) = from {
+                    let (ack, whole) = self.parts.on_part(now_us, sender, stream, offset, total, bytes);
+                    if let Some(ack) = ack {
+                        self.send_replica(sender, ack);
+                    }
+                    if let Some(whole) = whole {
+                        self.group.handle_message(now_us, &whole);
+                    }
+                }
+            }
+            Message::Replica(ReplicaMessage::RaftPartAck { stream, received }) => {
+                if let Address::Replica(_, receiver) = from {
+                    for part in self.parts.on_ack(now_us, receiver, stream, received) {
+                        self.send_replica(receiver, part);
+                    }
+                    self.report_streams();
+                }
+            }
             Message::Replica(ReplicaMessage::Leader { .. } | ReplicaMessage::Host { .. }) => {}
             Message::Replica(ReplicaMessage::Join { replica, replaces }) if self.serving() => {
                 self.admit(now_us, replica, replaces)
@@ -587,6 +613,12 @@ impl Replica {
         if self.serving() && self.partition.poll_timeout().is_some_and(|t| t <= now_us) {
             self.partition.handle_timeout(now_us);
         }
+        if self.parts.poll_timeout().is_some_and(|t| t <= now_us) {
+            for (to, part) in self.parts.handle_timeout(now_us) {
+                self.send_replica(to, part);
+            }
+            self.report_streams();
+        }
         if now_us >= self.next_collect_us {
             // A follower folds its old versions away as a leader does on the stabilizer's word, but at most once per
             // interval (each pass visits every object with unfolded versions), and only under what it applied.
@@ -629,12 +661,35 @@ impl Replica {
         let partition = self.partition.poll_timeout().filter(|_| serving);
         let notice = Some(self.next_notice_us).filter(|_| serving);
         let membership = Some(self.next_membership_us);
-        self.group.poll_timeout().into_iter().chain(partition).chain(notice).chain(membership).min()
+        let parts = self.parts.poll_timeout();
+        self.group.poll_timeout().into_iter().chain(partition).chain(notice).chain(membership).chain(parts).min()
     }
 
     /// Hands over the next output, if any. Drain after every input.
     pub fn poll_output(&mut self) -> Option<ReplicaOutput> {
         self.outputs.pop_front()
+    }
+
+    /// Sends a message to this partition's replica on node `to`.
+    fn send_replica(&mut self, to: NodeIndex, msg: ReplicaMessage) {
+        let envelope = Envelope {
+            from: Address::Replica(self.id, self.node),
+            to: Address::Replica(self.id, to),
+            msg: Message::Replica(msg),
+        };
+        self.outputs.push_back(ReplicaOutput::Send(envelope));
+    }
+
+    /// Tells the group which snapshots sent in parts arrived whole, and which did not (replaced, or given up).
+    fn report_streams(&mut self) {
+        for (to, delivered) in self.parts.take_ended() {
+            self.group.report_snapshot(crate::group::ReplicaId(to), delivered);
+        }
+    }
+
+    /// The streams of large Raft messages (snapshots) in parts.
+    pub fn part_stats(&self) -> &crate::parts::PartStats {
+        self.parts.stats()
     }
 
     /// Moves outputs between the partition and the group until neither has anything more to say.
@@ -683,13 +738,14 @@ impl Replica {
                         self.load();
                     }
                     GroupOutput::SnapshotWanted => {}
-                    GroupOutput::Send { to, bytes } => {
-                        let envelope = Envelope {
-                            from: Address::Replica(self.id, self.node),
-                            to: Address::Replica(self.id, replica_node(to)),
-                            msg: Message::Replica(ReplicaMessage::Raft { bytes }),
-                        };
-                        self.outputs.push_back(ReplicaOutput::Send(envelope));
+                    GroupOutput::Send { to, bytes, in_parts: true } => {
+                        for part in self.parts.send(now_us, replica_node(to), to.0, bytes) {
+                            self.send_replica(replica_node(to), part);
+                        }
+                        self.report_streams();
+                    }
+                    GroupOutput::Send { to, bytes, in_parts: false } => {
+                        self.send_replica(replica_node(to), ReplicaMessage::Raft { bytes })
                     }
                     GroupOutput::Committed { index, term, data } => self.committed(now_us, index, term, &data),
                     GroupOutput::ProposalLost { .. } => {
@@ -1012,6 +1068,10 @@ mod tests {
         nodes: usize,
         /// The partitions' clock bound, µs ahead of the clock.
         clock_bound_us: u64,
+        /// Raft messages larger than this travel in parts.
+        part_bytes: usize,
+        /// Parts of large messages lost on the way, while this is above zero (one each).
+        lose_parts: usize,
         now: u64,
     }
 
@@ -1038,6 +1098,8 @@ mod tests {
                 removed: BTreeSet::new(),
                 nodes,
                 clock_bound_us: 2_000_000,
+                part_bytes: Config::new(1, DcId(0), 1).raft_part_bytes,
+                lose_parts: 0,
                 now: 1_000_000,
             };
             for n in 0..nodes {
@@ -1058,6 +1120,7 @@ mod tests {
             let mut config = Config::new(1, DcId(0), 1);
             // A bound far ahead of the clock, so that a new leader's clock is above it only if it was raised there.
             config.clock_bound_us = self.clock_bound_us;
+            config.raft_part_bytes = self.part_bytes;
             let topology = Topology::new(DcId(0), 1, 1, self.nodes as NodeIndex).with_replicas(3);
             let durable = self.disks[n].clone();
             let checkpoint = self.checkpoints[n].clone();
@@ -1125,6 +1188,12 @@ mod tests {
                                 Address::Replica(_, to) => {
                                     let to = usize::from(to);
                                     if self.cut.contains(&n) || self.cut.contains(&to) {
+                                        continue;
+                                    }
+                                    if self.lose_parts > 0
+                                        && matches!(e.msg, Message::Replica(ReplicaMessage::RaftPart { offset, .. }) if offset > 0)
+                                    {
+                                        self.lose_parts -= 1;
                                         continue;
                                     }
                                     if let Some(r) = self.replicas[to].as_mut() {
@@ -1282,6 +1351,41 @@ mod tests {
         c.send(leader, increment(t));
         c.run(20_000);
         assert!(committed_at(&c.replies(), t).is_some());
+    }
+
+    /// A snapshot larger than a part goes in parts, a window at a time; parts lost on the way are sent again after
+    /// the stream stalls, and the replica installs the whole snapshot (fails if parts were not reassembled, or a
+    /// loss stalled the stream for good).
+    #[test]
+    fn a_snapshot_larger_than_a_part_arrives_in_parts_even_when_some_are_lost() {
+        let mut c = Cluster::new();
+        c.part_bytes = 64;
+        for n in 0..3 {
+            c.crash(n);
+            c.restart(n);
+        }
+        let leader = c.elect();
+        c.replies();
+        let behind = (leader + 1) % 3;
+        c.crash(behind);
+        for seq in 1..=40 {
+            c.send(leader, increment(tx(seq)));
+            c.run(5_000);
+        }
+        checkpoint_all(&mut c, leader, tx(41));
+        c.lose_parts = 3;
+        c.restart(behind);
+        c.run(3 * Config::new(1, DcId(0), 1).resend_after_us + 100_000);
+        assert_eq!(c.lose_parts, 0, "parts were lost");
+        let sender = c.replicas[leader].as_ref().expect("up").part_stats().clone();
+        assert!(sender.parts_sent > 2 * crate::parts::WINDOW, "the snapshot went in parts: {sender:?}");
+        assert!(sender.resends > 0, "the losses were repaired by sending again: {sender:?}");
+        let r = c.replicas[behind].as_ref().expect("up");
+        assert_eq!(r.group().stats().snapshots_installed, 1);
+        assert_eq!(r.part_stats().streams_received, 1);
+        for seq in 1..=41 {
+            assert!(r.partition().recent_commit(tx(seq)).is_some(), "the snapshot lacks tx {seq}");
+        }
     }
 
     #[test]

@@ -83,8 +83,15 @@ pub struct ReplicaStatus {
     pub snapshots_sent: u64,
     /// Snapshots this replica installed from its leader.
     pub snapshots_installed: u64,
-    /// Snapshots this replica did not send because they were too large for one message.
+    /// Snapshots this replica did not send because they were larger than a snapshot may be (1 GiB).
     pub snapshots_too_large: u64,
+    /// Parts of snapshots this replica sent (snapshots go in parts of 1 MiB; resent parts included).
+    pub snapshot_parts_sent: u64,
+    /// Snapshot streams this replica sent again from the receiver's position (a part lost, or the receiver
+    /// restarted).
+    pub snapshot_part_resends: u64,
+    /// Snapshots this replica received whole in parts.
+    pub snapshot_streams_received: u64,
     /// On a leader, the other replicas: how far behind its log each one is.
     pub followers: Vec<FollowerStatus>,
     /// Terms this replica started serving as leader.
@@ -243,6 +250,9 @@ impl ShardStatus {
                     snapshots_sent: g.stats().snapshots_sent,
                     snapshots_installed: g.stats().snapshots_installed,
                     snapshots_too_large: r.stats().snapshots_too_large,
+                    snapshot_parts_sent: r.part_stats().parts_sent,
+                    snapshot_part_resends: r.part_stats().resends,
+                    snapshot_streams_received: r.part_stats().streams_received,
                     followers: g
                         .followers()
                         .into_iter()

@@ -61,7 +61,7 @@ impl SeedResult {
         let mut out = format!(
             "seed {}: {} DCs × {} partitions on {} nodes{} × {} shards, {} replicas, {} sessions, {:?} clock, skew ≤ {} µs, drift ≤ {} ppm, \
              delay {}..{} µs, crashes {}, link cuts {}; {} committed, {} aborted, {} unknown, {} node crashes, {} instant restarts, \
-             {} cuts, {} node cuts, {} checkpoints, {} log reads, {} resends to new leaders, {} duplicate prepares turned away, {} checkpoint loads, {} snapshots installed, {} disk losses, {} replica moves ({} replicas removed), {} membership changes, {} follower reads ({} passed on to leaders), {} messages, {:.1} s virtual, {:.2} s wall; {} reads checked; ",
+             {} cuts, {} node cuts, {} checkpoints, {} log reads, {} resends to new leaders, {} duplicate prepares turned away, {} checkpoint loads, {} snapshots installed ({} parts sent, {} streams received), {} disk losses, {} replica moves ({} replicas removed), {} membership changes, {} follower reads ({} passed on to leaders), {} messages, {:.1} s virtual, {:.2} s wall; {} reads checked; ",
             self.seed,
             c.dcs,
             c.partitions,
@@ -90,6 +90,8 @@ impl SeedResult {
             self.stats.duplicate_prepares,
             self.stats.group_loads,
             self.stats.snapshots_installed,
+            self.stats.snapshot_parts.0,
+            self.stats.snapshot_parts.1,
             self.stats.disk_losses,
             self.stats.replica_moves,
             self.stats.replicas_removed,

@@ -149,6 +149,8 @@ pub struct SimConfig {
     pub bug: Option<Bug>,
     /// The protocol every DC runs.
     pub protocol: causet_core::Protocol,
+    /// Snapshots larger than this go between replicas in parts (small in some seeds, so that they do).
+    pub raft_part_bytes: usize,
     /// Faults.
     pub faults: Faults,
     /// The workload.
@@ -244,6 +246,13 @@ impl SimConfig {
             lease_us: caching.random_range(20_000..500_000),
             memory_bytes: if caching.random_bool(0.3) { caching.random_range(100..2_000) } else { 1 << 20 },
         });
+        // Snapshots in parts of a few hundred bytes in half the seeds with groups, from a seventh generator.
+        let mut parting = ChaCha8Rng::seed_from_u64(seed ^ 0x9a27_5a27);
+        let raft_part_bytes = if replicas > 1 && parting.random_bool(0.5) {
+            parting.random_range(64..2_048)
+        } else {
+            causet_core::Config::new(1, DcId(0), 1).raft_part_bytes
+        };
         Self {
             seed,
             dcs,
@@ -271,6 +280,7 @@ impl SimConfig {
             cache,
             bug: None,
             protocol: causet_core::Protocol::Cure,
+            raft_part_bytes,
             faults,
             workload,
         }
@@ -292,6 +302,7 @@ impl SimConfig {
         c.resend_after_us = 100_000;
         c.max_inbound_queue = self.max_inbound_queue;
         c.replication_window = self.replication_window;
+        c.raft_part_bytes = self.raft_part_bytes;
         c
     }
 }
@@ -338,6 +349,8 @@ pub struct SimStats {
     pub group_loads: u64,
     /// Snapshots installed by replicas (those alive at the end).
     pub snapshots_installed: u64,
+    /// Parts of snapshots sent, and snapshot streams received whole (replicas alive at the end).
+    pub snapshot_parts: (u64, u64),
     /// Nodes that lost their disks and came back empty.
     pub disk_losses: u64,
     /// Membership changes applied by replicas (those alive at the end).
@@ -1168,6 +1181,8 @@ impl World {
                 }
                 for r in shard.replicas() {
                     self.stats.snapshots_installed += r.group().stats().snapshots_installed;
+                    self.stats.snapshot_parts.0 += r.part_stats().parts_sent;
+                    self.stats.snapshot_parts.1 += r.part_stats().streams_received;
                     self.stats.membership_changes += r.group().stats().membership_changes;
                     self.stats.nearest_reads.0 += r.stats().nearest_reads;
                     self.stats.nearest_reads.1 += r.stats().nearest_reads_passed_on;

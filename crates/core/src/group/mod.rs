@@ -216,6 +216,10 @@ pub struct GroupConfig {
     /// Pre-vote: a replica that cannot win an election (cut off, or behind) does not disturb the term. On by
     /// default.
     pub pre_vote: bool,
+    /// A snapshot message larger than this, encoded, is reported to raft as delivered or not by the driver
+    /// ([`Group::report_snapshot`]), which sends it in parts; a smaller one counts as delivered once sent. Until
+    /// the report, raft sends that follower no other snapshot.
+    pub report_snapshots_above: usize,
 }
 
 impl GroupConfig {
@@ -233,6 +237,7 @@ impl GroupConfig {
             max_uncommitted_size: 64 << 20,
             max_committed_size_per_ready: 4 << 20,
             check_quorum: true,
+            report_snapshots_above: usize::MAX,
             pre_vote: true,
         }
     }
@@ -407,6 +412,9 @@ pub enum GroupOutput {
         to: ReplicaId,
         /// The message.
         bytes: Vec<u8>,
+        /// A snapshot larger than [`GroupConfig::report_snapshots_above`]: the driver sends it in parts and tells
+        /// [`Group::report_snapshot`] whether it arrived.
+        in_parts: bool,
     },
     /// An entry is committed (a quorum holds it durably, this replica too): apply it. In index order; raft's
     /// no-op and membership entries are applied silently, so indexes may skip.
@@ -562,6 +570,8 @@ pub struct Group {
     restoring: Option<(u64, u64, u64)>,
     /// Replicas sent a snapshot since the last Ready: raft hears that it left once the Ready is done.
     snapshots_out: Vec<u64>,
+    /// Snapshots larger than this are reported by the driver ([`GroupConfig::report_snapshots_above`]).
+    report_snapshots_above: usize,
     /// Counters.
     stats: GroupStats,
     outputs: VecDeque<GroupOutput>,
@@ -640,6 +650,7 @@ impl Group {
             role: (None, hard_state.term, false),
             restoring: None,
             snapshots_out: Vec::new(),
+            report_snapshots_above: config.report_snapshots_above,
             stats: GroupStats::default(),
             outputs: VecDeque::new(),
             dropped: 0,
@@ -949,6 +960,14 @@ impl Group {
         }
     }
 
+    /// Tells raft whether a snapshot sent to `to` in parts ([`GroupConfig::report_snapshots_above`]) arrived
+    /// whole: if it did, the follower's answer says whether it took it; if not, raft sends another later.
+    pub fn report_snapshot(&mut self, to: ReplicaId, delivered: bool) {
+        let status = if delivered { raft::SnapshotStatus::Finish } else { raft::SnapshotStatus::Failure };
+        self.raw.report_snapshot(to.0, status);
+        self.pump();
+    }
+
     /// Hands leadership to replica `id` (raft's leader transfer): this leader takes no proposal until the
     /// transfer ends, and `id` campaigns at once when it has the whole log. Raft gives up after an election
     /// timeout if it did not happen.
@@ -1161,11 +1180,15 @@ impl Group {
         let mut bytes = message.write_to_bytes().expect("encoding a raft message into a Vec cannot fail");
         let checksum = xxhash_rust::xxh3::xxh3_64(&bytes);
         bytes.extend_from_slice(&checksum.to_le_bytes());
+        let mut in_parts = false;
         if message.get_msg_type() == MessageType::MsgSnapshot {
             self.stats.snapshots_sent += 1;
-            self.snapshots_out.push(message.to);
+            in_parts = bytes.len() > self.report_snapshots_above;
+            if !in_parts {
+                self.snapshots_out.push(message.to);
+            }
         }
-        self.outputs.push_back(GroupOutput::Send { to, bytes });
+        self.outputs.push_back(GroupOutput::Send { to, bytes, in_parts });
     }
 
     /// The message in `bytes`, if it is one this replica should step.

@@ -250,7 +250,7 @@ impl Sim {
                         self.start_fsync(id);
                     }
                 }
-                GroupOutput::Send { to, bytes } => {
+                GroupOutput::Send { to, bytes, .. } => {
                     if self.cut(id, to.0) || self.rng.random_bool(self.drop_rate) {
                         continue;
                     }
