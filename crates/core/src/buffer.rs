@@ -262,10 +262,7 @@ impl WriteBuffer {
             self.bytes += bytes;
             list.push(Buffered { position, effect });
         }
-        match &mut self.deps {
-            Some(deps) => deps.merge_max(&tx.deps),
-            None => self.deps = Some(tx.deps),
-        }
+        self.deps = join(self.deps.take(), &tx.deps);
         self.stats.transactions += 1;
         #[cfg(debug_assertions)]
         self.check();
@@ -305,14 +302,7 @@ impl WriteBuffer {
             }
         } else {
             // The join shrinks only by recomputing it: components are few.
-            let mut deps: Option<VectorClock> = None;
-            for c in self.components.values() {
-                match &mut deps {
-                    Some(d) => d.merge_max(&c.deps),
-                    None => deps = Some(c.deps.clone()),
-                }
-            }
-            self.deps = deps;
+            self.deps = self.components.values().fold(None, |deps, c| join(deps, &c.deps));
         }
         #[cfg(debug_assertions)]
         self.check();
@@ -359,6 +349,13 @@ impl WriteBuffer {
         assert!(self.alias.values().all(|k| self.components.contains_key(k)), "an id resolves to no live component");
         assert_eq!(self.bytes, self.components.values().map(|c| c.bytes).sum::<usize>(), "bytes out of step");
     }
+}
+
+/// `deps` joined with `more` (componentwise maximum); `None` is the empty join.
+fn join(deps: Option<VectorClock>, more: &VectorClock) -> Option<VectorClock> {
+    let mut deps = deps.unwrap_or_else(|| more.clone());
+    deps.merge_max(more);
+    Some(deps)
 }
 
 #[cfg(test)]

@@ -904,12 +904,9 @@ impl Replica {
     fn ask_to_join(&mut self, replaces: NodeIndex) {
         self.stats.join_requests += 1;
         let replica = self.group.id();
-        for n in (0..self.nodes).filter(|n| *n != self.node) {
-            self.outputs.push_back(ReplicaOutput::Send(Envelope {
-                from: Address::Replica(self.id, self.node),
-                to: Address::Replica(self.id, n),
-                msg: Message::Replica(ReplicaMessage::Join { replica, replaces }),
-            }));
+        let (me, nodes) = (self.node, self.nodes);
+        for n in (0..nodes).filter(|n| *n != me) {
+            self.send_replica(n, ReplicaMessage::Join { replica, replaces });
         }
     }
 
