@@ -494,7 +494,10 @@ fn main() -> anyhow::Result<()> {
                 None => None,
                 Some(name) => match causet_sim::parse_bug(name) {
                     Some(b) => Some(b),
-                    None => bail!("unknown bug {name:?}: use skip-read-wait, commit-at-min-prepare-time or ignore-prepared-in-pvc"),
+                    None => {
+                        let names: Vec<&str> = causet_core::Bug::ALL.into_iter().map(causet_sim::bug_name).collect();
+                        bail!("unknown bug {name:?}: use one of {}", names.join(", "))
+                    }
                 },
             };
             match (seed, seeds) {

@@ -85,6 +85,18 @@ pub struct Component {
     pub bytes: usize,
 }
 
+impl Component {
+    /// Takes `other`'s objects (none of them in this one), ids and transactions in.
+    pub fn absorb(&mut self, other: Component) {
+        self.ids.extend(other.ids);
+        self.objects.extend(other.objects);
+        self.deps.merge_max(&other.deps);
+        self.due_us = self.due_us.min(other.due_us);
+        self.transactions += other.transactions;
+        self.bytes += other.bytes;
+    }
+}
+
 /// A transaction to buffer ([`WriteBuffer::add`]).
 #[derive(Clone, Debug)]
 pub struct BufferedTx {
@@ -228,13 +240,7 @@ impl WriteBuffer {
             for object in absorbed.objects.keys() {
                 self.of_object.insert(object.clone(), into);
             }
-            let target = self.components.get_mut(&into).expect("live");
-            target.ids.extend(absorbed.ids);
-            target.objects.extend(absorbed.objects);
-            target.deps.merge_max(&absorbed.deps);
-            target.due_us = target.due_us.min(absorbed.due_us);
-            target.transactions += absorbed.transactions;
-            target.bytes += absorbed.bytes;
+            self.components.get_mut(&into).expect("live").absorb(absorbed);
             self.stats.merges += 1;
         }
         let component = self.components.get_mut(&into).expect("live");

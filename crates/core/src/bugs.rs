@@ -25,12 +25,20 @@ pub enum Bug {
     /// The coordinators' lease cache serves any entry whose lease has not ended, whatever its visibility box and
     /// the transaction's window (HoneyPot's consistency test, Spec 1 line 12, removed).
     CacheIgnoresBoxes,
+    /// The write buffer hands a component over one object per commit rather than all of it in one commit
+    /// (HoneyPot's atomic handover removed).
+    SplitHandover,
 }
 
 impl Bug {
     /// Every deliberate bug.
-    pub const ALL: [Bug; 4] =
-        [Bug::SkipReadWait, Bug::CommitAtMinPrepareTime, Bug::IgnorePreparedInPvc, Bug::CacheIgnoresBoxes];
+    pub const ALL: [Bug; 5] = [
+        Bug::SkipReadWait,
+        Bug::CommitAtMinPrepareTime,
+        Bug::IgnorePreparedInPvc,
+        Bug::CacheIgnoresBoxes,
+        Bug::SplitHandover,
+    ];
 }
 
 /// Whether this build honours deliberate bugs at all: test and debug builds, and builds with the

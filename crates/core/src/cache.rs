@@ -21,13 +21,31 @@ use std::collections::{BTreeMap, VecDeque};
 pub struct CacheConfig {
     /// How long an entry may be served after it was fetched, µs: the bound on how stale a hit is.
     pub lease_us: u64,
-    /// Most bytes of cached states (their encoded size); the least recently used go first.
+    /// Most bytes of cached states (their encoded size); the least recently used go first. Buffered writes are
+    /// handed over early when they take more than half of it.
     pub memory_bytes: usize,
+    /// Whether update transactions that read through the cache are buffered at the coordinator and handed over to
+    /// the owners one lease later (HoneyPot's write buffer, [`crate::buffer`]), rather than committed at once.
+    #[serde(default)]
+    pub buffer_writes: bool,
+    /// Most objects in one component of buffered writes: a transaction that would grow one past it hands it over
+    /// first.
+    #[serde(default = "default_max_component_objects")]
+    pub max_component_objects: usize,
+}
+
+fn default_max_component_objects() -> usize {
+    64
 }
 
 impl Default for CacheConfig {
     fn default() -> Self {
-        Self { lease_us: 1_000_000, memory_bytes: 64 << 20 }
+        Self {
+            lease_us: 1_000_000,
+            memory_bytes: 64 << 20,
+            buffer_writes: false,
+            max_component_objects: default_max_component_objects(),
+        }
     }
 }
 
@@ -267,7 +285,8 @@ mod tests {
 
     #[test]
     fn entries_end_with_their_lease_and_the_least_recently_used_go_first() {
-        let config = CacheConfig { lease_us: 100, memory_bytes: 3 * (counter(1).encode().len() + 1 + 32) };
+        let config =
+            CacheConfig { lease_us: 100, memory_bytes: 3 * (counter(1).encode().len() + 1 + 32), ..Default::default() };
         let mut cache = Cache::new(config);
         for (t, key) in ["a", "b", "c"].iter().enumerate() {
             cache.insert(t as u64, id(key), fetched(1, &[0, 0], &[9, 9]));
@@ -286,7 +305,7 @@ mod tests {
 
     #[test]
     fn the_floor_is_the_stable_snapshot_of_one_lease_ago() {
-        let mut cache = Cache::new(CacheConfig { lease_us: 100, memory_bytes: 1 << 20 });
+        let mut cache = Cache::new(CacheConfig { lease_us: 100, memory_bytes: 1 << 20, ..Default::default() });
         assert_eq!(cache.floor(), None);
         cache.observe_stable(0, &v(&[1, 1]));
         cache.observe_stable(50, &v(&[2, 2]));

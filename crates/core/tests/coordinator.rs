@@ -454,7 +454,8 @@ fn a_coordinator_begins_no_transaction_before_it_heard_the_stable_snapshot() {
 #[test]
 fn a_cached_transaction_fetches_at_its_window_after_the_cache_floor_moved_past_it() {
     let mut config = Config::new(1, DcId(0), 2);
-    config.cache = Some(causet_core::cache::CacheConfig { lease_us: 100_000, memory_bytes: 1 << 20 });
+    config.cache =
+        Some(causet_core::cache::CacheConfig { lease_us: 100_000, memory_bytes: 1 << 20, ..Default::default() });
     let mut dc = Dc::with_config(config);
     for _ in 0..5 {
         dc.advance(1_000);
@@ -478,4 +479,186 @@ fn a_cached_transaction_fetches_at_its_window_after_the_cache_floor_moved_past_i
     }
     let read = dc.call(ClientRequest::Read { tx: second, objects: vec![y] });
     assert!(matches!(read, Ok(ClientResponse::Values(_))), "the fetch at the window's top failed: {read:?}");
+}
+
+/// A DC whose coordinator caches and buffers writes, with leases of `lease_ms`, after its first stable snapshots.
+fn buffering_dc(partitions: u32, lease_ms: u64) -> Dc {
+    let mut config = Config::new(1, DcId(0), partitions);
+    let lease_us = lease_ms * 1_000;
+    config.cache = Some(causet_core::cache::CacheConfig { lease_us, buffer_writes: true, ..Default::default() });
+    let mut dc = Dc::with_config(config);
+    for _ in 0..5 {
+        dc.advance(1_000);
+    }
+    dc
+}
+
+fn counter(key: &str) -> ObjectId {
+    ObjectId::new(key, "b", CrdtType::CounterPn)
+}
+
+fn read_one(dc: &mut Dc, object: &ObjectId, reads: causet_core::coordinator::ReadFrom) -> Value {
+    let body = ClientRequest::StaticRead { clock: None, objects: vec![object.clone()], reads };
+    match dc.call(body) {
+        Ok(ClientResponse::StaticValues { mut values, .. }) => values.remove(0),
+        other => panic!("read failed: {other:?}"),
+    }
+}
+
+/// Keys on `n` different partitions of `partitions`.
+fn counters_apart(n: usize, partitions: u32) -> Vec<ObjectId> {
+    let mut found: Vec<ObjectId> = Vec::new();
+    for i in 0.. {
+        let o = counter(&format!("k{i}"));
+        if !found.iter().any(|f| f.partition(partitions) == o.partition(partitions)) {
+            found.push(o);
+        }
+        if found.len() == n {
+            return found;
+        }
+    }
+    unreachable!()
+}
+
+#[test]
+fn a_buffered_update_is_acknowledged_at_once_read_here_and_handed_over_in_one_commit_when_its_lease_ends() {
+    use causet_core::coordinator::ReadFrom;
+    let mut dc = buffering_dc(2, 100);
+    let [x, y] = <[ObjectId; 2]>::try_from(counters_apart(2, 2)).expect("two keys");
+    let updates = vec![(x.clone(), Op::Increment(3)), (y.clone(), Op::Increment(4))];
+    committed(dc.call(ClientRequest::StaticUpdate { clock: None, updates }));
+    assert_eq!(dc.prepares_sent(), 0, "acknowledged without a commit at the owners");
+    assert_eq!(read_one(&mut dc, &x, ReadFrom::Cache), Value::Counter(3), "read back from the buffer");
+    let stats = dc.coordinator.handover_stats().expect("buffering");
+    assert_eq!((stats.buffer.transactions, stats.buffer.objects, stats.handovers), (1, 2, 0));
+    // The lease ends: one transaction carries both effects to both owners.
+    for _ in 0..110 {
+        dc.advance(1_000);
+    }
+    let prepares: Vec<&Envelope> = dc.sent.iter().filter(|e| matches!(e.msg, Message::Prepare { .. })).collect();
+    assert_eq!(prepares.len(), 2, "one prepare per owner");
+    let txs: std::collections::BTreeSet<TxId> = prepares
+        .iter()
+        .map(|e| match &e.msg {
+            Message::Prepare { tx, .. } => *tx,
+            _ => unreachable!(),
+        })
+        .collect();
+    assert_eq!(txs.len(), 1, "both effects in one transaction");
+    assert_eq!(dc.coordinator.handover_stats().map(|s| (s.handovers, s.buffer.objects)), Some((1, 0)));
+    // Fresh reads go to the owners, which hold the effects once; so do cached reads (from the owners or the
+    // buffer, never both).
+    assert_eq!(read_one(&mut dc, &y, ReadFrom::Fresh), Value::Counter(4));
+    assert_eq!(read_one(&mut dc, &x, ReadFrom::Cache), Value::Counter(3));
+    assert_eq!(read_one(&mut dc, &x, ReadFrom::Fresh), Value::Counter(3));
+}
+
+#[test]
+fn a_transaction_reads_the_effects_buffered_before_it_started_and_none_after() {
+    let mut dc = buffering_dc(2, 100);
+    let x = counter("x");
+    committed(dc.call(ClientRequest::StaticUpdate { clock: None, updates: vec![(x.clone(), Op::Increment(1))] }));
+    let early = dc.start(None);
+    committed(dc.call(ClientRequest::StaticUpdate { clock: None, updates: vec![(x.clone(), Op::Increment(10))] }));
+    let late = dc.start(None);
+    let read = |dc: &mut Dc, tx| dc.call(ClientRequest::Read { tx, objects: vec![x.clone()] });
+    assert_eq!(read(&mut dc, early), Ok(ClientResponse::Values(vec![Value::Counter(1)])));
+    assert_eq!(read(&mut dc, late), Ok(ClientResponse::Values(vec![Value::Counter(11)])));
+    // Its own update is buffered after both.
+    let update = ClientRequest::Update { tx: early, updates: vec![(x.clone(), Op::Increment(100))] };
+    assert_eq!(dc.call(update), Ok(ClientResponse::Updated));
+    assert_eq!(read(&mut dc, early), Ok(ClientResponse::Values(vec![Value::Counter(101)])));
+    committed(dc.call(ClientRequest::Commit { tx: early }));
+    committed(dc.call(ClientRequest::Commit { tx: late }));
+    assert_eq!(read_one(&mut dc, &x, causet_core::coordinator::ReadFrom::Cache), Value::Counter(111));
+    for _ in 0..110 {
+        dc.advance(1_000);
+    }
+    assert_eq!(read_one(&mut dc, &x, causet_core::coordinator::ReadFrom::Fresh), Value::Counter(111));
+}
+
+/// A transaction open while its node hands a component over reads the component's effects exactly once: from the
+/// buffer if its window excludes the handover's commit, from the owner if it includes it.
+#[test]
+fn a_transaction_open_across_a_handover_counts_the_handed_over_effects_once() {
+    let mut dc = buffering_dc(2, 50);
+    let [x, y] = <[ObjectId; 2]>::try_from(counters_apart(2, 2)).expect("two keys");
+    committed(dc.call(ClientRequest::StaticUpdate { clock: None, updates: vec![(x.clone(), Op::Increment(5))] }));
+    let across = dc.start(None);
+    let read = |dc: &mut Dc, tx, o: &ObjectId| dc.call(ClientRequest::Read { tx, objects: vec![o.clone()] });
+    assert_eq!(read(&mut dc, across, &y), Ok(ClientResponse::Values(vec![Value::Counter(0)])));
+    for _ in 0..60 {
+        dc.advance(1_000);
+    }
+    assert_eq!(dc.coordinator.handover_stats().map(|s| s.handovers), Some(1), "handed over");
+    assert_eq!(read(&mut dc, across, &x), Ok(ClientResponse::Values(vec![Value::Counter(5)])));
+    committed(dc.call(ClientRequest::Commit { tx: across }));
+    // A transaction begun after the handover, with no clock: its window may exclude the handover or not.
+    let after = dc.start(None);
+    assert_eq!(read(&mut dc, after, &x), Ok(ClientResponse::Values(vec![Value::Counter(5)])));
+    assert_eq!(read(&mut dc, after, &y), Ok(ClientResponse::Values(vec![Value::Counter(0)])));
+    committed(dc.call(ClientRequest::Commit { tx: after }));
+    // Long after: the handover is below the cache floor and the owners serve it.
+    for _ in 0..200 {
+        dc.advance(1_000);
+    }
+    assert_eq!(dc.coordinator.handover_stats().map(|s| s.retired), Some(0), "the handed-over component went");
+    assert_eq!(read_one(&mut dc, &x, causet_core::coordinator::ReadFrom::Cache), Value::Counter(5));
+}
+
+#[test]
+fn a_bounded_counter_decrement_commits_at_the_owner_after_the_buffered_increments() {
+    let mut dc = buffering_dc(2, 1_000);
+    let b = ObjectId::new("b", "b", CrdtType::CounterB);
+    committed(dc.call(ClientRequest::StaticUpdate { clock: None, updates: vec![(b.clone(), Op::Increment(5))] }));
+    assert_eq!(dc.prepares_sent(), 0, "an increment is buffered");
+    let tx = dc.start(None);
+    assert_eq!(
+        dc.call(ClientRequest::Read { tx, objects: vec![b.clone()] }),
+        Ok(ClientResponse::Values(vec![Value::Counter(5)]))
+    );
+    assert_eq!(
+        dc.call(ClientRequest::Update { tx, updates: vec![(b.clone(), Op::Increment(-3))] }),
+        Ok(ClientResponse::Updated)
+    );
+    // The decrement spends rights the owner holds only once the increment is there: the buffer goes first.
+    let clock = committed(dc.call(ClientRequest::Commit { tx }));
+    assert_eq!(dc.coordinator.handover_stats().map(|s| (s.handovers, s.waits)), Some((1, 1)));
+    let body = ClientRequest::StaticRead {
+        clock: Some(clock),
+        objects: vec![b],
+        reads: causet_core::coordinator::ReadFrom::Fresh,
+    };
+    match dc.call(body) {
+        Ok(ClientResponse::StaticValues { values, .. }) => assert_eq!(values, vec![Value::Counter(2)]),
+        other => panic!("read failed: {other:?}"),
+    }
+}
+
+#[test]
+fn a_component_at_its_cap_is_handed_over_before_it_grows() {
+    let mut config = Config::new(1, DcId(0), 2);
+    config.cache = Some(causet_core::cache::CacheConfig {
+        lease_us: 1_000_000,
+        buffer_writes: true,
+        max_component_objects: 2,
+        ..Default::default()
+    });
+    let mut dc = Dc::with_config(config);
+    for _ in 0..5 {
+        dc.advance(1_000);
+    }
+    let keys: Vec<ObjectId> = (0..3).map(|i| counter(&format!("c{i}"))).collect();
+    let update = |dc: &mut Dc, objects: &[&ObjectId]| {
+        let updates = objects.iter().map(|o| ((*o).clone(), Op::Increment(1))).collect();
+        committed(dc.call(ClientRequest::StaticUpdate { clock: None, updates }))
+    };
+    update(&mut dc, &[&keys[0], &keys[1]]);
+    update(&mut dc, &[&keys[1]]);
+    assert_eq!(dc.coordinator.handover_stats().map(|s| (s.handovers, s.buffer.objects)), Some((0, 2)));
+    // Linking keys[2] would make three: the component goes first, then the transaction is buffered.
+    update(&mut dc, &[&keys[1], &keys[2]]);
+    let stats = dc.coordinator.handover_stats().expect("buffering");
+    assert_eq!((stats.handovers, stats.buffer.objects, stats.waits), (1, 2, 1));
+    assert_eq!(read_one(&mut dc, &keys[1], causet_core::coordinator::ReadFrom::Cache), Value::Counter(3));
 }

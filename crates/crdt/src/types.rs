@@ -343,9 +343,20 @@ impl Effect {
             (Effect::CounterPn(a), Effect::CounterPn(b)) => a.absorb(b),
             (Effect::CounterFat(a), Effect::CounterFat(b)) => a.absorb(b),
             (Effect::RegisterLww(a), Effect::RegisterLww(b)) => {
-                a.clone_from(b);
+                a.absorb(b);
                 true
             }
+            _ => false,
+        }
+    }
+
+    /// Whether the effect spends a bounded counter's rights (a decrement or a transfer, also nested in a map): it
+    /// holds only where the origin's rights are checked at the moment it commits, so it must not wait in a write
+    /// buffer whose handover could meet rights spent meanwhile.
+    pub fn spends_rights(&self) -> bool {
+        match self {
+            Effect::CounterB(e) => !matches!(e.change(), BCounterChange::Increment(_)),
+            Effect::MapGo(e) | Effect::MapRr(e) => e.updates().any(|(_, nested)| nested.spends_rights()),
             _ => false,
         }
     }

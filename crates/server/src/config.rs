@@ -124,7 +124,8 @@ pub struct ServerConfig {
     /// TLS on the client port (`[client_tls]`: `cert`, `key`), off by default: AntidoteDB's clients speak plain
     /// TCP. With it, the port accepts TLS only.
     pub client_tls: Option<crate::tls::ClientTlsConfig>,
-    /// The lease cache of objects other nodes own (HoneyPot; `[cache]`: `enabled`, `lease_ms`, `memory_bytes`),
+    /// The lease cache of objects other nodes own (HoneyPot; `[cache]`: `enabled`, `lease_ms`, `memory_bytes`,
+    /// `buffer_writes`, `max_component_objects`),
     /// off by default. See docs/cache.md.
     pub cache: LeaseCache,
 }
@@ -140,11 +141,25 @@ pub struct LeaseCache {
     pub lease_ms: u64,
     /// Most bytes of cached states per coordinator (one per shard); the least recently used go first.
     pub memory_bytes: u64,
+    /// Update transactions that read through the cache are acknowledged once buffered at their coordinator and
+    /// handed over to the owners in one commit per component when the lease ends (HoneyPot's write buffer).
+    /// Not yet crash-safe: a buffer dies with its node's process, and a session must stay on its node to read its
+    /// buffered writes (docs/cache.md).
+    pub buffer_writes: bool,
+    /// Most objects whose buffered writes one handover carries: a transaction that would link more hands the
+    /// components it touches over first.
+    pub max_component_objects: usize,
 }
 
 impl Default for LeaseCache {
     fn default() -> Self {
-        Self { enabled: false, lease_ms: 1_000, memory_bytes: 64 << 20 }
+        Self {
+            enabled: false,
+            lease_ms: 1_000,
+            memory_bytes: 64 << 20,
+            buffer_writes: false,
+            max_component_objects: 64,
+        }
     }
 }
 
@@ -304,6 +319,12 @@ impl ServerConfig {
             if self.cache.memory_bytes < 1024 {
                 return bad("[cache] memory_bytes must be at least 1024");
             }
+            if self.cache.buffer_writes && self.certify_writes {
+                return bad("[cache] buffer_writes does not go with certify_writes: a handover of acknowledged writes cannot be refused");
+            }
+            if self.cache.max_component_objects == 0 {
+                return bad("[cache] max_component_objects must be at least 1");
+            }
         }
         if self.sync == SyncPolicy::Periodic && self.sync_interval_ms == 0 {
             return bad("sync_interval_ms must be positive with sync = \"periodic\"");
@@ -361,6 +382,8 @@ impl ServerConfig {
         c.cache = self.cache.enabled.then(|| causet_core::cache::CacheConfig {
             lease_us: self.cache.lease_ms * 1_000,
             memory_bytes: usize::try_from(self.cache.memory_bytes).unwrap_or(usize::MAX),
+            buffer_writes: self.cache.buffer_writes,
+            max_component_objects: self.cache.max_component_objects,
         });
         c
     }

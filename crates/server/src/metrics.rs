@@ -91,6 +91,20 @@ pub struct Metrics {
     pub cache_entries: Gauge,
     /// Bytes of states in the lease caches now.
     pub cache_bytes: Gauge,
+    /// Update transactions acknowledged once buffered (HoneyPot's write buffer).
+    pub buffered_transactions: Counter,
+    /// Components of buffered writes handed over to their owners.
+    pub handovers: Counter,
+    /// Handover transactions sent again after a failed prepare.
+    pub handover_retries: Counter,
+    /// Objects handed over, summed over handovers.
+    pub handed_objects: Counter,
+    /// Time from the start of a round of handovers to each handover's commit, summed, seconds.
+    pub handover_seconds: Counter<f64, std::sync::atomic::AtomicU64>,
+    /// Components of buffered writes waiting for their handover now, and the bytes of their effects.
+    pub buffer_components: Gauge,
+    /// See `buffer_components`.
+    pub buffer_bytes: Gauge,
 }
 
 impl Default for Metrics {
@@ -139,6 +153,28 @@ impl Metrics {
         let cache_dropped = Family::<Labels, Counter>::default();
         let cache_entries = Gauge::default();
         let cache_bytes = Gauge::default();
+        let buffered_transactions = Counter::default();
+        let handovers = Counter::default();
+        let handover_retries = Counter::default();
+        let handed_objects = Counter::default();
+        let handover_seconds = Counter::<f64, std::sync::atomic::AtomicU64>::default();
+        let buffer_components = Gauge::default();
+        let buffer_bytes = Gauge::default();
+        registry.register(
+            "buffered_transactions",
+            "Update transactions acknowledged once buffered at their coordinator",
+            buffered_transactions.clone(),
+        );
+        registry.register("handovers", "Components of buffered writes handed over to their owners", handovers.clone());
+        registry.register("handover_retries", "Handovers sent again after a failed prepare", handover_retries.clone());
+        registry.register("handed_objects", "Objects handed over, summed over handovers", handed_objects.clone());
+        registry.register(
+            "handover_seconds",
+            "Time from the start of a round of handovers to each handover's commit, summed",
+            handover_seconds.clone(),
+        );
+        registry.register("buffer_components", "Components of buffered writes waiting", buffer_components.clone());
+        registry.register("buffer_bytes", "Bytes of buffered effects waiting", buffer_bytes.clone());
         registry.register(
             "cache_reads",
             "Reads through the lease cache: hit, miss (not cached or lease ended), refetch (box outside the window)",
@@ -274,6 +310,13 @@ impl Metrics {
             cache_dropped,
             cache_entries,
             cache_bytes,
+            buffered_transactions,
+            handovers,
+            handover_retries,
+            handed_objects,
+            handover_seconds,
+            buffer_components,
+            buffer_bytes,
         }
     }
 
@@ -329,6 +372,19 @@ impl Metrics {
             raise(&self.cache_dropped.get_or_create(&vec![("reason", "evicted")]), sum(|c| c.evicted));
             self.cache_entries.set(sum(|c| c.entries as u64) as i64);
             self.cache_bytes.set(sum(|c| c.bytes as u64) as i64);
+        }
+        let buffers: Vec<_> = shards.iter().filter_map(|s| s.buffer.as_ref()).collect();
+        if !buffers.is_empty() {
+            let sum =
+                |f: fn(&causet_core::coordinator::HandoverStats) -> u64| buffers.iter().map(|b| f(b)).sum::<u64>();
+            raise(&self.buffered_transactions, sum(|b| b.buffer.transactions));
+            raise(&self.handovers, sum(|b| b.handovers));
+            raise(&self.handover_retries, sum(|b| b.retries));
+            raise(&self.handed_objects, sum(|b| b.handed_objects));
+            let seconds = sum(|b| b.handover_us_total) as f64 / 1e6;
+            self.handover_seconds.inc_by((seconds - self.handover_seconds.get()).max(0.0));
+            self.buffer_components.set(sum(|b| b.buffer.components as u64) as i64);
+            self.buffer_bytes.set(sum(|b| b.buffer.bytes as u64) as i64);
         }
         let duplicates = shards.iter().flat_map(|s| &s.partitions).map(|p| p.duplicate_prepares).sum();
         raise(&self.duplicate_prepares, duplicates);
@@ -449,6 +505,7 @@ mod tests {
                 entries: 6,
                 bytes: 600,
             }),
+            buffer: None,
             stable_snapshot: vec![0],
             gc_frontier: None,
             partitions: vec![partition],

@@ -15,6 +15,10 @@ pub struct ShardStatus {
     /// The coordinator's lease cache, if it has one: reads by outcome, entries dropped, size now.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cache: Option<causet_core::cache::CacheStats>,
+    /// The coordinator's write buffer, if it buffers writes: transactions buffered, components and their sizes,
+    /// handovers and their latency.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub buffer: Option<causet_core::coordinator::HandoverStats>,
     /// The stable snapshot as the coordinator knows it.
     pub stable_snapshot: Vec<u64>,
     /// The garbage-collection frontier, on the shard that runs the node's stabilizer: versions below it may go.
@@ -284,6 +288,7 @@ impl ShardStatus {
             open_transactions: coordinator.open_transactions(),
             resends_to_new_leaders: coordinator.resends(),
             cache: coordinator.cache_stats(),
+            buffer: coordinator.handover_stats(),
             stable_snapshot: coordinator.stable_snapshot().entries().iter().map(|t| t.0).collect(),
             gc_frontier: node.stabilizer().map(|s| s.gc_frontier().entries().iter().map(|t| t.0).collect()),
             partitions,

@@ -125,6 +125,7 @@ pub fn bug_name(bug: causet_core::Bug) -> &'static str {
         causet_core::Bug::CommitAtMinPrepareTime => "commit-at-min-prepare-time",
         causet_core::Bug::IgnorePreparedInPvc => "ignore-prepared-in-pvc",
         causet_core::Bug::CacheIgnoresBoxes => "cache-ignores-boxes",
+        causet_core::Bug::SplitHandover => "split-handover",
     }
 }
 

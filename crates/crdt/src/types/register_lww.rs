@@ -54,3 +54,15 @@ impl LwwRegister {
         }
     }
 }
+
+impl LwwRegisterEffect {
+    /// Folds `later` (applied after this one, at the same stamp) into this one: what applying both leaves. The
+    /// higher sequence number wins; at equal ones, the first applied stays. A later effect may carry a lower
+    /// number: a write buffer's concurrent transactions number their effects from where the buffer stood when
+    /// each started.
+    pub(crate) fn absorb(&mut self, later: &LwwRegisterEffect) {
+        if later.seq > self.seq {
+            self.clone_from(later);
+        }
+    }
+}

@@ -221,6 +221,23 @@ fn counter_b_refuses_to_go_negative() {
     assert_eq!(bcounter(&zero).local_rights(0), 0);
 }
 
+/// What spends a bounded counter's rights, also nested in a map: the effects a write buffer must not hold.
+#[test]
+fn only_decrements_and_transfers_spend_rights() {
+    let start = Crdt::new(CrdtType::CounterB);
+    let five = applied(&start, &[(&generate(&start, Op::Increment(5), 1, 0), stamp(1, 1))]);
+    assert!(!generate(&five, Op::Increment(2), 2, 0).spends_rights());
+    assert!(generate(&five, Op::Increment(-2), 2, 0).spends_rights());
+    assert!(generate(&five, Op::Transfer { amount: 1, to: 1 }, 2, 0).spends_rights());
+    assert!(!generate(&Crdt::new(CrdtType::CounterPn), Op::Increment(-2), 2, 0).spends_rights());
+    let b = key("b", CrdtType::CounterB);
+    let map = Crdt::new(CrdtType::MapGo);
+    let up = Op::MapUpdate(vec![(b.clone(), Op::Increment(3))]);
+    let filled = applied(&map, &[(&generate(&map, up.clone(), 3, 0), stamp(2, 3))]);
+    assert!(!generate(&filled, up, 4, 0).spends_rights());
+    assert!(generate(&filled, Op::MapUpdate(vec![(b, Op::Increment(-1))]), 5, 0).spends_rights());
+}
+
 #[test]
 fn counter_b_transfer_moves_rights_so_the_other_dc_can_decrement() {
     let start = Crdt::new(CrdtType::CounterB);

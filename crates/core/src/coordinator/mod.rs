@@ -7,6 +7,11 @@
 //! A client reply for a committed update transaction leaves only after every touched partition has made the
 //! commit durable, so an acknowledged commit survives any crash.
 
+mod handover;
+
+pub use handover::HandoverStats;
+
+use crate::buffer::TxView;
 use crate::bugs::{self, Bug};
 use crate::cache::{Cache, CacheStats, Window};
 use crate::message::{Fetched, RemoteError};
@@ -203,6 +208,8 @@ enum Kind {
     Interactive,
     /// A static transaction: commit as soon as the read or update is done.
     Static,
+    /// The handover of a component of buffered writes to its owners (no client waits for it).
+    Handover,
 }
 
 #[derive(Clone, Debug)]
@@ -225,6 +232,8 @@ enum Phase {
     Committing { request: RequestId, commit: VectorClock, unacked: BTreeSet<PartitionId>, retry_us: u64 },
     /// Decided to abort; waiting for prepared partitions to forget it.
     Aborting { unacked: BTreeSet<PartitionId>, retry_us: u64 },
+    /// Waiting for a round of handovers of buffered writes before it commits.
+    Flushing { request: RequestId, after_round: u64, deadline_us: u64 },
 }
 
 #[derive(Clone, Debug)]
@@ -242,6 +251,10 @@ struct Tx {
     reads: ReadFrom,
     /// With the cache: the snapshots the transaction may still read at. Its reads are exact at each of them.
     window: Option<Window>,
+    /// With the write buffer: the buffered effects it reads (those added before it started).
+    view: Option<TxView>,
+    /// It waited for the buffer to be handed over (and may now commit at the owners).
+    flushed: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -258,6 +271,8 @@ struct PendingStart {
     then: Option<StaticOp>,
     reads: ReadFrom,
     deadline_us: u64,
+    /// It starts once this many rounds of handovers have ended (what was buffered before it is at the owners).
+    after_round: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -291,6 +306,8 @@ pub struct Coordinator {
     fetches: DetHashMap<u64, (TxId, Vec<ObjectId>, Option<VectorClock>)>,
     /// The lease cache, if configured (HoneyPot).
     cache: Option<Cache>,
+    /// The write buffer and its handovers, if the cache buffers writes.
+    buffering: Option<handover::Buffering>,
     finished: DetHashMap<TxId, Finished>,
     finished_order: VecDeque<TxId>,
     starts: Vec<PendingStart>,
@@ -315,6 +332,11 @@ impl Coordinator {
             txs: BTreeMap::new(),
             fetches: DetHashMap::default(),
             cache: config.cache.clone().map(Cache::new),
+            // Certification could refuse a handover of writes already acknowledged: the two do not go together
+            // (the server's configuration refuses both at once).
+            buffering: (config.cache.as_ref())
+                .filter(|c| c.buffer_writes && !config.certify_writes)
+                .map(handover::Buffering::new),
             finished: DetHashMap::default(),
             finished_order: VecDeque::new(),
             starts: Vec::new(),
@@ -362,12 +384,16 @@ impl Coordinator {
             next = next.min(match &tx.phase {
                 Phase::Idle { deadline_us }
                 | Phase::Fetching { deadline_us, .. }
-                | Phase::Preparing { deadline_us, .. } => *deadline_us,
+                | Phase::Preparing { deadline_us, .. }
+                | Phase::Flushing { deadline_us, .. } => *deadline_us,
                 Phase::Committing { retry_us, .. } | Phase::Aborting { retry_us, .. } => *retry_us,
             });
         }
         for s in &self.starts {
             next = next.min(s.deadline_us);
+        }
+        if let Some(round) = self.buffering.as_ref().and_then(|b| b.next_round()) {
+            next = next.min(round);
         }
         Some(next)
     }
@@ -437,7 +463,7 @@ impl Coordinator {
             Message::Fetched { tx, request, result } => self.on_fetched(now_us, tx, request, result),
             Message::Prepared { tx, prepare_time } => self.on_prepared(now_us, tx, partition, prepare_time),
             Message::PrepareRefused { tx, reason } => self.on_prepare_refused(now_us, tx, partition, reason),
-            Message::CommitAck { tx } => self.on_commit_ack(tx, partition),
+            Message::CommitAck { tx } => self.on_commit_ack(now_us, tx, partition),
             Message::Committed { tx, commit } => self.on_committed_alone(tx, partition, commit),
             Message::AbortAck { tx } => self.on_abort_ack(tx, partition),
             Message::QueryOutcome { tx } => self.on_query(tx, partition),
@@ -461,6 +487,10 @@ impl Coordinator {
             if let Some(floor) = self.cache.as_ref().and_then(Cache::floor) {
                 oldest.merge_min(floor);
             }
+            if let Some(b) = &mut self.buffering {
+                let floor = self.cache.as_ref().and_then(Cache::floor);
+                b.forget_retired(floor, self.txs.values().filter_map(|tx| tx.window.as_ref()));
+            }
             self.send(Address::Stabilizer, Message::OldestSnapshot { snapshot: oldest });
         }
         let starts = std::mem::take(&mut self.starts);
@@ -478,7 +508,8 @@ impl Coordinator {
             .filter(|(_, tx)| match &tx.phase {
                 Phase::Idle { deadline_us }
                 | Phase::Fetching { deadline_us, .. }
-                | Phase::Preparing { deadline_us, .. } => now_us >= *deadline_us,
+                | Phase::Preparing { deadline_us, .. }
+                | Phase::Flushing { deadline_us, .. } => now_us >= *deadline_us,
                 Phase::Committing { retry_us, .. } | Phase::Aborting { retry_us, .. } => now_us >= *retry_us,
             })
             .map(|(id, _)| *id)
@@ -486,6 +517,7 @@ impl Coordinator {
         for id in due {
             self.on_due(now_us, id);
         }
+        self.start_round(now_us);
     }
 
     fn on_due(&mut self, now_us: u64, id: TxId) {
@@ -511,10 +543,21 @@ impl Coordinator {
                 let reason = "the partition did not answer the commit in time: the outcome is unknown";
                 self.reply(client, request, Err(TxError::Timeout(reason.into())));
             }
+            Phase::Preparing { .. } if tx.kind == Kind::Handover => {
+                self.abort_prepared(now_us, id);
+                self.retry_handover(now_us, id);
+            }
             Phase::Preparing { request, .. } => {
                 let (client, request) = (tx.client, *request);
                 let reason = "partitions did not answer the prepare in time";
                 self.abort_prepared(now_us, id);
+                self.reply(client, request, Err(TxError::Timeout(reason.into())));
+            }
+            Phase::Flushing { request, .. } => {
+                let (client, request) = (tx.client, *request);
+                self.txs.remove(&id);
+                let reason = "the buffered writes it depends on were not handed over in time";
+                self.finish(id, Finished::Aborted(reason.into()));
                 self.reply(client, request, Err(TxError::Timeout(reason.into())));
             }
             Phase::Committing { commit, unacked, retry_us, .. } => {
@@ -552,13 +595,49 @@ impl Coordinator {
             return;
         }
         let deadline_us = now_us + self.config.op_timeout_us;
-        let start = PendingStart { client, request, clock, then, reads, deadline_us };
-        if self.heard_stable && self.remote_entries_stable(&start.clock) {
+        // A transaction that does not read the buffer starts once what was buffered before it is at the owners.
+        let reads_buffer = self.reads_buffer(reads);
+        let after_round = match &mut self.buffering {
+            Some(b) if !reads_buffer => b.request_flush(),
+            _ => 0,
+        };
+        let start = PendingStart { client, request, clock, then, reads, deadline_us, after_round };
+        if self.ready(&start) {
             self.begin(now_us, start);
         } else {
             // Cure Alg. 1 line 11: wait until the stable snapshot covers the client's clock for remote DCs (and,
             // at a coordinator that just started, until it heard the stable snapshot at all).
             self.starts.push(start);
+            self.start_round(now_us);
+        }
+    }
+
+    /// Whether a transaction reading from `reads` reads through the write buffer.
+    fn reads_buffer(&self, reads: ReadFrom) -> bool {
+        self.buffering.is_some() && self.cache.is_some() && matches!(reads, ReadFrom::Leader | ReadFrom::Cache)
+    }
+
+    /// Whether a start may begin: the stable snapshot covers the client's clock (Cure), and with the write buffer,
+    /// no round of handovers is under way (for a transaction reading the buffer) or what was buffered before it is
+    /// handed over (for one that does not).
+    fn ready(&self, start: &PendingStart) -> bool {
+        let buffer = match &self.buffering {
+            Some(b) if self.reads_buffer(start.reads) => !b.in_round(),
+            Some(b) => b.rounds_done() >= start.after_round,
+            None => true,
+        };
+        buffer && self.heard_stable && self.remote_entries_stable(&start.clock)
+    }
+
+    /// Begins the starts that may begin now.
+    fn release_starts(&mut self, now_us: u64) {
+        let starts = std::mem::take(&mut self.starts);
+        for s in starts {
+            if self.ready(&s) {
+                self.begin(now_us, s);
+            } else {
+                self.starts.push(s);
+            }
         }
     }
 
@@ -597,8 +676,13 @@ impl Coordinator {
     /// the clock, raised to the client's, as CausalSpartanX's ROTX does, so no partition holds it back for a
     /// transaction prepared since. The stabilizer's garbage-collection frontier stays at or below this
     /// coordinator's reported stable snapshot, so the versions such a read needs are still there.
-    fn begin(&mut self, now_us: u64, start: PendingStart) {
+    fn begin(&mut self, now_us: u64, mut start: PendingStart) {
         let local = self.config.dc;
+        let reads_buffer = self.reads_buffer(start.reads);
+        if let Some(handed) = self.buffering.as_ref().and_then(|b| b.handed()).filter(|_| !reads_buffer) {
+            // It reads none of the buffer: it starts above every handover (which holds what was buffered before).
+            start.clock.merge_max(handed);
+        }
         let mut snapshot = self.config.protocol.rules().remote_snapshot(&self.stable, local);
         self.clock.observe(start.clock.get(local));
         let (clock, stable) = (self.clock.current(now_us), self.stable.get(local));
@@ -616,16 +700,24 @@ impl Coordinator {
         let kind = if start.then.is_some() { Kind::Static } else { Kind::Interactive };
         let window = self.window_for(&start, &snapshot);
         let window_lo = window.as_ref().map(|w| w.lo.clone());
+        let view = self.buffering.as_ref().filter(|_| reads_buffer && window.is_some()).map(|b| b.start());
+        let mut ctx = EffectCtx::new(id.tag(), local.0);
+        if let Some(view) = view {
+            // Numbered after every buffered effect: one handover may carry it with them (crate::buffer).
+            ctx.next_seq = view.seq;
+        }
         let tx = Tx {
             client: start.client,
             kind,
             snapshot: snapshot.clone(),
-            ctx: EffectCtx::new(id.tag(), local.0),
+            ctx,
             phase: Phase::Idle { deadline_us: now_us + self.config.tx_idle_timeout_us },
             cache: BTreeMap::new(),
             writes: Vec::new(),
             reads: start.reads,
             window,
+            view,
+            flushed: false,
         };
         self.txs.insert(id, tx);
         match start.then {
@@ -651,6 +743,10 @@ impl Coordinator {
         if let Some(floor) = cache.floor() {
             lo.merge_max(floor);
         }
+        // It may read buffered effects: it sees what they depend on.
+        if let Some(deps) = self.buffering.as_ref().and_then(|b| b.deps()) {
+            lo.merge_max(&deps);
+        }
         // The client's clock is below the snapshot (remote entries wait for the stable snapshot to cover it, the
         // local entry is raised to it), and so is the floor (a stable snapshot of the past).
         let window = Window::new(lo, snapshot.clone());
@@ -668,14 +764,7 @@ impl Coordinator {
         }
         self.heard_stable = true;
         self.clock.observe(stable.get(self.config.dc));
-        let starts = std::mem::take(&mut self.starts);
-        for s in starts {
-            if self.remote_entries_stable(&s.clock) {
-                self.begin(now_us, s);
-            } else {
-                self.starts.push(s);
-            }
-        }
+        self.release_starts(now_us);
     }
 
     /// Checks that the request is for an open interactive transaction of this client that waits for the client.
@@ -703,14 +792,19 @@ impl Coordinator {
         let tx = self.txs.get_mut(&id).expect("run is called on open transactions");
         let mut needed: BTreeMap<PartitionId, Vec<ObjectId>> = BTreeMap::new();
         let ignore_boxes = bugs::has(&self.config, Bug::CacheIgnoresBoxes);
+        let (buffering, local) = (self.buffering.as_ref(), self.config.dc);
         let mut add = |o: &ObjectId| {
             if tx.cache.contains_key(o) {
                 return;
             }
+            if let (Some(b), Some(window), Some(_)) = (buffering, &mut tx.window, tx.view) {
+                // Whether it reads the object's handed-over effects from the owner or from the buffer.
+                b.settle(local, o, window);
+            }
             // A cached transaction reads what the lease cache holds within its window (narrowing it).
             if let (Some(window), Some(cache)) = (&mut tx.window, &mut self.cache) {
                 if let Some(state) = cache.read(now_us, o, window, ignore_boxes) {
-                    tx.cache.insert(o.clone(), Self::with_own_effects(&tx.writes, o, state));
+                    tx.cache.insert(o.clone(), Self::overlay(buffering, tx, o, state));
                     return;
                 }
             }
@@ -770,9 +864,15 @@ impl Coordinator {
         }
     }
 
-    /// `state` with the transaction's own effects on `object` applied: a transaction reads its own writes.
-    fn with_own_effects(writes: &[(ObjectId, Effect)], object: &ObjectId, mut state: Crdt) -> Crdt {
-        for (o, effect) in writes {
+    /// `state` with the buffered effects the transaction reads and its own effects on `object` applied: a
+    /// transaction reads what its node acknowledged before it started, and its own writes.
+    fn overlay(buffering: Option<&handover::Buffering>, tx: &Tx, object: &ObjectId, mut state: Crdt) -> Crdt {
+        if let (Some(b), Some(view), Some(window)) = (buffering, tx.view, &tx.window) {
+            for (stamp, effect) in b.effects(object, view.position, window) {
+                state.apply(effect, stamp).expect("buffered effects match the object's type");
+            }
+        }
+        for (o, effect) in &tx.writes {
             if o == object {
                 state.apply(effect, Stamp::PENDING).expect("own effects match the object's type");
             }
@@ -849,8 +949,8 @@ impl Coordinator {
         };
         let tx = self.txs.get_mut(&id).expect("still open");
         for (object, state) in objects.into_iter().zip(states) {
-            // Overlay the transaction's own effects: it reads its own writes.
-            let state = Self::with_own_effects(&tx.writes, &object, state);
+            // Overlay the buffered and the transaction's own effects.
+            let state = Self::overlay(self.buffering.as_ref(), tx, &object, state);
             tx.cache.insert(object, state);
         }
         if done {
@@ -897,7 +997,7 @@ impl Coordinator {
         };
         let client = tx.client;
         match (tx.kind, result) {
-            (Kind::Interactive, result) => self.reply(client, request, result),
+            (Kind::Interactive | Kind::Handover, result) => self.reply(client, request, result),
             (Kind::Static, Ok(_)) => self.commit(now_us, id, request),
             (Kind::Static, Err(e)) => {
                 self.txs.remove(&id);
@@ -960,15 +1060,32 @@ impl Coordinator {
             self.reply(client, request, Ok(ClientResponse::Committed { commit }));
             return;
         }
+        match self.try_buffer(now_us, id, request) {
+            Ok(true) => return,
+            Ok(false) => {}
+            Err(after_round) => return self.wait_for_round(now_us, id, request, after_round),
+        }
+        if let Some(handed) = self.buffering.as_ref().and_then(|b| b.handed()) {
+            // It may have read handed-over effects from the buffer: it commits above them.
+            let handed = handed.clone();
+            self.txs.get_mut(&id).expect("open").snapshot.merge_max(&handed);
+        }
+        // A transaction that touches one partition needs no second phase: that partition's prepare time is the
+        // largest. The deliberate bugs keep the full protocol so that they stay observable.
+        let alone = bugs::active(&self.config).is_none();
+        self.prepare_all(now_us, id, request, alone);
+    }
+
+    /// Asks every participant to prepare (or, if there is only one and `alone_allowed`, to prepare and commit).
+    fn prepare_all(&mut self, now_us: u64, id: TxId, request: RequestId, alone_allowed: bool) {
+        let tx = self.txs.get_mut(&id).expect("prepare_all is called on open transactions");
         let mut by_partition: BTreeMap<PartitionId, Vec<(ObjectId, Effect)>> = BTreeMap::new();
         for (object, effect) in &tx.writes {
             let p = self.topology.partition_of(object);
             by_partition.entry(p).or_default().push((object.clone(), effect.clone()));
         }
         let waiting = by_partition.keys().copied().collect();
-        // A transaction that touches one partition needs no second phase: that partition's prepare time is the
-        // largest. The deliberate bugs keep the full protocol so that they stay observable.
-        let alone = by_partition.len() == 1 && bugs::active(&self.config).is_none();
+        let alone = by_partition.len() == 1 && alone_allowed;
         tx.phase = Phase::Preparing {
             request,
             alone,
@@ -1087,6 +1204,10 @@ impl Coordinator {
         if !waiting.contains(&partition) {
             return;
         }
+        if tx.kind == Kind::Handover {
+            self.abort_prepared(now_us, id);
+            return self.retry_handover(now_us, id);
+        }
         let (client, request) = (tx.client, *request);
         let err = match reason {
             RemoteError::Crdt(e) => TxError::Crdt(e),
@@ -1124,7 +1245,7 @@ impl Coordinator {
         self.reply(client, request, Ok(ClientResponse::Committed { commit }));
     }
 
-    fn on_commit_ack(&mut self, id: TxId, partition: PartitionId) {
+    fn on_commit_ack(&mut self, now_us: u64, id: TxId, partition: PartitionId) {
         let Some(tx) = self.txs.get_mut(&id) else {
             return;
         };
@@ -1133,9 +1254,12 @@ impl Coordinator {
         };
         unacked.remove(&partition);
         if unacked.is_empty() {
-            let (client, request, commit) = (tx.client, *request, commit.clone());
+            let (client, request, commit, kind) = (tx.client, *request, commit.clone(), tx.kind);
             self.txs.remove(&id);
             self.finish(id, Finished::Committed);
+            if kind == Kind::Handover {
+                return self.on_handover_committed(now_us, id, commit);
+            }
             self.reply(client, request, Ok(ClientResponse::Committed { commit }));
         }
     }
