@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The HoneyPot experiment (Munteanu 2017, §4) side by side: the shipped honeypot-uniform and honeypot-pareto
 # workloads (50 sessions, 10-key interactive transactions, 10 to 10,000 keys) on one DC of 3 nodes running the
-# lease cache, with reads through the cache against reads that bypass it (`--read-from fresh`, the baseline), on a
-# fresh cluster for every run, alternating, `repeat` times; then a table of medians and ratios per point.
+# lease cache, with reads through the cache against reads that bypass it (`--read-from fresh`, the baseline), and
+# with the cache buffering writes too (`buffer`: `[cache] buffer_writes = true`), on a fresh cluster for every run,
+# alternating, `repeat` times; then a table of medians and ratios per point.
 # Usage: bench/honeypot.sh [repeat] [duration_s] [warmup_s] [update_ratios]
 #          defaults: 3 repetitions, 5 s measured, 2 s warm-up, the workloads' ratios (1, 0, 0.01, 0.1)
 # Reports go to bench/results/honeypot/<workload>-<cache|fresh>-<n>/; the summary to bench/results/honeypot/summary.md.
@@ -21,9 +22,13 @@ extra=(--duration-s "$duration" --warmup-s "$warmup")
 if [ -n "$ratios" ]; then extra+=(--update-ratio "$ratios"); fi
 for workload in honeypot-uniform honeypot-pareto; do
   for n in $(seq 1 "$repeat"); do
-    for mode in cache fresh; do
-      echo "== $workload, reads $mode, run $n of $repeat"
-      $bin bench --workload "$workload" --read-from "$mode" "${extra[@]}" --out "$out/$workload-$mode-$n" > /dev/null
+    for mode in cache buffer fresh; do
+      echo "== $workload, $mode, run $n of $repeat"
+      case $mode in
+        buffer) how=(--read-from cache --node-config 'cache = { enabled = true, lease_ms = 1000, buffer_writes = true }') ;;
+        *) how=(--read-from "$mode") ;;
+      esac
+      $bin bench --workload "$workload" "${how[@]}" "${extra[@]}" --out "$out/$workload-$mode-$n" > /dev/null
       rm -rf "$out/$workload-$mode-$n"/cluster-*
     done
   done
@@ -31,12 +36,13 @@ done
 python3 - "$out" "$repeat" <<'EOF'
 import json, statistics, sys, pathlib
 out, repeat = pathlib.Path(sys.argv[1]), int(sys.argv[2])
-lines = ["# HoneyPot: reads through the lease cache against reads that bypass it", "",
+lines = ["# HoneyPot: the lease cache (reads only, and with buffered writes) against reads that bypass it", "",
          f"One DC of 3 nodes, 12 partitions, 50 sessions, 10-key interactive transactions; medians of {repeat} "
-         "alternating runs, each on a fresh cluster. Ratio: cache / fresh, per run, then the median.", ""]
+         "alternating runs, each on a fresh cluster. cache: reads through the cache, writes committed at once; "
+         "buffer: the same with `buffer_writes = true`; fresh: the baseline. Ratios: to fresh, per run, then the median.", ""]
 for workload in ["honeypot-uniform", "honeypot-pareto"]:
     runs = {}
-    for mode in ["cache", "fresh"]:
+    for mode in ["cache", "buffer", "fresh"]:
         for n in range(1, repeat + 1):
             report = json.load(open(out / f"{workload}-{mode}-{n}" / "report.json"))
             for r in report["runs"]:
@@ -44,21 +50,27 @@ for workload in ["honeypot-uniform", "honeypot-pareto"]:
                 key = (p["update_ratio"], p["keys"])
                 runs.setdefault(key, {}).setdefault(mode, []).append(r)
     lines += [f"## {workload}", "",
-              "| updates | keys | cache txn/s | fresh txn/s | ratio (median, range) | cache p50 ms | fresh p50 ms | cache p99 ms | fresh p99 ms |",
-              "|---:|---:|---:|---:|---|---:|---:|---:|---:|"]
+              "| updates | keys | cache txn/s | buffer txn/s | fresh txn/s | cache / fresh (median, range) | buffer / fresh (median, range) | cache p50 ms | buffer p50 ms | fresh p50 ms | buffer p99 ms | fresh p99 ms |",
+              "|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|"]
     ratios_all = {}
     for (u, k) in sorted(runs):
-        c, f = runs[(u, k)]["cache"], runs[(u, k)]["fresh"]
+        c, b, f = runs[(u, k)]["cache"], runs[(u, k)]["buffer"], runs[(u, k)]["fresh"]
         tput = lambda rs: statistics.median(r["throughput_per_s"] for r in rs)
         lat = lambda rs, q: statistics.median(r["latency"][q] for r in rs) / 1000
-        ratios = [a["throughput_per_s"] / b["throughput_per_s"] for a, b in zip(c, f) if b["throughput_per_s"] > 0]
-        ratios_all.setdefault(u, []).append(statistics.median(ratios))
-        lines.append(f"| {u:.0%} | {k} | {tput(c):.0f} | {tput(f):.0f} | {statistics.median(ratios):.2f} "
-                     f"({min(ratios):.2f}–{max(ratios):.2f}) | {lat(c, 'p50_us'):.2f} | {lat(f, 'p50_us'):.2f} | "
-                     f"{lat(c, 'p99_us'):.2f} | {lat(f, 'p99_us'):.2f} |")
-    lines += ["", "| updates | mean of the points' median ratios | worst | best |", "|---:|---:|---:|---:|"]
+        ratio = lambda xs: [a["throughput_per_s"] / z["throughput_per_s"] for a, z in zip(xs, f) if z["throughput_per_s"] > 0]
+        rc, rb = ratio(c), ratio(b)
+        ratios_all.setdefault(u, []).append((statistics.median(rc), statistics.median(rb)))
+        lines.append(f"| {u:.0%} | {k} | {tput(c):.0f} | {tput(b):.0f} | {tput(f):.0f} | {statistics.median(rc):.2f} "
+                     f"({min(rc):.2f}–{max(rc):.2f}) | {statistics.median(rb):.2f} ({min(rb):.2f}–{max(rb):.2f}) | "
+                     f"{lat(c, 'p50_us'):.2f} | {lat(b, 'p50_us'):.2f} | {lat(f, 'p50_us'):.2f} | "
+                     f"{lat(b, 'p99_us'):.2f} | {lat(f, 'p99_us'):.2f} |")
+    lines += ["", "| updates | cache / fresh: mean of the points' medians (worst, best) | buffer / fresh: mean (worst, best) |",
+              "|---:|---|---|"]
     for u, rs in sorted(ratios_all.items()):
-        lines.append(f"| {u:.0%} | {statistics.mean(rs):.2f} | {min(rs):.2f} | {max(rs):.2f} |")
+        c = [x for x, _ in rs]
+        b = [y for _, y in rs]
+        lines.append(f"| {u:.0%} | {statistics.mean(c):.2f} ({min(c):.2f}, {max(c):.2f}) | "
+                     f"{statistics.mean(b):.2f} ({min(b):.2f}, {max(b):.2f}) |")
     lines.append("")
 (out / "summary.md").write_text("\n".join(lines) + "\n")
 print("\n".join(lines))

@@ -89,6 +89,10 @@ pub struct BenchArgs {
     /// even where the node caches).
     #[arg(long)]
     pub read_from: Option<String>,
+    /// Local clusters: lines of every node's configuration, replacing the workload's `node_config` (repeat the
+    /// flag for several lines), e.g. `--node-config 'cache = { enabled = true, buffer_writes = true }'`.
+    #[arg(long)]
+    pub node_config: Vec<String>,
     /// Print the shipped workloads and exit.
     #[arg(long)]
     pub list: bool,
@@ -150,6 +154,9 @@ fn apply_overrides(w: &mut workload::WorkloadFile, a: &BenchArgs) -> anyhow::Res
     }
     if let Some(v) = &a.sync {
         w.cluster.sync = v.clone();
+    }
+    if !a.node_config.is_empty() {
+        w.cluster.node_config.clone_from(&a.node_config);
     }
     if let Some(v) = &a.read_from {
         w.clients.read_from = match v.as_str() {

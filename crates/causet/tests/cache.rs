@@ -1,6 +1,8 @@
-//! The lease cache (HoneyPot's reads) on real processes: a DC of three nodes, each caching the objects its clients
-//! read. Reads through a cache are atomic and monotonic, see the session's own writes when it passes its clock,
-//! are never staler than a lease, and are served from the cache when they can be.
+//! The lease cache (HoneyPot) on real processes: a DC of three nodes, each caching the objects its clients read,
+//! and buffering their writes when asked. Reads through a cache are atomic and monotonic, see the session's own
+//! writes when it passes its clock, are never staler than a lease, and are served from the cache when they can be;
+//! buffered writes are read back at their node at once and reach every node within a lease, a transaction at a
+//! time.
 
 use causet::cluster::{self, StartOptions};
 use causet_client::{Client, Counter, ValueExt, VectorClock};
@@ -12,22 +14,27 @@ fn metric(text: &str, name: &str) -> u64 {
     text.lines().find_map(|l| l.strip_prefix(name)?.trim().parse::<f64>().ok()).map_or(0, |v| v as u64)
 }
 
-#[test]
-fn a_dc_of_three_nodes_reads_through_lease_caches_atomically_monotonically_and_at_most_a_lease_stale() {
-    let dir = tempfile::tempdir().expect("a temporary directory");
+/// Starts a DC of three nodes with `[cache]` set to `cache`.
+fn start_dc<'a>(dir: &'a std::path::Path, cache: &str) -> (cluster::ClusterFile, cluster::StopOnDrop<'a>) {
     let options = StartOptions {
         dcs: 1,
         nodes_per_dc: 3,
         replicas: 1,
         partitions: 6,
-        dir: dir.path().to_path_buf(),
+        dir: dir.to_path_buf(),
         base_port: 0,
         exe: Some(env!("CARGO_BIN_EXE_causet").into()),
-        extra_config: format!("cache = {{ enabled = true, lease_ms = {LEASE_MS} }}"),
+        extra_config: format!("cache = {{ {cache} }}"),
         ..Default::default()
     };
     let file = cluster::start(&options).expect("the cluster starts");
-    let _guard = cluster::StopOnDrop(dir.path());
+    (file, cluster::StopOnDrop(dir))
+}
+
+#[test]
+fn a_dc_of_three_nodes_reads_through_lease_caches_atomically_monotonically_and_at_most_a_lease_stale() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let (file, _guard) = start_dc(dir.path(), &format!("enabled = true, lease_ms = {LEASE_MS}"));
     let clients = file.dc_clients(0);
     let counters: Vec<Counter> = (0..6).map(|i| Counter::new(format!("c{i}"), "cache-test")).collect();
     let keys: Vec<_> = counters.iter().map(|c| c.key().clone()).collect();
@@ -94,4 +101,64 @@ fn a_dc_of_three_nodes_reads_through_lease_caches_atomically_monotonically_and_a
     assert!(hits > 100, "node 1's cache served {hits} reads ({misses} missed):\n{text}");
     let status = cluster::http_get(file.nodes[1].admin, "/status").expect("status");
     assert!(status.contains("\"cache\":{\"hits\":"), "{status}");
+}
+
+#[test]
+fn buffered_writes_are_read_back_at_their_node_at_once_and_reach_every_node_whole_within_a_lease() {
+    const LEASE: u64 = 400;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let (file, _guard) = start_dc(dir.path(), &format!("enabled = true, lease_ms = {LEASE}, buffer_writes = true"));
+    let clients = file.dc_clients(0);
+    let counters: Vec<Counter> = (0..6).map(|i| Counter::new(format!("b{i}"), "buffer-test")).collect();
+    let keys: Vec<_> = counters.iter().map(|c| c.key().clone()).collect();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a runtime");
+    const WRITES: i64 = 200;
+    rt.block_on(async {
+        // A session at node 0 increments every counter in one transaction, and reads them back at node 0 after
+        // each write: it sees its own writes at once, although they wait in node 0's buffer.
+        let writing = {
+            let (addr, keys) = (clients[0], keys.clone());
+            let increments = counters.iter().map(|c| c.increment(1)).collect::<Vec<_>>();
+            tokio::spawn(async move {
+                let mut c = Client::connect(addr).await.expect("connects to node 0");
+                let mut clock = None::<VectorClock>;
+                for i in 1..=WRITES {
+                    clock = Some(c.static_update(clock.as_ref(), increments.clone()).await.expect("writes"));
+                    let (values, commit) = c.static_read(clock.as_ref(), &keys).await.expect("reads");
+                    let counts: Vec<i64> = values.iter().map(|v| v.as_counter().expect("a counter")).collect();
+                    assert_eq!(counts, vec![i; counts.len()], "node 0 after its write #{i}");
+                    clock = Some(commit);
+                }
+            })
+        };
+        // Readers at nodes 1 and 2 see the writes as they are handed over: whole transactions, never going back.
+        let mut sessions = Vec::new();
+        for &addr in &clients[1..] {
+            let keys = keys.clone();
+            sessions.push(tokio::spawn(async move {
+                let mut c = Client::connect(addr).await.expect("connects");
+                let (mut seen, mut clock) = (0, None::<VectorClock>);
+                while seen < WRITES {
+                    let (values, commit) = c.static_read(clock.as_ref(), &keys).await.expect("reads");
+                    let counts: Vec<i64> = values.iter().map(|v| v.as_counter().expect("a counter")).collect();
+                    assert!(counts.iter().all(|n| *n == counts[0]), "{addr}: a fractured read {counts:?}");
+                    assert!(counts[0] >= seen, "{addr}: went back from {seen} to {}", counts[0]);
+                    seen = counts[0];
+                    clock = Some(commit);
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            }));
+        }
+        writing.await.expect("the writer");
+        for s in sessions {
+            tokio::time::timeout(Duration::from_secs(30), s).await.expect("readers see every write").expect("a reader");
+        }
+    });
+    let text = cluster::http_get(file.nodes[0].admin, "/metrics").expect("metrics");
+    let buffered = metric(&text, "causet_buffered_transactions_total");
+    let handovers = metric(&text, "causet_handovers_total");
+    assert_eq!(buffered, WRITES as u64, "node 0 buffered every write:\n{text}");
+    assert!(handovers >= 1 && handovers < WRITES as u64 / 2, "{handovers} handovers for {buffered} writes");
+    let status = cluster::http_get(file.nodes[0].admin, "/status").expect("status");
+    assert!(status.contains("\"buffer\":{\"buffer\":{\"transactions\":"), "{status}");
 }
