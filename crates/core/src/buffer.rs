@@ -289,9 +289,8 @@ impl WriteBuffer {
     }
 
     /// Takes a component out for its handover: its objects are no longer buffered, its ids no longer resolve.
-    /// When the buffer empties, its sequence numbers start again from 0 if no open transaction holds one
-    /// (`open_transactions`: whether any transaction that started at this coordinator is still open).
-    pub fn take(&mut self, id: ComponentId, open_transactions: bool) -> Option<Component> {
+    /// Sequence numbers go on (see [`WriteBuffer::restart_seq`]).
+    pub fn take(&mut self, id: ComponentId) -> Option<Component> {
         let key = self.resolve(id)?;
         let component = self.components.remove(&key).expect("an alias names a live component");
         for id in &component.ids {
@@ -303,9 +302,6 @@ impl WriteBuffer {
         self.bytes -= component.bytes;
         if self.components.is_empty() {
             self.deps = None;
-            if !open_transactions {
-                self.next_seq = 0;
-            }
         } else {
             // The join shrinks only by recomputing it: components are few.
             self.deps = self.components.values().fold(None, |deps, c| join(deps, &c.deps));
@@ -313,6 +309,17 @@ impl WriteBuffer {
         #[cfg(debug_assertions)]
         self.check();
         Some(component)
+    }
+
+    /// Starts sequence numbers from 0 again if nothing is buffered and nothing else holds one: `in_use` says whether
+    /// an open transaction holds numbers, or effects taken out are still read as pending (a handover under way,
+    /// whose effects a transaction reads above everything, ordered by their numbers). Returns whether it did.
+    pub fn restart_seq(&mut self, in_use: bool) -> bool {
+        let restart = self.components.is_empty() && !in_use;
+        if restart {
+            self.next_seq = 0;
+        }
+        restart
     }
 
     /// Whether transactions' sequence numbers are running out (past half of their range): the coordinator then

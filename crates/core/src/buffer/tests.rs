@@ -99,18 +99,21 @@ fn a_handover_takes_the_whole_component_and_sequence_numbers_restart_only_when_n
     assert_eq!(b.due(99), Vec::<ComponentId>::new());
     assert_eq!(b.due(150), vec![c1, c2], "earliest first");
     assert_eq!(b.next_due(), Some(100));
-    let taken = b.take(c1, true).expect("pending");
+    let taken = b.take(c1).expect("pending");
     assert_eq!(taken.objects.keys().cloned().collect::<Vec<_>>(), vec![counter("a")]);
     assert!(!b.holds(&counter("a")) && b.resolve(c1).is_none());
     assert_eq!(b.deps(), Some(&v(&[0])), "the join without the component handed over");
-    assert!(b.take(c1, false).is_none(), "taken once");
-    b.take(c2, true);
+    assert!(b.take(c1).is_none(), "taken once");
+    b.take(c2);
     assert_eq!((b.stats().bytes, b.deps()), (0, None));
-    assert_eq!(b.start().seq, 7, "a transaction still open may hold numbers from before");
+    assert!(!b.restart_seq(true));
+    assert_eq!(b.start().seq, 7, "a transaction still open (or a handover under way) may hold numbers from before");
     b.add(200, tx(&[("c", 1)], &[], &[0]));
+    assert!(!b.restart_seq(false), "not while something is buffered");
     let c = b.component_of(&counter("c")).unwrap();
-    b.take(c, false);
-    assert_eq!(b.start().seq, 0, "empty and nothing open: from 0 again");
+    b.take(c);
+    assert!(b.restart_seq(false));
+    assert_eq!(b.start().seq, 0, "empty and nothing in use: from 0 again");
 }
 
 /// One step of a random run of a buffer.
@@ -142,7 +145,7 @@ proptest! {
         let mut handed = [0i64; 8];
         let mut tag = 0u128;
         let hand_over = |b: &mut WriteBuffer, c: ComponentId, handed: &mut [i64; 8]| {
-            let component = b.take(c, false).expect("pending");
+            let component = b.take(c).expect("pending");
             for (object, list) in component.objects {
                 let mut state = Crdt::new(CrdtType::CounterFat);
                 for e in list {

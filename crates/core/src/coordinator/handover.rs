@@ -7,13 +7,14 @@
 //! ended: a session's later transaction may sit in a younger component than its earlier one (they need not share
 //! an object), and it must not become visible anywhere before the earlier one; a round commits above every earlier
 //! round (below), so buffer order holds. (HoneyPot hands each component over on its own; the paper does not say
-//! how a session's order across components is kept.) A transaction that wants the cache does not start while a
-//! round is under way, so every transaction open during a round started before it.
+//! how a session's order across components is kept.)
 //!
-//! **Who reads a handed-over component.** A handover commits at `c`, with its snapshot's local entry raised to the
-//! coordinator's clock when the round starts. A partition's prepare time exceeds the snapshot's local entry, so
-//! `c[local]` exceeds the top of the window of every transaction open during the round: none of them can read the
-//! handover at the owners, and they go on reading its effects from the buffer. After the round, the component is
+//! **Who reads a handed-over component.** A handover commits at `c`, above its round's snapshot `s`, whose local
+//! entry is the coordinator's clock when the round starts (a partition's prepare time exceeds the snapshot's local
+//! entry). Every transaction that started before the round has its window's top below `s`; one that starts during
+//! the round has its window's top lowered to `s` (or waits for the round's end, if the client's clock is above
+//! `s`). So `c[local]` exceeds the top of the window of every transaction open during the round: none of them can
+//! read the handover at the owners, and they go on reading its effects from the buffer. After the round, the component is
 //! *retired*: kept readable while a transaction may still exclude `c`. A transaction reading one of its objects
 //! settles the question once: if its window's least snapshot covers `c` it reads the owner's state (which holds
 //! the handover); otherwise its window's top is lowered below `c` and it reads the effects from the buffer. Windows
@@ -82,6 +83,8 @@ impl Retired {
 #[derive(Debug)]
 struct Round {
     started_us: u64,
+    /// Its snapshot: its commit lies above it (in the local entry strictly).
+    snapshot: VectorClock,
     /// The components not yet committed, by the transaction handing each over.
     open: BTreeMap<TxId, Component>,
     /// Components whose handover failed, to send again at a time with the same snapshot.
@@ -127,9 +130,11 @@ impl Buffering {
         }
     }
 
-    /// Whether a round of handovers is under way (transactions that read through the cache wait for its end).
-    pub(super) fn in_round(&self) -> bool {
-        self.round.is_some()
+    /// The snapshot of the round of handovers under way, if any: a transaction that reads through the cache and
+    /// starts during the round reads at or below it (so it cannot see the round's commit at the owners, and reads
+    /// the round's effects from the buffer), or waits for the round's end if its clock is above it.
+    pub(super) fn round_snapshot(&self) -> Option<&VectorClock> {
+        self.round.as_ref().map(|r| &r.snapshot)
     }
 
     /// Rounds finished.
@@ -302,7 +307,6 @@ impl Coordinator {
     /// Starts a round of handovers if one is due (a lease ended, or a flush was asked for) and none is under way.
     pub(super) fn start_round(&mut self, now_us: u64) {
         self.resend_handovers(now_us);
-        let open = self.txs.values().any(|tx| tx.view.is_some());
         let clock = self.clock.current(now_us);
         let stable = self.config.protocol.rules().remote_snapshot(&self.stable, self.config.dc);
         let Some(b) = &mut self.buffering else { return };
@@ -320,25 +324,31 @@ impl Coordinator {
         }
         b.rounds_started += 1;
         b.stats.rounds += 1;
-        let taken: Vec<Component> = ids.into_iter().filter_map(|c| b.buffer.take(c, open)).collect();
-        let mut components = vec![union(taken)];
+        let taken: Vec<Component> = ids.into_iter().filter_map(|c| b.buffer.take(c)).collect();
+        let all = union(taken);
+        // Above every earlier handover, and above every snapshot a window here ever read at (remote entries up to
+        // the stable snapshot, the local one up to the clock): every version a reader of these effects saw under
+        // them precedes the handover, at every replica's last-writer-wins too.
+        let mut snapshot = all.deps.clone();
+        snapshot.merge_max(&stable);
+        if let Some(handed) = &b.handed {
+            snapshot.merge_max(handed);
+        }
+        let local = self.config.dc;
+        snapshot.set(local, snapshot.get(local).max(clock));
+        let mut components = vec![all];
         if bugs::has(&self.config, Bug::SplitHandover) {
             components = components.into_iter().flat_map(split).collect();
         }
-        b.round = Some(Round { started_us: now_us, open: BTreeMap::new(), again: Vec::new(), decided: Vec::new() });
-        let handed = b.handed.clone();
+        b.round = Some(Round {
+            started_us: now_us,
+            snapshot: snapshot.clone(),
+            open: BTreeMap::new(),
+            again: Vec::new(),
+            decided: Vec::new(),
+        });
         for component in components {
-            // Above every earlier handover, and above every snapshot a window here ever read at (remote entries up to
-            // the stable snapshot, the local one up to the clock): every version a reader of these effects saw
-            // under them precedes the handover, at every replica's last-writer-wins too.
-            let mut snapshot = component.deps.clone();
-            snapshot.merge_max(&stable);
-            if let Some(handed) = &handed {
-                snapshot.merge_max(handed);
-            }
-            let local = self.config.dc;
-            snapshot.set(local, snapshot.get(local).max(clock));
-            let id = self.hand_over(now_us, snapshot, &component);
+            let id = self.hand_over(now_us, snapshot.clone(), &component);
             self.buffering.as_mut().expect("buffering").round.as_mut().expect("a round").open.insert(id, component);
         }
     }
@@ -395,6 +405,11 @@ impl Coordinator {
         b.retired.extend(round.decided);
         b.rounds_done += 1;
         let done = b.rounds_done;
+        // Retired effects are read with their commit's stamp, below every pending one: only open transactions and
+        // pending effects hold numbers now. (Restarting while a round's effects were still read as pending let a
+        // transaction's own assign lose to one of them: simulator seed 31.)
+        let open = self.txs.values().any(|tx| tx.view.is_some());
+        self.buffering.as_mut().expect("buffering").buffer.restart_seq(open);
         self.release_starts(now_us);
         let waiting: Vec<(TxId, RequestId)> = self
             .txs

@@ -622,7 +622,10 @@ impl Coordinator {
     /// handed over (for one that does not).
     fn ready(&self, start: &PendingStart) -> bool {
         let buffer = match &self.buffering {
-            Some(b) if self.reads_buffer(start.reads) => !b.in_round(),
+            // During a round, its window must fit below the round's snapshot (see `handover`).
+            Some(b) if self.reads_buffer(start.reads) => {
+                b.round_snapshot().is_none_or(|s| self.cache.is_none() || self.window_bottom(&start.clock).le(s))
+            }
             Some(b) => b.rounds_done() >= start.after_round,
             None => true,
         };
@@ -732,26 +735,39 @@ impl Coordinator {
         }
     }
 
-    /// A cached transaction's window: from the client's clock, raised to the cache floor, up to the snapshot
-    /// Cure chose (`snapshot`); `None` when its reads do not go through the cache.
+    /// A cached transaction's window: from the client's clock, raised to the cache floor and the buffer's
+    /// dependencies, up to the snapshot Cure chose (`snapshot`); `None` when its reads do not go through the cache.
     fn window_for(&self, start: &PendingStart, snapshot: &VectorClock) -> Option<Window> {
-        let cache = self.cache.as_ref()?;
-        if !matches!(start.reads, ReadFrom::Leader | ReadFrom::Cache) {
+        if self.cache.is_none() || !matches!(start.reads, ReadFrom::Leader | ReadFrom::Cache) {
             return None;
         }
-        let mut lo = start.clock.clone();
-        if let Some(floor) = cache.floor() {
+        let lo = self.window_bottom(&start.clock);
+        let mut hi = snapshot.clone();
+        // During a round of handovers, it reads below the round's commit (see `handover`; `ready` let it start only
+        // if its bottom fits).
+        if let Some(round) = self.buffering.as_ref().and_then(|b| b.round_snapshot()) {
+            hi.merge_min(round);
+        }
+        // The client's clock is below the snapshot (remote entries wait for the stable snapshot to cover it, the
+        // local entry is raised to it), and so are the floor (a stable snapshot of the past) and the buffer's
+        // dependencies (earlier windows' bottoms).
+        let window = Window::new(lo, hi);
+        debug_assert!(window.is_some(), "the window from the client's clock to the snapshot is not empty");
+        window
+    }
+
+    /// The bottom of a cached transaction's window: the client's clock, raised to the cache floor and to the
+    /// dependencies of everything readable from the write buffer (a transaction reading a buffered effect sees
+    /// what it depends on).
+    fn window_bottom(&self, clock: &VectorClock) -> VectorClock {
+        let mut lo = clock.clone();
+        if let Some(floor) = self.cache.as_ref().and_then(Cache::floor) {
             lo.merge_max(floor);
         }
-        // It may read buffered effects: it sees what they depend on.
         if let Some(deps) = self.buffering.as_ref().and_then(|b| b.deps()) {
             lo.merge_max(&deps);
         }
-        // The client's clock is below the snapshot (remote entries wait for the stable snapshot to cover it, the
-        // local entry is raised to it), and so is the floor (a stable snapshot of the past).
-        let window = Window::new(lo, snapshot.clone());
-        debug_assert!(window.is_some(), "the window from the client's clock to the snapshot is not empty");
-        window
+        lo
     }
 
     fn on_stable(&mut self, now_us: u64, stable: VectorClock) {
