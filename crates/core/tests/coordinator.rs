@@ -737,3 +737,33 @@ fn a_transaction_started_during_a_round_reads_its_own_assign_over_the_rounds() {
     let read = dc.call(ClientRequest::Read { tx, objects: vec![r.clone()] });
     assert_eq!(read, Ok(ClientResponse::Values(vec![Value::Register(b"mine".to_vec())])));
 }
+
+/// Effects whose handover failed and waits to go again are still read from the buffer (found by the simulator,
+/// seed 363: a session's own writes vanished from its reads while their handover waited for its retry).
+#[test]
+fn a_handover_waiting_for_its_retry_is_still_read_from_the_buffer() {
+    let mut config = Config::new(1, DcId(0), 2);
+    config.cache =
+        Some(causet_core::cache::CacheConfig { lease_us: 400_000, buffer_writes: true, ..Default::default() });
+    config.op_timeout_us = 200_000;
+    config.retry_interval_us = 100_000;
+    let mut dc = Dc::with_config(config);
+    for _ in 0..5 {
+        dc.advance(1_000);
+    }
+    let y = counter("y");
+    committed(dc.call(ClientRequest::StaticUpdate { clock: None, updates: vec![(y.clone(), Op::Increment(1))] }));
+    for _ in 0..390 {
+        dc.advance(1_000);
+    }
+    assert_eq!(read_one(&mut dc, &y, causet_core::coordinator::ReadFrom::Cache), Value::Counter(1), "cached");
+    // y's owner stops answering: the round starts at the lease's end, its prepare times out 200 ms later, and the
+    // handover waits 100 ms to go again.
+    dc.dead = vec![y.partition(2).0];
+    for _ in 0..260 {
+        dc.advance(1_000);
+    }
+    let stats = dc.coordinator.handover_stats().expect("buffering");
+    assert_eq!((stats.retries, stats.in_flight, stats.handovers), (1, 1, 0), "waiting to go again: {stats:?}");
+    assert_eq!(read_one(&mut dc, &y, causet_core::coordinator::ReadFrom::Cache), Value::Counter(1));
+}

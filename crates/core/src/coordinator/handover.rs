@@ -92,6 +92,15 @@ struct Round {
     decided: Vec<Retired>,
 }
 
+impl Round {
+    /// Every component of the round, committed or not (waiting for a retry included: readers must still see it;
+    /// simulator seed 363 found a session's writes missing while their handover waited to go again).
+    fn components(&self) -> impl Iterator<Item = &Component> {
+        let decided = self.decided.iter().map(|d| &d.component);
+        decided.chain(self.open.values()).chain(self.again.iter().map(|(_, _, c)| c))
+    }
+}
+
 /// The coordinator's write buffer and its handovers.
 #[derive(Debug)]
 pub(super) struct Buffering {
@@ -161,7 +170,7 @@ impl Buffering {
     /// that a transaction reading a buffered effect also sees what that effect depends on.
     pub(super) fn deps(&self) -> Option<VectorClock> {
         let mut deps = self.buffer.deps().cloned();
-        let round = self.round.iter().flat_map(|r| r.open.values().chain(r.decided.iter().map(|d| &d.component)));
+        let round = self.round.iter().flat_map(Round::components);
         for component in self.retired.iter().map(|r| &r.component).chain(round) {
             match &mut deps {
                 Some(d) => d.merge_max(&component.deps),
@@ -223,7 +232,7 @@ impl Buffering {
             let stamp = r.stamp();
             r.component.objects.get(object).into_iter().flat_map(visible).map(move |e| (stamp, e))
         });
-        let round = self.round.iter().flat_map(|r| r.decided.iter().map(|d| &d.component).chain(r.open.values()));
+        let round = self.round.iter().flat_map(Round::components);
         let round = round.filter_map(move |c| c.objects.get(object)).flat_map(visible);
         let pending = round.chain(self.buffer.effects(object, position)).map(|e| (Stamp::PENDING, e));
         retired.chain(pending)
