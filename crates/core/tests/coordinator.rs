@@ -767,3 +767,21 @@ fn a_handover_waiting_for_its_retry_is_still_read_from_the_buffer() {
     assert_eq!((stats.retries, stats.in_flight, stats.handovers), (1, 1, 0), "waiting to go again: {stats:?}");
     assert_eq!(read_one(&mut dc, &y, causet_core::coordinator::ReadFrom::Cache), Value::Counter(1));
 }
+
+/// A bounded-counter decrement with nothing buffered commits at once (it waited for a round that never came).
+#[test]
+fn a_bounded_counter_decrement_with_nothing_buffered_commits_at_once() {
+    let mut dc = buffering_dc(2, 50);
+    let b = ObjectId::new("b", "b", CrdtType::CounterB);
+    committed(dc.call(ClientRequest::StaticUpdate { clock: None, updates: vec![(b.clone(), Op::Increment(5))] }));
+    for _ in 0..60 {
+        dc.advance(1_000);
+    }
+    assert_eq!(dc.coordinator.handover_stats().map(|s| (s.handovers, s.buffer.components)), Some((1, 0)));
+    let tx = dc.start(None);
+    let read = dc.call(ClientRequest::Read { tx, objects: vec![b.clone()] });
+    assert_eq!(read, Ok(ClientResponse::Values(vec![Value::Counter(5)])));
+    let update = ClientRequest::Update { tx, updates: vec![(b.clone(), Op::Increment(-2))] };
+    assert_eq!(dc.call(update), Ok(ClientResponse::Updated));
+    committed(dc.call(ClientRequest::Commit { tx }));
+}
