@@ -86,6 +86,12 @@ pub struct Component {
 }
 
 impl Component {
+    /// The effects of `id` a transaction started at `position` reads, in order (those added before it started).
+    pub fn effects<'a>(&'a self, id: &ObjectId, position: u64) -> impl Iterator<Item = &'a Effect> + use<'a> {
+        let list = self.objects.get(id);
+        list.into_iter().flatten().take_while(move |b| b.position < position).map(|b| &b.effect)
+    }
+
     /// Takes `other`'s objects (none of them in this one), ids and transactions in.
     pub fn absorb(&mut self, other: Component) {
         self.ids.extend(other.ids);
@@ -167,8 +173,8 @@ impl WriteBuffer {
 
     /// The effects of `id` a transaction started at `position` reads, in order (none if nothing is buffered).
     pub fn effects(&self, id: &ObjectId, position: u64) -> impl Iterator<Item = &Effect> {
-        let list = self.of_object.get(id).and_then(|c| self.components.get(c)).and_then(|c| c.objects.get(id));
-        list.into_iter().flatten().take_while(move |b| b.position < position).map(|b| &b.effect)
+        let component = self.of_object.get(id).and_then(|c| self.components.get(c));
+        component.map(|c| c.effects(id, position)).into_iter().flatten()
     }
 
     /// Whether `id` has buffered effects.

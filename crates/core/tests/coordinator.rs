@@ -483,9 +483,15 @@ fn a_cached_transaction_fetches_at_its_window_after_the_cache_floor_moved_past_i
 
 /// A DC whose coordinator caches and buffers writes, with leases of `lease_ms`, after its first stable snapshots.
 fn buffering_dc(partitions: u32, lease_ms: u64) -> Dc {
+    buffering_dc_with(partitions, lease_ms, |_| {})
+}
+
+/// [`buffering_dc`], with `tweak` applied to the configuration first.
+fn buffering_dc_with(partitions: u32, lease_ms: u64, tweak: impl FnOnce(&mut Config)) -> Dc {
     let mut config = Config::new(1, DcId(0), partitions);
     let lease_us = lease_ms * 1_000;
     config.cache = Some(causet_core::cache::CacheConfig { lease_us, buffer_writes: true, ..Default::default() });
+    tweak(&mut config);
     let mut dc = Dc::with_config(config);
     for _ in 0..5 {
         dc.advance(1_000);
@@ -637,17 +643,9 @@ fn a_bounded_counter_decrement_commits_at_the_owner_after_the_buffered_increment
 
 #[test]
 fn a_component_at_its_cap_is_handed_over_before_it_grows() {
-    let mut config = Config::new(1, DcId(0), 2);
-    config.cache = Some(causet_core::cache::CacheConfig {
-        lease_us: 1_000_000,
-        buffer_writes: true,
-        max_component_objects: 2,
-        ..Default::default()
+    let mut dc = buffering_dc_with(2, 1_000, |c| {
+        c.cache.as_mut().expect("a cache").max_component_objects = 2;
     });
-    let mut dc = Dc::with_config(config);
-    for _ in 0..5 {
-        dc.advance(1_000);
-    }
     let keys: Vec<ObjectId> = (0..3).map(|i| counter(&format!("c{i}"))).collect();
     let update = |dc: &mut Dc, objects: &[&ObjectId]| {
         let updates = objects.iter().map(|o| ((*o).clone(), Op::Increment(1))).collect();
@@ -667,14 +665,7 @@ fn a_component_at_its_cap_is_handed_over_before_it_grows() {
 /// cache: one that starts during the round reads below the round's snapshot, and may itself be buffered.
 #[test]
 fn transactions_start_and_buffer_while_a_round_of_handovers_waits_for_an_owner() {
-    let mut config = Config::new(1, DcId(0), 2);
-    config.cache =
-        Some(causet_core::cache::CacheConfig { lease_us: 50_000, buffer_writes: true, ..Default::default() });
-    config.op_timeout_us = 200_000;
-    let mut dc = Dc::with_config(config);
-    for _ in 0..5 {
-        dc.advance(1_000);
-    }
+    let mut dc = buffering_dc_with(2, 50, |c| c.op_timeout_us = 200_000);
     let [x, y] = <[ObjectId; 2]>::try_from(counters_apart(2, 2)).expect("two keys");
     committed(dc.call(ClientRequest::StaticUpdate { clock: None, updates: vec![(y.clone(), Op::Increment(1))] }));
     // y's owner stops answering; the lease ends and the round waits for it.
@@ -709,13 +700,7 @@ fn transactions_start_and_buffer_while_a_round_of_handovers_waits_for_an_owner()
 /// round took the buffer, and a transaction's own assign lost to the round's).
 #[test]
 fn a_transaction_started_during_a_round_reads_its_own_assign_over_the_rounds() {
-    let mut config = Config::new(1, DcId(0), 2);
-    config.cache =
-        Some(causet_core::cache::CacheConfig { lease_us: 50_000, buffer_writes: true, ..Default::default() });
-    let mut dc = Dc::with_config(config);
-    for _ in 0..5 {
-        dc.advance(1_000);
-    }
+    let mut dc = buffering_dc(2, 50);
     let r = ObjectId::new("r", "b", CrdtType::RegisterLww);
     let assign = |v: &str| Op::Assign(v.as_bytes().to_vec());
     committed(dc.call(ClientRequest::StaticUpdate { clock: None, updates: vec![(r.clone(), assign("old"))] }));
@@ -742,15 +727,10 @@ fn a_transaction_started_during_a_round_reads_its_own_assign_over_the_rounds() {
 /// seed 363: a session's own writes vanished from its reads while their handover waited for its retry).
 #[test]
 fn a_handover_waiting_for_its_retry_is_still_read_from_the_buffer() {
-    let mut config = Config::new(1, DcId(0), 2);
-    config.cache =
-        Some(causet_core::cache::CacheConfig { lease_us: 400_000, buffer_writes: true, ..Default::default() });
-    config.op_timeout_us = 200_000;
-    config.retry_interval_us = 100_000;
-    let mut dc = Dc::with_config(config);
-    for _ in 0..5 {
-        dc.advance(1_000);
-    }
+    let mut dc = buffering_dc_with(2, 400, |c| {
+        c.op_timeout_us = 200_000;
+        c.retry_interval_us = 100_000;
+    });
     let y = counter("y");
     committed(dc.call(ClientRequest::StaticUpdate { clock: None, updates: vec![(y.clone(), Op::Increment(1))] }));
     for _ in 0..390 {

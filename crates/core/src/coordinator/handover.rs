@@ -218,9 +218,6 @@ impl Buffering {
         position: u64,
         window: &'a Window,
     ) -> impl Iterator<Item = (Stamp, &'a Effect)> + 'a {
-        let visible = move |list: &'a Vec<crate::buffer::Buffered>| {
-            list.iter().take_while(move |b| b.position < position).map(|b| &b.effect)
-        };
         let retired = self.retired.iter().filter(move |r| {
             debug_assert!(
                 r.commit.le(&window.lo) || !r.commit.le(&window.hi) || !r.component.objects.contains_key(object),
@@ -230,10 +227,9 @@ impl Buffering {
         });
         let retired = retired.flat_map(move |r| {
             let stamp = r.stamp();
-            r.component.objects.get(object).into_iter().flat_map(visible).map(move |e| (stamp, e))
+            r.component.effects(object, position).map(move |e| (stamp, e))
         });
-        let round = self.round.iter().flat_map(Round::components);
-        let round = round.filter_map(move |c| c.objects.get(object)).flat_map(visible);
+        let round = self.round.iter().flat_map(Round::components).flat_map(move |c| c.effects(object, position));
         let pending = round.chain(self.buffer.effects(object, position)).map(|e| (Stamp::PENDING, e));
         retired.chain(pending)
     }
@@ -316,12 +312,12 @@ impl Coordinator {
     /// Starts a round of handovers if one is due (a lease ended, or a flush was asked for) and none is under way.
     pub(super) fn start_round(&mut self, now_us: u64) {
         self.resend_handovers(now_us);
-        let clock = self.clock.current(now_us);
-        let stable = self.config.protocol.rules().remote_snapshot(&self.stable, self.config.dc);
-        let Some(b) = &mut self.buffering else { return };
-        if b.round.is_some() || b.next_round().is_none_or(|at| at > now_us) {
+        if self.buffering.as_ref().is_none_or(|b| b.round.is_some() || b.next_round().is_none_or(|at| at > now_us)) {
             return;
         }
+        let clock = self.clock.current(now_us);
+        let stable = self.config.protocol.rules().remote_snapshot(&self.stable, self.config.dc);
+        let b = self.buffering.as_mut().expect("checked above");
         // Every pending component goes, in one commit, whichever lease ended: a session's later transaction may sit
         // in a younger component than its earlier one (they need not share an object), and must not become visible
         // before it anywhere. One commit per round, and each round above the last, keeps buffer order.

@@ -529,11 +529,8 @@ impl Coordinator {
                 self.finish(id, Finished::Aborted("idle for longer than the transaction timeout".into()));
             }
             Phase::Fetching { request, .. } => {
-                let (client, request) = (tx.client, *request);
-                self.txs.remove(&id);
-                let reason = "partitions did not answer the read in time";
-                self.finish(id, Finished::Aborted(reason.into()));
-                self.reply(client, request, Err(TxError::Timeout(reason.into())));
+                let request = *request;
+                self.time_out(id, request, "partitions did not answer the read in time");
             }
             Phase::Preparing { request, alone: true, .. } => {
                 // The partition decides a single-partition commit: it may have committed. The outcome is unknown
@@ -554,11 +551,8 @@ impl Coordinator {
                 self.reply(client, request, Err(TxError::Timeout(reason.into())));
             }
             Phase::Flushing { request, .. } => {
-                let (client, request) = (tx.client, *request);
-                self.txs.remove(&id);
-                let reason = "the buffered writes it depends on were not handed over in time";
-                self.finish(id, Finished::Aborted(reason.into()));
-                self.reply(client, request, Err(TxError::Timeout(reason.into())));
+                let request = *request;
+                self.time_out(id, request, "the buffered writes it depends on were not handed over in time");
             }
             Phase::Committing { commit, unacked, retry_us, .. } => {
                 *retry_us = retry;
@@ -574,6 +568,13 @@ impl Coordinator {
                 }
             }
         }
+    }
+
+    /// Aborts an open transaction whose request timed out before it reached any partition's decision.
+    fn time_out(&mut self, id: TxId, request: RequestId, reason: &str) {
+        let tx = self.txs.remove(&id).expect("a transaction times out while open");
+        self.finish(id, Finished::Aborted(reason.into()));
+        self.reply(tx.client, request, Err(TxError::Timeout(reason.into())));
     }
 
     fn on_start(
@@ -614,7 +615,8 @@ impl Coordinator {
 
     /// Whether a transaction reading from `reads` reads through the write buffer.
     fn reads_buffer(&self, reads: ReadFrom) -> bool {
-        self.buffering.is_some() && self.cache.is_some() && matches!(reads, ReadFrom::Leader | ReadFrom::Cache)
+        // A buffer exists only with a cache (both come from `config.cache`).
+        self.buffering.is_some() && matches!(reads, ReadFrom::Leader | ReadFrom::Cache)
     }
 
     /// Whether a start may begin: the stable snapshot covers the client's clock (Cure), and with the write buffer,
@@ -624,7 +626,7 @@ impl Coordinator {
         let buffer = match &self.buffering {
             // During a round, its window must fit below the round's snapshot (see `handover`).
             Some(b) if self.reads_buffer(start.reads) => {
-                b.round_snapshot().is_none_or(|s| self.cache.is_none() || self.window_bottom(&start.clock).le(s))
+                b.round_snapshot().is_none_or(|s| self.window_bottom(&start.clock).le(s))
             }
             Some(b) => b.rounds_done() >= start.after_round,
             None => true,
