@@ -5,7 +5,7 @@
 //! time.
 
 use causet::cluster::{self, StartOptions};
-use causet_client::{Client, Counter, ValueExt, VectorClock};
+use causet_client::{Client, Counter, ReadFrom, ValueExt, VectorClock};
 use std::time::{Duration, Instant};
 
 const LEASE_MS: u64 = 1_500;
@@ -161,4 +161,52 @@ fn buffered_writes_are_read_back_at_their_node_at_once_and_reach_every_node_whol
     assert!(handovers >= 1 && handovers < WRITES as u64 / 2, "{handovers} handovers for {buffered} writes");
     let status = cluster::http_get(file.nodes[0].admin, "/status").expect("status");
     assert!(status.contains("\"buffer\":{\"buffer\":{\"transactions\":"), "{status}");
+}
+
+/// Acknowledged buffered writes survive `kill -9` of their node: the restarted node recovers its write buffer from
+/// its log and hands it over at once, and the DC's other nodes then read every write, whole and exactly once.
+#[test]
+fn buffered_writes_survive_a_kill_of_their_node_and_are_handed_over_once_when_it_restarts() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    // The longest lease: nothing is handed over before the kill.
+    let (mut file, _guard) = start_dc(dir.path(), "enabled = true, lease_ms = 60000, buffer_writes = true");
+    let clients = file.dc_clients(0);
+    let counters: Vec<Counter> = (0..4).map(|i| Counter::new(format!("k{i}"), "buffer-crash")).collect();
+    let keys: Vec<_> = counters.iter().map(|c| c.key().clone()).collect();
+    let increments = counters.iter().map(|c| c.increment(1)).collect::<Vec<_>>();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a runtime");
+    const WRITES: i64 = 50;
+    rt.block_on(async {
+        let mut c = Client::connect(clients[0]).await.expect("connects to node 0");
+        let mut clock = None::<VectorClock>;
+        for _ in 0..WRITES {
+            clock = Some(c.static_update(clock.as_ref(), increments.clone()).await.expect("writes"));
+        }
+    });
+    let text = cluster::http_get(file.nodes[0].admin, "/metrics").expect("metrics");
+    assert_eq!(metric(&text, "causet_buffered_transactions_total"), WRITES as u64, "buffered:\n{text}");
+    assert_eq!(metric(&text, "causet_handovers_total"), 0, "nothing handed over yet:\n{text}");
+    cluster::kill_node(&file, 0);
+    cluster::restart_node(&mut file, dir.path(), 0).expect("node 0 restarts");
+    let clients = file.dc_clients(0);
+    rt.block_on(async {
+        for &addr in &clients {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                assert!(Instant::now() < deadline, "{addr}: the writes were not handed over after the restart");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                // (A connection made as node 0 comes back may be reset: the client connects again.)
+                let Ok(mut c) = Client::connect(addr).await else { continue };
+                let Ok((values, _)) = c.static_read_with(None, &keys, ReadFrom::Fresh).await else { continue };
+                let counts: Vec<i64> = values.iter().map(|v| v.as_counter().expect("a counter")).collect();
+                assert!(counts.iter().all(|n| *n == counts[0]), "{addr}: a fractured read {counts:?}");
+                assert!(counts[0] == 0 || counts[0] == WRITES, "{addr}: {counts:?}: neither none nor every write");
+                if counts[0] == WRITES {
+                    break;
+                }
+            }
+        }
+    });
+    let text = cluster::http_get(file.nodes[0].admin, "/metrics").expect("metrics");
+    assert_eq!(metric(&text, "causet_handovers_total"), 1, "one handover, after the restart:\n{text}");
 }

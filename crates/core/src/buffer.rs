@@ -60,7 +60,7 @@ pub struct TxView {
 }
 
 /// One buffered effect of an object, with the position of the transaction that buffered it.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Buffered {
     /// The position of the (last) transaction whose effect this is.
     pub position: u64,
@@ -69,7 +69,7 @@ pub struct Buffered {
 }
 
 /// Objects whose buffered effects must reach their owners in one commit.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Component {
     /// Every id merged into it, its own first: tokens naming any of them stay answerable until the handover.
     pub ids: Vec<ComponentId>,
@@ -315,6 +315,46 @@ impl WriteBuffer {
         #[cfg(debug_assertions)]
         self.check();
         Some(component)
+    }
+
+    /// Every pending component, by id (what the coordinator's log keeps of the buffer at the end of a round).
+    pub fn components(&self) -> impl Iterator<Item = &Component> {
+        self.components.values()
+    }
+
+    /// Takes every pending component out (recovery: a round logged as started took them).
+    pub fn take_all(&mut self) -> Vec<Component> {
+        let ids: Vec<ComponentId> = self.components.keys().copied().collect();
+        ids.into_iter().filter_map(|id| self.take(id)).collect()
+    }
+
+    /// The sequence number the next transaction's effects start from.
+    pub fn next_seq(&self) -> u32 {
+        self.next_seq
+    }
+
+    /// Puts components back as they were logged (recovery), with sequence numbers going on from `seq`. Positions,
+    /// ids and numbers handed out later lie above theirs. The components must not share objects with what the
+    /// buffer holds.
+    pub fn restore(&mut self, components: Vec<Component>, seq: u32) {
+        self.next_seq = self.next_seq.max(seq);
+        for component in components {
+            let key = component.ids[0];
+            for id in &component.ids {
+                self.next_id = self.next_id.max(id.0 + 1);
+                self.alias.insert(*id, key);
+            }
+            for (object, list) in &component.objects {
+                assert!(self.of_object.insert(object.clone(), key).is_none(), "restored components share {object:?}");
+                let last = list.iter().map(|b| b.position + 1).max().unwrap_or(0);
+                self.next_position = self.next_position.max(last);
+            }
+            self.bytes += component.bytes;
+            self.deps = join(self.deps.take(), &component.deps);
+            self.components.insert(key, component);
+        }
+        #[cfg(debug_assertions)]
+        self.check();
     }
 
     /// Starts sequence numbers from 0 again if nothing is buffered and nothing else holds one: `in_use` says whether

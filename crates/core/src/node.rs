@@ -25,7 +25,8 @@
 //! Inputs: `handle_*` (each with `now`, the node's physical clock in µs). Outputs: [`Node::poll_output`], drained
 //! after every input, and [`Node::poll_timeout`]. The server (tokio) and the simulator drive the same code.
 
-use crate::coordinator::{ClientReply, ClientRequest, ClientResponse, Coordinator, CoordinatorOutput, TxError};
+use crate::coordinator::{BufferRecord, ClientReply, ClientRequest, ClientResponse, Coordinator};
+use crate::coordinator::{CoordinatorOutput, TxError};
 use crate::group::{DurableState, Entry, HardState, Membership, ReplicaId};
 use crate::message::ReplicaMessage;
 use crate::partition::{Checkpoint, Partition, PartitionOutput};
@@ -160,6 +161,9 @@ impl Layout {
             Some(p) => self.shard_of(topology, p),
             None => match self.locate(topology, to) {
                 Location::Shard(s) => s,
+                // A coordinator of an earlier run: the shard of the same number, whose coordinator may have taken
+                // over its decided handovers (`coordinator::durable`), else answers for it.
+                Location::Gone(c) if (c.shard() as usize) < self.shards => c.shard() as usize,
                 _ => 0,
             },
         }
@@ -226,6 +230,20 @@ pub enum NodeOutput {
     },
     /// Answer a client.
     Reply(ClientReply),
+    /// Append a record to this shard's coordinator's write-buffer log (HoneyPot's buffered writes); call
+    /// [`Node::handle_buffer_persisted`] once it is durable. Records become durable in order; the log is handed
+    /// back to [`Node::recover`] at the next start.
+    PersistBuffer {
+        /// The record's position (ascending over the log's life).
+        lsn: Lsn,
+        /// The record.
+        record: BufferRecord,
+    },
+    /// Delete the shard's write-buffer log records before this position (every record written so far is durable).
+    TruncateBuffer {
+        /// The first record kept.
+        before: Lsn,
+    },
     /// The session floor rose to this local commit time: hand it to the node's other shards before delivering
     /// the replies that follow.
     SessionFloor(Timestamp),
@@ -307,6 +325,19 @@ pub struct Node {
     session_floor: Timestamp,
 }
 
+/// The transaction a partition's message to a coordinator is about.
+fn about_tx(msg: &Message) -> Option<TxId> {
+    match msg {
+        Message::QueryOutcome { tx }
+        | Message::Prepared { tx, .. }
+        | Message::PrepareRefused { tx, .. }
+        | Message::CommitAck { tx }
+        | Message::Committed { tx, .. }
+        | Message::AbortAck { tx } => Some(*tx),
+        _ => None,
+    }
+}
+
 /// Most messages a shard parks per replicated partition while it knows no leader (an election lasts a few hundred
 /// milliseconds).
 const MAX_PARKED: usize = 4_096;
@@ -378,8 +409,11 @@ impl Stored {
 
 impl Node {
     /// A shard of a node, with the partitions it owns rebuilt from `stored` (partitions missing there start
-    /// empty). Transactions its partitions hold prepared without a decision ask their coordinator; those of this
-    /// node's earlier incarnation learn at once that it is gone.
+    /// empty) and its coordinator's write buffer from `buffer_log` (the shard's log as stored, ascending; empty if
+    /// it has none). Transactions its partitions hold prepared without a decision ask their coordinator; those of
+    /// this node's earlier incarnation learn at once that it is gone, unless the recovered coordinator claims them
+    /// (a handover it must finish: [`Coordinator::recover`]).
+    #[allow(clippy::too_many_arguments)]
     pub fn recover(
         config: Config,
         topology: Topology,
@@ -387,6 +421,7 @@ impl Node {
         shard: usize,
         now_us: u64,
         stored: impl IntoIterator<Item = Stored>,
+        buffer_log: Vec<(Lsn, BufferRecord)>,
     ) -> Self {
         assert!(shard < layout.shards, "shard {shard} outside 0..{}", layout.shards);
         assert_eq!(config.dc, topology.dc(), "a node's configuration and topology name the same DC");
@@ -439,7 +474,7 @@ impl Node {
             s
         });
         let mut node = Self {
-            coordinator: Coordinator::new(layout.coordinator(shard), config.clone(), now_us),
+            coordinator: Coordinator::recover(layout.coordinator(shard), config.clone(), now_us, buffer_log),
             config,
             topology,
             layout,
@@ -497,6 +532,12 @@ impl Node {
         if let Some(p) = self.partitions.get_mut(&partition) {
             p.handle_persisted(now_us, lsn);
         }
+        self.pump(now_us);
+    }
+
+    /// Records of this shard's write-buffer log up to `lsn` are durable.
+    pub fn handle_buffer_persisted(&mut self, now_us: u64, lsn: Lsn) {
+        self.coordinator.handle_persisted(lsn);
         self.pump(now_us);
     }
 
@@ -819,6 +860,17 @@ impl Node {
             Location::Node(n) => self.outputs.push_back(NodeOutput::Transmit(Destination::Node(n), e)),
             Location::Dc(dc, n) => self.outputs.push_back(NodeOutput::Transmit(Destination::Dc(dc, n), e)),
             Location::Gone(c) => {
+                // A handover of the write buffer that the dead coordinator decided is finished by the coordinator
+                // of its shard now, which claims it (`coordinator::durable`): what concerns it goes there.
+                let shard = usize::try_from(c.shard()).expect("small");
+                if shard != self.shard && shard < self.layout.shards {
+                    self.outputs.push_back(NodeOutput::Transmit(Destination::Shard(shard), e));
+                    return;
+                }
+                if about_tx(&e.msg).is_some_and(|tx| self.coordinator.claims(tx)) {
+                    self.local.push_back(Envelope { to: Address::Coordinator(self.coordinator.id()), ..e });
+                    return;
+                }
                 // The coordinator died with an earlier run of this node and will never decide: a partition asking
                 // learns so, and settles the transaction with the DC's other partitions. Anything else is moot.
                 if let (Message::QueryOutcome { tx }, Address::Partition(_)) = (&e.msg, e.from) {
@@ -966,6 +1018,12 @@ impl Node {
                 progressed = true;
                 match out {
                     CoordinatorOutput::Send(e) => self.route_own(e),
+                    CoordinatorOutput::Persist { lsn, record } => {
+                        self.outputs.push_back(NodeOutput::PersistBuffer { lsn, record })
+                    }
+                    CoordinatorOutput::Truncate { before } => {
+                        self.outputs.push_back(NodeOutput::TruncateBuffer { before })
+                    }
                     CoordinatorOutput::Reply(reply) => {
                         if let Ok(ClientResponse::Committed { commit }) = &reply.result {
                             let at = commit.get(self.config.dc);
@@ -1104,7 +1162,7 @@ mod tests {
     fn a_commit_is_replied_after_its_record_is_durable_and_raises_the_session_floor_first() {
         let c = config(1, 2);
         let t = Topology::new(DcId(0), 1, 2, 1);
-        let mut node = Node::recover(c, t, Layout::new(0, 1, 0), 0, 1_000, Vec::new());
+        let mut node = Node::recover(c, t, Layout::new(0, 1, 0), 0, 1_000, Vec::new(), Vec::new());
         drain(&mut node);
         let object = ObjectId::new("k", "b", CrdtType::CounterPn);
         let updates = vec![(object.clone(), Op::Increment(1))];
@@ -1132,7 +1190,8 @@ mod tests {
     fn a_new_transaction_starts_at_or_above_the_session_floor() {
         let c = config(1, 1);
         let now_us = 10_000_000;
-        let mut node = Node::recover(c, Topology::new(DcId(0), 1, 1, 1), Layout::new(0, 1, 0), 0, now_us, Vec::new());
+        let mut node =
+            Node::recover(c, Topology::new(DcId(0), 1, 1, 1), Layout::new(0, 1, 0), 0, now_us, Vec::new(), Vec::new());
         // Another shard acknowledged a commit half a second ahead of this shard's clock (a hybrid clock may run
         // ahead of physical time).
         let floor = Timestamp::from_micros(now_us + 500_000);
@@ -1168,7 +1227,7 @@ mod tests {
             oldest_open: 0,
         };
         let stored = vec![Stored::Partition(PartitionId(0), None, vec![(Lsn(1), record)])];
-        let mut node = Node::recover(c, t, Layout::new(0, 1, 5), 0, 1_000, stored);
+        let mut node = Node::recover(c, t, Layout::new(0, 1, 5), 0, 1_000, stored, Vec::new());
         // Its coordinator is gone with incarnation 4: the question never leaves the node, the lone partition's
         // termination finds nobody committed it, and it aborts.
         let out = drain(&mut node);
@@ -1207,7 +1266,15 @@ mod tests {
                     let hosting = crate::replica::first_hosting(&t, n, 0);
                     let stored = Stored::of_hosting(&hosting, |_| Ok::<_, ()>((DurableState::default(), None)));
                     let stored = stored.expect("nothing to load");
-                    Node::recover(config(1, partitions), t.clone(), Layout::new(n, 1, 0), 0, 1_000_000, stored)
+                    Node::recover(
+                        config(1, partitions),
+                        t.clone(),
+                        Layout::new(n, 1, 0),
+                        0,
+                        1_000_000,
+                        stored,
+                        Vec::new(),
+                    )
                 })
                 .collect();
             let (replies, lost, hosting) = (Vec::new(), Vec::new(), Vec::new());

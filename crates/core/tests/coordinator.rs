@@ -1,8 +1,9 @@
 //! Unit tests of the coordinator, with partitions and a stabilizer wired by an instant, in-order network and an
 //! instant disk (the simulator covers delays, reordering and crashes).
 
-use causet_core::coordinator::{ClientRequest, ClientResponse, Coordinator, CoordinatorOutput, TxError};
+use causet_core::coordinator::{BufferRecord, ClientRequest, ClientResponse, Coordinator, CoordinatorOutput, TxError};
 use causet_core::partition::{Partition, PartitionOutput};
+use causet_core::record::Lsn;
 use causet_core::stabilizer::Stabilizer;
 use causet_core::{Address, ClientId, Config, CoordinatorId, DcId, Envelope, Message, ObjectId, PartitionId};
 use causet_core::{RequestId, Timestamp, TxId, VectorClock};
@@ -19,6 +20,15 @@ struct Dc {
     sent: Vec<Envelope>,
     /// Partitions whose messages are dropped (to simulate a dead partition).
     dead: Vec<u32>,
+    /// Commit decisions are dropped on their way to the partitions (the coordinator dies as it sends them).
+    drop_commits: bool,
+    /// The coordinator's write-buffer log as its disk holds it.
+    buffer_log: Vec<(Lsn, BufferRecord)>,
+    /// The log's records become durable at once (else only at [`Dc::sync_buffer_log`]).
+    sync_at_once: bool,
+    /// The log's durable records end here.
+    buffer_durable: Lsn,
+    config: Config,
     next_request: u64,
 }
 
@@ -36,10 +46,15 @@ impl Dc {
             now,
             coordinator: Coordinator::new(CoordinatorId(0), config.clone(), now),
             partitions: (0..partitions).map(|p| Partition::new(PartitionId(p), config.clone(), now)).collect(),
-            stabilizer: Stabilizer::new(config, vec![CoordinatorId(0)]),
+            stabilizer: Stabilizer::new(config.clone(), vec![CoordinatorId(0)]),
             replies: VecDeque::new(),
             sent: Vec::new(),
             dead: Vec::new(),
+            drop_commits: false,
+            buffer_log: Vec::new(),
+            sync_at_once: true,
+            buffer_durable: Lsn(0),
+            config: config.clone(),
             next_request: 0,
         }
     }
@@ -48,11 +63,22 @@ impl Dc {
     fn settle(&mut self) {
         let mut queue: VecDeque<Envelope> = VecDeque::new();
         loop {
+            let mut durable = None;
             while let Some(out) = self.coordinator.poll_output() {
                 match out {
                     CoordinatorOutput::Send(e) => queue.push_back(e),
                     CoordinatorOutput::Reply(r) => self.replies.push_back((r.request, r.result)),
+                    CoordinatorOutput::Persist { lsn, record } => {
+                        self.buffer_log.push((lsn, record));
+                        durable = Some(lsn);
+                    }
+                    CoordinatorOutput::Truncate { before } => self.buffer_log.retain(|(lsn, _)| *lsn >= before),
                 }
+            }
+            if let Some(lsn) = durable.filter(|_| self.sync_at_once) {
+                self.buffer_durable = lsn;
+                self.coordinator.handle_persisted(lsn);
+                continue;
             }
             for p in &mut self.partitions {
                 // Every record is durable at once; durability may release messages and log more records (a clock
@@ -76,6 +102,9 @@ impl Dc {
             }
             let Some(e) = queue.pop_front() else { break };
             self.sent.push(e.clone());
+            if self.drop_commits && matches!(e.msg, Message::Commit { .. }) {
+                continue;
+            }
             match e.to {
                 Address::Coordinator(_) => self.coordinator.handle_message(self.now, e.from, e.msg),
                 Address::Partition(PartitionId(p)) if !self.dead.contains(&p) => {
@@ -111,6 +140,33 @@ impl Dc {
             Ok(ClientResponse::Started { tx, .. }) => tx,
             other => panic!("start failed: {other:?}"),
         }
+    }
+
+    /// Sends a request and runs until nothing is left, without waiting for its answer.
+    fn send(&mut self, request: RequestId, body: ClientRequest) {
+        self.coordinator.handle_client(self.now, ClientId(1), request, body);
+        self.settle();
+    }
+
+    /// Makes every record of the write-buffer log written so far durable.
+    fn sync_buffer_log(&mut self) {
+        if let Some(&(lsn, _)) = self.buffer_log.last() {
+            self.buffer_durable = lsn;
+            self.coordinator.handle_persisted(lsn);
+        }
+        self.settle();
+    }
+
+    /// The coordinator's node crashes and restarts: a new coordinator (a new id) recovers from the log's durable
+    /// records. Partitions and the stabilizer stay.
+    fn restart_coordinator(&mut self, id: u32) {
+        let durable = self.buffer_durable;
+        self.buffer_log.retain(|(lsn, _)| *lsn <= durable);
+        let log = self.buffer_log.clone();
+        self.coordinator = Coordinator::recover(CoordinatorId(id), self.config.clone(), self.now, log);
+        self.stabilizer = Stabilizer::new(self.config.clone(), vec![CoordinatorId(id)]);
+        self.replies.clear();
+        self.settle();
     }
 
     fn prepares_sent(&self) -> usize {
@@ -764,4 +820,105 @@ fn a_bounded_counter_decrement_with_nothing_buffered_commits_at_once() {
     let update = ClientRequest::Update { tx, updates: vec![(b.clone(), Op::Increment(-2))] };
     assert_eq!(dc.call(update), Ok(ClientResponse::Updated));
     committed(dc.call(ClientRequest::Commit { tx }));
+}
+
+/// Fresh reads of `objects` at the owners.
+fn read_fresh(dc: &mut Dc, objects: &[ObjectId]) -> Vec<Value> {
+    let body = ClientRequest::StaticRead { clock: None, objects: objects.to_vec(), reads: ReadFrom::Fresh };
+    match dc.call(body) {
+        Ok(ClientResponse::StaticValues { values, .. }) => values,
+        other => panic!("read failed: {other:?}"),
+    }
+}
+
+use causet_core::coordinator::ReadFrom;
+
+/// A buffered commit is answered once its record in the buffer's log is durable, and what was acknowledged survives
+/// a crash of the coordinator's node: the coordinator recovered from the log hands it over. A commit whose record
+/// was not durable was never acknowledged, and is gone.
+#[test]
+fn a_buffered_write_is_acknowledged_once_logged_and_survives_a_crash_before_its_handover() {
+    let mut dc = buffering_dc(2, 100);
+    dc.sync_at_once = false;
+    let [x, y] = <[ObjectId; 2]>::try_from(counters_apart(2, 2)).expect("two");
+    let updates = vec![(x.clone(), Op::Increment(1)), (y.clone(), Op::Increment(2))];
+    dc.send(RequestId(100), ClientRequest::StaticUpdate { clock: None, updates });
+    assert!(dc.replies.is_empty(), "answered before its record was durable");
+    dc.sync_buffer_log();
+    let (request, result) = dc.replies.pop_front().expect("answered once durable");
+    assert_eq!(request, RequestId(100));
+    committed(result);
+    let updates = vec![(x.clone(), Op::Increment(10))];
+    dc.send(RequestId(101), ClientRequest::StaticUpdate { clock: None, updates });
+    assert!(dc.replies.is_empty(), "answered before its record was durable");
+    assert_eq!(dc.prepares_sent(), 0, "nothing handed over yet");
+    dc.restart_coordinator(1);
+    dc.sync_at_once = true;
+    for _ in 0..20 {
+        dc.advance(1_000);
+    }
+    assert_eq!(read_fresh(&mut dc, &[x.clone(), y.clone()]), vec![Value::Counter(1), Value::Counter(2)]);
+    let stats = dc.coordinator.handover_stats().expect("a recovered coordinator buffers");
+    assert_eq!((stats.handovers, stats.buffer.components), (1, 0), "{stats:?}");
+    // The round's end truncated the log to one record: the buffer (empty) and the handovers' join.
+    assert!(
+        matches!(dc.buffer_log.as_slice(), [(_, BufferRecord::RoundDone { pending, handed: Some(_), .. })] if pending.is_empty()),
+        "{:?}",
+        dc.buffer_log
+    );
+}
+
+/// A handover decided before the crash (its commit logged, the commits lost on the way) is committed by the
+/// recovered coordinator, under the dead one's transaction, and exactly once: it is not prepared again.
+#[test]
+fn a_handover_decided_before_a_crash_is_committed_once_by_the_recovered_coordinator() {
+    let mut dc = buffering_dc(2, 50);
+    let [x, y] = <[ObjectId; 2]>::try_from(counters_apart(2, 2)).expect("two");
+    let updates = vec![(x.clone(), Op::Increment(1)), (y.clone(), Op::Increment(2))];
+    committed(dc.call(ClientRequest::StaticUpdate { clock: None, updates }));
+    dc.drop_commits = true;
+    for _ in 0..60 {
+        dc.advance(1_000);
+    }
+    assert!(dc.buffer_log.iter().any(|(_, r)| matches!(r, BufferRecord::Decided { .. })), "{:?}", dc.buffer_log);
+    let prepares = dc.prepares_sent();
+    assert_eq!(prepares, 2, "one handover, prepared at both owners");
+    assert!(dc.partitions.iter().all(|p| p.prepared_count() == 1), "held prepared at both owners");
+    dc.drop_commits = false;
+    dc.restart_coordinator(1);
+    assert!(dc.partitions.iter().all(|p| p.prepared_count() == 0), "the recovered coordinator committed it");
+    assert_eq!(read_one(&mut dc, &x, ReadFrom::Cache), Value::Counter(1), "readable at the caching node meanwhile");
+    for _ in 0..20 {
+        dc.advance(1_000);
+    }
+    assert_eq!(read_fresh(&mut dc, &[x.clone(), y.clone()]), vec![Value::Counter(1), Value::Counter(2)]);
+    assert_eq!(read_one(&mut dc, &y, ReadFrom::Cache), Value::Counter(2));
+    assert_eq!(dc.prepares_sent(), prepares, "never prepared again");
+    let stats = dc.coordinator.handover_stats().expect("buffering");
+    assert_eq!((stats.handovers, stats.in_flight), (1, 0), "{stats:?}");
+}
+
+/// A handover not decided at the crash (an owner did not answer its prepare) goes again as a new transaction of
+/// the recovered coordinator; the old one, prepared at the other owner, is aborted there: applied once.
+#[test]
+fn a_handover_undecided_at_a_crash_goes_again_and_commits_once() {
+    let mut dc = buffering_dc_with(2, 50, |c| c.op_timeout_us = 200_000);
+    let [x, y] = <[ObjectId; 2]>::try_from(counters_apart(2, 2)).expect("two");
+    let updates = vec![(x.clone(), Op::Increment(1)), (y.clone(), Op::Increment(2))];
+    committed(dc.call(ClientRequest::StaticUpdate { clock: None, updates }));
+    dc.dead = vec![y.partition(2).0];
+    for _ in 0..60 {
+        dc.advance(1_000);
+    }
+    assert!(!dc.buffer_log.iter().any(|(_, r)| matches!(r, BufferRecord::Decided { .. })), "{:?}", dc.buffer_log);
+    assert_eq!(dc.partitions[x.partition(2).0 as usize].prepared_count(), 1, "prepared where the owner answered");
+    dc.dead.clear();
+    dc.restart_coordinator(1);
+    for _ in 0..100 {
+        dc.advance(10_000);
+    }
+    assert!(dc.partitions.iter().all(|p| p.prepared_count() == 0), "the old handover was aborted");
+    assert_eq!(read_fresh(&mut dc, &[x.clone(), y.clone()]), vec![Value::Counter(1), Value::Counter(2)]);
+    let stats = dc.coordinator.handover_stats().expect("buffering");
+    assert_eq!((stats.handovers, stats.in_flight, stats.buffer.components), (1, 0, 0), "{stats:?}");
 }

@@ -80,6 +80,18 @@ impl storage::LogSink for StoreSink {
         }
     }
 
+    fn append_buffer(&self, shard: u32, lsn: Lsn, record: &causet_core::coordinator::BufferRecord) {
+        if let Err(e) = self.0.append_buffer(shard, lsn, record) {
+            tracing::error!(shard, error = %e, "the log refused a write-buffer record");
+        }
+    }
+
+    fn truncate_buffer(&self, shard: u32, before: Lsn) {
+        if let Err(e) = self.0.truncate_buffer(shard, before) {
+            tracing::error!(shard, error = %e, "the log refused to truncate the write buffer's log");
+        }
+    }
+
     fn has_room(&self, writes: usize) -> bool {
         self.0.has_room(writes)
     }
@@ -249,6 +261,20 @@ impl Node {
         };
         let mut shard_tasks = Vec::new();
         let mut recovered = 0;
+        // The coordinators' write-buffer logs: acknowledged writes not yet handed over to their owners.
+        let mut buffer_logs = store.load_buffers().context("loading the write buffers' logs")?;
+        for (shard, log) in &buffer_logs {
+            info!(shard, records = log.len(), "replaying the write buffer's log: its writes are handed over first");
+        }
+        if let Some((&shard, log)) = buffer_logs.range(u32::try_from(shards).unwrap_or(u32::MAX)..).next() {
+            anyhow::bail!(
+                "shard {shard}'s write buffer holds {} records of acknowledged writes not yet handed over, but this \
+                 node now runs {shards} shards: start it with `shards = {}` or more (the writes are handed over at \
+                 once; then the shard count may change)",
+                log.len(),
+                shard + 1
+            );
+        }
         for (index, inbox) in receivers.into_iter().enumerate() {
             let shard_hosting = hosting.iter().filter(|(p, _)| layout.shard_of(&topology, **p) == index);
             let mut stored: Vec<Stored> = Stored::of_hosting(&shard_hosting.map(|(p, h)| (*p, *h)).collect(), |id| {
@@ -270,6 +296,7 @@ impl Node {
                 index,
                 clock.now_us(),
                 stored,
+                buffer_logs.remove(&u32::try_from(index).expect("few shards")).unwrap_or_default(),
             );
             let shard = Shard::new(env.clone(), node);
             shard_tasks.push(tokio::spawn(shard.run(inbox)));
@@ -291,7 +318,12 @@ impl Node {
                 };
                 let mut by_shard: Vec<Vec<(PartitionId, Durable)>> = vec![Vec::new(); durable_routes.inboxes.len()];
                 for (p, durable) in batch {
-                    by_shard[durable_routes.partition_shard(p)].push((p, durable));
+                    // A write-buffer log's report names its shard.
+                    let shard = match durable {
+                        Durable::Buffer(_) => usize::try_from(p.0).expect("few shards"),
+                        _ => durable_routes.partition_shard(p),
+                    };
+                    by_shard[shard].push((p, durable));
                 }
                 for (s, positions) in by_shard.into_iter().enumerate() {
                     if !positions.is_empty() {

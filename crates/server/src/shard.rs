@@ -50,6 +50,10 @@ enum LogWrite {
         Option<causet_core::group::HardState>,
     ),
     Hosting(PartitionId, causet_core::replica::Hosting),
+    /// A record of this shard's coordinator write-buffer log.
+    Buffer(u32, Lsn, Box<causet_core::coordinator::BufferRecord>),
+    /// The write-buffer log's records before this position go.
+    TruncateBuffer(u32, Lsn),
 }
 
 /// One shard's node and driver state.
@@ -68,6 +72,11 @@ impl Shard {
         let mut shard = Self { env, node, unwritten: Vec::new(), pending: HashMap::new(), next_request: 0 };
         shard.carry_out();
         shard
+    }
+
+    /// This shard's number, as the store keys its write-buffer log.
+    fn shard_number(&self) -> u32 {
+        u32::try_from(self.node.shard()).expect("at most 256 shards")
     }
 
     /// Runs until the inbox closes.
@@ -136,6 +145,8 @@ impl Shard {
                     match durable {
                         Durable::Log(lsn) => self.node.handle_persisted(now, p, lsn),
                         Durable::Group(ready) => self.node.handle_group_written(now, p, ready),
+                        // (The id of a write-buffer log's report is the shard's.)
+                        Durable::Buffer(lsn) => self.node.handle_buffer_persisted(now, lsn),
                     }
                 }
             }
@@ -227,6 +238,12 @@ impl Shard {
                     self.unwritten.push(LogWrite::Append(partition, lsn, record))
                 }
                 NodeOutput::ReadLog { partition, after } => self.read_log(partition, after),
+                NodeOutput::PersistBuffer { lsn, record } => {
+                    self.unwritten.push(LogWrite::Buffer(self.shard_number(), lsn, Box::new(record)))
+                }
+                NodeOutput::TruncateBuffer { before } => {
+                    self.unwritten.push(LogWrite::TruncateBuffer(self.shard_number(), before))
+                }
                 NodeOutput::Reply(reply) => {
                     if let Some(waiting) = self.pending.remove(&(reply.client, reply.request)) {
                         let _ = waiting.send(reply.result);
@@ -262,6 +279,8 @@ fn write_all(log: &dyn LogSink, writes: Vec<LogWrite>) {
                 log.write_group(p, ready, snapshot, entries, hard_state)
             }
             LogWrite::Hosting(p, hosting) => log.set_hosting(p, hosting),
+            LogWrite::Buffer(shard, lsn, record) => log.append_buffer(shard, lsn, &record),
+            LogWrite::TruncateBuffer(shard, before) => log.truncate_buffer(shard, before),
         }
     }
 }

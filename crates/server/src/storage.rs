@@ -23,6 +23,11 @@ pub trait LogSink: Send + Sync {
     /// Records the replica this node runs for a replicated partition, after everything handed over before it;
     /// [`Hosting::Left`](causet_core::replica::Hosting::Left) deletes the partition's stored state too.
     fn set_hosting(&self, partition: PartitionId, hosting: causet_core::replica::Hosting);
+    /// Appends a record to shard `shard`'s coordinator write-buffer log, after everything handed over before it;
+    /// its durability is reported later.
+    fn append_buffer(&self, shard: u32, lsn: Lsn, record: &causet_core::coordinator::BufferRecord);
+    /// Deletes shard `shard`'s write-buffer log records before `before`, after everything handed over before it.
+    fn truncate_buffer(&self, shard: u32, before: Lsn);
     /// Whether `writes` more appends or checkpoints are taken now without waiting for the disk.
     fn has_room(&self, writes: usize) -> bool;
     /// Up to [`LOG_READ_RECORDS`](causet_core::replication::LOG_READ_RECORDS) durable records of a partition's log after `after`, ascending. Blocking: call it

@@ -14,7 +14,7 @@
 
 use crate::history::{HistOp, History, ObjectName, Outcome, TxRecord};
 use crate::workload::{record_writes, Plan, Planned, Step, Workload, WorkloadConfig};
-use causet_core::coordinator::{ClientRequest, ClientResponse, ReadFrom, TxError};
+use causet_core::coordinator::{BufferRecord, ClientRequest, ClientResponse, ReadFrom, TxError};
 use causet_core::group::{DurableState, Entry, HardState};
 use causet_core::node::{Destination, Layout, Node, NodeOutput, Stored};
 use causet_core::partition::Checkpoint;
@@ -248,16 +248,14 @@ impl SimConfig {
             ..Default::default()
         });
         // Buffered writes in half the seeds with a cache, from an eighth generator, with components of 1 to 16
-        // objects. The buffer is not kept across a crash yet, and a session that moves does not carry its buffered
-        // writes with it yet: those seeds have no crashes and no moves of sessions (nor certification, which a
-        // buffer does not go with).
+        // objects. Crashes stay (the buffer's log brings the writes back). A session that moves does not carry its
+        // buffered writes with it yet, and the buffer lives on one node's disk until its handover: those seeds have
+        // no moves of sessions and no disk losses (nor certification, which a buffer does not go with).
         let mut buffering = ChaCha8Rng::seed_from_u64(seed ^ 0xb0ff_e125);
         let mut switch_allowed = true;
         if let Some(cache) = cache.as_mut().filter(|_| buffering.random_bool(0.5)) {
             cache.buffer_writes = true;
             cache.max_component_objects = buffering.random_range(1..=16);
-            faults.crash_every_us = 0;
-            faults.coordinator_crash_every_us = 0;
             faults.disk_loss_every_us = 0;
             switch_allowed = false;
         }
@@ -445,6 +443,12 @@ enum Event {
         count: usize,
         ready: Option<u64>,
     },
+    /// A coordinator's write-buffer log reached its disk up to `lsn` (lost if its node crashed meanwhile).
+    BufferFsync {
+        site: Site,
+        incarnation: u64,
+        lsn: Lsn,
+    },
     /// A replica's checkpoint is read from its disk, for the node that asked (lost if it crashed meanwhile).
     GroupLoad {
         node: NodeRef,
@@ -526,6 +530,14 @@ impl Disk {
         self.records.retain(|(l, _)| *l > through);
         self.checkpoint = Some(merged);
     }
+}
+
+/// The disk of a coordinator's write-buffer log.
+#[derive(Debug, Default)]
+struct BufferDisk {
+    records: Vec<(Lsn, BufferRecord)>,
+    durable: Lsn,
+    syncing: bool,
 }
 
 /// The disk of one replica of a replicated partition: what its group wrote, and its checkpoints.
@@ -625,6 +637,8 @@ struct Dc {
     disks: Vec<Disk>,
     /// Each replica's disk, by node and partition (replicated partitions).
     group_disks: BTreeMap<(NodeIndex, u32), GroupDisk>,
+    /// Each coordinator's write-buffer log, by node and shard.
+    buffer_disks: BTreeMap<(NodeIndex, usize), BufferDisk>,
     /// Which replica each node runs for each replicated partition, by node, as its store records it (written at
     /// once: the server writes it before the replica's own writes, in order).
     hosting: Vec<BTreeMap<PartitionId, Hosting>>,
@@ -791,6 +805,7 @@ impl World {
                     .collect(),
                 disks: (0..config.partitions).map(|_| Disk::default()).collect(),
                 group_disks: BTreeMap::new(),
+                buffer_disks: BTreeMap::new(),
                 hosting: (0..config.nodes).map(|n| first_hosting(&topology, n, 0)).collect(),
                 placement: (0..config.partitions)
                     .filter(|_| topology.replicated())
@@ -924,7 +939,8 @@ impl World {
                     Stored::Partition(p, disk.checkpoint.clone().map(Box::new), disk.records.clone())
                 },
             ));
-            started.push(Node::recover(d.config.clone(), d.topology.clone(), layout, shard, now, stored));
+            let buffer_log = d.buffer_disks.get(&(n, shard)).map_or_else(Vec::new, |disk| disk.records.clone());
+            started.push(Node::recover(d.config.clone(), d.topology.clone(), layout, shard, now, stored, buffer_log));
         }
         d.nodes[usize::from(n)].shards = started;
         for shard in 0..shards {
@@ -951,6 +967,11 @@ impl World {
         d.nodes[usize::from(n)].incarnation += 1;
         for ((_, _), disk) in d.group_disks.range_mut((n, 0)..=(n, u32::MAX)) {
             disk.unsynced.clear();
+            disk.syncing = false;
+        }
+        for ((_, _), disk) in d.buffer_disks.range_mut((n, 0)..=(n, usize::MAX)) {
+            let durable = disk.durable;
+            disk.records.retain(|(lsn, _)| *lsn <= durable);
             disk.syncing = false;
         }
         for p in d.topology.partitions_on(n).filter(|_| !d.topology.replicated()).collect::<Vec<_>>() {
@@ -1474,6 +1495,22 @@ impl World {
                 self.start_sync(dc, partition);
                 self.drain((dc, n, shard));
             }
+            Event::BufferFsync { site, incarnation, lsn } => {
+                let (dc, n, shard) = site;
+                let d = &mut self.dcs[usize::from(dc.0)];
+                if d.nodes[usize::from(n)].incarnation != incarnation {
+                    return; // The node crashed meanwhile: this sync never completed.
+                }
+                let disk = d.buffer_disks.entry((n, shard)).or_default();
+                disk.durable = disk.durable.max(lsn);
+                disk.syncing = false;
+                let now = self.local((dc, n));
+                if let Some(machine) = self.dcs[usize::from(dc.0)].nodes[usize::from(n)].shards.get_mut(shard) {
+                    machine.handle_buffer_persisted(now, lsn);
+                }
+                self.drain(site);
+                self.start_buffer_sync(site);
+            }
             Event::GroupFsync { node, partition, incarnation, epoch, count, ready } => {
                 let (dc, n) = node;
                 let d = &mut self.dcs[usize::from(dc.0)];
@@ -1632,6 +1669,7 @@ impl World {
                     self.crash((dc, n), down);
                     let d = &mut self.dcs[usize::from(dc.0)];
                     d.group_disks.retain(|(node, _), _| *node != n);
+                    d.buffer_disks.retain(|(node, _), _| *node != n);
                     d.nodes[usize::from(n)].generation += 1;
                     d.hosting[usize::from(n)] = first_hosting(&d.topology, n, d.nodes[usize::from(n)].generation);
                     self.stats.disk_losses += 1;
@@ -1730,6 +1768,21 @@ impl World {
         self.schedule(took, Event::Fsync { dc, partition: p, incarnation, lsn });
     }
 
+    /// Starts an fsync of a coordinator's write-buffer log covering every record so far, unless one is in flight.
+    fn start_buffer_sync(&mut self, site: Site) {
+        let (dc, n, shard) = site;
+        let d = &mut self.dcs[usize::from(dc.0)];
+        let incarnation = d.nodes[usize::from(n)].incarnation;
+        let Some(disk) = d.buffer_disks.get_mut(&(n, shard)) else { return };
+        let last = disk.records.last().map_or(disk.durable, |(lsn, _)| *lsn);
+        if disk.syncing || last <= disk.durable {
+            return;
+        }
+        disk.syncing = true;
+        let took = self.rng.random_range(1..=self.config.faults.fsync_us_max.max(1));
+        self.schedule(took, Event::BufferFsync { site, incarnation, lsn: last });
+    }
+
     /// Starts an fsync of a replica's disk covering every Write so far, unless one is in flight.
     fn start_group_sync(&mut self, node: NodeRef, p: u32) {
         let (dc, n) = node;
@@ -1761,6 +1814,7 @@ impl World {
         }
         let mut synced = BTreeSet::new();
         let mut group_synced = BTreeSet::new();
+        let mut buffer_synced = false;
         // Other shards of the node that a notice handed work to (the server's shards drain after every input).
         let mut redrain = BTreeSet::new();
         for out in outputs {
@@ -1808,6 +1862,18 @@ impl World {
                     d.hosting[usize::from(n)].insert(partition, hosting);
                 }
                 NodeOutput::Transmit(to, e) => self.send(site, to, e),
+                NodeOutput::PersistBuffer { lsn, record } => {
+                    let d = &mut self.dcs[usize::from(dc.0)];
+                    d.buffer_disks.entry((n, shard)).or_default().records.push((lsn, record));
+                    buffer_synced = true;
+                }
+                NodeOutput::TruncateBuffer { before } => {
+                    // Issued once everything written before it is durable.
+                    let d = &mut self.dcs[usize::from(dc.0)];
+                    let disk = d.buffer_disks.entry((n, shard)).or_default();
+                    assert!(disk.durable.0 + 1 >= before.0, "a truncation waits for what it keeps");
+                    disk.records.retain(|(lsn, _)| *lsn >= before);
+                }
                 NodeOutput::Persist { partition, lsn, record } => {
                     self.dcs[usize::from(dc.0)].disks[partition.0 as usize].records.push((lsn, record));
                     synced.insert(partition.0);
@@ -1847,6 +1913,9 @@ impl World {
         }
         for p in group_synced {
             self.start_group_sync((dc, n), p);
+        }
+        if buffer_synced {
+            self.start_buffer_sync(site);
         }
         self.arm(site);
         for other in redrain {
@@ -1933,8 +2002,11 @@ impl World {
         }
         let d = &self.dcs[usize::from(session.dc.0)];
         if !d.nodes[usize::from(session.node)].is_up() {
-            // A client whose node is down connects to another node of its DC, or waits while the DC has none.
-            match (0..self.config.nodes).find(|n| d.nodes[usize::from(*n)].is_up()) {
+            // A client whose node is down connects to another node of its DC, or waits while the DC has none. With
+            // buffered writes it waits for its node: its writes buffered there are not handed over until the node
+            // is back, and a session does not carry them to another node yet (clock tokens).
+            let buffers = self.config.cache.as_ref().is_some_and(|c| c.buffer_writes);
+            match (0..self.config.nodes).find(|n| d.nodes[usize::from(*n)].is_up() && !buffers) {
                 Some(n) => session.node = n,
                 None => {
                     let think = self.rng.random_range(1_000..=20_000);

@@ -46,6 +46,26 @@ pub(crate) fn parse_hosting_key(key: &[u8]) -> Result<PartitionId> {
     Ok(PartitionId(u32::from_be_bytes(bytes)))
 }
 
+/// Meta keyspace: the prefix of the coordinators' write-buffer logs (`buffer/ ‖ shard ‖ lsn`).
+pub(crate) const BUFFER_PREFIX: &[u8] = b"buffer/";
+
+/// The key of a record of shard `shard`'s write-buffer log: `buffer/ ‖ shard ‖ lsn`, both big-endian.
+pub(crate) fn buffer_key(shard: u32, lsn: Lsn) -> Vec<u8> {
+    let mut key = BUFFER_PREFIX.to_vec();
+    key.extend_from_slice(&shard.to_be_bytes());
+    key.extend_from_slice(&lsn.0.to_be_bytes());
+    key
+}
+
+/// The shard and lsn of a write-buffer log key.
+pub(crate) fn parse_buffer_key(key: &[u8]) -> Result<(u32, Lsn)> {
+    let corrupt = || StorageError::CorruptKey { keyspace: "meta", key: key.to_vec() };
+    let rest = key.strip_prefix(BUFFER_PREFIX).filter(|r| r.len() == 12).ok_or_else(corrupt)?;
+    let (shard, lsn) = rest.split_at(4);
+    let shard = u32::from_be_bytes(shard.try_into().map_err(|_| corrupt())?);
+    Ok((shard, Lsn(u64::from_be_bytes(lsn.try_into().map_err(|_| corrupt())?))))
+}
+
 /// The length of a log key: partition (4 bytes) and lsn (8 bytes).
 pub(crate) const LOG_KEY_LEN: usize = 12;
 
@@ -318,6 +338,15 @@ mod tests {
         assert_eq!(parse_group_state_key(&group_state_key(p)).unwrap(), p);
         assert!(group_state_key(p).starts_with(&group_state_prefix()));
         assert!(parse_group_state_key(&state_key(p)).is_err());
+    }
+
+    #[test]
+    fn buffer_keys_round_trip_and_sort_by_shard_then_lsn() {
+        assert_eq!(parse_buffer_key(&buffer_key(3, Lsn(9))).unwrap(), (3, Lsn(9)));
+        assert!(buffer_key(3, Lsn(9)) < buffer_key(3, Lsn(10)));
+        assert!(buffer_key(3, Lsn(u64::MAX)) < buffer_key(4, Lsn(0)));
+        assert!(parse_buffer_key(b"buffer/12").is_err());
+        assert!(parse_buffer_key(&hosting_key(PartitionId(1))).is_err());
     }
 
     #[test]

@@ -6,6 +6,7 @@ use crate::{
     Compacted, Durable, DurableBatch, DurableReceiver, LogStore, Recovered, RecoveredGroup, Shared, StorageOptions,
     StorageStats, SyncMode,
 };
+use causet_core::coordinator::BufferRecord;
 use causet_core::group::{DurableState, Entry, HardState};
 use causet_core::partition::Checkpoint;
 use causet_core::record::{LogRecord, Lsn};
@@ -90,6 +91,17 @@ enum Op {
         value: Vec<u8>,
         left: bool,
     },
+    /// A record of a coordinator's write-buffer log.
+    BufferAppend {
+        shard: u32,
+        lsn: Lsn,
+        value: Vec<u8>,
+    },
+    /// Deletes a write-buffer log's records before `before`.
+    BufferTruncate {
+        shard: u32,
+        before: Lsn,
+    },
     /// Makes the writer fail, as an engine error would.
     #[cfg(test)]
     Fail,
@@ -106,7 +118,8 @@ impl Op {
                 let snapshot = snapshot.as_ref().map_or(0, |s| s.checkpoint.bytes() + entries_bytes(&s.entries));
                 codec::LOG_KEY_LEN + snapshot + entries_bytes(entries)
             }
-            Op::Hosting { value, .. } => codec::LOG_KEY_LEN + value.len(),
+            Op::Hosting { value, .. } | Op::BufferAppend { value, .. } => codec::LOG_KEY_LEN + value.len(),
+            Op::BufferTruncate { .. } => codec::LOG_KEY_LEN,
             #[cfg(test)]
             Op::Fail => 0,
         }
@@ -363,7 +376,7 @@ impl FjallStore {
     /// Checks and enqueues one op; `check` sees the partition's cursor and may refuse.
     fn enqueue(
         &self,
-        partition: PartitionId,
+        partition: Option<PartitionId>,
         check: impl FnOnce(&mut Cursor) -> Result<()>,
         op: impl FnOnce() -> Op,
     ) -> Result<()> {
@@ -372,7 +385,11 @@ impl FjallStore {
         }
         let mut guard = self.lock_queue();
         let queue = guard.as_mut().ok_or(StorageError::Closed)?;
-        let cursor = queue.cursors.entry(partition).or_default();
+        let mut unchecked = Cursor::default();
+        let cursor = match partition {
+            Some(p) => queue.cursors.entry(p).or_default(),
+            None => &mut unchecked,
+        };
         let before = *cursor;
         check(cursor)?;
         // Counted before the op can reach the writer, which uncounts it on receipt.
@@ -390,7 +407,9 @@ impl FjallStore {
             self.shared.queued.fetch_sub(1, Ordering::Relaxed);
         }
         if sent.is_err() {
-            *queue.cursors.entry(partition).or_default() = before;
+            if let Some(p) = partition {
+                *queue.cursors.entry(p).or_default() = before;
+            }
             // The writer is gone, which it only is after recording its failure (or a panic).
             return Err(self.shared.failure().unwrap_or_else(|| StorageError::WriterFailed("writer stopped".into())));
         }
@@ -506,6 +525,27 @@ fn validate(options: &StorageOptions) -> Result<()> {
 }
 
 impl LogStore for FjallStore {
+    fn append_buffer(&self, shard: u32, lsn: Lsn, record: &BufferRecord) -> Result<()> {
+        let value = codec::encode(record)?;
+        self.enqueue(None, |_| Ok(()), || Op::BufferAppend { shard, lsn, value })
+    }
+
+    fn truncate_buffer(&self, shard: u32, before: Lsn) -> Result<()> {
+        self.enqueue(None, |_| Ok(()), || Op::BufferTruncate { shard, before })
+    }
+
+    fn load_buffers(&self) -> Result<BTreeMap<u32, Vec<(Lsn, BufferRecord)>>> {
+        let mut logs: BTreeMap<u32, Vec<(Lsn, BufferRecord)>> = BTreeMap::new();
+        for guard in self.meta.prefix(codec::BUFFER_PREFIX) {
+            let (key, value) = guard.into_inner()?;
+            let (shard, lsn) = codec::parse_buffer_key(&key)?;
+            let record = codec::decode::<BufferRecord>(&value)
+                .map_err(|reason| StorageError::CorruptMeta { what: "write-buffer log record", reason })?;
+            logs.entry(shard).or_default().push((lsn, record));
+        }
+        Ok(logs)
+    }
+
     fn generation(&self, new: u64) -> Result<u64> {
         let _serial = self.incarnation.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if let Some(bytes) = self.meta.get(codec::GENERATION_KEY)? {
@@ -552,7 +592,7 @@ impl LogStore for FjallStore {
         let value = codec::encode(&hosting)?;
         let left = matches!(hosting, Hosting::Left { .. });
         self.enqueue(
-            partition,
+            Some(partition),
             |cursor| {
                 *cursor = Cursor::default();
                 Ok(())
@@ -596,7 +636,7 @@ impl LogStore for FjallStore {
     fn append(&self, partition: PartitionId, lsn: Lsn, record: LogRecord) -> Result<()> {
         let value = codec::encode(&record)?;
         self.enqueue(
-            partition,
+            Some(partition),
             |cursor| {
                 if lsn <= cursor.last {
                     return Err(StorageError::LsnNotIncreasing { partition, lsn, last: cursor.last });
@@ -612,7 +652,7 @@ impl LogStore for FjallStore {
         let checkpoint = EncodedCheckpoint::new(partition, &checkpoint)?;
         let lsn = checkpoint.lsn;
         self.enqueue(
-            partition,
+            Some(partition),
             |cursor| {
                 // A group partition's checkpoint is at an entry index, a record partition's at a record's lsn.
                 if lsn < cursor.checkpoint || lsn > cursor.last.max(cursor.group_last) {
@@ -658,7 +698,7 @@ impl LogStore for FjallStore {
         };
         let installs = snapshot.as_ref().map(|s| s.checkpoint.lsn);
         self.enqueue(
-            partition,
+            Some(partition),
             |cursor| {
                 if ready <= cursor.ready {
                     return Err(invalid(format!("not above the last write {}", cursor.ready)));
@@ -785,6 +825,8 @@ struct Batch {
     writes: BTreeMap<(Space, Vec<u8>), Option<Vec<u8>>>,
     durable: BTreeMap<PartitionId, Lsn>,
     group_durable: BTreeMap<PartitionId, u64>,
+    /// The highest write-buffer log record appended, by shard.
+    buffer_durable: BTreeMap<u32, Lsn>,
     /// Partitions whose group state changed, written once at the end of the batch.
     group_states: BTreeSet<PartitionId>,
     records: u64,
@@ -797,6 +839,8 @@ struct Batch {
 struct Undelivered {
     log: Option<Lsn>,
     group: Option<u64>,
+    /// For a shard's write-buffer log (the key is then the shard's number: [`Durable::Buffer`]).
+    buffer: Option<Lsn>,
 }
 
 /// The group-commit writer: the only thread that writes log records and checkpoints.
@@ -845,7 +889,8 @@ impl Writer {
             .flat_map(|(p, u)| {
                 let log = u.log.map(|lsn| (*p, Durable::Log(lsn)));
                 let group = u.group.map(|ready| (*p, Durable::Group(ready)));
-                log.into_iter().chain(group)
+                let buffer = u.buffer.map(|lsn| (*p, Durable::Buffer(lsn)));
+                log.into_iter().chain(group).chain(buffer)
             })
             .collect();
         match self.notify.try_send(batch) {
@@ -953,6 +998,24 @@ impl Writer {
                     // Reports for the replica that left must not reach the next one (its Writes are numbered afresh).
                     self.undelivered.remove(&partition);
                     batch.writes.insert((Space::Meta, codec::hosting_key(partition)), Some(value));
+                }
+                Op::BufferAppend { shard, lsn, value } => {
+                    batch.writes.insert((Space::Meta, codec::buffer_key(shard, lsn)), Some(value));
+                    let durable = batch.buffer_durable.entry(shard).or_insert(lsn);
+                    *durable = (*durable).max(lsn);
+                    batch.records += 1;
+                }
+                Op::BufferTruncate { shard, before } => {
+                    let (from, to) = (codec::buffer_key(shard, Lsn(0)), codec::buffer_key(shard, before));
+                    for guard in self.meta.range(from.clone()..to.clone()) {
+                        let key = guard.key()?;
+                        batch.writes.insert((Space::Meta, key.to_vec()), None);
+                    }
+                    for ((space, key), value) in batch.writes.iter_mut() {
+                        if *space == Space::Meta && *key >= from && *key < to {
+                            *value = None;
+                        }
+                    }
                 }
                 #[cfg(test)]
                 Op::Fail => return Err(StorageError::WriterFailed("injected failure".into())),
@@ -1180,6 +1243,10 @@ impl Writer {
         for (partition, ready) in batch.group_durable {
             // The latest Write, not the highest number: a new `Group` numbers its Writes from 1 again.
             self.undelivered.entry(partition).or_default().group = Some(ready);
+        }
+        for (shard, lsn) in batch.buffer_durable {
+            let slot = self.undelivered.entry(PartitionId(shard)).or_default();
+            slot.buffer = slot.buffer.max(Some(lsn));
         }
         self.deliver(false);
         Ok(())

@@ -62,6 +62,7 @@
 //! | `meta` | `generation` | u64, the disk's generation ([`LogStore::generation`]) |
 //! | `meta` | `hosting` | u16, the nodes the DC's partitions were first placed over; also marks that the replicas this node runs are recorded ([`LogStore::init_hosting`]) |
 //! | `meta` | `hosting/` ‖ partition (u32 BE) | `Hosting`: the replica this node runs for a replicated partition, or the incarnation of the one that left ([`LogStore::set_hosting`]) |
+//! | `meta` | `buffer/` ‖ shard (u32 BE) ‖ lsn (u64 BE) | `BufferRecord`: a record of that shard's coordinator write-buffer log ([`LogStore::append_buffer`]) |
 //!
 //! Every value is a format-version byte (currently 6) followed by postcard; a value with an unknown version byte
 //! or that does not decode is reported as [`StorageError::CorruptRecord`] (with partition and lsn),
@@ -111,6 +112,7 @@ mod fjall_store;
 pub use error::{Result, StorageError};
 pub use fjall_store::FjallStore;
 
+use causet_core::coordinator::BufferRecord;
 pub use causet_core::group::Compacted;
 use causet_core::group::{DurableState, Entry, HardState};
 use causet_core::partition::Checkpoint;
@@ -243,6 +245,20 @@ pub trait LogStore: Send + Sync {
     /// Up to `max_entries` entries of the partition's group log after index `after`, ascending, as written to the
     /// engine (for catch-up reads; the caller decodes the entries' data).
     fn read_group_log(&self, partition: PartitionId, after: Lsn, max_entries: usize) -> Result<Vec<Entry>>;
+
+    /// Enqueues a record of shard `shard`'s coordinator write-buffer log (HoneyPot's buffered writes:
+    /// `causet_core::coordinator::BufferRecord`), for the same writer, batches and fsyncs as every other write,
+    /// after every write enqueued before it. Once durable it is reported as `(PartitionId(shard),
+    /// Durable::Buffer(lsn))`. Fails like [`LogStore::append`].
+    fn append_buffer(&self, shard: u32, lsn: Lsn, record: &BufferRecord) -> Result<()>;
+
+    /// Enqueues the deletion of shard `shard`'s write-buffer log records before `before`, after every write
+    /// enqueued before it. Fails like [`LogStore::append`].
+    fn truncate_buffer(&self, shard: u32, before: Lsn) -> Result<()>;
+
+    /// Every shard's write-buffer log as the engine holds it, records ascending (shards with none are absent).
+    /// Call it before appending to them.
+    fn load_buffers(&self) -> Result<BTreeMap<u32, Vec<(Lsn, BufferRecord)>>>;
 
     /// Counters, as of the last batch written.
     fn stats(&self) -> StorageStats;
@@ -387,6 +403,9 @@ pub enum Durable {
     Log(Lsn),
     /// The group Write with this number, and every Write enqueued before it (`Group::handle_written`).
     Group(u64),
+    /// Every record of a coordinator's write-buffer log up to this lsn ([`LogStore::append_buffer`]). The report's
+    /// id is then the coordinator's shard number, not a partition.
+    Buffer(Lsn),
 }
 
 impl Durable {
@@ -394,14 +413,14 @@ impl Durable {
     pub fn log(self) -> Option<Lsn> {
         match self {
             Durable::Log(lsn) => Some(lsn),
-            Durable::Group(_) => None,
+            Durable::Group(_) | Durable::Buffer(_) => None,
         }
     }
 
     /// The Write number of a [`Durable::Group`] report.
     pub fn group(self) -> Option<u64> {
         match self {
-            Durable::Log(_) => None,
+            Durable::Log(_) | Durable::Buffer(_) => None,
             Durable::Group(ready) => Some(ready),
         }
     }

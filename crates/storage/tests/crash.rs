@@ -151,6 +151,7 @@ fn run_child(dir: &Path, seed: u64, sync: SyncMode) {
                     last_of_write.retain(|written, _| *written > ready);
                     last
                 }
+                Durable::Buffer(_) => unreachable!("this child writes no write-buffer log"),
             };
             writeln!(out, "durable {} {}", p.0, position).unwrap();
         }

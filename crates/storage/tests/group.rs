@@ -248,6 +248,7 @@ fn writes_and_appends_share_batches_and_are_reported_in_order() {
                     let previous = last_log.insert(*p, *lsn);
                     assert!(previous < Some(*lsn), "{p:?}: record {lsn:?} reported after {previous:?}");
                 }
+                Durable::Buffer(_) => panic!("no write-buffer log was written"),
             }
         }
         assert!(batch.windows(2).all(|w| w[0].0 <= w[1].0), "a batch ascends by partition: {batch:?}");

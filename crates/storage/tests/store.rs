@@ -347,3 +347,45 @@ async fn the_receiver_serves_async_callers() {
     store.close().unwrap();
     assert!(rx.recv().await.unwrap().is_none());
 }
+
+/// A coordinator's write-buffer log: records of two shards are reported durable by shard, truncation keeps the
+/// records from its position on, and what survives loads back after a restart, per shard, in order.
+#[test]
+fn write_buffer_logs_are_reported_durable_truncated_and_loaded_back_per_shard() {
+    use causet_core::coordinator::BufferRecord;
+    use causet_core::VectorClock;
+    use causet_storage::Durable;
+    let round =
+        |n: u64| BufferRecord::RoundStarted { snapshot: VectorClock::from_entries(vec![causet_core::Timestamp(n)]) };
+    let dir = tempfile::tempdir().unwrap();
+    let (store, mut rx) = open(dir.path());
+    for lsn in 1..=10 {
+        store.append_buffer(0, Lsn(lsn), &round(lsn)).unwrap();
+    }
+    store.append_buffer(3, Lsn(1), &round(100)).unwrap();
+    // A partition's log is not a buffer's: its report stays apart.
+    store.append(P0, Lsn(1), record(P0, Lsn(1))).unwrap();
+    let mut buffers: BTreeMap<u32, Lsn> = BTreeMap::new();
+    wait_reports(&mut rx, |batch| {
+        for (id, d) in batch {
+            if let Durable::Buffer(lsn) = d {
+                buffers.insert(id.0, *lsn);
+            }
+        }
+        buffers.get(&0) == Some(&Lsn(10)) && buffers.get(&3) == Some(&Lsn(1))
+    });
+    store.truncate_buffer(0, Lsn(8)).unwrap();
+    store.append_buffer(0, Lsn(11), &round(11)).unwrap();
+    wait_reports(&mut rx, |batch| batch.iter().any(|(id, d)| id.0 == 0 && *d == Durable::Buffer(Lsn(11))));
+    store.close().unwrap();
+
+    let (store, _rx) = open(dir.path());
+    let logs = store.load_buffers().unwrap();
+    let lsns = |shard: u32| logs[&shard].iter().map(|(lsn, _)| lsn.0).collect::<Vec<_>>();
+    assert_eq!(lsns(0), vec![8, 9, 10, 11]);
+    assert_eq!(logs[&0][0].1, round(8));
+    assert_eq!(lsns(3), vec![1]);
+    assert_eq!(logs.len(), 2);
+    assert_eq!(store.load(P0).unwrap().1.len(), 1, "the partition's log is untouched");
+    store.close().unwrap();
+}

@@ -30,6 +30,7 @@
 //! through the cache: they start once what was buffered before them is handed over, with their clock raised above
 //! it, so a session's fresh reads see its buffered writes.
 
+use super::durable::BufferRecord;
 use super::{Coordinator, Kind, Phase, Tx};
 use crate::buffer::{BufferConfig, BufferStats, BufferedTx, Component, TxView, WriteBuffer};
 use crate::bugs::{self, Bug};
@@ -104,15 +105,22 @@ impl Round {
 /// The coordinator's write buffer and its handovers.
 #[derive(Debug)]
 pub(super) struct Buffering {
-    buffer: WriteBuffer,
+    pub(super) buffer: WriteBuffer,
     retired: VecDeque<Retired>,
     round: Option<Round>,
     rounds_started: u64,
     rounds_done: u64,
     /// The join of every decided handover's commit vector: later handovers commit above it.
-    handed: Option<VectorClock>,
+    pub(super) handed: Option<VectorClock>,
     /// Hand everything over at the next chance.
-    flush: bool,
+    pub(super) flush: bool,
+    /// After a restart: every handover of the earlier runs (their retired components, which windows below them
+    /// read, are not logged), so that every window starts above them.
+    pub(super) recovered_floor: Option<VectorClock>,
+    /// New transactions may be buffered (false: a log left by an earlier run is handed over, and this run does
+    /// not buffer writes).
+    pub(super) accepting: bool,
+    buffer_config: BufferConfig,
     /// Rounds for leases start no earlier (rounds are spaced so that starts rarely wait for one).
     next_round_us: u64,
     lease_us: u64,
@@ -125,7 +133,10 @@ impl Buffering {
         let buffer_config =
             BufferConfig { lease_us: config.lease_us, max_component_objects: config.max_component_objects.max(1) };
         Self {
-            buffer: WriteBuffer::new(buffer_config),
+            buffer: WriteBuffer::new(buffer_config.clone()),
+            accepting: true,
+            recovered_floor: None,
+            buffer_config,
             retired: VecDeque::new(),
             round: None,
             rounds_started: 0,
@@ -137,6 +148,34 @@ impl Buffering {
             memory_bytes: config.memory_bytes,
             stats: HandoverStats::default(),
         }
+    }
+
+    /// The buffer's settings.
+    pub(super) fn buffer_config(&self) -> BufferConfig {
+        self.buffer_config.clone()
+    }
+
+    /// Puts back the round that was under way when an earlier run of the node stopped (recovery): its handover
+    /// `decided` commits (the coordinator sends the commit again), or, undecided, goes again at once as a new
+    /// transaction.
+    pub(super) fn restore_round(
+        &mut self,
+        now_us: u64,
+        snapshot: VectorClock,
+        decided: Option<TxId>,
+        component: Component,
+    ) {
+        self.rounds_started += 1;
+        self.stats.rounds += 1;
+        let mut round =
+            Round { started_us: now_us, snapshot, open: BTreeMap::new(), again: Vec::new(), decided: Vec::new() };
+        match decided {
+            Some(tx) => {
+                round.open.insert(tx, component);
+            }
+            None => round.again.push((now_us, round.snapshot.clone(), component)),
+        }
+        self.round = Some(round);
     }
 
     /// The snapshot of the round of handovers under way, if any: a transaction that reads through the cache and
@@ -279,9 +318,10 @@ impl Coordinator {
         let newest_open = self.newest_open_view(id);
         let tx = self.txs.get(&id).expect("a committing transaction is open");
         let (Some(b), Some(view)) = (&mut self.buffering, tx.view) else { return Ok(false) };
-        if tx.writes.iter().any(|(_, e)| e.spends_rights()) {
+        if tx.writes.iter().any(|(_, e)| e.spends_rights()) || !b.accepting {
             // Rights are checked where the effect commits: commit at the owners, after the increments buffered so
-            // far, which it may count on, are there.
+            // far, which it may count on, are there. (Likewise when this run does not buffer: it may have read
+            // effects an earlier run buffered.)
             return if tx.flushed { Ok(false) } else { Err(b.request_flush()) };
         }
         let read: Vec<ObjectId> = tx.cache.keys().filter(|o| b.buffer.holds(o)).cloned().collect();
@@ -290,13 +330,16 @@ impl Coordinator {
             return Err(b.request_flush());
         }
         let (client, deps) = (tx.client, tx.snapshot.clone());
-        let buffered =
-            BufferedTx { writes: tx.writes.clone(), read, deps: deps.clone(), seq_end: tx.ctx.next_seq, newest_open };
+        let (writes, seq_end) = (tx.writes.clone(), tx.ctx.next_seq);
+        let record = BufferRecord::Buffered { writes: writes.clone(), read: read.clone(), deps: deps.clone(), seq_end };
+        let buffered = BufferedTx { writes, read, deps: deps.clone(), seq_end, newest_open };
         debug_assert!(view.position <= b.buffer.start().position);
         b.buffer.add(now_us, buffered);
         if b.buffer.bytes() > b.memory_bytes / 2 {
             b.flush = true;
         }
+        // Durable before the client hears of it (the reply waits for the record).
+        self.persist(record);
         self.txs.remove(&id);
         self.finish(id, super::Finished::Committed);
         self.reply(client, request, Ok(super::ClientResponse::Committed { commit: deps }));
@@ -352,6 +395,7 @@ impl Coordinator {
             again: Vec::new(),
             decided: Vec::new(),
         });
+        self.persist(BufferRecord::RoundStarted { snapshot: snapshot.clone() });
         for component in components {
             let id = self.hand_over(now_us, snapshot.clone(), &component);
             self.buffering.as_mut().expect("buffering").round.as_mut().expect("a round").open.insert(id, component);
@@ -360,28 +404,12 @@ impl Coordinator {
 
     /// Sends one component's effects to its owners as a transaction of its own, in two phases.
     fn hand_over(&mut self, now_us: u64, snapshot: VectorClock, component: &Component) -> TxId {
-        let local = self.config.dc;
-        let id = TxId { dc: local, coordinator: self.id, seq: self.next_seq };
+        let id = TxId { dc: self.config.dc, coordinator: self.id, seq: self.next_seq };
         self.next_seq += 1;
-        let writes = component
-            .objects
-            .iter()
-            .flat_map(|(o, list)| list.iter().map(move |b| (o.clone(), b.effect.clone())))
-            .collect::<Vec<_>>();
-        let tx = Tx {
-            client: crate::ClientId(u64::MAX),
-            kind: Kind::Handover,
-            snapshot,
-            ctx: EffectCtx::new(id.tag(), local.0),
-            phase: Phase::Idle { deadline_us: 0 },
-            cache: BTreeMap::new(),
-            writes,
-            reads: super::ReadFrom::Fresh,
-            window: None,
-            view: None,
-            flushed: false,
-        };
-        self.txs.insert(id, tx);
+        let writes = writes_of(component);
+        // Logged before its prepares: a recovered coordinator knows which transactions may hold its effects.
+        self.persist(BufferRecord::Attempt { tx: id });
+        self.txs.insert(id, Tx::handover(id, snapshot, writes, Phase::Idle { deadline_us: 0 }));
         // Never prepared and committed in one step: a timeout would leave its outcome unknown, and a handover must
         // be retried exactly when it did not commit.
         self.prepare_all(now_us, id, RequestId(0), false);
@@ -415,6 +443,7 @@ impl Coordinator {
         // transaction's own assign lose to one of them: simulator seed 31.)
         let open = self.txs.values().any(|tx| tx.view.is_some());
         self.buffering.as_mut().expect("buffering").buffer.restart_seq(open);
+        self.log_round_done();
         self.release_starts(now_us);
         let waiting: Vec<(TxId, RequestId)> = self
             .txs
@@ -496,8 +525,33 @@ fn split(component: Component) -> Vec<Component> {
         .collect()
 }
 
+impl Tx {
+    /// A handover transaction of `writes` at `snapshot` (no client waits for it).
+    pub(super) fn handover(id: TxId, snapshot: VectorClock, writes: Vec<(ObjectId, Effect)>, phase: Phase) -> Self {
+        Tx {
+            client: crate::ClientId(u64::MAX),
+            kind: Kind::Handover,
+            snapshot,
+            ctx: EffectCtx::new(id.tag(), id.dc.0),
+            phase,
+            cache: BTreeMap::new(),
+            writes,
+            reads: super::ReadFrom::Fresh,
+            window: None,
+            view: None,
+            flushed: false,
+        }
+    }
+}
+
+/// A component's effects as a transaction's writes, object by object in order.
+pub(super) fn writes_of(component: &Component) -> Vec<(ObjectId, Effect)> {
+    let objects = component.objects.iter();
+    objects.flat_map(|(o, list)| list.iter().map(move |b| (o.clone(), b.effect.clone()))).collect()
+}
+
 /// One component holding every object of `components` (each object is in one of them).
-fn union(components: Vec<Component>) -> Component {
+pub(super) fn union(components: Vec<Component>) -> Component {
     let mut all = components.into_iter();
     let mut union = all.next().expect("a round takes at least one component");
     all.for_each(|c| union.absorb(c));

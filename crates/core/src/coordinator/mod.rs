@@ -7,14 +7,17 @@
 //! A client reply for a committed update transaction leaves only after every touched partition has made the
 //! commit durable, so an acknowledged commit survives any crash.
 
+mod durable;
 mod handover;
 
+pub use durable::BufferRecord;
 pub use handover::HandoverStats;
 
 use crate::buffer::TxView;
 use crate::bugs::{self, Bug};
 use crate::cache::{Cache, CacheStats, Window};
 use crate::message::{Fetched, RemoteError};
+use crate::record::Lsn;
 use crate::topology::Topology;
 use crate::{
     Address, ClientId, Clock, Config, CoordinatorId, DetHashMap, Envelope, Message, ObjectId, PartitionId, RequestId,
@@ -194,6 +197,19 @@ pub enum CoordinatorOutput {
     Send(Envelope),
     /// Answer a client.
     Reply(ClientReply),
+    /// Append a record to this coordinator's write-buffer log; call [`Coordinator::handle_persisted`] once it is
+    /// durable (records become durable in order).
+    Persist {
+        /// The record's position: 1, 2, 3, … over the log's life (truncation keeps the numbering).
+        lsn: Lsn,
+        /// The record.
+        record: BufferRecord,
+    },
+    /// Delete the write-buffer log's records before this position (every record logged so far is durable).
+    Truncate {
+        /// The first record kept.
+        before: Lsn,
+    },
 }
 
 /// What the transaction does once the objects it waits for arrive.
@@ -312,6 +328,8 @@ pub struct Coordinator {
     finished_order: VecDeque<TxId>,
     starts: Vec<PendingStart>,
     outputs: VecDeque<CoordinatorOutput>,
+    /// The write buffer's log, if the coordinator buffers writes: outputs wait for its records.
+    log: Option<durable::Log>,
     next_report_us: u64,
     /// Requests sent again to a partition's new leader.
     resends: u64,
@@ -321,8 +339,12 @@ impl Coordinator {
     /// A coordinator with no transactions. `now_us` is the local physical clock.
     pub fn new(id: CoordinatorId, config: Config, now_us: u64) -> Self {
         let dcs = config.vector_len();
+        let buffering: Option<handover::Buffering> =
+            (config.cache.as_ref()).filter(|c| c.buffer_writes && !config.certify_writes).map(handover::Buffering::new);
         Self {
             id,
+            log: buffering.as_ref().map(|_| durable::Log::default()),
+            buffering,
             topology: Topology::of_config(&config),
             clock: Clock::new(config.clock),
             stable: VectorClock::zero(dcs),
@@ -332,11 +354,6 @@ impl Coordinator {
             txs: BTreeMap::new(),
             fetches: DetHashMap::default(),
             cache: config.cache.clone().map(Cache::new),
-            // Certification could refuse a handover of writes already acknowledged: the two do not go together
-            // (the server's configuration refuses both at once).
-            buffering: (config.cache.as_ref())
-                .filter(|c| c.buffer_writes && !config.certify_writes)
-                .map(handover::Buffering::new),
             finished: DetHashMap::default(),
             finished_order: VecDeque::new(),
             starts: Vec::new(),
@@ -615,8 +632,9 @@ impl Coordinator {
 
     /// Whether a transaction reading from `reads` reads through the write buffer.
     fn reads_buffer(&self, reads: ReadFrom) -> bool {
-        // A buffer exists only with a cache (both come from `config.cache`).
-        self.buffering.is_some() && matches!(reads, ReadFrom::Leader | ReadFrom::Cache)
+        // Through the cache's window (a buffer recovered from an earlier run may have no cache now: then nobody
+        // reads it, and transactions wait for its handover).
+        self.buffering.is_some() && self.cache.is_some() && matches!(reads, ReadFrom::Leader | ReadFrom::Cache)
     }
 
     /// Whether a start may begin: the stable snapshot covers the client's clock (Cure), and with the write buffer,
@@ -631,7 +649,23 @@ impl Coordinator {
             Some(b) => b.rounds_done() >= start.after_round,
             None => true,
         };
-        buffer && self.heard_stable && self.remote_entries_stable(&start.clock)
+        buffer && self.heard_stable && self.remote_entries_stable(&self.start_floor(start))
+    }
+
+    /// What a start's snapshot must cover: the client's clock, raised, with the write buffer, to what the
+    /// transaction must see of it (the buffer's dependencies for one that reads it, every handover for one that
+    /// does not). Those lie below the stable snapshot as this coordinator heard it, except after a restart (a
+    /// recovered buffer, and a stable snapshot heard anew, which may lag): then the start waits for it.
+    fn start_floor(&self, start: &PendingStart) -> VectorClock {
+        let Some(b) = &self.buffering else { return start.clock.clone() };
+        if self.reads_buffer(start.reads) {
+            return self.window_bottom(&start.clock);
+        }
+        let mut floor = start.clock.clone();
+        if let Some(handed) = b.handed() {
+            floor.merge_max(handed);
+        }
+        floor
     }
 
     /// Begins the starts that may begin now.
@@ -689,15 +723,18 @@ impl Coordinator {
             start.clock.merge_max(handed);
         }
         let mut snapshot = self.config.protocol.rules().remote_snapshot(&self.stable, local);
-        self.clock.observe(start.clock.get(local));
+        // The least local entry it may read at: the client's, raised to what it must see of the write buffer (a
+        // buffer recovered after a restart may lie above this run's clock and above the stable snapshot it heard).
+        let floor = self.start_floor(&start).get(local);
+        self.clock.observe(floor);
         let (clock, stable) = (self.clock.current(now_us), self.stable.get(local));
         let fresh_stable = stable.micros().saturating_add(self.config.stable_read_max_lag_us) >= clock.micros();
         let own = match start.then {
             // Reads from the nearest replica are at the stable snapshot: a follower has applied it (or will soon),
             // never the coordinator's clock, which is ahead of everything any replica applied.
-            _ if start.reads == ReadFrom::Nearest => start.clock.get(local).max(stable),
-            Some(StaticOp::Read(_)) if self.config.stable_reads && fresh_stable => start.clock.get(local).max(stable),
-            _ => clock.max(start.clock.get(local)).max(stable),
+            _ if start.reads == ReadFrom::Nearest => floor.max(stable),
+            Some(StaticOp::Read(_)) if self.config.stable_reads && fresh_stable => floor.max(stable),
+            _ => clock.max(floor).max(stable),
         };
         snapshot.set(local, own);
         let id = TxId { dc: local, coordinator: self.id, seq: self.next_seq };
@@ -766,8 +803,15 @@ impl Coordinator {
         if let Some(floor) = self.cache.as_ref().and_then(Cache::floor) {
             lo.merge_max(floor);
         }
-        if let Some(deps) = self.buffering.as_ref().and_then(|b| b.deps()) {
-            lo.merge_max(&deps);
+        if let Some(b) = &self.buffering {
+            if let Some(deps) = b.deps() {
+                lo.merge_max(&deps);
+            }
+            // A run that recovered its buffer forgot which handovers of the earlier run a window may still exclude
+            // (they are read from the buffer until every window covers them): windows start above them all.
+            if let Some(handed) = &b.recovered_floor {
+                lo.merge_max(handed);
+            }
         }
         lo
     }
@@ -1132,7 +1176,8 @@ impl Coordinator {
     /// The sequence number of the oldest transaction still open here: every older one is finished, and nothing is
     /// sent for it again (a partition drops a late prepare of one as a duplicate).
     fn oldest_open(&self) -> u64 {
-        self.txs.keys().next().map_or(self.next_seq, |t| t.seq)
+        // (A handover of an earlier run, recovered from the log, is not this coordinator's: it has its own numbers.)
+        self.txs.keys().find(|t| t.coordinator == self.id).map_or(self.next_seq, |t| t.seq)
     }
 
     /// The effects of the transaction on partition `p`, in program order.
@@ -1208,7 +1253,12 @@ impl Coordinator {
             unacked: participants.clone(),
             retry_us: now_us + self.config.retry_interval_us.max(1),
         };
+        let kind = tx.kind;
         self.clock.observe(commit_time);
+        if kind == Kind::Handover {
+            // Decided: durable before the first commit leaves (the barrier holds the commits for it).
+            self.persist(BufferRecord::Decided { tx: id, commit: commit.clone() });
+        }
         for p in participants {
             self.send(Address::Partition(p), Message::Commit { tx: id, commit: commit.clone() });
         }
@@ -1321,11 +1371,11 @@ impl Coordinator {
     }
 
     fn reply(&mut self, client: ClientId, request: RequestId, result: Result<ClientResponse, TxError>) {
-        self.outputs.push_back(CoordinatorOutput::Reply(ClientReply { client, request, result }));
+        self.emit(CoordinatorOutput::Reply(ClientReply { client, request, result }));
     }
 
     fn send(&mut self, to: Address, msg: Message) {
         let from = Address::Coordinator(self.id);
-        self.outputs.push_back(CoordinatorOutput::Send(Envelope { from, to, msg }));
+        self.emit(CoordinatorOutput::Send(Envelope { from, to, msg }));
     }
 }
