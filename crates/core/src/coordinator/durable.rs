@@ -13,9 +13,9 @@
 //! - [`BufferRecord::RoundDone`]: the round committed at every owner; it carries what is still buffered (written
 //!   during the round) and the join of every handover's commit, so the log before it goes.
 //!
-//! The rule is one barrier: while a record is not yet durable, every later output of the coordinator (replies,
-//! prepares, commits, the log's truncation) waits for it. So no client, owner or reader ever sees what a crash
-//! could take back. (A transaction that read a buffered effect is answered after that effect's record is durable
+//! The rule is one barrier: while a record is not yet durable, every later output of the coordinator that could
+//! reveal or act on it (replies, prepares, commits, the log's truncation) waits for it; reads go at once. So no
+//! client, owner or reader ever sees what a crash could take back. (A transaction that read a buffered effect is answered after that effect's record is durable
 //! too: its client must not see a write that then vanishes.)
 //!
 //! **Recovery** replays the log before the node serves anyone. Buffered transactions after the last completed
@@ -106,10 +106,21 @@ impl Coordinator {
         self.outputs.push_back(super::CoordinatorOutput::Persist { lsn: log.last, record });
     }
 
-    /// Hands an output out, or holds it until every record written before it is durable.
+    /// Hands an output out, or, if it could reveal or act on a record not yet durable, holds it until every record
+    /// written before it is durable: replies (a client must not learn of a write a crash could take back),
+    /// prepares, commits and aborts (a handover's effects, its decision), and the log's truncation. Reads and other
+    /// messages go at once (they reveal nothing of the buffer).
     pub(super) fn emit(&mut self, out: super::CoordinatorOutput) {
+        use super::CoordinatorOutput::{Reply, Send, Truncate};
+        use crate::Message::{Abort, Commit, Prepare, PrepareAndCommit};
+        let guarded = match &out {
+            Reply(_) | Truncate { .. } => true,
+            // (Aborts too, so that none overtakes its transaction's prepare.)
+            Send(e) => matches!(e.msg, Prepare { .. } | PrepareAndCommit { .. } | Commit { .. } | Abort { .. }),
+            _ => false,
+        };
         match &mut self.log {
-            Some(log) if log.durable < log.last => log.held.push_back((log.last, out)),
+            Some(log) if guarded && log.durable < log.last => log.held.push_back((log.last, out)),
             _ => self.outputs.push_back(out),
         }
     }
