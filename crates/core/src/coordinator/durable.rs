@@ -14,9 +14,10 @@
 //!   during the round) and the join of every handover's commit, so the log before it goes.
 //!
 //! The rule is one barrier: while a record is not yet durable, every later output of the coordinator that could
-//! reveal or act on it (replies, prepares, commits, the log's truncation) waits for it; reads go at once. So no
-//! client, owner or reader ever sees what a crash could take back. (A transaction that read a buffered effect is answered after that effect's record is durable
-//! too: its client must not see a write that then vanishes.)
+//! reveal or act on it (replies, prepares, commits, aborts, the log's truncation) waits for it; reads go at once.
+//! So no client, owner or reader ever sees what a crash could take back. (A transaction that read a buffered
+//! effect is answered after that effect's record is durable too: its client must not see a write that then
+//! vanishes.)
 //!
 //! **Recovery** replays the log before the node serves anyone. Buffered transactions after the last completed
 //! round become pending again (positions, sequence numbers, dependencies as they were) and go at once, in a new
