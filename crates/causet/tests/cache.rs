@@ -31,14 +31,25 @@ fn start_dc<'a>(dir: &'a std::path::Path, cache: &str) -> (cluster::ClusterFile,
     (file, cluster::StopOnDrop(dir))
 }
 
+/// `n` counters named `{prefix}0`, `{prefix}1`, … in `bucket`, and their keys.
+fn counters(n: usize, prefix: &str, bucket: &str) -> (Vec<Counter>, Vec<causet_client::ObjectId>) {
+    let counters: Vec<Counter> = (0..n).map(|i| Counter::new(format!("{prefix}{i}"), bucket)).collect();
+    let keys = counters.iter().map(|c| c.key().clone()).collect();
+    (counters, keys)
+}
+
+/// The runtime the tests' clients run on.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a runtime")
+}
+
 #[test]
 fn a_dc_of_three_nodes_reads_through_lease_caches_atomically_monotonically_and_at_most_a_lease_stale() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let (file, _guard) = start_dc(dir.path(), &format!("enabled = true, lease_ms = {LEASE_MS}"));
     let clients = file.dc_clients(0);
-    let counters: Vec<Counter> = (0..6).map(|i| Counter::new(format!("c{i}"), "cache-test")).collect();
-    let keys: Vec<_> = counters.iter().map(|c| c.key().clone()).collect();
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a runtime");
+    let (counters, keys) = counters(6, "c", "cache-test");
+    let rt = runtime();
     rt.block_on(async {
         // A session writes at node 0 and reads at node 1 with its clock: it sees its write, even though node 1
         // serves from a cache.
@@ -109,9 +120,8 @@ fn buffered_writes_are_read_back_at_their_node_at_once_and_reach_every_node_whol
     let dir = tempfile::tempdir().expect("a temporary directory");
     let (file, _guard) = start_dc(dir.path(), &format!("enabled = true, lease_ms = {LEASE}, buffer_writes = true"));
     let clients = file.dc_clients(0);
-    let counters: Vec<Counter> = (0..6).map(|i| Counter::new(format!("b{i}"), "buffer-test")).collect();
-    let keys: Vec<_> = counters.iter().map(|c| c.key().clone()).collect();
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a runtime");
+    let (counters, keys) = counters(6, "b", "buffer-test");
+    let rt = runtime();
     const WRITES: i64 = 200;
     rt.block_on(async {
         // A session at node 0 increments every counter in one transaction, and reads them back at node 0 after
@@ -171,10 +181,9 @@ fn buffered_writes_survive_a_kill_of_their_node_and_are_handed_over_once_when_it
     // The longest lease: nothing is handed over before the kill.
     let (mut file, _guard) = start_dc(dir.path(), "enabled = true, lease_ms = 60000, buffer_writes = true");
     let clients = file.dc_clients(0);
-    let counters: Vec<Counter> = (0..4).map(|i| Counter::new(format!("k{i}"), "buffer-crash")).collect();
-    let keys: Vec<_> = counters.iter().map(|c| c.key().clone()).collect();
+    let (counters, keys) = counters(4, "k", "buffer-crash");
     let increments = counters.iter().map(|c| c.increment(1)).collect::<Vec<_>>();
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a runtime");
+    let rt = runtime();
     const WRITES: i64 = 50;
     rt.block_on(async {
         let mut c = Client::connect(clients[0]).await.expect("connects to node 0");

@@ -317,6 +317,11 @@ impl WriteBuffer {
         Some(component)
     }
 
+    /// The buffer's settings.
+    pub fn config(&self) -> &BufferConfig {
+        &self.config
+    }
+
     /// Every pending component, by id (what the coordinator's log keeps of the buffer at the end of a round).
     pub fn components(&self) -> impl Iterator<Item = &Component> {
         self.components.values()

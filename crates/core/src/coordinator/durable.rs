@@ -6,7 +6,6 @@
 //!
 //! - [`BufferRecord::Buffered`]: a transaction's effects, before its client hears it committed;
 //! - [`BufferRecord::RoundStarted`]: a round of handovers takes everything buffered before it, with its snapshot;
-//! - [`BufferRecord::Attempt`]: a handover transaction of the round, before its prepares;
 //! - [`BufferRecord::Decided`]: the handover commits, with its commit vector, before the first `Commit` leaves (the
 //!   coordinator decides a two-phase commit: once a commit may have reached one owner it must reach all, and the
 //!   effects must never go again under another transaction);
@@ -58,11 +57,6 @@ pub enum BufferRecord {
         /// The round's snapshot.
         snapshot: VectorClock,
     },
-    /// The round under way sends its effects as this transaction (again, if an earlier attempt failed).
-    Attempt {
-        /// The handover transaction.
-        tx: TxId,
-    },
     /// A handover transaction commits at this vector.
     Decided {
         /// The handover transaction.
@@ -102,7 +96,7 @@ struct Unfinished {
 impl Coordinator {
     /// Appends a record to the write buffer's log; every later output waits until it is durable.
     pub(super) fn persist(&mut self, record: BufferRecord) {
-        let Some(log) = &mut self.log else { return };
+        let Some(log) = self.buffering.as_mut().map(|b| &mut b.log) else { return };
         log.last = Lsn(log.last.0 + 1);
         self.outputs.push_back(super::CoordinatorOutput::Persist { lsn: log.last, record });
     }
@@ -120,7 +114,7 @@ impl Coordinator {
             Send(e) => matches!(e.msg, Prepare { .. } | PrepareAndCommit { .. } | Commit { .. } | Abort { .. }),
             _ => false,
         };
-        match &mut self.log {
+        match self.buffering.as_mut().map(|b| &mut b.log) {
             Some(log) if guarded && log.durable < log.last => log.held.push_back((log.last, out)),
             _ => self.outputs.push_back(out),
         }
@@ -128,7 +122,7 @@ impl Coordinator {
 
     /// Records of the write buffer's log up to `lsn` are durable: what waited for them goes.
     pub fn handle_persisted(&mut self, lsn: Lsn) {
-        let Some(log) = &mut self.log else { return };
+        let Some(log) = self.buffering.as_mut().map(|b| &mut b.log) else { return };
         log.durable = log.durable.max(lsn);
         while log.held.front().is_some_and(|(at, _)| *at <= log.durable) {
             let (_, out) = log.held.pop_front().expect("checked");
@@ -159,9 +153,9 @@ impl Coordinator {
             b.accepting = false;
             c.buffering = Some(b);
         }
-        c.log = Some(Log { last, durable: last, held: VecDeque::new() });
-        let mut unfinished: Option<Unfinished> = None;
         let b = c.buffering.as_mut().expect("set above");
+        b.log = Log { last, durable: last, held: VecDeque::new() };
+        let mut unfinished: Option<Unfinished> = None;
         for (_, record) in log {
             match record {
                 BufferRecord::Buffered { writes, read, deps, seq_end } => {
@@ -172,7 +166,6 @@ impl Coordinator {
                     let taken = b.buffer.take_all();
                     unfinished = Some(Unfinished { snapshot, taken, decided: None });
                 }
-                BufferRecord::Attempt { .. } => {}
                 BufferRecord::Decided { tx, commit } => {
                     let round = unfinished.as_mut().expect("a handover is decided in a round under way");
                     debug_assert!(round.decided.is_none(), "one handover per round is decided");
@@ -181,21 +174,25 @@ impl Coordinator {
                 BufferRecord::RoundDone { handed, seq, pending } => {
                     unfinished = None;
                     b.handed = handed;
-                    b.buffer = crate::buffer::WriteBuffer::new(b.buffer_config());
+                    b.buffer = crate::buffer::WriteBuffer::new(b.buffer.config().clone());
                     b.buffer.restore(pending, seq);
                 }
             }
         }
         b.flush = b.buffer.stats().components > 0;
         b.recovered_floor = b.handed.clone();
-        let Some(round) = unfinished.filter(|r| !r.taken.is_empty()) else { return c };
-        let component = super::handover::union(round.taken);
-        let decided = round.decided.clone();
-        b.restore_round(now_us, round.snapshot.clone(), decided.as_ref().map(|(tx, _)| *tx), component.clone());
-        match decided {
-            Some((tx, commit)) => c.claim(now_us, tx, round.snapshot, commit, &component),
+        let Some(Unfinished { snapshot, taken, decided }) = unfinished.filter(|r| !r.taken.is_empty()) else {
+            return c;
+        };
+        let component = super::handover::union(taken);
+        if let Some((tx, commit)) = &decided {
+            c.claim(now_us, *tx, snapshot.clone(), commit.clone(), &component);
+        }
+        let b = c.buffering.as_mut().expect("set above");
+        b.restore_round(now_us, snapshot, decided.as_ref().map(|(tx, _)| *tx), component);
+        if decided.is_none() {
             // Sent again first thing, as a new transaction: no owner committed the old one.
-            None => c.start_round(now_us),
+            c.start_round(now_us);
         }
         c
     }
@@ -216,16 +213,13 @@ impl Coordinator {
     /// Logs the end of the round under way, with what is buffered now; the log before it goes once it is durable.
     pub(super) fn log_round_done(&mut self) {
         let Some(b) = &self.buffering else { return };
-        if self.log.is_none() {
-            return;
-        }
         let record = BufferRecord::RoundDone {
             handed: b.handed.clone(),
             seq: b.buffer.next_seq(),
             pending: b.buffer.components().cloned().collect(),
         };
         self.persist(record);
-        let before = self.log.as_ref().expect("checked").last;
+        let before = self.buffering.as_ref().expect("checked above").log.last;
         self.emit(super::CoordinatorOutput::Truncate { before });
     }
 }

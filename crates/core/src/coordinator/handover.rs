@@ -120,7 +120,8 @@ pub(super) struct Buffering {
     /// New transactions may be buffered (false: a log left by an earlier run is handed over, and this run does
     /// not buffer writes).
     pub(super) accepting: bool,
-    buffer_config: BufferConfig,
+    /// The buffer's log: outputs wait for its records.
+    pub(super) log: super::durable::Log,
     /// Rounds for leases start no earlier (rounds are spaced so that starts rarely wait for one).
     next_round_us: u64,
     lease_us: u64,
@@ -133,10 +134,10 @@ impl Buffering {
         let buffer_config =
             BufferConfig { lease_us: config.lease_us, max_component_objects: config.max_component_objects.max(1) };
         Self {
-            buffer: WriteBuffer::new(buffer_config.clone()),
+            buffer: WriteBuffer::new(buffer_config),
             accepting: true,
             recovered_floor: None,
-            buffer_config,
+            log: super::durable::Log::default(),
             retired: VecDeque::new(),
             round: None,
             rounds_started: 0,
@@ -148,11 +149,6 @@ impl Buffering {
             memory_bytes: config.memory_bytes,
             stats: HandoverStats::default(),
         }
-    }
-
-    /// The buffer's settings.
-    pub(super) fn buffer_config(&self) -> BufferConfig {
-        self.buffer_config.clone()
     }
 
     /// Puts back the round that was under way when an earlier run of the node stopped (recovery): its handover
@@ -329,10 +325,11 @@ impl Coordinator {
             // The components it would join are full: hand them over first (with everything else: one round).
             return Err(b.request_flush());
         }
-        let (client, deps) = (tx.client, tx.snapshot.clone());
-        let (writes, seq_end) = (tx.writes.clone(), tx.ctx.next_seq);
-        let record = BufferRecord::Buffered { writes: writes.clone(), read: read.clone(), deps: deps.clone(), seq_end };
-        let buffered = BufferedTx { writes, read, deps: deps.clone(), seq_end, newest_open };
+        let tx = self.txs.remove(&id).expect("checked above");
+        let (client, deps, seq_end) = (tx.client, tx.snapshot, tx.ctx.next_seq);
+        let record =
+            BufferRecord::Buffered { writes: tx.writes.clone(), read: read.clone(), deps: deps.clone(), seq_end };
+        let buffered = BufferedTx { writes: tx.writes, read, deps: deps.clone(), seq_end, newest_open };
         debug_assert!(view.position <= b.buffer.start().position);
         b.buffer.add(now_us, buffered);
         if b.buffer.bytes() > b.memory_bytes / 2 {
@@ -340,7 +337,6 @@ impl Coordinator {
         }
         // Durable before the client hears of it (the reply waits for the record).
         self.persist(record);
-        self.txs.remove(&id);
         self.finish(id, super::Finished::Committed);
         self.reply(client, request, Ok(super::ClientResponse::Committed { commit: deps }));
         self.start_round(now_us);
@@ -407,8 +403,6 @@ impl Coordinator {
         let id = TxId { dc: self.config.dc, coordinator: self.id, seq: self.next_seq };
         self.next_seq += 1;
         let writes = writes_of(component);
-        // Logged before its prepares: a recovered coordinator knows which transactions may hold its effects.
-        self.persist(BufferRecord::Attempt { tx: id });
         self.txs.insert(id, Tx::handover(id, snapshot, writes, Phase::Idle { deadline_us: 0 }));
         // Never prepared and committed in one step: a timeout would leave its outcome unknown, and a handover must
         // be retried exactly when it did not commit.

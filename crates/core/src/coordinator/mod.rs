@@ -328,8 +328,6 @@ pub struct Coordinator {
     finished_order: VecDeque<TxId>,
     starts: Vec<PendingStart>,
     outputs: VecDeque<CoordinatorOutput>,
-    /// The write buffer's log, if the coordinator buffers writes: outputs wait for its records.
-    log: Option<durable::Log>,
     next_report_us: u64,
     /// Requests sent again to a partition's new leader.
     resends: u64,
@@ -339,12 +337,13 @@ impl Coordinator {
     /// A coordinator with no transactions. `now_us` is the local physical clock.
     pub fn new(id: CoordinatorId, config: Config, now_us: u64) -> Self {
         let dcs = config.vector_len();
-        let buffering: Option<handover::Buffering> =
-            (config.cache.as_ref()).filter(|c| c.buffer_writes && !config.certify_writes).map(handover::Buffering::new);
         Self {
             id,
-            log: buffering.as_ref().map(|_| durable::Log::default()),
-            buffering,
+            // Certification could refuse a handover of writes already acknowledged: the two do not go together
+            // (the server's configuration refuses both at once).
+            buffering: (config.cache.as_ref())
+                .filter(|c| c.buffer_writes && !config.certify_writes)
+                .map(handover::Buffering::new),
             topology: Topology::of_config(&config),
             clock: Clock::new(config.clock),
             stable: VectorClock::zero(dcs),
@@ -641,15 +640,14 @@ impl Coordinator {
     /// no round of handovers is under way (for a transaction reading the buffer) or what was buffered before it is
     /// handed over (for one that does not).
     fn ready(&self, start: &PendingStart) -> bool {
+        let floor = self.start_floor(start);
         let buffer = match &self.buffering {
-            // During a round, its window must fit below the round's snapshot (see `handover`).
-            Some(b) if self.reads_buffer(start.reads) => {
-                b.round_snapshot().is_none_or(|s| self.window_bottom(&start.clock).le(s))
-            }
+            // During a round, its window (from `floor`) must fit below the round's snapshot (see `handover`).
+            Some(b) if self.reads_buffer(start.reads) => b.round_snapshot().is_none_or(|s| floor.le(s)),
             Some(b) => b.rounds_done() >= start.after_round,
             None => true,
         };
-        buffer && self.heard_stable && self.remote_entries_stable(&self.start_floor(start))
+        buffer && self.heard_stable && self.remote_entries_stable(&floor)
     }
 
     /// What a start's snapshot must cover: the client's clock, raised, with the write buffer, to what the
@@ -718,14 +716,15 @@ impl Coordinator {
     fn begin(&mut self, now_us: u64, mut start: PendingStart) {
         let local = self.config.dc;
         let reads_buffer = self.reads_buffer(start.reads);
-        if let Some(handed) = self.buffering.as_ref().and_then(|b| b.handed()).filter(|_| !reads_buffer) {
+        // The least snapshot it may read at: the client's clock, raised to what it must see of the write buffer (a
+        // buffer recovered after a restart may lie above this run's clock and above the stable snapshot it heard).
+        let floor = self.start_floor(&start);
+        if !reads_buffer {
             // It reads none of the buffer: it starts above every handover (which holds what was buffered before).
-            start.clock.merge_max(handed);
+            start.clock = floor.clone();
         }
         let mut snapshot = self.config.protocol.rules().remote_snapshot(&self.stable, local);
-        // The least local entry it may read at: the client's, raised to what it must see of the write buffer (a
-        // buffer recovered after a restart may lie above this run's clock and above the stable snapshot it heard).
-        let floor = self.start_floor(&start).get(local);
+        let floor = floor.get(local);
         self.clock.observe(floor);
         let (clock, stable) = (self.clock.current(now_us), self.stable.get(local));
         let fresh_stable = stable.micros().saturating_add(self.config.stable_read_max_lag_us) >= clock.micros();
