@@ -496,11 +496,12 @@ async fn session(shared: Arc<Shared>, target: Target, id: usize, plan: SessionPl
             // Move to the next DC, carrying the causal clock: the session keeps reading its own writes there.
             hop += 1;
             let dc = &target.dcs[plan.route[hop % plan.route.len()]];
-            let clock = client.as_ref().and_then(|c| c.causal_clock().cloned());
+            // (With its buffer token: writes it left in a node's buffer are handed over before it reads there.)
+            let clock = client.as_ref().and_then(Client::session_clock);
             match Client::connect(dc.clients[plan.node % dc.clients.len()]).await {
                 Ok(mut next) => {
                     if let Some(clock) = clock {
-                        next.observe_clock(&clock);
+                        next.observe_session_clock(&clock);
                     }
                     client = Some(next);
                 }

@@ -16,9 +16,19 @@ fn metric(text: &str, name: &str) -> u64 {
 
 /// Starts a DC of three nodes with `[cache]` set to `cache`.
 fn start_dc<'a>(dir: &'a std::path::Path, cache: &str) -> (cluster::ClusterFile, cluster::StopOnDrop<'a>) {
+    start_dcs(dir, 1, 3, cache)
+}
+
+/// Starts `dcs` DCs of `nodes` nodes with `[cache]` set to `cache`.
+fn start_dcs<'a>(
+    dir: &'a std::path::Path,
+    dcs: u16,
+    nodes: u16,
+    cache: &str,
+) -> (cluster::ClusterFile, cluster::StopOnDrop<'a>) {
     let options = StartOptions {
-        dcs: 1,
-        nodes_per_dc: 3,
+        dcs,
+        nodes_per_dc: nodes,
         replicas: 1,
         partitions: 6,
         dir: dir.to_path_buf(),
@@ -218,4 +228,51 @@ fn buffered_writes_survive_a_kill_of_their_node_and_are_handed_over_once_when_it
     });
     let text = cluster::http_get(file.nodes[0].admin, "/metrics").expect("metrics");
     assert_eq!(metric(&text, "causet_handovers_total"), 1, "one handover, after the restart:\n{text}");
+}
+
+/// A session that saw its writes buffered at one node keeps reading them when it moves, with its clock, to another
+/// node of the DC or to another DC, long before their lease ends: the clock names the buffer, and the start there
+/// asks for its handover first (HoneyPot's obligation for sessions that move; `coordinator::tokens`).
+#[test]
+fn a_session_that_moves_to_another_node_or_dc_reads_its_buffered_writes_there_at_once() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    // The longest lease: nothing is handed over for its lease during the test.
+    let (file, _guard) = start_dcs(dir.path(), 2, 2, "enabled = true, lease_ms = 60000, buffer_writes = true");
+    let (counters, keys) = counters(3, "m", "buffer-moves");
+    let increments = counters.iter().map(|c| c.increment(1)).collect::<Vec<_>>();
+    // Node 0 and node 1 of DC 0, node 0 and node 1 of DC 1, and round again.
+    let route: Vec<std::net::SocketAddr> = (0..8).map(|i| file.dc_clients(i / 2 % 2)[usize::from(i % 2)]).collect();
+    let rt = runtime();
+    rt.block_on(async {
+        let mut clock = None;
+        for (i, addr) in route.iter().enumerate() {
+            let mut c = Client::connect(addr).await.expect("connects");
+            if let Some(clock) = &clock {
+                c.observe_session_clock(clock);
+            }
+            // What it wrote at its previous node, still in that node's buffer, is here at once.
+            let began = Instant::now();
+            let (values, _) = tokio::time::timeout(Duration::from_secs(20), c.static_read(None, &keys))
+                .await
+                .expect("the read does not wait for a lease")
+                .expect("reads");
+            let stop = match i {
+                0 => "the first read",
+                _ if i % 2 == 1 => "a read after a move in the DC",
+                _ => "a read after a move to the other DC",
+            };
+            eprintln!("stop {i}: {stop} took {:?}", began.elapsed());
+            let counts: Vec<i64> = values.iter().map(|v| v.as_counter().expect("a counter")).collect();
+            assert_eq!(counts, vec![i as i64; counts.len()], "at stop {i} ({addr})");
+            c.static_update(None, increments.clone()).await.expect("writes");
+            clock = c.session_clock();
+            assert!(clock.as_ref().is_some_and(|c| c.token.is_some()), "the write is buffered: {clock:?}");
+        }
+    });
+    let mut questions = 0;
+    for node in &file.nodes {
+        let text = cluster::http_get(node.admin, "/metrics").expect("metrics");
+        questions += metric(&text, "causet_handover_questions_total");
+    }
+    assert!(questions >= route.len() as u64 - 1, "{questions} questions answered for {} moves", route.len() - 1);
 }

@@ -3,7 +3,7 @@
 use crate::connection::Connection;
 use crate::ClientError;
 use bytes::Bytes;
-use causet_core::coordinator::{ClientResponse, ReadFrom};
+use causet_core::coordinator::{BufferToken, ClientClock, ClientResponse, ReadFrom};
 use causet_core::{ObjectId, TxId, VectorClock};
 use causet_crdt::{CrdtType, Op, Value};
 use causet_wire::frame::DEFAULT_MAX_FRAME_BYTES;
@@ -20,10 +20,15 @@ use tokio::net::{TcpStream, ToSocketAddrs};
 /// transaction passes it unless the caller gives a clock, so the session reads its own writes and never reads
 /// older data than it has seen (across servers too, if the caller hands the clock over). Requests on one client
 /// are sequential, which `&mut self` enforces; open several clients for concurrency.
+///
+/// With a server that buffers writes (docs/cache.md), a commit's clock may also name the write buffer the session
+/// depends on (a [`BufferToken`]); the session sends it with its next transactions, on whichever server, and
+/// [`Client::session_clock`] hands it over with the vector.
 #[derive(Debug)]
 pub struct Client {
     connection: Connection,
     clock: Option<VectorClock>,
+    token: Option<BufferToken>,
 }
 
 impl Client {
@@ -31,7 +36,7 @@ impl Client {
     pub async fn connect(addr: impl ToSocketAddrs) -> Result<Client, ClientError> {
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
-        Ok(Client { connection: Connection::new(stream, DEFAULT_MAX_FRAME_BYTES), clock: None })
+        Ok(Client { connection: Connection::new(stream, DEFAULT_MAX_FRAME_BYTES), clock: None, token: None })
     }
 
     /// Sets the largest reply frame accepted (code byte and message); a larger one breaks the connection. The
@@ -58,9 +63,36 @@ impl Client {
         }
     }
 
-    /// The clock to send: the caller's, else the session's.
-    fn clock_for(&self, clock: Option<&VectorClock>) -> Option<VectorClock> {
-        clock.or(self.clock.as_ref()).cloned()
+    /// The session's clock with the write buffer it depends on, to hand to another session
+    /// ([`Client::observe_session_clock`]), on another server too.
+    pub fn session_clock(&self) -> Option<ClientClock> {
+        let vector = self.clock.clone().unwrap_or_default();
+        (self.clock.is_some() || self.token.is_some()).then_some(ClientClock { vector, token: self.token })
+    }
+
+    /// Raises the session clock to include `clock` ([`Client::observe_clock`]) and takes its buffer token, if it
+    /// has one.
+    pub fn observe_session_clock(&mut self, clock: &ClientClock) {
+        self.observe_clock(&clock.vector);
+        if clock.token.is_some() {
+            self.token = clock.token;
+        }
+    }
+
+    /// A commit's clock: the session absorbs the vector and takes the token (the server resolved the one it was
+    /// sent, or named its own again).
+    fn observe_commit(&mut self, commit: &VectorClock, token: Option<BufferToken>) {
+        self.observe_clock(commit);
+        self.token = token;
+    }
+
+    /// The clock to send: the caller's, else the session's, with the session's buffer token.
+    fn clock_for(&self, clock: Option<&VectorClock>) -> Option<ClientClock> {
+        let vector = clock.or(self.clock.as_ref()).cloned();
+        match (vector, self.token) {
+            (None, None) => None,
+            (vector, token) => Some(ClientClock { vector: vector.unwrap_or_default(), token }),
+        }
     }
 
     async fn call(&mut self, kind: &ReplyKind, request: Bytes) -> Result<ClientResponse, ClientError> {
@@ -87,7 +119,8 @@ impl Client {
     ) -> Result<Transaction<'_>, ClientError> {
         let request = encode_start(self.clock_for(clock).as_ref(), reads)?;
         match self.call(&ReplyKind::Start, request).await? {
-            ClientResponse::Started { tx, snapshot } => {
+            // (The descriptor has no token: the session keeps its own until the commit's clock replaces it.)
+            ClientResponse::Started { tx, snapshot, .. } => {
                 self.observe_clock(&snapshot);
                 Ok(Transaction { client: self, descriptor: TxDescriptor { tx, snapshot } })
             }
@@ -115,8 +148,8 @@ impl Client {
         let request = encode_static_read(self.clock_for(clock).as_ref(), objects, reads)?;
         let kind = ReplyKind::StaticRead(types_of(objects));
         match self.call(&kind, request).await? {
-            ClientResponse::StaticValues { values, commit } => {
-                self.observe_clock(&commit);
+            ClientResponse::StaticValues { values, commit, token } => {
+                self.observe_commit(&commit, token);
                 Ok((values, commit))
             }
             other => Err(unexpected("static read", &other)),
@@ -133,8 +166,8 @@ impl Client {
         let updates: Vec<(ObjectId, Op)> = updates.into_iter().collect();
         let request = encode_static_update(self.clock_for(clock).as_ref(), &updates)?;
         match self.call(&ReplyKind::StaticUpdate, request).await? {
-            ClientResponse::Committed { commit } => {
-                self.observe_clock(&commit);
+            ClientResponse::Committed { commit, token } => {
+                self.observe_commit(&commit, token);
                 Ok(commit)
             }
             other => Err(unexpected("static update", &other)),
@@ -260,8 +293,8 @@ impl Transaction<'_> {
     pub async fn commit(self) -> Result<VectorClock, ClientError> {
         let request = encode_commit(&self.descriptor)?;
         match self.client.call(&ReplyKind::Commit, request).await? {
-            ClientResponse::Committed { commit } => {
-                self.client.observe_clock(&commit);
+            ClientResponse::Committed { commit, token } => {
+                self.client.observe_commit(&commit, token);
                 Ok(commit)
             }
             other => Err(unexpected("commit", &other)),

@@ -40,6 +40,6 @@ pub use client::{Client, Transaction};
 pub use error::ClientError;
 pub use typed::{Counter, Flag, LwwRegister, Map, MvRegister, Set, ValueExt};
 
-pub use causet_core::coordinator::ReadFrom;
+pub use causet_core::coordinator::{BufferToken, ClientClock, ReadFrom};
 pub use causet_core::{ObjectId, TxId, VectorClock};
 pub use causet_crdt::{CrdtType, MapKey, Op, Value};

@@ -117,11 +117,11 @@ impl Store {
     fn serve(&mut self, request: ClientRequest) -> Result<ClientResponse, TxError> {
         match request {
             ClientRequest::Start { clock, .. } => {
-                self.start_clocks.push(clock);
+                self.start_clocks.push(clock.map(|c| c.vector));
                 let tx = TxId { dc: DcId(0), coordinator: CoordinatorId(1), seq: self.next_seq };
                 self.next_seq += 1;
                 self.open.insert(tx, Vec::new());
-                Ok(ClientResponse::Started { tx, snapshot: vc(&[self.time]) })
+                Ok(ClientResponse::Started { tx, snapshot: vc(&[self.time]), token: None })
             }
             ClientRequest::Read { tx, objects } => {
                 let pending = self.open.get(&tx).ok_or(TxError::UnknownTransaction(tx))?;
@@ -137,19 +137,23 @@ impl Store {
             }
             ClientRequest::Commit { tx } => {
                 let pending = self.open.remove(&tx).ok_or(TxError::UnknownTransaction(tx))?;
-                Ok(ClientResponse::Committed { commit: self.commit(&pending)? })
+                Ok(ClientResponse::Committed { commit: self.commit(&pending)?, token: None })
             }
             ClientRequest::Abort { tx } => {
                 self.open.remove(&tx).ok_or(TxError::UnknownTransaction(tx))?;
                 Ok(ClientResponse::Aborted)
             }
             ClientRequest::StaticRead { clock, objects, .. } => {
-                self.start_clocks.push(clock);
-                Ok(ClientResponse::StaticValues { values: self.read(&objects, &[]), commit: vc(&[self.time]) })
+                self.start_clocks.push(clock.map(|c| c.vector));
+                Ok(ClientResponse::StaticValues {
+                    values: self.read(&objects, &[]),
+                    commit: vc(&[self.time]),
+                    token: None,
+                })
             }
             ClientRequest::StaticUpdate { clock, updates } => {
-                self.start_clocks.push(clock);
-                Ok(ClientResponse::Committed { commit: self.commit(&updates)? })
+                self.start_clocks.push(clock.map(|c| c.vector));
+                Ok(ClientResponse::Committed { commit: self.commit(&updates)?, token: None })
             }
         }
     }
@@ -170,7 +174,7 @@ async fn canned(actions: Vec<Action>) -> SocketAddr {
 
 fn started(seq: u64) -> Bytes {
     let tx = TxId { dc: DcId(0), coordinator: CoordinatorId(1), seq };
-    encode_reply(&ReplyKind::Start, &Ok(ClientResponse::Started { tx, snapshot: vc(&[1]) }))
+    encode_reply(&ReplyKind::Start, &Ok(ClientResponse::Started { tx, snapshot: vc(&[1]), token: None }))
 }
 
 #[tokio::test]
@@ -332,7 +336,11 @@ async fn a_closed_connection_is_reported_and_the_client_is_then_unusable() {
 async fn an_oversized_reply_breaks_the_connection_without_being_buffered() {
     let huge = encode_reply(
         &ReplyKind::StaticRead(vec![CrdtType::SetAw]),
-        &Ok(ClientResponse::StaticValues { values: vec![Value::Set(vec![vec![7; 1000]])], commit: vc(&[1]) }),
+        &Ok(ClientResponse::StaticValues {
+            values: vec![Value::Set(vec![vec![7; 1000]])],
+            commit: vc(&[1]),
+            token: None,
+        }),
     );
     let addr = canned(vec![Action::Reply(huge)]).await;
     let mut client = Client::connect(addr).await.unwrap();

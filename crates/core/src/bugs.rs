@@ -28,16 +28,20 @@ pub enum Bug {
     /// The write buffer hands a component over one object per commit rather than all of it in one commit
     /// (HoneyPot's atomic handover removed).
     SplitHandover,
+    /// Coordinators ignore the buffer token in a client's clock: a session that saw writes buffered at one
+    /// coordinator starts at another without their handover (HoneyPot's obligation for sessions that move).
+    IgnoreBufferTokens,
 }
 
 impl Bug {
     /// Every deliberate bug.
-    pub const ALL: [Bug; 5] = [
+    pub const ALL: [Bug; 6] = [
         Bug::SkipReadWait,
         Bug::CommitAtMinPrepareTime,
         Bug::IgnorePreparedInPvc,
         Bug::CacheIgnoresBoxes,
         Bug::SplitHandover,
+        Bug::IgnoreBufferTokens,
     ];
 }
 

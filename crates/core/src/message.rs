@@ -19,6 +19,9 @@ pub enum Address {
     /// One replica of a replicated partition of this DC: the copy on that node (Raft traffic between replicas,
     /// and leadership notices).
     Replica(PartitionId, crate::topology::NodeIndex),
+    /// A coordinator named with its DC: a write buffer's questions and answers travel between DCs too
+    /// (`coordinator::tokens`).
+    DcCoordinator(crate::DcId, crate::CoordinatorId),
 }
 
 /// A message with its sender and receiver.
@@ -275,6 +278,20 @@ pub enum Message {
     },
     /// Between the replicas of a replicated partition.
     Replica(ReplicaMessage),
+    /// Coordinator → coordinator, of any DC: hand over everything your write buffer holds now (a client's clock
+    /// names it), and answer with [`Message::BufferFlushed`].
+    FlushBuffer {
+        /// The asker's number for the question, echoed.
+        query: u64,
+    },
+    /// Coordinator → coordinator: what was buffered when [`Message::FlushBuffer`] arrived is at its owners, under
+    /// commit vectors at or below `handed`.
+    BufferFlushed {
+        /// The question answered.
+        query: u64,
+        /// The join of every handover's commit vector (zero if the buffer never handed anything over).
+        handed: VectorClock,
+    },
 }
 
 /// Messages between the replicas of a replicated partition (its Raft group) and about them.
@@ -378,6 +395,8 @@ impl Message {
             Message::Replica(ReplicaMessage::Closed { .. }) => "closed",
             Message::Replica(ReplicaMessage::RaftPart { .. }) => "raft_part",
             Message::Replica(ReplicaMessage::RaftPartAck { .. }) => "raft_part_ack",
+            Message::FlushBuffer { .. } => "flush_buffer",
+            Message::BufferFlushed { .. } => "buffer_flushed",
         }
     }
 }

@@ -133,6 +133,9 @@ impl Layout {
                 Some(n) if p.0 < topology.partition_count() => Location::Dc(dc, n),
                 _ => Location::Nowhere,
             },
+            Address::DcCoordinator(dc, c) if dc == local => self.locate(topology, Address::Coordinator(c)),
+            Address::DcCoordinator(dc, c) if c.node() < topology.nodes(dc) => Location::Dc(dc, c.node()),
+            Address::DcCoordinator(..) => Location::Nowhere,
             Address::Coordinator(c) if c.node() != self.node => Location::Node(c.node()),
             Address::Coordinator(c) => match self.coordinator_shard(c) {
                 Some(shard) => Location::Shard(shard),
@@ -727,7 +730,7 @@ impl Node {
             return;
         }
         let (dc, dcs) = (self.config.dc, self.config.vector_len());
-        let c = clock.get_or_insert_with(|| VectorClock::zero(dcs));
+        let c = &mut clock.get_or_insert_with(|| VectorClock::zero(dcs).into()).vector;
         if c.has_dcs(dcs) && c.get(dc) < self.session_floor {
             c.set(dc, self.session_floor);
         }
@@ -867,7 +870,10 @@ impl Node {
                     self.outputs.push_back(NodeOutput::Transmit(Destination::Shard(shard), e));
                     return;
                 }
-                if about_tx(&e.msg).is_some_and(|tx| self.coordinator.claims(tx)) {
+                // So are questions about its write buffer, which the coordinator of its shard recovered (or, with
+                // fewer shards than before, never had: nothing was buffered there, `coordinator::tokens`).
+                let asks = matches!(e.msg, Message::FlushBuffer { .. });
+                if asks || about_tx(&e.msg).is_some_and(|tx| self.coordinator.claims(tx)) {
                     self.local.push_back(Envelope { to: Address::Coordinator(self.coordinator.id()), ..e });
                     return;
                 }
@@ -933,10 +939,10 @@ impl Node {
                     replica.handle_message(now_us, e.from, e.msg);
                 }
             }
-            Address::Coordinator(c) if c == self.coordinator.id() => {
+            Address::Coordinator(c) | Address::DcCoordinator(_, c) if c == self.coordinator.id() => {
                 self.coordinator.handle_message(now_us, e.from, e.msg)
             }
-            Address::Coordinator(_) => {}
+            Address::Coordinator(_) | Address::DcCoordinator(..) => {}
             Address::Stabilizer => {
                 // A leader's pvc report, with its log position: this node's replica of the partition, if it
                 // follows, may serve reads within that pvc once it applied that far.
@@ -1025,7 +1031,7 @@ impl Node {
                         self.outputs.push_back(NodeOutput::TruncateBuffer { before })
                     }
                     CoordinatorOutput::Reply(reply) => {
-                        if let Ok(ClientResponse::Committed { commit }) = &reply.result {
+                        if let Ok(ClientResponse::Committed { commit, .. }) = &reply.result {
                             let at = commit.get(self.config.dc);
                             if at > self.session_floor {
                                 self.session_floor = at;
@@ -1337,7 +1343,7 @@ mod tests {
         dc.run(200_000);
         (dc.replies.iter())
             .find_map(|r| match &r.result {
-                Ok(ClientResponse::Committed { commit }) if r.request == RequestId(request) => Some(commit.clone()),
+                Ok(ClientResponse::Committed { commit, .. }) if r.request == RequestId(request) => Some(commit.clone()),
                 _ => None,
             })
             .unwrap_or_else(|| panic!("request {request} committed: {:?}", dc.replies))
@@ -1354,7 +1360,7 @@ mod tests {
         let first = commit_at(&mut dc, 1, (0..10).map(|k| (counter(format!("k{k}")), Op::Increment(1))).collect());
         // The backup's transaction: open at a snapshot that includes the first commit, it holds garbage collection
         // there (without it the export is refused: SnapshotTooOld) while the later commit goes on.
-        let start = ClientRequest::Start { clock: Some(first.clone()), reads: Default::default() };
+        let start = ClientRequest::Start { clock: Some(first.clone().into()), reads: Default::default() };
         dc.nodes[0].handle_client(dc.now, ClientId(2), RequestId(9), start);
         dc.run(10_000);
         let snapshot = (dc.replies.iter())
@@ -1465,12 +1471,13 @@ mod tests {
         let new = dc.leader(key.partition(3)).expect("a new leader");
         assert_ne!(new, old);
         let commit = dc.replies.iter().find_map(|r| match &r.result {
-            Ok(ClientResponse::Committed { commit }) if r.request == RequestId(1) => Some(commit.clone()),
+            Ok(ClientResponse::Committed { commit, .. }) if r.request == RequestId(1) => Some(commit.clone()),
             _ => None,
         });
         assert_eq!(commit, Some(first), "answered with the old leader's commit: {:?}", dc.replies);
 
-        let body = ClientRequest::StaticRead { clock: commit, objects: vec![key], reads: Default::default() };
+        let body =
+            ClientRequest::StaticRead { clock: commit.map(Into::into), objects: vec![key], reads: Default::default() };
         dc.nodes[0].handle_client(dc.now, ClientId(1), RequestId(2), body);
         dc.run(100_000);
         let values = dc.replies.iter().find_map(|r| match &r.result {
@@ -1495,7 +1502,7 @@ mod tests {
         dc.nodes[1].handle_client(dc.now, ClientId(1), RequestId(1), body);
         dc.run(200_000);
         let commit = dc.replies.iter().find_map(|r| match &r.result {
-            Ok(ClientResponse::Committed { commit }) => Some(commit.clone()),
+            Ok(ClientResponse::Committed { commit, .. }) => Some(commit.clone()),
             _ => None,
         });
         let commit = commit.unwrap_or_else(|| panic!("the update committed without node 0: {:?}", dc.replies));

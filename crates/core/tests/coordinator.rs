@@ -1,7 +1,9 @@
 //! Unit tests of the coordinator, with partitions and a stabilizer wired by an instant, in-order network and an
 //! instant disk (the simulator covers delays, reordering and crashes).
 
-use causet_core::coordinator::{BufferRecord, ClientRequest, ClientResponse, Coordinator, CoordinatorOutput, TxError};
+use causet_core::coordinator::{
+    BufferRecord, BufferToken, ClientClock, ClientRequest, ClientResponse, Coordinator, CoordinatorOutput, TxError,
+};
 use causet_core::partition::{Partition, PartitionOutput};
 use causet_core::record::Lsn;
 use causet_core::stabilizer::Stabilizer;
@@ -107,6 +109,11 @@ impl Dc {
             }
             match e.to {
                 Address::Coordinator(_) => self.coordinator.handle_message(self.now, e.from, e.msg),
+                // Another coordinator's: the test answers for it, from `sent`.
+                Address::DcCoordinator(_, c) if c == self.coordinator.id() => {
+                    self.coordinator.handle_message(self.now, e.from, e.msg)
+                }
+                Address::DcCoordinator(..) => {}
                 Address::Partition(PartitionId(p)) if !self.dead.contains(&p) => {
                     self.partitions[p as usize].handle_message(self.now, e.from, e.msg)
                 }
@@ -136,7 +143,7 @@ impl Dc {
     }
 
     fn start(&mut self, clock: Option<VectorClock>) -> TxId {
-        match self.call(ClientRequest::Start { clock, reads: Default::default() }) {
+        match self.call(ClientRequest::Start { clock: clock.map(Into::into), reads: Default::default() }) {
             Ok(ClientResponse::Started { tx, .. }) => tx,
             other => panic!("start failed: {other:?}"),
         }
@@ -184,7 +191,7 @@ fn add(e: &str) -> Op {
 
 fn committed(result: Result<ClientResponse, TxError>) -> VectorClock {
     match result {
-        Ok(ClientResponse::Committed { commit }) => commit,
+        Ok(ClientResponse::Committed { commit, .. }) => commit,
         other => panic!("not committed: {other:?}"),
     }
 }
@@ -194,11 +201,11 @@ fn a_client_clock_from_a_commit_reads_that_commit_in_the_next_transaction() {
     let mut dc = Dc::new(4);
     let clock = committed(dc.call(ClientRequest::StaticUpdate { clock: None, updates: vec![(set("x"), add("a"))] }));
     match dc.call(ClientRequest::StaticRead {
-        clock: Some(clock.clone()),
+        clock: Some(clock.clone().into()),
         objects: vec![set("x")],
         reads: Default::default(),
     }) {
-        Ok(ClientResponse::StaticValues { values, commit }) => {
+        Ok(ClientResponse::StaticValues { values, commit, .. }) => {
             assert_eq!(values, vec![Value::Set(vec![b"a".to_vec()])]);
             assert!(clock.le(&commit), "the read's snapshot covers the client's clock");
         }
@@ -334,11 +341,11 @@ fn a_prepare_a_partition_never_answers_times_out_and_aborts_everywhere() {
 #[test]
 fn a_malformed_or_runaway_client_clock_is_refused() {
     let mut dc = Dc::new(1);
-    let wrong = dc.call(ClientRequest::Start { clock: Some(VectorClock::zero(3)), reads: Default::default() });
+    let wrong = dc.call(ClientRequest::Start { clock: Some(VectorClock::zero(3).into()), reads: Default::default() });
     assert!(matches!(wrong, Err(TxError::InvalidClock(_))), "{wrong:?}");
     let far = VectorClock::from_entries(vec![Timestamp::from_micros(dc.now + 86_400_000_000)]);
     assert!(matches!(
-        dc.call(ClientRequest::Start { clock: Some(far), reads: Default::default() }),
+        dc.call(ClientRequest::Start { clock: Some(far.into()), reads: Default::default() }),
         Err(TxError::InvalidClock(_))
     ));
 }
@@ -379,7 +386,7 @@ fn a_single_partition_transaction_commits_in_one_round_and_one_record() {
     let alone = dc.sent.iter().filter(|e| matches!(e.msg, Message::PrepareAndCommit { .. })).count();
     assert_eq!(alone, 1);
     match dc.call(ClientRequest::StaticRead {
-        clock: Some(commit),
+        clock: Some(commit.into()),
         objects: vec![ObjectId::new("c", "b", CrdtType::CounterPn)],
         reads: Default::default(),
     }) {
@@ -427,7 +434,7 @@ fn a_static_read_at_the_stable_snapshot_does_not_wait_for_a_later_prepare() {
             ClientId(1),
             request,
             ClientRequest::StaticRead {
-                clock: Some(before.clone()),
+                clock: Some(before.clone().into()),
                 objects: vec![set("x")],
                 reads: Default::default(),
             },
@@ -435,7 +442,7 @@ fn a_static_read_at_the_stable_snapshot_does_not_wait_for_a_later_prepare() {
         dc.settle();
         if stable_reads {
             match dc.replies.pop_front() {
-                Some((r, Ok(ClientResponse::StaticValues { values, commit }))) => {
+                Some((r, Ok(ClientResponse::StaticValues { values, commit, .. }))) => {
                     assert_eq!(r, request);
                     assert_eq!(values, vec![Value::Set(vec![b"a".to_vec()])], "the client's own write is read");
                     assert!(before.le(&commit), "the snapshot includes the client's clock");
@@ -456,7 +463,7 @@ fn without_a_fresh_stable_snapshot_a_static_read_falls_back_to_the_clock() {
     committed(dc.call(ClientRequest::StaticUpdate { clock: None, updates: vec![(set("y"), add("b"))] }));
     assert_eq!(dc.coordinator.stable_snapshot().get(DcId(0)), Timestamp::ZERO, "no stable snapshot heard yet");
     match dc.call(ClientRequest::StaticRead { clock: None, objects: vec![set("y")], reads: Default::default() }) {
-        Ok(ClientResponse::StaticValues { values, commit }) => {
+        Ok(ClientResponse::StaticValues { values, commit, .. }) => {
             assert_eq!(values, vec![Value::Set(vec![b"b".to_vec()])]);
             assert!(commit.get(DcId(0)).micros() >= dc.now, "read at the clock: {commit:?}");
         }
@@ -687,7 +694,7 @@ fn a_bounded_counter_decrement_commits_at_the_owner_after_the_buffered_increment
     let clock = committed(dc.call(ClientRequest::Commit { tx }));
     assert_eq!(dc.coordinator.handover_stats().map(|s| (s.handovers, s.waits)), Some((1, 1)));
     let body = ClientRequest::StaticRead {
-        clock: Some(clock),
+        clock: Some(clock.into()),
         objects: vec![b],
         reads: causet_core::coordinator::ReadFrom::Fresh,
     };
@@ -921,4 +928,96 @@ fn a_handover_undecided_at_a_crash_goes_again_and_commits_once() {
     assert_eq!(read_fresh(&mut dc, &[x.clone(), y.clone()]), vec![Value::Counter(1), Value::Counter(2)]);
     let stats = dc.coordinator.handover_stats().expect("buffering");
     assert_eq!((stats.handovers, stats.in_flight, stats.buffer.components), (1, 0, 0), "{stats:?}");
+}
+
+/// The questions for a handover the coordinator sent to `to`, by number.
+fn questions_to(dc: &Dc, to: CoordinatorId) -> Vec<u64> {
+    (dc.sent.iter())
+        .filter_map(|e| match (e.to, &e.msg) {
+            (Address::DcCoordinator(_, c), Message::FlushBuffer { query }) if c == to => Some(*query),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_buffered_commit_names_its_buffer_and_another_coordinators_question_hands_it_over_first() {
+    let mut dc = buffering_dc(2, 10_000);
+    let x = counter("x");
+    let reply = dc.call(ClientRequest::StaticUpdate { clock: None, updates: vec![(x.clone(), Op::Increment(3))] });
+    let Ok(ClientResponse::Committed { token, .. }) = reply else { panic!("not committed: {reply:?}") };
+    assert_eq!(
+        token,
+        Some(BufferToken { dc: DcId(0), coordinator: dc.coordinator.id() }),
+        "the clock names the buffer"
+    );
+    assert_eq!(dc.prepares_sent(), 0, "buffered, long before its lease ends");
+    // The client moved: a coordinator elsewhere asks, long before the lease ends.
+    let asker = Address::DcCoordinator(DcId(0), CoordinatorId(9));
+    dc.coordinator.handle_message(dc.now, asker, Message::FlushBuffer { query: 7 });
+    dc.settle();
+    assert_eq!(dc.prepares_sent(), 1, "handed over at once, long before its lease ends");
+    let answers: Vec<&VectorClock> = (dc.sent.iter())
+        .filter_map(|e| match &e.msg {
+            Message::BufferFlushed { query: 7, handed } if e.to == asker => Some(handed),
+            _ => None,
+        })
+        .collect();
+    let [handed] = answers[..] else { panic!("one answer expected: {answers:?}") };
+    // At the answer's vector, the owners show the write.
+    let read = ClientRequest::StaticRead {
+        clock: Some(handed.clone().into()),
+        objects: vec![x],
+        reads: causet_core::coordinator::ReadFrom::Fresh,
+    };
+    match dc.call(read) {
+        Ok(ClientResponse::StaticValues { values, .. }) => assert_eq!(values, vec![Value::Counter(3)]),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(dc.coordinator.handover_stats().map(|s| s.asked), Some(1));
+}
+
+#[test]
+fn a_start_whose_clock_names_another_buffer_waits_for_its_handover_and_starts_above_it() {
+    let mut dc = Dc::new(2);
+    // What the other coordinator's handover committed at, as its answer will say.
+    let handed = committed(dc.call(ClientRequest::StaticUpdate { clock: None, updates: vec![(set("x"), add("a"))] }));
+    let elsewhere = CoordinatorId(9);
+    let token = Some(BufferToken { dc: DcId(0), coordinator: elsewhere });
+    let clock = ClientClock { vector: VectorClock::zero(1), token };
+    dc.send(RequestId(100), ClientRequest::Start { clock: Some(clock.clone()), reads: Default::default() });
+    assert!(dc.replies.is_empty(), "the start waits for the handover");
+    assert_eq!(questions_to(&dc, elsewhere).len(), 1);
+    // Unanswered, the question goes again.
+    dc.advance(dc.config.retry_interval_us);
+    let asked = questions_to(&dc, elsewhere);
+    assert_eq!(asked.len(), 2, "asked again");
+    assert!(dc.replies.is_empty());
+    let from = Address::DcCoordinator(DcId(0), elsewhere);
+    dc.coordinator.handle_message(dc.now, from, Message::BufferFlushed { query: asked[0], handed: handed.clone() });
+    dc.settle();
+    match dc.replies.pop_front() {
+        Some((RequestId(100), Ok(ClientResponse::Started { snapshot, token, .. }))) => {
+            assert!(handed.le(&snapshot), "the snapshot {snapshot} covers the handover {handed}");
+            assert_eq!(token, None, "this coordinator buffers nothing");
+        }
+        other => panic!("{other:?}"),
+    }
+    // A token of this coordinator itself needs no question; one nobody answers times out.
+    let own = ClientClock { token: Some(BufferToken { dc: DcId(0), coordinator: dc.coordinator.id() }), ..clock };
+    dc.start(Some(own.vector.clone()));
+    dc.send(RequestId(200), ClientRequest::Start { clock: Some(own), reads: Default::default() });
+    assert!(matches!(dc.replies.pop_front(), Some((RequestId(200), Ok(ClientResponse::Started { .. })))));
+    let gone = ClientClock {
+        vector: VectorClock::zero(1),
+        token: Some(BufferToken { dc: DcId(0), coordinator: CoordinatorId(10) }),
+    };
+    dc.send(RequestId(300), ClientRequest::Start { clock: Some(gone), reads: Default::default() });
+    for _ in 0..=dc.config.op_timeout_us / dc.config.retry_interval_us {
+        dc.advance(dc.config.retry_interval_us);
+    }
+    match dc.replies.pop_front() {
+        Some((RequestId(300), Err(TxError::Timeout(why)))) => assert!(why.contains("hand them over"), "{why}"),
+        other => panic!("{other:?}"),
+    }
 }

@@ -1,7 +1,7 @@
 //! Starting inputs for each target: valid encodings produced by the project's own encoders, so that mutations
 //! reach past the first checks of each decoder.
 
-use causet_core::coordinator::ReadFrom;
+use causet_core::coordinator::{BufferToken, ClientClock, ReadFrom};
 use causet_core::{CoordinatorId, DcId, ObjectId, Timestamp, TxId, VectorClock};
 use causet_crdt::{Crdt, CrdtType, Effect, EffectCtx, MapKey, Op, Stamp, TxTag};
 use causet_wire::request::{
@@ -74,8 +74,15 @@ fn updates() -> Vec<(ObjectId, Op)> {
 
 /// Whole request frames (length prefix included), one or more of each kind.
 fn request_frames() -> Vec<Vec<u8>> {
-    let clock = VectorClock::from_entries(vec![Timestamp(1 << 20), Timestamp(0), Timestamp(u64::MAX >> 1)]);
-    let tx = TxDescriptor { tx: TxId { dc: DcId(1), coordinator: CoordinatorId(2), seq: 3 }, snapshot: clock.clone() };
+    let vector = VectorClock::from_entries(vec![Timestamp(1 << 20), Timestamp(0), Timestamp(u64::MAX >> 1)]);
+    let clock = ClientClock::from(vector.clone());
+    // A clock naming a write buffer (format 0x02), in the static read's frame.
+    let token = Some(BufferToken { dc: DcId(1), coordinator: CoordinatorId(0x0004_0003) });
+    let with_token = ClientClock { vector, token };
+    let tx = TxDescriptor {
+        tx: TxId { dc: DcId(1), coordinator: CoordinatorId(2), seq: 3 },
+        snapshot: clock.vector.clone(),
+    };
     let updates = updates();
     let mut frames = vec![
         encode_start(None, ReadFrom::Leader),
@@ -86,7 +93,7 @@ fn request_frames() -> Vec<Vec<u8>> {
         encode_update(&tx, &updates),
         encode_commit(&tx),
         encode_abort(&tx),
-        encode_static_read(Some(&clock), &objects(), ReadFrom::Leader),
+        encode_static_read(Some(&with_token), &objects(), ReadFrom::Leader),
         encode_static_read(None, &objects(), ReadFrom::Nearest),
         encode_static_update(None, &updates),
     ];

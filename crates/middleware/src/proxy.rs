@@ -154,7 +154,7 @@ impl<B: Backend> Connection<B> {
                 self.next += 1;
                 let tx = TxId { dc: DcId(0), coordinator: CoordinatorId(0), seq: self.next };
                 self.open.insert(tx, Tx::default());
-                Ok(ClientResponse::Started { tx, snapshot: clock() })
+                Ok(ClientResponse::Started { tx, snapshot: clock(), token: None })
             }
             ClientRequest::Read { tx, objects } => {
                 let mut t = self.open(tx)?;
@@ -170,17 +170,17 @@ impl<B: Backend> Connection<B> {
             }
             ClientRequest::Commit { tx } => {
                 let t = self.open(tx)?;
-                self.commit(t).await.map(|()| ClientResponse::Committed { commit: clock() })
+                self.commit(t).await.map(|()| ClientResponse::Committed { commit: clock(), token: None })
             }
             ClientRequest::Abort { tx } => self.open(tx).map(|_| ClientResponse::Aborted),
             ClientRequest::StaticRead { objects, .. } => {
                 let values = self.read(&mut Tx::default(), &objects).await?;
-                Ok(ClientResponse::StaticValues { values, commit: clock() })
+                Ok(ClientResponse::StaticValues { values, commit: clock(), token: None })
             }
             ClientRequest::StaticUpdate { updates, .. } => {
                 let mut t = Tx::default();
                 Self::update(&mut t, &updates)?;
-                self.commit(t).await.map(|()| ClientResponse::Committed { commit: clock() })
+                self.commit(t).await.map(|()| ClientResponse::Committed { commit: clock(), token: None })
             }
         }
     }

@@ -101,6 +101,8 @@ pub struct Metrics {
     pub handed_objects: Counter,
     /// Time from the start of a round of handovers to each handover's commit, summed, seconds.
     pub handover_seconds: Counter<f64, std::sync::atomic::AtomicU64>,
+    /// Other coordinators' questions for a handover answered (their sessions moved with a buffer token).
+    pub handover_questions: Counter,
     /// Components of buffered writes waiting for their handover now, and the bytes of their effects.
     pub buffer_components: Gauge,
     /// See `buffer_components`.
@@ -158,6 +160,7 @@ impl Metrics {
         let handover_retries = Counter::default();
         let handed_objects = Counter::default();
         let handover_seconds = Counter::<f64, std::sync::atomic::AtomicU64>::default();
+        let handover_questions = Counter::default();
         let buffer_components = Gauge::default();
         let buffer_bytes = Gauge::default();
         registry.register(
@@ -172,6 +175,11 @@ impl Metrics {
             "handover_seconds",
             "Time from the start of a round of handovers to each handover's commit, summed",
             handover_seconds.clone(),
+        );
+        registry.register(
+            "handover_questions",
+            "Questions for a handover answered to another coordinator, whose session saw this buffer and moved",
+            handover_questions.clone(),
         );
         registry.register("buffer_components", "Components of buffered writes waiting", buffer_components.clone());
         registry.register("buffer_bytes", "Bytes of buffered effects waiting", buffer_bytes.clone());
@@ -315,6 +323,7 @@ impl Metrics {
             handover_retries,
             handed_objects,
             handover_seconds,
+            handover_questions,
             buffer_components,
             buffer_bytes,
         }
@@ -381,6 +390,7 @@ impl Metrics {
             raise(&self.handovers, sum(|b| b.handovers));
             raise(&self.handover_retries, sum(|b| b.retries));
             raise(&self.handed_objects, sum(|b| b.handed_objects));
+            raise(&self.handover_questions, sum(|b| b.asked));
             let seconds = sum(|b| b.handover_us_total) as f64 / 1e6;
             self.handover_seconds.inc_by((seconds - self.handover_seconds.get()).max(0.0));
             self.buffer_components.set(sum(|b| b.buffer.components as u64) as i64);

@@ -16,7 +16,7 @@ use crate::routes::Routes;
 use crate::shutdown::stopped;
 use crate::tls::{PeerIo, PeerTls};
 use bytes::{Buf, BufMut, BytesMut};
-use causet_core::{Address, DcId, Envelope};
+use causet_core::{Address, DcId, Envelope, Message};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -569,6 +569,16 @@ async fn serve_peer(
             }
             // A cut link drops what arrives too, so a cut is symmetric even if only one side was told.
             if wan.is_cut(origin) {
+                continue;
+            }
+            // A write buffer's question or answer between coordinators (`coordinator::tokens`): from a coordinator
+            // of the DC that opened this link, to one of this DC.
+            if let (Address::DcCoordinator(to_dc, _), Address::DcCoordinator(from_dc, _)) = (envelope.to, envelope.from)
+            {
+                let about_buffer = matches!(envelope.msg, Message::FlushBuffer { .. } | Message::BufferFlushed { .. });
+                if about_buffer && to_dc == routes.dc() && from_dc == origin {
+                    routes.deliver(envelope).await;
+                }
                 continue;
             }
             let Address::Peer(_, partition) = envelope.to else { continue };

@@ -103,6 +103,13 @@ impl SeedResult {
             self.wall_s,
             self.report.reads_checked,
         );
+        if self.stats.buffered.0 > 0 {
+            let (b, m) = (self.stats.buffered, self.stats.token_moves);
+            out.push_str(&format!(
+                "{} transactions buffered, {} handovers, {} starts after another coordinator's buffer ({} questions answered); ",
+                b.0, b.1, m.0, m.1
+            ));
+        }
         if self.passed() {
             out.push_str("OK");
         } else {
@@ -126,6 +133,7 @@ pub fn bug_name(bug: causet_core::Bug) -> &'static str {
         causet_core::Bug::IgnorePreparedInPvc => "ignore-prepared-in-pvc",
         causet_core::Bug::CacheIgnoresBoxes => "cache-ignores-boxes",
         causet_core::Bug::SplitHandover => "split-handover",
+        causet_core::Bug::IgnoreBufferTokens => "ignore-buffer-tokens",
     }
 }
 

@@ -14,7 +14,9 @@
 
 use crate::history::{HistOp, History, ObjectName, Outcome, TxRecord};
 use crate::workload::{record_writes, Plan, Planned, Step, Workload, WorkloadConfig};
-use causet_core::coordinator::{BufferRecord, ClientRequest, ClientResponse, ReadFrom, TxError};
+use causet_core::coordinator::{
+    BufferRecord, BufferToken, ClientClock, ClientRequest, ClientResponse, ReadFrom, TxError,
+};
 use causet_core::group::{DurableState, Entry, HardState};
 use causet_core::node::{Destination, Layout, Node, NodeOutput, Stored};
 use causet_core::partition::Checkpoint;
@@ -248,16 +250,14 @@ impl SimConfig {
             ..Default::default()
         });
         // Buffered writes in half the seeds with a cache, from an eighth generator, with components of 1 to 16
-        // objects. Crashes stay (the buffer's log brings the writes back). A session that moves does not carry its
-        // buffered writes with it yet, and the buffer lives on one node's disk until its handover: those seeds have
-        // no moves of sessions and no disk losses (nor certification, which a buffer does not go with).
+        // objects. Crashes stay (the buffer's log brings the writes back), and sessions move between nodes and DCs
+        // with their clock's buffer token. The buffer lives on one node's disk until its handover: those seeds
+        // have no disk losses (nor certification, which a buffer does not go with).
         let mut buffering = ChaCha8Rng::seed_from_u64(seed ^ 0xb0ff_e125);
-        let mut switch_allowed = true;
         if let Some(cache) = cache.as_mut().filter(|_| buffering.random_bool(0.5)) {
             cache.buffer_writes = true;
             cache.max_component_objects = buffering.random_range(1..=16);
             faults.disk_loss_every_us = 0;
-            switch_allowed = false;
         }
         // Snapshots in parts of a few hundred bytes in half the seeds with groups, from a seventh generator.
         let mut parting = ChaCha8Rng::seed_from_u64(seed ^ 0x9a27_5a27);
@@ -284,10 +284,10 @@ impl SimConfig {
             },
             duration_us: 2_000_000,
             think_us_max: rng.random_range(0..5_000),
-            switch_coordinator: rng.random_range(0.0..0.3) * f64::from(u8::from(switch_allowed)),
-            switch_dc: if dcs > 1 { rng.random_range(0.0..0.2) * f64::from(u8::from(switch_allowed)) } else { 0.0 },
+            switch_coordinator: rng.random_range(0.0..0.3),
+            switch_dc: if dcs > 1 { rng.random_range(0.0..0.2) } else { 0.0 },
             clock: if rng.random_bool(0.7) { ClockKind::Hybrid } else { ClockKind::Physical },
-            certify_writes: rng.random_bool(0.2) && switch_allowed,
+            certify_writes: rng.random_bool(0.2) && !cache.as_ref().is_some_and(|c| c.buffer_writes),
             stable_reads,
             nearest_reads,
             cache,
@@ -381,6 +381,9 @@ pub struct SimStats {
     /// Update transactions the coordinators buffered, components they handed over, and effects folded into an
     /// earlier one, over the coordinators alive at the end.
     pub buffered: (u64, u64, u64),
+    /// Starts whose session's clock named another coordinator's write buffer (the session moved), and questions
+    /// for a handover that coordinators answered.
+    pub token_moves: (u64, u64),
 }
 
 /// The liveness phase's verdict.
@@ -604,6 +607,8 @@ struct Session {
     node: NodeIndex,
     shard: usize,
     clock: Option<VectorClock>,
+    /// The write buffer its clock depends on (the last reply's; see `causet_core::coordinator::ClientClock`).
+    token: Option<BufferToken>,
     next_request: u64,
     /// The request whose reply the session waits for.
     awaiting: Option<RequestId>,
@@ -821,6 +826,7 @@ impl World {
                 node: (id % u64::from(config.nodes)) as NodeIndex,
                 shard: (id / u64::from(config.nodes)) as usize % config.shards,
                 clock: None,
+                token: None,
                 next_request: 0,
                 awaiting: None,
                 active: None,
@@ -1223,6 +1229,7 @@ impl World {
             }
             for shard in dc.nodes.iter().flat_map(|n| &n.shards) {
                 self.stats.resends += shard.coordinator().resends();
+                self.stats.token_moves.0 += shard.coordinator().moves();
                 if let Some(c) = shard.coordinator().cache_stats() {
                     self.stats.cache_reads.0 += c.hits;
                     self.stats.cache_reads.1 += c.misses;
@@ -1232,6 +1239,7 @@ impl World {
                     self.stats.buffered.0 += h.buffer.transactions;
                     self.stats.buffered.1 += h.handovers;
                     self.stats.buffered.2 += h.buffer.folded;
+                    self.stats.token_moves.1 += h.asked;
                 }
                 for r in shard.replicas() {
                     self.stats.snapshots_installed += r.group().stats().snapshots_installed;
@@ -1286,6 +1294,7 @@ impl World {
                 node: 0,
                 shard: 0,
                 clock: Some(clock.clone()),
+                token: None,
                 next_request: 0,
                 awaiting: None,
                 active: None,
@@ -2002,11 +2011,9 @@ impl World {
         }
         let d = &self.dcs[usize::from(session.dc.0)];
         if !d.nodes[usize::from(session.node)].is_up() {
-            // A client whose node is down connects to another node of its DC, or waits while the DC has none. With
-            // buffered writes it waits for its node: its writes buffered there are not handed over until the node
-            // is back, and a session does not carry them to another node yet (clock tokens).
-            let buffers = self.config.cache.as_ref().is_some_and(|c| c.buffer_writes);
-            match (0..self.config.nodes).find(|n| d.nodes[usize::from(*n)].is_up() && !buffers) {
+            // A client whose node is down connects to another node of its DC, or waits while the DC has none (with
+            // buffered writes there, its clock's token makes its start wait for the node's return).
+            match (0..self.config.nodes).find(|n| d.nodes[usize::from(*n)].is_up()) {
                 Some(n) => session.node = n,
                 None => {
                     let think = self.rng.random_range(1_000..=20_000);
@@ -2032,7 +2039,7 @@ impl World {
     fn next_request(&mut self, s: u64) {
         let session = &mut self.sessions[s as usize];
         let active = session.active.as_mut().expect("a session with a request has a transaction");
-        let clock = session.clock.clone();
+        let clock = session.clock.clone().map(|vector| ClientClock { vector, token: session.token });
         let nearest = self.config.nearest_reads && (session.id + active.record.index as u64).is_multiple_of(2);
         let fresh = self.config.cache.is_some() && (session.id + active.record.index as u64).is_multiple_of(8);
         let reads = if nearest {
@@ -2101,9 +2108,11 @@ impl World {
                 Some(Outcome::Unknown)
             }
             Err(_) => Some(Outcome::Aborted),
-            Ok(ClientResponse::Started { tx, snapshot }) => {
+            // A reply's clock with its token covers what the session saw: the token replaces the one it had.
+            Ok(ClientResponse::Started { tx, snapshot, token }) => {
                 active.tx = Some(tx);
                 merge(&mut session.clock, &snapshot);
+                session.token = token;
                 None
             }
             Ok(ClientResponse::Values(values)) => {
@@ -2118,18 +2127,20 @@ impl World {
                 active.step += 1;
                 None
             }
-            Ok(ClientResponse::Committed { commit }) => {
+            Ok(ClientResponse::Committed { commit, token }) => {
                 if let Plan::StaticUpdate(_) = active.plan {
                     record_writes(&mut active.record, &active.in_flight);
                 }
                 merge(&mut session.clock, &commit);
+                session.token = token;
                 Some(Outcome::Committed)
             }
             Ok(ClientResponse::Aborted) => Some(Outcome::Aborted),
-            Ok(ClientResponse::StaticValues { values, commit }) => {
+            Ok(ClientResponse::StaticValues { values, commit, token }) => {
                 let Plan::StaticRead(objects) = &active.plan else { unreachable!("static values answer reads") };
                 record_reads(&mut active.record, objects, &values);
                 merge(&mut session.clock, &commit);
+                session.token = token;
                 self.last_values = Some(values);
                 Some(Outcome::Committed)
             }

@@ -270,13 +270,14 @@ fn seeds_where_caches_serve_reads_pass() {
 
 /// Seeds with buffered writes (HoneyPot's write buffer): update transactions are acknowledged once buffered (and
 /// logged) at their coordinator and handed over in one commit per round when the lease ends, or earlier (a full
-/// component, a fresh read, a bounded counter's decrement); nodes crash and recover their buffers. Every history
-/// must be TCC, every acknowledged write must reach every DC, and the DCs must converge. The first twelve seeds
-/// that draw a write buffer.
+/// component, a fresh read, a bounded counter's decrement, a session that moved); nodes crash and recover their
+/// buffers, and sessions move between nodes and DCs with their clock's buffer token. Every history must be TCC,
+/// every acknowledged write must reach every DC, and the DCs must converge. The first twelve seeds that draw a
+/// write buffer.
 #[test]
 fn seeds_where_caches_buffer_writes_pass() {
     let mut failures = Vec::new();
-    let (mut buffered, mut handovers) = (0, 0);
+    let (mut buffered, mut handovers, mut moves) = (0, 0, 0);
     let seeds: Vec<u64> =
         (0..).filter(|&s| SimConfig::from_seed(s).cache.as_ref().is_some_and(|c| c.buffer_writes)).take(12).collect();
     for seed in seeds {
@@ -286,17 +287,18 @@ fn seeds_where_caches_buffer_writes_pass() {
         }
         buffered += r.stats.buffered.0;
         handovers += r.stats.buffered.1;
+        moves += r.stats.token_moves.0;
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
     assert!(
-        buffered > 500 && handovers > 100,
-        "{buffered} transactions buffered and {handovers} handovers: too few to mean anything"
+        buffered > 500 && handovers > 100 && moves > 50,
+        "{buffered} transactions buffered, {handovers} handovers, {moves} moves: too few to mean anything"
     );
 }
 
 /// Seeds where nodes with buffered writes crash (kill, or an instant restart) and recover their buffers from their
-/// logs, each of which once failed: a session moved off its crashed node lost its own writes (seeds 0, 9, 14: it
-/// now waits for its node), a reader started above the stable snapshot a restarted node heard (29), queries about
+/// logs, each of which once failed: a session moved off its crashed node lost its own writes (seeds 0, 9, 14: its
+/// start now waits for the node, which its clock's buffer token names), a reader started above the stable snapshot a restarted node heard (29), queries about
 /// a dead coordinator's handover went round between shards (4, 14), windows read below handovers of the earlier
 /// run whose buffered copies were gone (40, 68, 117, 245, 286, 397), and a static read at the stable snapshot
 /// started below a recovered buffer's dependencies (31: an empty window, caught by a debug build's assertion).
@@ -333,6 +335,31 @@ fn checker_catches_a_handover_split_into_several_commits() {
         found.extend(run_config(config).report.anomalies.iter().map(|a| a.kind));
     }
     assert!(found.contains(&AnomalyKind::FracturedRead), "the checker missed a split handover: {found:?}");
+}
+
+/// Sessions that move to another coordinator without their clock's buffer token being honoured (the start does
+/// not wait for the handover of what the session saw buffered elsewhere) must be caught: the session misses its
+/// own writes, or reads older state than it read before.
+#[test]
+fn checker_catches_sessions_that_move_without_their_buffer_tokens() {
+    let mut found = Vec::new();
+    for seed in 0..4 {
+        let mut config = bug_hunt(seed, Bug::IgnoreBufferTokens);
+        config.shards = 2;
+        config.cache =
+            Some(causet_core::cache::CacheConfig { lease_us: 300_000, buffer_writes: true, ..Default::default() });
+        config.nearest_reads = false;
+        config.switch_coordinator = 0.5;
+        config.faults.coordinator_crash_every_us = 0;
+        config.faults.disk_loss_every_us = 0;
+        // The same runs with the tokens honoured pass.
+        let healthy = run_config(SimConfig { bug: None, ..config.clone() });
+        assert!(healthy.passed(), "{}", healthy.summary());
+        assert!(healthy.stats.token_moves.0 > 0, "no session moved with a token: {}", healthy.summary());
+        found.extend(run_config(config).report.anomalies.iter().map(|a| a.kind));
+    }
+    let session = [AnomalyKind::ReadYourWrites, AnomalyKind::MonotonicReads, AnomalyKind::CausalityViolation];
+    assert!(found.iter().any(|k| session.contains(k)), "the checker missed sessions moving without tokens: {found:?}");
 }
 
 /// The cache serving entries whatever their visibility box (HoneyPot's consistency test removed) must be caught.

@@ -10,16 +10,21 @@
 //! | kind | format byte | layout after it |
 //! |---|---|---|
 //! | clock | `0x01` | `n: u16`, then `n × u64` |
+//! | clock with a buffer token | `0x02` | `n: u16`, `n × u64`, then the token: `dc: u16`, `coordinator: u32` |
 //! | transaction descriptor | `0x11` | `dc: u16`, `coordinator: u32`, `seq: u64`, `n: u16`, `n × u64` (snapshot) |
 //! | DC descriptor | `0x22` | `dc: u16`, `dcs: u16`, `partitions: u32`, `count: u16`, then `count ×` (`len: u16`, `len` bytes of UTF-8) |
 //!
 //! Decoding never panics and never allocates more than the input's length: every length is checked against the
 //! bytes actually present first.
 
+use causet_core::coordinator::{BufferToken, ClientClock};
 use causet_core::{CoordinatorId, DcId, Timestamp, TxId, VectorClock};
 
 /// The format byte of a clock.
 pub const CLOCK_FORMAT: u8 = 0x01;
+/// The format byte of a clock that names a write buffer the client depends on (HoneyPot's buffered writes, not
+/// handed over to their owners yet: docs/cache.md).
+pub const TOKEN_CLOCK_FORMAT: u8 = 0x02;
 /// The format byte of a transaction descriptor.
 pub const TX_DESCRIPTOR_FORMAT: u8 = 0x11;
 /// The format byte of a DC connection descriptor.
@@ -165,28 +170,39 @@ fn put_timestamps(out: &mut Vec<u8>, clock: &VectorClock, what: &'static str) ->
     Ok(())
 }
 
-/// Encodes a vector clock: `0x01`, the number of DCs as `u16`, then each DC's timestamp as `u64`.
+/// Encodes a client's clock: `0x01`, the number of DCs as `u16`, then each DC's timestamp as `u64`; with a buffer
+/// token, `0x02`, the same, then the token's DC as `u16` and coordinator as `u32`.
 ///
 /// A [`VectorClock`] has one entry per DC and [`DcId`] is 16 bits wide, so the count always fits; a longer vector
 /// is refused rather than truncated.
-pub fn encode_clock(clock: &VectorClock) -> Result<Vec<u8>, EncodingError> {
-    let mut out = Vec::with_capacity(3 + 8 * clock.len());
-    out.push(CLOCK_FORMAT);
-    put_timestamps(&mut out, clock, "clock")?;
+pub fn encode_clock(clock: &ClientClock) -> Result<Vec<u8>, EncodingError> {
+    let mut out = Vec::with_capacity(9 + 8 * clock.vector.len());
+    out.push(if clock.token.is_some() { TOKEN_CLOCK_FORMAT } else { CLOCK_FORMAT });
+    put_timestamps(&mut out, &clock.vector, "clock")?;
+    if let Some(token) = clock.token {
+        out.extend_from_slice(&token.dc.0.to_be_bytes());
+        out.extend_from_slice(&token.coordinator.0.to_be_bytes());
+    }
     Ok(out)
 }
 
 /// Decodes a clock written by [`encode_clock`].
-pub fn decode_clock(bytes: &[u8]) -> Result<VectorClock, EncodingError> {
-    let mut r = Reader::new(bytes, "clock", CLOCK_FORMAT)?;
-    let clock = r.timestamps()?;
+pub fn decode_clock(bytes: &[u8]) -> Result<ClientClock, EncodingError> {
+    let format = if bytes.first() == Some(&TOKEN_CLOCK_FORMAT) { TOKEN_CLOCK_FORMAT } else { CLOCK_FORMAT };
+    let mut r = Reader::new(bytes, "clock", format)?;
+    let vector = r.timestamps()?;
+    let token = if format == TOKEN_CLOCK_FORMAT {
+        Some(BufferToken { dc: DcId(r.u16()?), coordinator: CoordinatorId(r.u32()?) })
+    } else {
+        None
+    };
     r.finish()?;
-    Ok(clock)
+    Ok(ClientClock { vector, token })
 }
 
 /// Decodes the clock a client sends to start a transaction: absent or empty bytes mean "no clock", and so does
 /// Erlang's encoding of the atom `ignore`, which AntidoteDB's own Erlang client sends when it has no clock.
-pub fn decode_start_clock(bytes: Option<&[u8]>) -> Result<Option<VectorClock>, EncodingError> {
+pub fn decode_start_clock(bytes: Option<&[u8]>) -> Result<Option<ClientClock>, EncodingError> {
     match bytes {
         None => Ok(None),
         Some(b) if b.is_empty() || ERLANG_IGNORE.contains(&b) => Ok(None),
@@ -307,12 +323,26 @@ mod tests {
 
     #[test]
     fn clock_bytes_are_the_documented_layout() {
-        let bytes = encode_clock(&clock(&[1, 0x0102_0304_0506_0708])).unwrap();
+        let bytes = encode_clock(&clock(&[1, 0x0102_0304_0506_0708]).into()).unwrap();
         assert_eq!(
             bytes,
             [0x01, 0x00, 0x02, 0, 0, 0, 0, 0, 0, 0, 1, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08].to_vec()
         );
-        assert_eq!(encode_clock(&VectorClock::default()).unwrap(), vec![0x01, 0, 0]);
+        assert_eq!(encode_clock(&VectorClock::default().into()).unwrap(), vec![0x01, 0, 0]);
+    }
+
+    #[test]
+    fn a_clock_with_a_buffer_token_has_the_documented_layout() {
+        let token = Some(BufferToken { dc: DcId(3), coordinator: CoordinatorId(0x0a0b_0c0d) });
+        let c = ClientClock { vector: clock(&[7]), token };
+        let bytes = encode_clock(&c).unwrap();
+        assert_eq!(bytes, [0x02, 0, 1, 0, 0, 0, 0, 0, 0, 0, 7, 0, 3, 0x0a, 0x0b, 0x0c, 0x0d].to_vec());
+        assert_eq!(decode_clock(&bytes).unwrap(), c);
+        // A token cut short, or a plain clock with a token's bytes after it, is refused.
+        assert!(matches!(decode_clock(&bytes[..bytes.len() - 1]), Err(EncodingError::Truncated { .. })));
+        let mut plain = bytes.clone();
+        plain[0] = CLOCK_FORMAT;
+        assert!(matches!(decode_clock(&plain), Err(EncodingError::TrailingBytes { extra_bytes: 6, .. })));
     }
 
     #[test]
@@ -365,14 +395,18 @@ mod tests {
         assert_eq!(decode_start_clock(Some(&[])), Ok(None));
         assert_eq!(decode_start_clock(Some(b"\x83\x64\x00\x06ignore")), Ok(None));
         assert_eq!(decode_start_clock(Some(b"\x83\x77\x06ignore")), Ok(None));
-        assert_eq!(decode_start_clock(Some(&[0x01, 0, 1, 0, 0, 0, 0, 0, 0, 0, 5])), Ok(Some(clock(&[5]))));
+        assert_eq!(decode_start_clock(Some(&[0x01, 0, 1, 0, 0, 0, 0, 0, 0, 0, 5])), Ok(Some(clock(&[5]).into())));
         assert!(decode_start_clock(Some(b"\x83\x64\x00\x06ignorf")).is_err());
     }
 
     proptest! {
         #[test]
-        fn clocks_round_trip(entries in proptest::collection::vec(any::<u64>(), 0..8)) {
-            let c = clock(&entries);
+        fn clocks_round_trip(
+            entries in proptest::collection::vec(any::<u64>(), 0..8),
+            token in proptest::option::of((any::<u16>(), any::<u32>())),
+        ) {
+            let token = token.map(|(dc, c)| BufferToken { dc: DcId(dc), coordinator: CoordinatorId(c) });
+            let c = ClientClock { vector: clock(&entries), token };
             prop_assert_eq!(decode_clock(&encode_clock(&c).unwrap()).unwrap(), c);
         }
 
@@ -409,7 +443,7 @@ mod tests {
 
         #[test]
         fn a_cut_encoding_is_refused(entries in proptest::collection::vec(any::<u64>(), 1..6), cut in 0usize..100) {
-            let bytes = encode_clock(&clock(&entries)).unwrap();
+            let bytes = encode_clock(&clock(&entries).into()).unwrap();
             let cut = cut % bytes.len();
             prop_assert!(decode_clock(&bytes[..cut]).is_err());
         }

@@ -30,8 +30,8 @@ use crate::proto::{
     ApbValidateOrReadObjects, MessageCode,
 };
 use bytes::Bytes;
-use causet_core::coordinator::{ClientRequest, ReadFrom};
-use causet_core::{ObjectId, TxId, VectorClock};
+use causet_core::coordinator::{ClientClock, ClientRequest, ReadFrom};
+use causet_core::{ObjectId, TxId};
 use causet_crdt::Op;
 use prost::Message;
 
@@ -97,7 +97,7 @@ fn tx_of(descriptor: &[u8]) -> Result<TxId, ProtocolError> {
     TxDescriptor::decode(descriptor).map(|d| d.tx).map_err(ProtocolError::InvalidTxDescriptor)
 }
 
-fn start_clock(start: &ApbStartTransaction) -> Result<Option<VectorClock>, ProtocolError> {
+fn start_clock(start: &ApbStartTransaction) -> Result<Option<ClientClock>, ProtocolError> {
     decode_start_clock(start.timestamp.as_deref()).map_err(ProtocolError::InvalidClock)
 }
 
@@ -236,7 +236,7 @@ fn descriptor_bytes(tx: &TxDescriptor) -> Result<Vec<u8>, EncodeError> {
     tx.encode().map_err(EncodeError::Encoding)
 }
 
-fn start_message(clock: Option<&VectorClock>, reads: ReadFrom) -> Result<ApbStartTransaction, EncodeError> {
+fn start_message(clock: Option<&ClientClock>, reads: ReadFrom) -> Result<ApbStartTransaction, EncodeError> {
     let timestamp = clock.map(encode_clock).transpose().map_err(EncodeError::Encoding)?;
     // No properties for the default: the frames stay those of AntidoteDB's clients.
     let read_from = match reads {
@@ -258,7 +258,7 @@ fn update_ops(updates: &[(ObjectId, Op)]) -> Result<Vec<crate::proto::ApbUpdateO
 }
 
 /// `ApbStartTransaction` (119) after `clock`, if any; properties only for reads from the nearest replica.
-pub fn encode_start(clock: Option<&VectorClock>, reads: ReadFrom) -> Result<Bytes, EncodeError> {
+pub fn encode_start(clock: Option<&ClientClock>, reads: ReadFrom) -> Result<Bytes, EncodeError> {
     Ok(encode_frame(MessageCode::ApbStartTransaction, &start_message(clock, reads)?))
 }
 
@@ -288,7 +288,7 @@ pub fn encode_abort(tx: &TxDescriptor) -> Result<Bytes, EncodeError> {
 
 /// `ApbStaticReadObjects` (123) after `clock`, if any.
 pub fn encode_static_read(
-    clock: Option<&VectorClock>,
+    clock: Option<&ClientClock>,
     objects: &[ObjectId],
     reads: ReadFrom,
 ) -> Result<Bytes, EncodeError> {
@@ -297,7 +297,7 @@ pub fn encode_static_read(
 }
 
 /// `ApbStaticUpdateObjects` (122) after `clock`, if any.
-pub fn encode_static_update(clock: Option<&VectorClock>, updates: &[(ObjectId, Op)]) -> Result<Bytes, EncodeError> {
+pub fn encode_static_update(clock: Option<&ClientClock>, updates: &[(ObjectId, Op)]) -> Result<Bytes, EncodeError> {
     let m =
         ApbStaticUpdateObjects { transaction: start_message(clock, ReadFrom::Leader)?, updates: update_ops(updates)? };
     Ok(encode_frame(MessageCode::ApbStaticUpdateObjects, &m))

@@ -39,7 +39,7 @@ use crate::proto::{
     ApbValidateOrReadObjectsResp, MessageCode,
 };
 use bytes::Bytes;
-use causet_core::coordinator::{ClientRequest, ClientResponse, TxError};
+use causet_core::coordinator::{BufferToken, ClientClock, ClientRequest, ClientResponse, TxError};
 use causet_core::VectorClock;
 use causet_crdt::{CrdtType, Value};
 use prost::Message;
@@ -181,14 +181,15 @@ fn read_values(types: &[CrdtType], values: &[Value]) -> Result<Vec<ApbReadObject
     types.iter().zip(values).map(|(ty, v)| read_object_resp(*ty, v)).collect()
 }
 
-fn commit_resp(commit: &VectorClock) -> Result<ApbCommitResp, EncodeError> {
-    let commit_time = encode_clock(commit).map_err(EncodeError::Encoding)?;
+fn commit_resp(vector: &VectorClock, token: Option<BufferToken>) -> Result<ApbCommitResp, EncodeError> {
+    let commit_time = encode_clock(&ClientClock { vector: vector.clone(), token }).map_err(EncodeError::Encoding)?;
     Ok(ApbCommitResp { success: true, commit_time: Some(commit_time), errorcode: None })
 }
 
 fn encode_success(kind: &ReplyKind, response: &ClientResponse) -> Result<Bytes, EncodeError> {
     Ok(match (kind, response) {
-        (ReplyKind::Start, ClientResponse::Started { tx, snapshot }) => {
+        // AntidoteDB's descriptor has no room for the token: the commit's clock carries it.
+        (ReplyKind::Start, ClientResponse::Started { tx, snapshot, .. }) => {
             let descriptor =
                 TxDescriptor { tx: *tx, snapshot: snapshot.clone() }.encode().map_err(EncodeError::Encoding)?;
             encode_frame(
@@ -203,14 +204,14 @@ fn encode_success(kind: &ReplyKind, response: &ClientResponse) -> Result<Bytes, 
         (ReplyKind::Update, ClientResponse::Updated) | (ReplyKind::Abort, ClientResponse::Aborted) => {
             encode_frame(MessageCode::ApbOperationResp, &ApbOperationResp { success: true, errorcode: None })
         }
-        (ReplyKind::Commit | ReplyKind::StaticUpdate, ClientResponse::Committed { commit }) => {
-            encode_frame(MessageCode::ApbCommitResp, &commit_resp(commit)?)
+        (ReplyKind::Commit | ReplyKind::StaticUpdate, ClientResponse::Committed { commit, token }) => {
+            encode_frame(MessageCode::ApbCommitResp, &commit_resp(commit, *token)?)
         }
-        (ReplyKind::StaticRead(types), ClientResponse::StaticValues { values, commit }) => encode_frame(
+        (ReplyKind::StaticRead(types), ClientResponse::StaticValues { values, commit, token }) => encode_frame(
             MessageCode::ApbStaticReadObjectsResp,
             &ApbStaticReadObjectsResp {
                 objects: ApbReadObjectsResp { success: true, objects: read_values(types, values)?, errorcode: None },
-                committime: commit_resp(commit)?,
+                committime: commit_resp(commit, *token)?,
             },
         ),
         (kind, response) => {
@@ -300,7 +301,7 @@ fn values_of(types: &[CrdtType], objects: &[ApbReadObjectResp]) -> Result<Vec<Va
     types.iter().zip(objects).map(|(ty, o)| value_from_proto(*ty, o)).collect()
 }
 
-fn commit_time_of(resp: &ApbCommitResp) -> Result<VectorClock, ProtocolError> {
+fn commit_time_of(resp: &ApbCommitResp) -> Result<ClientClock, ProtocolError> {
     let bytes = resp
         .commit_time
         .as_deref()
@@ -331,7 +332,7 @@ pub fn decode_reply(kind: &ReplyKind, frame: &Frame) -> Result<Result<ClientResp
                 .as_deref()
                 .ok_or_else(|| ProtocolError::MalformedReply("a started transaction carries no descriptor".into()))?;
             let d = TxDescriptor::decode(bytes).map_err(ProtocolError::InvalidTxDescriptor)?;
-            ClientResponse::Started { tx: d.tx, snapshot: d.snapshot }
+            ClientResponse::Started { tx: d.tx, snapshot: d.snapshot, token: None }
         }
         ReplyKind::Read(types) => {
             let m: ApbReadObjectsResp = decode_reply_body(frame, "ApbReadObjectsResp")?;
@@ -356,7 +357,8 @@ pub fn decode_reply(kind: &ReplyKind, frame: &Frame) -> Result<Result<ClientResp
             if !m.success {
                 return Ok(Err(typed_failure(kind, m.errorcode)));
             }
-            ClientResponse::Committed { commit: commit_time_of(&m)? }
+            let ClientClock { vector: commit, token } = commit_time_of(&m)?;
+            ClientResponse::Committed { commit, token }
         }
         ReplyKind::StaticRead(types) => {
             let m: ApbStaticReadObjectsResp = decode_reply_body(frame, "ApbStaticReadObjectsResp")?;
@@ -366,10 +368,8 @@ pub fn decode_reply(kind: &ReplyKind, frame: &Frame) -> Result<Result<ClientResp
             if !m.committime.success {
                 return Ok(Err(typed_failure(kind, m.committime.errorcode)));
             }
-            ClientResponse::StaticValues {
-                values: values_of(types, &m.objects.objects)?,
-                commit: commit_time_of(&m.committime)?,
-            }
+            let ClientClock { vector: commit, token } = commit_time_of(&m.committime)?;
+            ClientResponse::StaticValues { values: values_of(types, &m.objects.objects)?, commit, token }
         }
     };
     Ok(Ok(response))

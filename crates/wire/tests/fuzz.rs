@@ -2,7 +2,7 @@
 //! decoder; and random well-formed requests and values round-trip.
 
 use bytes::{Bytes, BytesMut};
-use causet_core::coordinator::{ClientRequest, ClientResponse};
+use causet_core::coordinator::{BufferToken, ClientClock, ClientRequest, ClientResponse};
 use causet_core::{CoordinatorId, DcId, ObjectId, Timestamp, TxId, VectorClock};
 use causet_crdt::{CrdtType, MapKey, Op, Value};
 use causet_wire::response::decode_reply;
@@ -63,10 +63,16 @@ fn update() -> impl Strategy<Value = (ObjectId, Op)> {
     object().prop_flat_map(|o| op_for(o.ty, 2).prop_map(move |op| (o.clone(), op)))
 }
 
-fn clock() -> impl Strategy<Value = Option<VectorClock>> {
+fn clock() -> impl Strategy<Value = Option<ClientClock>> {
+    prop::option::of((prop::collection::vec(any::<u64>(), 0..4), token()).prop_map(|(e, token)| ClientClock {
+        vector: VectorClock::from_entries(e.into_iter().map(Timestamp).collect()),
+        token,
+    }))
+}
+
+fn token() -> impl Strategy<Value = Option<BufferToken>> {
     prop::option::of(
-        prop::collection::vec(any::<u64>(), 0..4)
-            .prop_map(|e| VectorClock::from_entries(e.into_iter().map(Timestamp).collect())),
+        (any::<u16>(), any::<u32>()).prop_map(|(dc, c)| BufferToken { dc: DcId(dc), coordinator: CoordinatorId(c) }),
     )
 }
 
@@ -191,7 +197,11 @@ proptest! {
     }
 
     #[test]
-    fn well_formed_values_round_trip(values in typed_values(), commit in prop::collection::vec(any::<u64>(), 0..4)) {
+    fn well_formed_values_round_trip(
+        values in typed_values(),
+        commit in prop::collection::vec(any::<u64>(), 0..4),
+        token in token(),
+    ) {
         let (types, values): (Vec<_>, Vec<_>) = values.into_iter().unzip();
         let kind = ReplyKind::Read(types.clone());
         let response = ClientResponse::Values(values.clone());
@@ -200,7 +210,7 @@ proptest! {
 
         let kind = ReplyKind::StaticRead(types);
         let commit = VectorClock::from_entries(commit.into_iter().map(Timestamp).collect());
-        let response = ClientResponse::StaticValues { values, commit };
+        let response = ClientResponse::StaticValues { values, commit, token };
         let frame = frame_of(&encode_reply(&kind, &Ok(response.clone())));
         prop_assert_eq!(decode_reply(&kind, &frame), Ok(Ok(response)));
     }

@@ -53,7 +53,7 @@ fn static_read_with_a_min_snapshot() {
     assert_eq!(
         decode_hex("000000207b0a130a0b010001000000000000000512040801100012080a0166100d1a0162"),
         Request::Client(ClientRequest::StaticRead {
-            clock: Some(VectorClock::from_entries(vec![Timestamp(5)])),
+            clock: Some(VectorClock::from_entries(vec![Timestamp(5)]).into()),
             objects: vec![ObjectId::new("f", "b", CrdtType::FlagEw)],
             reads: Default::default(),
         })

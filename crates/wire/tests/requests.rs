@@ -84,21 +84,21 @@ fn every_object() -> Vec<ObjectId> {
 fn every_transaction_request_round_trips() {
     let requests = vec![
         ClientRequest::Start { clock: None, reads: ReadFrom::Leader },
-        ClientRequest::Start { clock: Some(clock(&[1, 2, 3])), reads: ReadFrom::Leader },
+        ClientRequest::Start { clock: Some(clock(&[1, 2, 3]).into()), reads: ReadFrom::Leader },
         ClientRequest::Start { clock: None, reads: ReadFrom::Nearest },
         ClientRequest::Start { clock: None, reads: ReadFrom::Cache },
-        ClientRequest::Start { clock: Some(clock(&[4])), reads: ReadFrom::Fresh },
+        ClientRequest::Start { clock: Some(clock(&[4]).into()), reads: ReadFrom::Fresh },
         ClientRequest::Read { tx: tx(), objects: every_object() },
         ClientRequest::Read { tx: tx(), objects: vec![] },
         ClientRequest::Update { tx: tx(), updates: every_op_kind() },
         ClientRequest::Commit { tx: tx() },
         ClientRequest::Abort { tx: tx() },
-        ClientRequest::StaticRead { clock: Some(clock(&[9])), objects: every_object(), reads: ReadFrom::Leader },
+        ClientRequest::StaticRead { clock: Some(clock(&[9]).into()), objects: every_object(), reads: ReadFrom::Leader },
         ClientRequest::StaticRead { clock: None, objects: vec![], reads: ReadFrom::Leader },
         ClientRequest::StaticRead { clock: None, objects: every_object(), reads: ReadFrom::Nearest },
         ClientRequest::StaticRead { clock: None, objects: every_object(), reads: ReadFrom::Cache },
         ClientRequest::StaticRead { clock: None, objects: every_object(), reads: ReadFrom::Fresh },
-        ClientRequest::StaticUpdate { clock: Some(clock(&[0, u64::MAX])), updates: every_op_kind() },
+        ClientRequest::StaticUpdate { clock: Some(clock(&[0, u64::MAX]).into()), updates: every_op_kind() },
         ClientRequest::StaticUpdate { clock: None, updates: vec![] },
     ];
     for request in requests {

@@ -2,7 +2,7 @@
 //! AntidoteDB gives them.
 
 use bytes::{Bytes, BytesMut};
-use causet_core::coordinator::{ClientResponse, TxError};
+use causet_core::coordinator::{BufferToken, ClientResponse, TxError};
 use causet_core::{CoordinatorId, DcId, Timestamp, TxId, VectorClock};
 use causet_crdt::{CrdtError, CrdtType, MapKey, Value};
 use causet_wire::proto::{
@@ -66,14 +66,17 @@ fn every_value() -> Vec<(CrdtType, Value)> {
 #[test]
 fn every_successful_response_round_trips() {
     let (types, values): (Vec<_>, Vec<_>) = every_value().into_iter().unzip();
-    round_trip(ReplyKind::Start, ClientResponse::Started { tx: tx(), snapshot: clock(&[4, 5]) });
+    round_trip(ReplyKind::Start, ClientResponse::Started { tx: tx(), snapshot: clock(&[4, 5]), token: None });
     round_trip(ReplyKind::Read(types.clone()), ClientResponse::Values(values.clone()));
     round_trip(ReplyKind::Read(vec![]), ClientResponse::Values(vec![]));
     round_trip(ReplyKind::Update, ClientResponse::Updated);
     round_trip(ReplyKind::Abort, ClientResponse::Aborted);
-    round_trip(ReplyKind::Commit, ClientResponse::Committed { commit: clock(&[7, 8]) });
-    round_trip(ReplyKind::StaticUpdate, ClientResponse::Committed { commit: clock(&[1]) });
-    round_trip(ReplyKind::StaticRead(types), ClientResponse::StaticValues { values, commit: clock(&[3, 3]) });
+    round_trip(ReplyKind::Commit, ClientResponse::Committed { commit: clock(&[7, 8]), token: None });
+    round_trip(ReplyKind::StaticUpdate, ClientResponse::Committed { commit: clock(&[1]), token: None });
+    // A commit's clock names the write buffer the client depends on (the descriptor of a start has no room).
+    let token = Some(BufferToken { dc: DcId(1), coordinator: CoordinatorId(0x0004_0002) });
+    round_trip(ReplyKind::Commit, ClientResponse::Committed { commit: clock(&[7, 8]), token });
+    round_trip(ReplyKind::StaticRead(types), ClientResponse::StaticValues { values, commit: clock(&[3, 3]), token });
 }
 
 fn read_reply(ty: CrdtType, value: Value) -> ApbReadObjectResp {
@@ -118,7 +121,8 @@ fn each_type_is_answered_in_the_field_antidotedb_uses() {
 
 #[test]
 fn a_started_transaction_hands_out_a_causet_descriptor() {
-    let bytes = encode_reply(&ReplyKind::Start, &Ok(ClientResponse::Started { tx: tx(), snapshot: clock(&[1]) }));
+    let bytes =
+        encode_reply(&ReplyKind::Start, &Ok(ClientResponse::Started { tx: tx(), snapshot: clock(&[1]), token: None }));
     let m = ApbStartTransactionResp::decode(frame_of(&bytes).body).unwrap();
     assert!(m.success);
     let d = causet_wire::TxDescriptor::decode(m.transaction_descriptor.as_deref().unwrap()).unwrap();
@@ -273,7 +277,10 @@ fn an_error_frame_carries_message_and_code() {
 
 #[test]
 fn the_client_refuses_replies_that_do_not_answer_its_request() {
-    let commit = frame_of(&encode_reply(&ReplyKind::Commit, &Ok(ClientResponse::Committed { commit: clock(&[1]) })));
+    let commit = frame_of(&encode_reply(
+        &ReplyKind::Commit,
+        &Ok(ClientResponse::Committed { commit: clock(&[1]), token: None }),
+    ));
     assert_eq!(
         decode_reply(&ReplyKind::Update, &commit),
         Err(ProtocolError::UnexpectedReply { expected: MessageCode::ApbOperationResp, got: 127 })

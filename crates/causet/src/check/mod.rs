@@ -202,6 +202,10 @@ pub struct RunStats {
     /// the nodes as they report after the final reads (since each node's last start).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_reads: Option<[u64; 3]>,
+    /// With buffered writes: transactions buffered, components handed over, and questions for a handover
+    /// answered to sessions that moved, summed over the nodes as they report after the final reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buffered: Option<[u64; 3]>,
     /// Server errors by kind: AntidoteDB's code name and the message's first clause.
     #[serde(default)]
     pub server_error_kinds: BTreeMap<String, u64>,
@@ -340,6 +344,12 @@ impl CheckOutcome {
             out.push_str(&format!(
                 "lease caches: {hits} reads served from a cache, {misses} missed, {refetches} fetched again \
                  (since each node's last start)\n"
+            ));
+        }
+        if let Some([buffered, handovers, questions]) = s.buffered {
+            out.push_str(&format!(
+                "write buffers: {buffered} transactions buffered, {handovers} handovers, {questions} handovers asked \
+                 for by sessions that moved (since each node's last start)\n"
             ));
         }
         out.push_str(&f.report.to_string());
@@ -677,6 +687,11 @@ pub fn run(args: &CheckArgs, progress: &mut dyn FnMut(&str)) -> anyhow::Result<C
             elapsed_s: epoch.elapsed().as_secs_f64(),
             quiesce_s,
             cache_reads: cache_reads(running.0.as_ref()),
+            buffered: node_totals(
+                running.0.as_ref(),
+                &["causet_buffered_transactions_total", "causet_handovers_total", "causet_handover_questions_total"],
+            )
+            .filter(|[buffered, ..]| *buffered > 0),
             server_error_kinds: stats.server_error_kinds.lock().unwrap_or_else(|e| e.into_inner()).clone(),
         };
         let resources = sampler.finish();
@@ -774,13 +789,19 @@ pub fn recheck(path: &std::path::Path) -> anyhow::Result<CheckOutcome> {
 
 /// The lease caches' reads over every node (hit, miss, refetch), from `/metrics`; `None` if no node caches.
 fn cache_reads(file: Option<&ClusterFile>) -> Option<[u64; 3]> {
-    let mut total = [0u64; 3];
+    let names = ["hit", "miss", "refetch"].map(|outcome| format!("causet_cache_reads_total{{outcome=\"{outcome}\"}}"));
+    node_totals(file, &names.each_ref().map(String::as_str))
+}
+
+/// The sums over every node of `/metrics` samples named exactly `names`; `None` if no node reports any.
+fn node_totals<const N: usize>(file: Option<&ClusterFile>, names: &[&str; N]) -> Option<[u64; N]> {
+    let mut total = [0u64; N];
     let mut any = false;
     for node in file.map(|f| &f.nodes[..]).unwrap_or_default() {
         let Ok(text) = crate::cluster::http_get(node.admin, "/metrics") else { continue };
-        for (i, outcome) in ["hit", "miss", "refetch"].iter().enumerate() {
-            let name = format!("causet_cache_reads_total{{outcome=\"{outcome}\"}}");
-            if let Some(v) = text.lines().find_map(|l| l.strip_prefix(&name)?.trim().parse::<f64>().ok()) {
+        for (i, name) in names.iter().enumerate() {
+            let sample = |l: &str| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse::<f64>().ok();
+            if let Some(v) = text.lines().find_map(sample) {
                 total[i] += v as u64;
                 any = true;
             }

@@ -7,7 +7,7 @@
 //! its commit request was sent can never commit (the server aborts transactions of closed connections), so it is
 //! `Aborted`. Every client call is bounded by a timeout, so a killed or paused node cannot stall a session.
 
-use causet_client::{Client, ClientError, Value, VectorClock};
+use causet_client::{Client, ClientClock, ClientError, Value, VectorClock};
 use causet_sim::history::{HistOp, ObjectKind, Observed, Outcome, TxRecord, WriteId};
 use causet_sim::workload::{observed, record_writes, Plan, Planned, Step, Workload, WorkloadConfig};
 use rand::{RngExt, SeedableRng};
@@ -84,6 +84,7 @@ pub async fn run(config: SessionConfig, stats: Arc<RequestStats>) -> SessionResu
     let dcs = config.dc_clients.len();
     let mut clients: Vec<Option<Client>> = (0..dcs).map(|_| None).collect();
     let mut clock: Option<VectorClock> = None;
+    let mut token = None;
     let mut records = Vec::new();
     while Instant::now() < config.stop_at {
         let dc = if dcs > 1 && rng.random_bool(config.move_probability) {
@@ -107,8 +108,10 @@ pub async fn run(config: SessionConfig, stats: Arc<RequestStats>) -> SessionResu
             }
         }
         let Some(client) = slot.as_mut() else { continue };
+        // The session's clock, with the write buffer it depends on (a node that buffers writes names itself in
+        // the commit's clock, and a transaction elsewhere asks it for their handover first).
         if let Some(c) = &clock {
-            client.observe_clock(c);
+            client.observe_session_clock(&ClientClock { vector: c.clone(), token });
         }
         let mut record = TxRecord {
             index: 0,
@@ -121,6 +124,7 @@ pub async fn run(config: SessionConfig, stats: Arc<RequestStats>) -> SessionResu
         };
         let (keep, connection_ok) = run_plan(client, plan, &mut record, &config, &stats).await;
         record.end_us = micros(config.epoch);
+        token = client.session_clock().and_then(|c| c.token);
         if let Some(seen) = client.causal_clock() {
             match &mut clock {
                 Some(own) if own.len() == seen.len() => own.merge_max(seen),

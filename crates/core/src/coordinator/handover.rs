@@ -62,6 +62,8 @@ pub struct HandoverStats {
     pub in_flight: usize,
     /// Transactions that waited for a handover before they could start or commit.
     pub waits: u64,
+    /// Other coordinators' questions for a handover answered (their clients saw this buffer: `tokens`).
+    pub asked: u64,
 }
 
 /// A component whose handover is decided: readable by the transactions whose window excludes its commit.
@@ -122,11 +124,13 @@ pub(super) struct Buffering {
     pub(super) accepting: bool,
     /// The buffer's log: outputs wait for its records.
     pub(super) log: super::durable::Log,
+    /// Other coordinators' questions (`tokens`): where to answer, their number, and the round that answers them.
+    pub(super) asked: Vec<(crate::Address, u64, u64)>,
     /// Rounds for leases start no earlier (rounds are spaced so that starts rarely wait for one).
     next_round_us: u64,
     lease_us: u64,
     memory_bytes: usize,
-    stats: HandoverStats,
+    pub(super) stats: HandoverStats,
 }
 
 impl Buffering {
@@ -139,6 +143,7 @@ impl Buffering {
             recovered_floor: None,
             log: super::durable::Log::default(),
             retired: VecDeque::new(),
+            asked: Vec::new(),
             round: None,
             rounds_started: 0,
             rounds_done: 0,
@@ -197,6 +202,11 @@ impl Buffering {
     }
 
     /// The join of every handed-over commit: a transaction that does not read the buffer starts above it.
+    /// Nothing buffered, in a round of handovers, or handed over and still read from the buffer.
+    pub(super) fn is_empty(&self) -> bool {
+        self.buffer.stats().components == 0 && self.round.is_none() && self.retired.is_empty()
+    }
+
     pub(super) fn handed(&self) -> Option<&VectorClock> {
         self.handed.as_ref()
     }
@@ -338,7 +348,7 @@ impl Coordinator {
         // Durable before the client hears of it (the reply waits for the record).
         self.persist(record);
         self.finish(id, super::Finished::Committed);
-        self.reply(client, request, Ok(super::ClientResponse::Committed { commit: deps }));
+        self.reply(client, request, Ok(super::ClientResponse::Committed { commit: deps, token: None }));
         self.start_round(now_us);
         Ok(true)
     }
@@ -438,6 +448,7 @@ impl Coordinator {
         let open = self.txs.values().any(|tx| tx.view.is_some());
         self.buffering.as_mut().expect("buffering").buffer.restart_seq(open);
         self.log_round_done();
+        self.answer_asked();
         self.release_starts(now_us);
         let waiting: Vec<(TxId, RequestId)> = self
             .txs

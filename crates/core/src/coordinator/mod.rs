@@ -9,9 +9,11 @@
 
 mod durable;
 mod handover;
+mod tokens;
 
 pub use durable::BufferRecord;
 pub use handover::HandoverStats;
+pub use tokens::{BufferToken, ClientClock};
 
 use crate::buffer::TxView;
 use crate::bugs::{self, Bug};
@@ -54,7 +56,7 @@ pub enum ClientRequest {
     /// Start an interactive transaction after the client's causal clock, if any.
     Start {
         /// The client's causal clock: the largest commit or snapshot vector it has seen.
-        clock: Option<VectorClock>,
+        clock: Option<ClientClock>,
         /// Where its reads go.
         reads: ReadFrom,
     },
@@ -85,7 +87,7 @@ pub enum ClientRequest {
     /// Read objects in a transaction of its own.
     StaticRead {
         /// The client's causal clock.
-        clock: Option<VectorClock>,
+        clock: Option<ClientClock>,
         /// The objects.
         objects: Vec<ObjectId>,
         /// Where the reads go.
@@ -94,7 +96,7 @@ pub enum ClientRequest {
     /// Update objects in a transaction of its own.
     StaticUpdate {
         /// The client's causal clock.
-        clock: Option<VectorClock>,
+        clock: Option<ClientClock>,
         /// The objects and operations, applied in order.
         updates: Vec<(ObjectId, Op)>,
     },
@@ -109,6 +111,8 @@ pub enum ClientResponse {
         tx: TxId,
         /// Its snapshot vector.
         snapshot: VectorClock,
+        /// The write buffer the snapshot depends on (see [`ClientClock`]); not in AntidoteDB's descriptor.
+        token: Option<BufferToken>,
     },
     /// The values read, in request order.
     Values(Vec<Value>),
@@ -118,6 +122,8 @@ pub enum ClientResponse {
     Committed {
         /// The commit vector (the snapshot vector for a read-only transaction).
         commit: VectorClock,
+        /// The write buffer the client depends on, if the commit vector does not cover it (see [`ClientClock`]).
+        token: Option<BufferToken>,
     },
     /// The transaction was aborted at the client's request.
     Aborted,
@@ -127,7 +133,23 @@ pub enum ClientResponse {
         values: Vec<Value>,
         /// The snapshot vector read.
         commit: VectorClock,
+        /// The write buffer the client depends on, if the snapshot does not cover it (see [`ClientClock`]).
+        token: Option<BufferToken>,
     },
+}
+
+impl ClientResponse {
+    /// The clock a client carries on with after this answer, if it gives one.
+    pub fn clock(&self) -> Option<ClientClock> {
+        match self {
+            ClientResponse::Started { snapshot: vector, token, .. }
+            | ClientResponse::Committed { commit: vector, token }
+            | ClientResponse::StaticValues { commit: vector, token, .. } => {
+                Some(ClientClock { vector: vector.clone(), token: *token })
+            }
+            ClientResponse::Values(_) | ClientResponse::Updated | ClientResponse::Aborted => None,
+        }
+    }
 }
 
 /// Why a request failed. [`TxError::code`] maps it onto AntidoteDB's error codes.
@@ -289,6 +311,8 @@ struct PendingStart {
     deadline_us: u64,
     /// It starts once this many rounds of handovers have ended (what was buffered before it is at the owners).
     after_round: u64,
+    /// Its question to the write buffer its client's clock names, until answered (`tokens`).
+    question: Option<tokens::Question>,
 }
 
 #[derive(Clone, Debug)]
@@ -331,6 +355,8 @@ pub struct Coordinator {
     next_report_us: u64,
     /// Requests sent again to a partition's new leader.
     resends: u64,
+    /// Starts that asked another coordinator for its buffer's handover (`tokens`).
+    moves: u64,
 }
 
 impl Coordinator {
@@ -359,6 +385,7 @@ impl Coordinator {
             outputs: VecDeque::new(),
             next_report_us: now_us,
             resends: 0,
+            moves: 0,
             config,
         }
     }
@@ -407,6 +434,9 @@ impl Coordinator {
         }
         for s in &self.starts {
             next = next.min(s.deadline_us);
+        }
+        if let Some(question) = self.next_question_us() {
+            next = next.min(question);
         }
         if let Some(round) = self.buffering.as_ref().and_then(|b| b.next_round()) {
             next = next.min(round);
@@ -468,6 +498,11 @@ impl Coordinator {
 
     /// A message from a partition or the stabilizer.
     pub fn handle_message(&mut self, now_us: u64, from: Address, msg: Message) {
+        match msg {
+            Message::FlushBuffer { query } => return self.on_flush_asked(now_us, from, query),
+            Message::BufferFlushed { query, handed } => return self.on_flushed(now_us, query, handed),
+            _ => {}
+        }
         let Address::Partition(partition) = from else {
             if let Message::Stable { stable, .. } = msg {
                 self.on_stable(now_us, stable);
@@ -511,7 +546,13 @@ impl Coordinator {
         }
         let starts = std::mem::take(&mut self.starts);
         for s in starts {
-            if now_us >= s.deadline_us {
+            if now_us >= s.deadline_us && s.question.is_some() {
+                let err = TxError::Timeout(
+                    "the coordinator holding writes this client saw in its buffer did not hand them over in time"
+                        .into(),
+                );
+                self.reply(s.client, s.request, Err(err));
+            } else if now_us >= s.deadline_us {
                 let err = TxError::Timeout("the DC's stable snapshot did not reach the client's clock in time".into());
                 self.reply(s.client, s.request, Err(err));
             } else {
@@ -533,6 +574,7 @@ impl Coordinator {
         for id in due {
             self.on_due(now_us, id);
         }
+        self.ask_again(now_us);
         self.start_round(now_us);
     }
 
@@ -598,11 +640,12 @@ impl Coordinator {
         now_us: u64,
         client: ClientId,
         request: RequestId,
-        clock: Option<VectorClock>,
+        clock: Option<ClientClock>,
         then: Option<StaticOp>,
         reads: ReadFrom,
     ) {
-        let clock = clock.unwrap_or_else(|| VectorClock::zero(self.config.vector_len()));
+        let ClientClock { vector: clock, token } =
+            clock.unwrap_or_else(|| VectorClock::zero(self.config.vector_len()).into());
         if let Err(e) = self.validate_clock(now_us, &clock) {
             self.reply(client, request, Err(e));
             return;
@@ -618,7 +661,8 @@ impl Coordinator {
             Some(b) if !reads_buffer => b.request_flush(),
             _ => 0,
         };
-        let start = PendingStart { client, request, clock, then, reads, deadline_us, after_round };
+        let mut start = PendingStart { client, request, clock, then, reads, deadline_us, after_round, question: None };
+        self.ask_for_handover(now_us, &mut start, token);
         if self.ready(&start) {
             self.begin(now_us, start);
         } else {
@@ -647,7 +691,7 @@ impl Coordinator {
             Some(b) => b.rounds_done() >= start.after_round,
             None => true,
         };
-        buffer && self.heard_stable && self.remote_entries_stable(&floor)
+        buffer && start.question.is_none() && self.heard_stable && self.remote_entries_stable(&floor)
     }
 
     /// What a start's snapshot must cover: the client's clock, raised, with the write buffer, to what the
@@ -766,7 +810,7 @@ impl Coordinator {
             // all the clock it may carry on with (the top of the window would make its next reads miss the cache).
             None => {
                 let snapshot = window_lo.unwrap_or(snapshot);
-                self.reply(start.client, start.request, Ok(ClientResponse::Started { tx: id, snapshot }))
+                self.reply(start.client, start.request, Ok(ClientResponse::Started { tx: id, snapshot, token: None }))
             }
             Some(StaticOp::Read(objects)) => self.run(now_us, id, start.request, Continuation::Read(objects)),
             Some(StaticOp::Update(updates)) => self.run(now_us, id, start.request, Continuation::Update(updates)),
@@ -1048,7 +1092,7 @@ impl Coordinator {
                     let client = tx.client;
                     self.txs.remove(&id);
                     self.finish(id, Finished::Committed);
-                    let response = ClientResponse::StaticValues { values, commit };
+                    let response = ClientResponse::StaticValues { values, commit, token: None };
                     self.reply(client, request, Ok(response));
                     return;
                 }
@@ -1118,7 +1162,7 @@ impl Coordinator {
             let (client, commit) = (tx.client, tx.snapshot.clone());
             self.txs.remove(&id);
             self.finish(id, Finished::Committed);
-            self.reply(client, request, Ok(ClientResponse::Committed { commit }));
+            self.reply(client, request, Ok(ClientResponse::Committed { commit, token: None }));
             return;
         }
         match self.try_buffer(now_us, id, request) {
@@ -1309,7 +1353,7 @@ impl Coordinator {
         self.clock.observe(commit.get(self.config.dc));
         self.txs.remove(&id);
         self.finish(id, Finished::Committed);
-        self.reply(client, request, Ok(ClientResponse::Committed { commit }));
+        self.reply(client, request, Ok(ClientResponse::Committed { commit, token: None }));
     }
 
     fn on_commit_ack(&mut self, now_us: u64, id: TxId, partition: PartitionId) {
@@ -1327,7 +1371,7 @@ impl Coordinator {
             if kind == Kind::Handover {
                 return self.on_handover_committed(now_us, id, commit);
             }
-            self.reply(client, request, Ok(ClientResponse::Committed { commit }));
+            self.reply(client, request, Ok(ClientResponse::Committed { commit, token: None }));
         }
     }
 
@@ -1370,6 +1414,7 @@ impl Coordinator {
     }
 
     fn reply(&mut self, client: ClientId, request: RequestId, result: Result<ClientResponse, TxError>) {
+        let result = result.map(|r| self.with_token(r));
         self.emit(CoordinatorOutput::Reply(ClientReply { client, request, result }));
     }
 
