@@ -198,6 +198,14 @@ fn ephemeral(rng: &mut impl rand::RngExt, taken: &[SocketAddr]) -> anyhow::Resul
     Ok(std::net::TcpListener::bind("127.0.0.1:0").context("finding a free port")?.local_addr()?)
 }
 
+/// A port of 127.0.0.1 nothing listens on now and none of `taken`, drawn as a cluster's ports are (below the
+/// kernel's range for outgoing connections, so that no connection takes it before a server binds it): for tests
+/// and tools that start servers of their own.
+pub fn free_port(taken: &[u16]) -> anyhow::Result<u16> {
+    let taken: Vec<SocketAddr> = taken.iter().map(|p| SocketAddr::from(([127, 0, 0, 1], *p))).collect();
+    Ok(ephemeral(&mut rand::rng(), &taken)?.port())
+}
+
 /// Starts the processes, waits until every node serves and writes the cluster file. `base_port = 0` picks free
 /// ports; since another process may take a port between the pick and the node's bind, a start on picked ports that
 /// fails is retried (up to three times) on new ones. A start that fails stops the nodes it started.

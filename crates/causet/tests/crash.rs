@@ -114,13 +114,8 @@ impl Drop for Server {
     }
 }
 
-fn free_port() -> u16 {
-    loop {
-        if let Ok(port) = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()) {
-            return port;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+fn free_port(taken: &[u16]) -> u16 {
+    causet::cluster::free_port(taken).expect("a free port")
 }
 
 fn log_tail(path: &Path, lines: usize) -> String {
@@ -134,11 +129,8 @@ fn log_tail(path: &Path, lines: usize) -> String {
 async fn start_server(data: &Path, logs: &Path, label: &str, checkpoint_s: u64) -> Server {
     const ATTEMPTS: usize = 5;
     for attempt in 0..ATTEMPTS {
-        let client_port = free_port();
-        let mut admin_port = free_port();
-        while admin_port == client_port {
-            admin_port = free_port();
-        }
+        let client_port = free_port(&[]);
+        let admin_port = free_port(&[client_port]);
         let client_addr = SocketAddr::from(([127, 0, 0, 1], client_port));
         let log = logs.join(format!("{label}-{attempt}.log"));
         let out = std::fs::File::create(&log).expect("create the server log");

@@ -4,7 +4,7 @@
 
 use causet_client::VectorClock;
 use causet_client::{Client, Set, ValueExt};
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -75,8 +75,10 @@ impl Drop for Dc {
     }
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").expect("a free port").local_addr().expect("an address").port()
+/// A free port none of `taken` (below the kernel's range for outgoing connections: a port the kernel hands out
+/// may be handed out again, to a node's connection, before the DC binds it — a DC once failed to start so).
+fn free_port(taken: &[u16]) -> u16 {
+    causet::cluster::free_port(taken).expect("a free port")
 }
 
 /// Each partition keeps at most this many unacknowledged transactions in memory: small, so that a DC that was
@@ -90,7 +92,16 @@ fn cluster(dir: &Path, dcs: u16) -> Vec<Dc> {
 /// Starts `dcs` DCs; with `linked`, each knows its peers from its configuration, else they start unconnected.
 fn cluster_with(dir: &Path, dcs: u16, linked: bool, partitions: impl Fn(u16) -> u32) -> Vec<Dc> {
     std::fs::create_dir_all(dir).expect("the cluster's directory");
-    let ports: Vec<[u16; 3]> = (0..dcs).map(|_| [free_port(), free_port(), free_port()]).collect();
+    let mut picked = Vec::new();
+    let ports: Vec<[u16; 3]> = (0..dcs)
+        .map(|_| {
+            [(); 3].map(|()| {
+                let port = free_port(&picked);
+                picked.push(port);
+                port
+            })
+        })
+        .collect();
     let mut out = Vec::new();
     for dc in 0..dcs {
         let [client, admin, replication] = ports[dc as usize];

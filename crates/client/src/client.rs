@@ -21,14 +21,15 @@ use tokio::net::{TcpStream, ToSocketAddrs};
 /// older data than it has seen (across servers too, if the caller hands the clock over). Requests on one client
 /// are sequential, which `&mut self` enforces; open several clients for concurrency.
 ///
-/// With a server that buffers writes (docs/cache.md), a commit's clock may also name the write buffer the session
-/// depends on (a [`BufferToken`]); the session sends it with its next transactions, on whichever server, and
-/// [`Client::session_clock`] hands it over with the vector.
+/// With a server that buffers writes (docs/cache.md), a reply's clock may also name the write buffer the session
+/// depends on (a [`BufferToken`]); the session sends it with its next transactions, on whichever server. To hand
+/// the session's clock to another session, use [`Client::session_clock`] and [`Client::observe_session_clock`],
+/// which carry the tokens ([`Client::causal_clock`] and [`Client::observe_clock`] carry the vector only).
 #[derive(Debug)]
 pub struct Client {
     connection: Connection,
     clock: Option<VectorClock>,
-    token: Option<BufferToken>,
+    tokens: Vec<BufferToken>,
 }
 
 impl Client {
@@ -36,7 +37,7 @@ impl Client {
     pub async fn connect(addr: impl ToSocketAddrs) -> Result<Client, ClientError> {
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
-        Ok(Client { connection: Connection::new(stream, DEFAULT_MAX_FRAME_BYTES), clock: None, token: None })
+        Ok(Client { connection: Connection::new(stream, DEFAULT_MAX_FRAME_BYTES), clock: None, tokens: Vec::new() })
     }
 
     /// Sets the largest reply frame accepted (code byte and message); a larger one breaks the connection. The
@@ -63,36 +64,37 @@ impl Client {
         }
     }
 
-    /// The session's clock with the write buffer it depends on, to hand to another session
+    /// The session's clock with the write buffers it depends on, to hand to another session
     /// ([`Client::observe_session_clock`]), on another server too.
     pub fn session_clock(&self) -> Option<ClientClock> {
         let vector = self.clock.clone().unwrap_or_default();
-        (self.clock.is_some() || self.token.is_some()).then_some(ClientClock { vector, token: self.token })
+        (self.clock.is_some() || !self.tokens.is_empty()).then(|| ClientClock { vector, tokens: self.tokens.clone() })
     }
 
-    /// Raises the session clock to include `clock` ([`Client::observe_clock`]) and takes its buffer token, if it
-    /// has one.
+    /// Raises the session clock to include `clock`: its vector ([`Client::observe_clock`]) and its buffer tokens,
+    /// kept with the session's own.
     pub fn observe_session_clock(&mut self, clock: &ClientClock) {
-        self.observe_clock(&clock.vector);
-        if clock.token.is_some() {
-            self.token = clock.token;
-        }
+        let mut own =
+            ClientClock { vector: self.clock.take().unwrap_or_default(), tokens: std::mem::take(&mut self.tokens) };
+        own.merge(clock);
+        self.clock = (!own.vector.is_empty()).then_some(own.vector);
+        self.tokens = own.tokens;
     }
 
-    /// A commit's clock: the session absorbs the vector and takes the token (the server resolved the one it was
-    /// sent, or named its own again).
-    fn observe_commit(&mut self, commit: &VectorClock, token: Option<BufferToken>) {
-        self.observe_clock(commit);
-        self.token = token;
+    /// A reply's clock: the session absorbs the vector and takes the reply's token in place of its own (the server
+    /// resolved the tokens it was sent before it answered, and names its own buffer again if it must).
+    fn observe_reply(&mut self, vector: &VectorClock, token: Option<BufferToken>) {
+        self.observe_clock(vector);
+        self.tokens = token.into_iter().collect();
     }
 
-    /// The clock to send: the caller's, else the session's, with the session's buffer token.
+    /// The clock to send: the caller's, else the session's, with the session's buffer tokens.
     fn clock_for(&self, clock: Option<&VectorClock>) -> Option<ClientClock> {
         let vector = clock.or(self.clock.as_ref()).cloned();
-        match (vector, self.token) {
-            (None, None) => None,
-            (vector, token) => Some(ClientClock { vector: vector.unwrap_or_default(), token }),
+        if vector.is_none() && self.tokens.is_empty() {
+            return None;
         }
+        Some(ClientClock { vector: vector.unwrap_or_default(), tokens: self.tokens.clone() })
     }
 
     async fn call(&mut self, kind: &ReplyKind, request: Bytes) -> Result<ClientResponse, ClientError> {
@@ -119,10 +121,10 @@ impl Client {
     ) -> Result<Transaction<'_>, ClientError> {
         let request = encode_start(self.clock_for(clock).as_ref(), reads)?;
         match self.call(&ReplyKind::Start, request).await? {
-            // (The descriptor has no token: the session keeps its own until the commit's clock replaces it.)
-            ClientResponse::Started { tx, snapshot, .. } => {
-                self.observe_clock(&snapshot);
-                Ok(Transaction { client: self, descriptor: TxDescriptor { tx, snapshot } })
+            // (The snapshot and its token cover what the transaction reads, also if it aborts.)
+            ClientResponse::Started { tx, snapshot, token } => {
+                self.observe_reply(&snapshot, token);
+                Ok(Transaction { client: self, descriptor: TxDescriptor { tx, snapshot, token } })
             }
             other => Err(unexpected("start transaction", &other)),
         }
@@ -149,7 +151,7 @@ impl Client {
         let kind = ReplyKind::StaticRead(types_of(objects));
         match self.call(&kind, request).await? {
             ClientResponse::StaticValues { values, commit, token } => {
-                self.observe_commit(&commit, token);
+                self.observe_reply(&commit, token);
                 Ok((values, commit))
             }
             other => Err(unexpected("static read", &other)),
@@ -167,7 +169,7 @@ impl Client {
         let request = encode_static_update(self.clock_for(clock).as_ref(), &updates)?;
         match self.call(&ReplyKind::StaticUpdate, request).await? {
             ClientResponse::Committed { commit, token } => {
-                self.observe_commit(&commit, token);
+                self.observe_reply(&commit, token);
                 Ok(commit)
             }
             other => Err(unexpected("static update", &other)),
@@ -294,7 +296,7 @@ impl Transaction<'_> {
         let request = encode_commit(&self.descriptor)?;
         match self.client.call(&ReplyKind::Commit, request).await? {
             ClientResponse::Committed { commit, token } => {
-                self.client.observe_commit(&commit, token);
+                self.client.observe_reply(&commit, token);
                 Ok(commit)
             }
             other => Err(unexpected("commit", &other)),

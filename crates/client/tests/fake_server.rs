@@ -4,7 +4,7 @@
 
 use bytes::{Bytes, BytesMut};
 use causet_client::{Client, ClientError, Counter, Flag, LwwRegister, Map, MvRegister, Set, ValueExt};
-use causet_core::coordinator::{ClientRequest, ClientResponse, TxError};
+use causet_core::coordinator::{BufferToken, ClientClock, ClientRequest, ClientResponse, TxError};
 use causet_core::{CoordinatorId, DcId, ObjectId, Timestamp, TxId, VectorClock};
 use causet_crdt::{Crdt, CrdtType, EffectCtx, MapKey, Op, Stamp, TxTag, Value};
 use causet_wire::proto::{ApbCommitResp, ApbStartTransactionResp, MessageCode};
@@ -62,7 +62,8 @@ async fn serve(mut handle: impl FnMut(Frame) -> Action + Send + 'static) -> Sock
 }
 
 /// A one-DC, single-partition stand-in for the server: committed state, open transactions' buffered operations,
-/// and a clock that ticks at each commit. It records the clock every transaction start carried.
+/// and a clock that ticks at each commit. It records the clock (and the buffer tokens) every transaction start
+/// carried, and names `reply_token` in every reply's clock, as a server that buffers writes does.
 #[derive(Default)]
 struct Store {
     committed: BTreeMap<ObjectId, Crdt>,
@@ -70,6 +71,8 @@ struct Store {
     next_seq: u64,
     open: BTreeMap<TxId, Vec<(ObjectId, Op)>>,
     start_clocks: Vec<Option<VectorClock>>,
+    start_tokens: Vec<Vec<BufferToken>>,
+    reply_token: Option<BufferToken>,
 }
 
 fn vc(entries: &[u64]) -> VectorClock {
@@ -114,14 +117,20 @@ impl Store {
         Ok(vc(&[self.time]))
     }
 
+    fn record_start(&mut self, clock: Option<ClientClock>) {
+        let (vector, tokens) = clock.map_or((None, Vec::new()), |c| (Some(c.vector), c.tokens));
+        self.start_clocks.push(vector);
+        self.start_tokens.push(tokens);
+    }
+
     fn serve(&mut self, request: ClientRequest) -> Result<ClientResponse, TxError> {
         match request {
             ClientRequest::Start { clock, .. } => {
-                self.start_clocks.push(clock.map(|c| c.vector));
+                self.record_start(clock);
                 let tx = TxId { dc: DcId(0), coordinator: CoordinatorId(1), seq: self.next_seq };
                 self.next_seq += 1;
                 self.open.insert(tx, Vec::new());
-                Ok(ClientResponse::Started { tx, snapshot: vc(&[self.time]), token: None })
+                Ok(ClientResponse::Started { tx, snapshot: vc(&[self.time]), token: self.reply_token })
             }
             ClientRequest::Read { tx, objects } => {
                 let pending = self.open.get(&tx).ok_or(TxError::UnknownTransaction(tx))?;
@@ -137,23 +146,23 @@ impl Store {
             }
             ClientRequest::Commit { tx } => {
                 let pending = self.open.remove(&tx).ok_or(TxError::UnknownTransaction(tx))?;
-                Ok(ClientResponse::Committed { commit: self.commit(&pending)?, token: None })
+                Ok(ClientResponse::Committed { commit: self.commit(&pending)?, token: self.reply_token })
             }
             ClientRequest::Abort { tx } => {
                 self.open.remove(&tx).ok_or(TxError::UnknownTransaction(tx))?;
                 Ok(ClientResponse::Aborted)
             }
             ClientRequest::StaticRead { clock, objects, .. } => {
-                self.start_clocks.push(clock.map(|c| c.vector));
+                self.record_start(clock);
                 Ok(ClientResponse::StaticValues {
                     values: self.read(&objects, &[]),
                     commit: vc(&[self.time]),
-                    token: None,
+                    token: self.reply_token,
                 })
             }
             ClientRequest::StaticUpdate { clock, updates } => {
-                self.start_clocks.push(clock.map(|c| c.vector));
-                Ok(ClientResponse::Committed { commit: self.commit(&updates)?, token: None })
+                self.record_start(clock);
+                Ok(ClientResponse::Committed { commit: self.commit(&updates)?, token: self.reply_token })
             }
         }
     }
@@ -389,4 +398,30 @@ async fn nested_maps_round_trip_through_the_server() {
     client.static_update(None, [doc.remove([meta.key().clone()])]).await.unwrap();
     let (values, _) = client.static_read(None, &[doc.key().clone()]).await.unwrap();
     assert_eq!(values[0].field(&MapKey { key: b"meta".to_vec(), ty: CrdtType::MapRr }), None);
+}
+
+#[tokio::test]
+async fn buffer_tokens_travel_with_the_session_clock_and_each_reply_replaces_them() {
+    let (addr, store) = store_server().await;
+    let mut client = Client::connect(addr).await.unwrap();
+    let flag = Flag::ew("f", "b");
+    let [x, y] = [7, 8].map(|c| BufferToken { dc: DcId(0), coordinator: CoordinatorId(c) });
+    // A buffered commit names its buffer: the session keeps the token.
+    store.lock().unwrap().reply_token = Some(x);
+    client.static_update(None, [flag.enable()]).await.unwrap();
+    assert_eq!(client.session_clock().map(|c| c.tokens), Some(vec![x]));
+    // Another session's clock: its token joins the session's own.
+    client.observe_session_clock(&ClientClock::new(vc(&[0]), Some(y)));
+    assert_eq!(client.session_clock().map(|c| c.tokens), Some(vec![x, y]));
+    // The next start carries both; its reply (no buffer there) replaces them.
+    store.lock().unwrap().reply_token = None;
+    client.static_read(None, &[flag.key().clone()]).await.unwrap();
+    assert_eq!(store.lock().unwrap().start_tokens.last(), Some(&vec![x, y]));
+    assert_eq!(client.session_clock().map(|c| c.tokens), Some(vec![]));
+    // A started transaction's descriptor names the buffer its snapshot depends on: kept, even if it aborts.
+    store.lock().unwrap().reply_token = Some(y);
+    client.start_transaction(None).await.unwrap().abort().await.unwrap();
+    assert_eq!(client.session_clock().map(|c| c.tokens), Some(vec![y]));
+    client.static_read(None, &[]).await.unwrap();
+    assert_eq!(store.lock().unwrap().start_tokens.last(), Some(&vec![y]));
 }

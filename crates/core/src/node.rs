@@ -133,9 +133,10 @@ impl Layout {
                 Some(n) if p.0 < topology.partition_count() => Location::Dc(dc, n),
                 _ => Location::Nowhere,
             },
+            // (A node a client's buffer token names, which the DC does not have: nowhere.)
+            Address::DcCoordinator(dc, c) if c.node() >= topology.nodes(dc) => Location::Nowhere,
             Address::DcCoordinator(dc, c) if dc == local => self.locate(topology, Address::Coordinator(c)),
-            Address::DcCoordinator(dc, c) if c.node() < topology.nodes(dc) => Location::Dc(dc, c.node()),
-            Address::DcCoordinator(..) => Location::Nowhere,
+            Address::DcCoordinator(dc, c) => Location::Dc(dc, c.node()),
             Address::Coordinator(c) if c.node() != self.node => Location::Node(c.node()),
             Address::Coordinator(c) => match self.coordinator_shard(c) {
                 Some(shard) => Location::Shard(shard),

@@ -984,7 +984,7 @@ fn a_start_whose_clock_names_another_buffer_waits_for_its_handover_and_starts_ab
     let handed = committed(dc.call(ClientRequest::StaticUpdate { clock: None, updates: vec![(set("x"), add("a"))] }));
     let elsewhere = CoordinatorId(9);
     let token = Some(BufferToken { dc: DcId(0), coordinator: elsewhere });
-    let clock = ClientClock { vector: VectorClock::zero(1), token };
+    let clock = ClientClock::new(VectorClock::zero(1), token);
     dc.send(RequestId(100), ClientRequest::Start { clock: Some(clock.clone()), reads: Default::default() });
     assert!(dc.replies.is_empty(), "the start waits for the handover");
     assert_eq!(questions_to(&dc, elsewhere).len(), 1);
@@ -1003,15 +1003,40 @@ fn a_start_whose_clock_names_another_buffer_waits_for_its_handover_and_starts_ab
         }
         other => panic!("{other:?}"),
     }
-    // A token of this coordinator itself needs no question; one nobody answers times out.
-    let own = ClientClock { token: Some(BufferToken { dc: DcId(0), coordinator: dc.coordinator.id() }), ..clock };
-    dc.start(Some(own.vector.clone()));
-    dc.send(RequestId(200), ClientRequest::Start { clock: Some(own), reads: Default::default() });
-    assert!(matches!(dc.replies.pop_front(), Some((RequestId(200), Ok(ClientResponse::Started { .. })))));
-    let gone = ClientClock {
-        vector: VectorClock::zero(1),
-        token: Some(BufferToken { dc: DcId(0), coordinator: CoordinatorId(10) }),
+    // A token of this coordinator itself, or of an earlier run of its node's shard (whose buffer it recovered),
+    // needs no question.
+    dc.start(Some(clock.vector.clone()));
+    for (i, own) in [dc.coordinator.id(), CoordinatorId::compose(0, 7, 0)].into_iter().enumerate() {
+        let own = ClientClock::new(clock.vector.clone(), Some(BufferToken { dc: DcId(0), coordinator: own }));
+        let request = RequestId(200 + i as u64);
+        dc.send(request, ClientRequest::Start { clock: Some(own), reads: Default::default() });
+        assert!(matches!(dc.replies.pop_front(), Some((r, Ok(ClientResponse::Started { .. }))) if r == request));
+    }
+    assert_eq!(questions_to(&dc, dc.coordinator.id()).len(), 0);
+    // Several tokens (a client merged sessions' clocks): the start waits for every answer.
+    let (a, b) = (CoordinatorId(11), CoordinatorId(12));
+    let tokens = [a, b].map(|coordinator| BufferToken { dc: DcId(0), coordinator }).to_vec();
+    let two = ClientClock { vector: VectorClock::zero(1), tokens };
+    dc.send(RequestId(250), ClientRequest::Start { clock: Some(two), reads: Default::default() });
+    let answer = |dc: &mut Dc, c: CoordinatorId| {
+        let query = questions_to(dc, c)[0];
+        let msg = Message::BufferFlushed { query, handed: handed.clone() };
+        dc.coordinator.handle_message(dc.now, Address::DcCoordinator(DcId(0), c), msg);
+        dc.settle();
     };
+    answer(&mut dc, a);
+    assert!(dc.replies.is_empty(), "one answer of two");
+    answer(&mut dc, b);
+    assert!(matches!(dc.replies.pop_front(), Some((RequestId(250), Ok(ClientResponse::Started { .. })))));
+    // A token that names no coordinator of the cluster is refused.
+    let bogus = ClientClock::new(VectorClock::zero(1), Some(BufferToken { dc: DcId(3), coordinator: a }));
+    match dc.call(ClientRequest::Start { clock: Some(bogus), reads: Default::default() }) {
+        Err(TxError::InvalidClock(why)) => assert!(why.contains("buffer token"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    // One nobody answers times out.
+    let gone =
+        ClientClock::new(VectorClock::zero(1), Some(BufferToken { dc: DcId(0), coordinator: CoordinatorId(10) }));
     dc.send(RequestId(300), ClientRequest::Start { clock: Some(gone), reads: Default::default() });
     for _ in 0..=dc.config.op_timeout_us / dc.config.retry_interval_us {
         dc.advance(dc.config.retry_interval_us);
@@ -1020,4 +1045,30 @@ fn a_start_whose_clock_names_another_buffer_waits_for_its_handover_and_starts_ab
         Some((RequestId(300), Err(TxError::Timeout(why)))) => assert!(why.contains("hand them over"), "{why}"),
         other => panic!("{other:?}"),
     }
+}
+
+/// A decision that gets no acknowledgement is sent again, backing off: the retry interval doubled at each resend up
+/// to 32 times it, not a copy every interval (simulator seed 862: copies every interval kept a congested link
+/// congested). The commit still lands once the partitions hear it.
+#[test]
+fn an_unacknowledged_commit_is_resent_with_back_off_until_it_lands() {
+    let mut dc = Dc::new(2);
+    let [x, y] = <[ObjectId; 2]>::try_from(counters_apart(2, 2)).expect("two");
+    let interval = dc.config.retry_interval_us;
+    dc.drop_commits = true;
+    let updates = vec![(x.clone(), Op::Increment(1)), (y.clone(), Op::Increment(2))];
+    dc.send(RequestId(100), ClientRequest::StaticUpdate { clock: None, updates });
+    let commits = |dc: &Dc| dc.sent.iter().filter(|e| matches!(e.msg, Message::Commit { .. })).count();
+    assert_eq!(commits(&dc), 2, "sent to both owners, and dropped");
+    // Over 63 intervals: resends after 1, 2, 4, 8, 16 and 32 intervals (every interval would be 63 rounds).
+    for _ in 0..63 {
+        dc.advance(interval);
+    }
+    assert_eq!(commits(&dc), 2 * 7, "one first copy and six resends per owner");
+    dc.drop_commits = false;
+    for _ in 0..32 {
+        dc.advance(interval);
+    }
+    assert!(matches!(dc.replies.pop_front(), Some((RequestId(100), Ok(ClientResponse::Committed { .. })))));
+    assert!(dc.partitions.iter().all(|p| p.prepared_count() == 0), "committed at both owners");
 }

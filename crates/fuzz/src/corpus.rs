@@ -76,12 +76,13 @@ fn updates() -> Vec<(ObjectId, Op)> {
 fn request_frames() -> Vec<Vec<u8>> {
     let vector = VectorClock::from_entries(vec![Timestamp(1 << 20), Timestamp(0), Timestamp(u64::MAX >> 1)]);
     let clock = ClientClock::from(vector.clone());
-    // A clock naming a write buffer (format 0x02), in the static read's frame.
-    let token = Some(BufferToken { dc: DcId(1), coordinator: CoordinatorId(0x0004_0003) });
-    let with_token = ClientClock { vector, token };
+    // A clock naming two write buffers (format 0x02), in the static read's frame.
+    let token = BufferToken { dc: DcId(1), coordinator: CoordinatorId(0x0004_0003) };
+    let with_token = ClientClock { vector, tokens: vec![token, BufferToken { dc: DcId(0), ..token }] };
     let tx = TxDescriptor {
         tx: TxId { dc: DcId(1), coordinator: CoordinatorId(2), seq: 3 },
         snapshot: clock.vector.clone(),
+        token: Some(token),
     };
     let updates = updates();
     let mut frames = vec![

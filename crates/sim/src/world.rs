@@ -2039,7 +2039,7 @@ impl World {
     fn next_request(&mut self, s: u64) {
         let session = &mut self.sessions[s as usize];
         let active = session.active.as_mut().expect("a session with a request has a transaction");
-        let clock = session.clock.clone().map(|vector| ClientClock { vector, token: session.token });
+        let clock = session.clock.clone().map(|vector| ClientClock::new(vector, session.token));
         let nearest = self.config.nearest_reads && (session.id + active.record.index as u64).is_multiple_of(2);
         let fresh = self.config.cache.is_some() && (session.id + active.record.index as u64).is_multiple_of(8);
         let reads = if nearest {

@@ -10,8 +10,9 @@
 //! | kind | format byte | layout after it |
 //! |---|---|---|
 //! | clock | `0x01` | `n: u16`, then `n × u64` |
-//! | clock with a buffer token | `0x02` | `n: u16`, `n × u64`, then the token: `dc: u16`, `coordinator: u32` |
+//! | clock with buffer tokens | `0x02` | `n: u16`, `n × u64`, `k: u16`, then `k ×` (`dc: u16`, `coordinator: u32`) |
 //! | transaction descriptor | `0x11` | `dc: u16`, `coordinator: u32`, `seq: u64`, `n: u16`, `n × u64` (snapshot) |
+//! | descriptor with a buffer token | `0x12` | as `0x11`, then `dc: u16`, `coordinator: u32` (the token) |
 //! | DC descriptor | `0x22` | `dc: u16`, `dcs: u16`, `partitions: u32`, `count: u16`, then `count ×` (`len: u16`, `len` bytes of UTF-8) |
 //!
 //! Decoding never panics and never allocates more than the input's length: every length is checked against the
@@ -27,6 +28,8 @@ pub const CLOCK_FORMAT: u8 = 0x01;
 pub const TOKEN_CLOCK_FORMAT: u8 = 0x02;
 /// The format byte of a transaction descriptor.
 pub const TX_DESCRIPTOR_FORMAT: u8 = 0x11;
+/// The format byte of a transaction descriptor that names a write buffer its snapshot depends on.
+pub const TOKEN_TX_DESCRIPTOR_FORMAT: u8 = 0x12;
 /// The format byte of a DC connection descriptor.
 pub const DC_DESCRIPTOR_FORMAT: u8 = 0x22;
 
@@ -148,6 +151,23 @@ impl<'a> Reader<'a> {
         Ok(VectorClock::from_entries(entries))
     }
 
+    /// Fails unless `n` more bytes are present.
+    fn ensure(&self, n: usize) -> Result<(), EncodingError> {
+        if self.bytes.len() < n {
+            return Err(EncodingError::Truncated {
+                what: self.what,
+                needed_bytes: n,
+                available_bytes: self.bytes.len(),
+            });
+        }
+        Ok(())
+    }
+
+    /// A buffer token: `dc: u16`, `coordinator: u32`.
+    fn token(&mut self) -> Result<BufferToken, EncodingError> {
+        Ok(BufferToken { dc: DcId(self.u16()?), coordinator: CoordinatorId(self.u32()?) })
+    }
+
     fn finish(self) -> Result<(), EncodingError> {
         if self.bytes.is_empty() {
             Ok(())
@@ -170,20 +190,33 @@ fn put_timestamps(out: &mut Vec<u8>, clock: &VectorClock, what: &'static str) ->
     Ok(())
 }
 
-/// Encodes a client's clock: `0x01`, the number of DCs as `u16`, then each DC's timestamp as `u64`; with a buffer
-/// token, `0x02`, the same, then the token's DC as `u16` and coordinator as `u32`.
+/// Encodes a client's clock: `0x01`, the number of DCs as `u16`, then each DC's timestamp as `u64`; with buffer
+/// tokens, `0x02`, the same, then the number of tokens as `u16` and each token's DC as `u16` and coordinator as
+/// `u32`.
 ///
 /// A [`VectorClock`] has one entry per DC and [`DcId`] is 16 bits wide, so the count always fits; a longer vector
-/// is refused rather than truncated.
+/// (or more than 65,535 tokens) is refused rather than truncated.
 pub fn encode_clock(clock: &ClientClock) -> Result<Vec<u8>, EncodingError> {
-    let mut out = Vec::with_capacity(9 + 8 * clock.vector.len());
-    out.push(if clock.token.is_some() { TOKEN_CLOCK_FORMAT } else { CLOCK_FORMAT });
+    let mut out = Vec::with_capacity(11 + 8 * clock.vector.len() + 6 * clock.tokens.len());
+    out.push(if clock.tokens.is_empty() { CLOCK_FORMAT } else { TOKEN_CLOCK_FORMAT });
     put_timestamps(&mut out, &clock.vector, "clock")?;
-    if let Some(token) = clock.token {
-        out.extend_from_slice(&token.dc.0.to_be_bytes());
-        out.extend_from_slice(&token.coordinator.0.to_be_bytes());
+    if !clock.tokens.is_empty() {
+        let n = u16::try_from(clock.tokens.len()).map_err(|_| EncodingError::TooLong {
+            what: "clock's buffer tokens",
+            count: clock.tokens.len(),
+            max: usize::from(u16::MAX),
+        })?;
+        out.extend_from_slice(&n.to_be_bytes());
+        for token in &clock.tokens {
+            put_token(&mut out, token);
+        }
     }
     Ok(out)
+}
+
+fn put_token(out: &mut Vec<u8>, token: &BufferToken) {
+    out.extend_from_slice(&token.dc.0.to_be_bytes());
+    out.extend_from_slice(&token.coordinator.0.to_be_bytes());
 }
 
 /// Decodes a clock written by [`encode_clock`].
@@ -191,13 +224,17 @@ pub fn decode_clock(bytes: &[u8]) -> Result<ClientClock, EncodingError> {
     let format = if bytes.first() == Some(&TOKEN_CLOCK_FORMAT) { TOKEN_CLOCK_FORMAT } else { CLOCK_FORMAT };
     let mut r = Reader::new(bytes, "clock", format)?;
     let vector = r.timestamps()?;
-    let token = if format == TOKEN_CLOCK_FORMAT {
-        Some(BufferToken { dc: DcId(r.u16()?), coordinator: CoordinatorId(r.u32()?) })
-    } else {
-        None
-    };
+    let mut tokens = Vec::new();
+    if format == TOKEN_CLOCK_FORMAT {
+        let n = usize::from(r.u16()?);
+        // The count is checked against the bytes present before anything is allocated.
+        r.ensure(n * 6)?;
+        for _ in 0..n {
+            tokens.push(r.token()?);
+        }
+    }
     r.finish()?;
-    Ok(ClientClock { vector, token })
+    Ok(ClientClock { vector, tokens })
 }
 
 /// Decodes the clock a client sends to start a transaction: absent or empty bytes mean "no clock", and so does
@@ -223,35 +260,45 @@ pub struct TxDescriptor {
     pub tx: TxId,
     /// Its snapshot vector, or an empty vector when unknown.
     pub snapshot: VectorClock,
+    /// The write buffer the snapshot depends on, if the coordinator buffers writes the snapshot does not cover
+    /// (a client that keeps the snapshot as its clock keeps this with it).
+    pub token: Option<BufferToken>,
 }
 
 impl TxDescriptor {
     /// A descriptor that names the transaction only.
     pub fn id_only(tx: TxId) -> TxDescriptor {
-        TxDescriptor { tx, snapshot: VectorClock::default() }
+        TxDescriptor { tx, snapshot: VectorClock::default(), token: None }
     }
 
     /// Encodes the descriptor: `0x11`, `dc: u16`, `coordinator: u32`, `seq: u64`, then the snapshot as the number
-    /// of DCs (`u16`) and one `u64` per DC.
+    /// of DCs (`u16`) and one `u64` per DC; with a buffer token, `0x12`, the same, then the token's DC (`u16`) and
+    /// coordinator (`u32`).
     pub fn encode(&self) -> Result<Vec<u8>, EncodingError> {
-        let mut out = Vec::with_capacity(17 + 8 * self.snapshot.len());
-        out.push(TX_DESCRIPTOR_FORMAT);
+        let mut out = Vec::with_capacity(23 + 8 * self.snapshot.len());
+        out.push(if self.token.is_some() { TOKEN_TX_DESCRIPTOR_FORMAT } else { TX_DESCRIPTOR_FORMAT });
         out.extend_from_slice(&self.tx.dc.0.to_be_bytes());
         out.extend_from_slice(&self.tx.coordinator.0.to_be_bytes());
         out.extend_from_slice(&self.tx.seq.to_be_bytes());
         put_timestamps(&mut out, &self.snapshot, "transaction descriptor")?;
+        if let Some(token) = &self.token {
+            put_token(&mut out, token);
+        }
         Ok(out)
     }
 
     /// Decodes a descriptor written by [`TxDescriptor::encode`].
     pub fn decode(bytes: &[u8]) -> Result<TxDescriptor, EncodingError> {
-        let mut r = Reader::new(bytes, "transaction descriptor", TX_DESCRIPTOR_FORMAT)?;
+        let with_token = bytes.first() == Some(&TOKEN_TX_DESCRIPTOR_FORMAT);
+        let format = if with_token { TOKEN_TX_DESCRIPTOR_FORMAT } else { TX_DESCRIPTOR_FORMAT };
+        let mut r = Reader::new(bytes, "transaction descriptor", format)?;
         let dc = DcId(r.u16()?);
         let coordinator = CoordinatorId(r.u32()?);
         let seq = r.u64()?;
         let snapshot = r.timestamps()?;
+        let token = if with_token { Some(r.token()?) } else { None };
         r.finish()?;
-        Ok(TxDescriptor { tx: TxId { dc, coordinator, seq }, snapshot })
+        Ok(TxDescriptor { tx: TxId { dc, coordinator, seq }, snapshot, token })
     }
 }
 
@@ -332,23 +379,42 @@ mod tests {
     }
 
     #[test]
-    fn a_clock_with_a_buffer_token_has_the_documented_layout() {
-        let token = Some(BufferToken { dc: DcId(3), coordinator: CoordinatorId(0x0a0b_0c0d) });
-        let c = ClientClock { vector: clock(&[7]), token };
+    fn a_clock_with_buffer_tokens_has_the_documented_layout() {
+        let token = BufferToken { dc: DcId(3), coordinator: CoordinatorId(0x0a0b_0c0d) };
+        let c = ClientClock::new(clock(&[7]), Some(token));
         let bytes = encode_clock(&c).unwrap();
-        assert_eq!(bytes, [0x02, 0, 1, 0, 0, 0, 0, 0, 0, 0, 7, 0, 3, 0x0a, 0x0b, 0x0c, 0x0d].to_vec());
+        assert_eq!(bytes, [0x02, 0, 1, 0, 0, 0, 0, 0, 0, 0, 7, 0, 1, 0, 3, 0x0a, 0x0b, 0x0c, 0x0d].to_vec());
         assert_eq!(decode_clock(&bytes).unwrap(), c);
-        // A token cut short, or a plain clock with a token's bytes after it, is refused.
+        // A token cut short, a count beyond the bytes, or a plain clock with tokens after it, is refused.
         assert!(matches!(decode_clock(&bytes[..bytes.len() - 1]), Err(EncodingError::Truncated { .. })));
+        let mut more = bytes.clone();
+        more[12] = 0xff;
+        assert!(matches!(decode_clock(&more), Err(EncodingError::Truncated { .. })));
         let mut plain = bytes.clone();
         plain[0] = CLOCK_FORMAT;
-        assert!(matches!(decode_clock(&plain), Err(EncodingError::TrailingBytes { extra_bytes: 6, .. })));
+        assert!(matches!(decode_clock(&plain), Err(EncodingError::TrailingBytes { extra_bytes: 8, .. })));
+        // No tokens: the plain layout.
+        assert_eq!(encode_clock(&ClientClock::new(clock(&[7]), None)).unwrap()[0], CLOCK_FORMAT);
+    }
+
+    #[test]
+    fn a_descriptor_with_a_buffer_token_has_the_documented_layout() {
+        let tx = TxId { dc: DcId(2), coordinator: CoordinatorId(0x0a0b_0c0d), seq: 7 };
+        let token = Some(BufferToken { dc: DcId(1), coordinator: CoordinatorId(5) });
+        let d = TxDescriptor { tx, snapshot: clock(&[9]), token };
+        let bytes = d.encode().unwrap();
+        let mut expected =
+            vec![0x12, 0, 2, 0x0a, 0x0b, 0x0c, 0x0d, 0, 0, 0, 0, 0, 0, 0, 7, 0, 1, 0, 0, 0, 0, 0, 0, 0, 9];
+        expected.extend([0, 1, 0, 0, 0, 5]);
+        assert_eq!(bytes, expected);
+        assert_eq!(TxDescriptor::decode(&bytes).unwrap(), d);
+        assert!(matches!(TxDescriptor::decode(&bytes[..bytes.len() - 2]), Err(EncodingError::Truncated { .. })));
     }
 
     #[test]
     fn tx_descriptor_bytes_are_the_documented_layout() {
         let tx = TxId { dc: DcId(2), coordinator: CoordinatorId(0x0a0b_0c0d), seq: 7 };
-        let d = TxDescriptor { tx, snapshot: clock(&[9]) };
+        let d = TxDescriptor { tx, snapshot: clock(&[9]), token: None };
         let bytes = d.encode().unwrap();
         assert_eq!(
             bytes,
@@ -403,10 +469,10 @@ mod tests {
         #[test]
         fn clocks_round_trip(
             entries in proptest::collection::vec(any::<u64>(), 0..8),
-            token in proptest::option::of((any::<u16>(), any::<u32>())),
+            tokens in proptest::collection::vec((any::<u16>(), any::<u32>()), 0..4),
         ) {
-            let token = token.map(|(dc, c)| BufferToken { dc: DcId(dc), coordinator: CoordinatorId(c) });
-            let c = ClientClock { vector: clock(&entries), token };
+            let tokens = tokens.into_iter().map(|(dc, c)| BufferToken { dc: DcId(dc), coordinator: CoordinatorId(c) });
+            let c = ClientClock { vector: clock(&entries), tokens: tokens.collect() };
             prop_assert_eq!(decode_clock(&encode_clock(&c).unwrap()).unwrap(), c);
         }
 
@@ -414,10 +480,12 @@ mod tests {
         fn tx_descriptors_round_trip(
             dc in any::<u16>(), coordinator in any::<u32>(), seq in any::<u64>(),
             entries in proptest::collection::vec(any::<u64>(), 0..8),
+            token in proptest::option::of(any::<u32>()),
         ) {
             let d = TxDescriptor {
                 tx: TxId { dc: DcId(dc), coordinator: CoordinatorId(coordinator), seq },
                 snapshot: clock(&entries),
+                token: token.map(|c| BufferToken { dc: DcId(dc), coordinator: CoordinatorId(c) }),
             };
             prop_assert_eq!(TxDescriptor::decode(&d.encode().unwrap()).unwrap(), d);
         }

@@ -182,16 +182,16 @@ fn read_values(types: &[CrdtType], values: &[Value]) -> Result<Vec<ApbReadObject
 }
 
 fn commit_resp(vector: &VectorClock, token: Option<BufferToken>) -> Result<ApbCommitResp, EncodeError> {
-    let commit_time = encode_clock(&ClientClock { vector: vector.clone(), token }).map_err(EncodeError::Encoding)?;
+    let commit_time = encode_clock(&ClientClock::new(vector.clone(), token)).map_err(EncodeError::Encoding)?;
     Ok(ApbCommitResp { success: true, commit_time: Some(commit_time), errorcode: None })
 }
 
 fn encode_success(kind: &ReplyKind, response: &ClientResponse) -> Result<Bytes, EncodeError> {
     Ok(match (kind, response) {
-        // AntidoteDB's descriptor has no room for the token: the commit's clock carries it.
-        (ReplyKind::Start, ClientResponse::Started { tx, snapshot, .. }) => {
-            let descriptor =
-                TxDescriptor { tx: *tx, snapshot: snapshot.clone() }.encode().map_err(EncodeError::Encoding)?;
+        (ReplyKind::Start, ClientResponse::Started { tx, snapshot, token }) => {
+            let descriptor = TxDescriptor { tx: *tx, snapshot: snapshot.clone(), token: *token }
+                .encode()
+                .map_err(EncodeError::Encoding)?;
             encode_frame(
                 MessageCode::ApbStartTransactionResp,
                 &ApbStartTransactionResp { success: true, transaction_descriptor: Some(descriptor), errorcode: None },
@@ -301,12 +301,18 @@ fn values_of(types: &[CrdtType], objects: &[ApbReadObjectResp]) -> Result<Vec<Va
     types.iter().zip(objects).map(|(ty, o)| value_from_proto(*ty, o)).collect()
 }
 
-fn commit_time_of(resp: &ApbCommitResp) -> Result<ClientClock, ProtocolError> {
+/// A commit's clock: its vector and the one write buffer a server names in a reply, if any.
+fn commit_time_of(resp: &ApbCommitResp) -> Result<(VectorClock, Option<BufferToken>), ProtocolError> {
     let bytes = resp
         .commit_time
         .as_deref()
         .ok_or_else(|| ProtocolError::MalformedReply("a successful commit carries no commit time".into()))?;
-    decode_clock(bytes).map_err(ProtocolError::InvalidClock)
+    let clock = decode_clock(bytes).map_err(ProtocolError::InvalidClock)?;
+    match clock.tokens[..] {
+        [] => Ok((clock.vector, None)),
+        [token] => Ok((clock.vector, Some(token))),
+        _ => Err(ProtocolError::MalformedReply("a commit's clock names several write buffers".into())),
+    }
 }
 
 /// Decodes the reply to a request of `kind`: the response, or the failure the server reported. A reply that is
@@ -332,7 +338,7 @@ pub fn decode_reply(kind: &ReplyKind, frame: &Frame) -> Result<Result<ClientResp
                 .as_deref()
                 .ok_or_else(|| ProtocolError::MalformedReply("a started transaction carries no descriptor".into()))?;
             let d = TxDescriptor::decode(bytes).map_err(ProtocolError::InvalidTxDescriptor)?;
-            ClientResponse::Started { tx: d.tx, snapshot: d.snapshot, token: None }
+            ClientResponse::Started { tx: d.tx, snapshot: d.snapshot, token: d.token }
         }
         ReplyKind::Read(types) => {
             let m: ApbReadObjectsResp = decode_reply_body(frame, "ApbReadObjectsResp")?;
@@ -357,7 +363,7 @@ pub fn decode_reply(kind: &ReplyKind, frame: &Frame) -> Result<Result<ClientResp
             if !m.success {
                 return Ok(Err(typed_failure(kind, m.errorcode)));
             }
-            let ClientClock { vector: commit, token } = commit_time_of(&m)?;
+            let (commit, token) = commit_time_of(&m)?;
             ClientResponse::Committed { commit, token }
         }
         ReplyKind::StaticRead(types) => {
@@ -368,7 +374,7 @@ pub fn decode_reply(kind: &ReplyKind, frame: &Frame) -> Result<Result<ClientResp
             if !m.committime.success {
                 return Ok(Err(typed_failure(kind, m.committime.errorcode)));
             }
-            let ClientClock { vector: commit, token } = commit_time_of(&m.committime)?;
+            let (commit, token) = commit_time_of(&m.committime)?;
             ClientResponse::StaticValues { values: values_of(types, &m.objects.objects)?, commit, token }
         }
     };

@@ -64,9 +64,10 @@ fn update() -> impl Strategy<Value = (ObjectId, Op)> {
 }
 
 fn clock() -> impl Strategy<Value = Option<ClientClock>> {
-    prop::option::of((prop::collection::vec(any::<u64>(), 0..4), token()).prop_map(|(e, token)| ClientClock {
+    let tokens = prop::collection::vec(token(), 0..3).prop_map(|t| t.into_iter().flatten().collect());
+    prop::option::of((prop::collection::vec(any::<u64>(), 0..4), tokens).prop_map(|(e, tokens)| ClientClock {
         vector: VectorClock::from_entries(e.into_iter().map(Timestamp).collect()),
-        token,
+        tokens,
     }))
 }
 

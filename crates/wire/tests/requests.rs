@@ -308,8 +308,14 @@ fn a_start_clock_that_is_absent_or_empty_means_none_and_properties_are_ignored()
 }
 
 #[test]
-fn a_descriptor_is_accepted_with_or_without_its_snapshot() {
-    for descriptor in [TxDescriptor::id_only(tx()), TxDescriptor { tx: tx(), snapshot: clock(&[5, 6]) }] {
+fn a_descriptor_is_accepted_with_or_without_its_snapshot_and_token() {
+    let token = Some(causet_core::coordinator::BufferToken { dc: DcId(0), coordinator: CoordinatorId(4) });
+    let descriptors = [
+        TxDescriptor::id_only(tx()),
+        TxDescriptor { tx: tx(), snapshot: clock(&[5, 6]), token: None },
+        TxDescriptor { tx: tx(), snapshot: clock(&[5, 6]), token },
+    ];
+    for descriptor in descriptors {
         let m = causet_wire::proto::ApbCommitTransaction { transaction_descriptor: descriptor.encode().unwrap() };
         let frame = frame_of(&encode_frame(MessageCode::ApbCommitTransaction, &m));
         assert_eq!(decode_request(&frame), Ok(Request::Client(ClientRequest::Commit { tx: tx() })));

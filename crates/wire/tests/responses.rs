@@ -73,9 +73,10 @@ fn every_successful_response_round_trips() {
     round_trip(ReplyKind::Abort, ClientResponse::Aborted);
     round_trip(ReplyKind::Commit, ClientResponse::Committed { commit: clock(&[7, 8]), token: None });
     round_trip(ReplyKind::StaticUpdate, ClientResponse::Committed { commit: clock(&[1]), token: None });
-    // A commit's clock names the write buffer the client depends on (the descriptor of a start has no room).
+    // A commit's clock, and a start's descriptor, name the write buffer the client depends on.
     let token = Some(BufferToken { dc: DcId(1), coordinator: CoordinatorId(0x0004_0002) });
     round_trip(ReplyKind::Commit, ClientResponse::Committed { commit: clock(&[7, 8]), token });
+    round_trip(ReplyKind::Start, ClientResponse::Started { tx: tx(), snapshot: clock(&[4, 5]), token });
     round_trip(ReplyKind::StaticRead(types), ClientResponse::StaticValues { values, commit: clock(&[3, 3]), token });
 }
 

@@ -84,7 +84,7 @@ pub async fn run(config: SessionConfig, stats: Arc<RequestStats>) -> SessionResu
     let dcs = config.dc_clients.len();
     let mut clients: Vec<Option<Client>> = (0..dcs).map(|_| None).collect();
     let mut clock: Option<VectorClock> = None;
-    let mut token = None;
+    let mut tokens = Vec::new();
     let mut records = Vec::new();
     while Instant::now() < config.stop_at {
         let dc = if dcs > 1 && rng.random_bool(config.move_probability) {
@@ -111,7 +111,7 @@ pub async fn run(config: SessionConfig, stats: Arc<RequestStats>) -> SessionResu
         // The session's clock, with the write buffer it depends on (a node that buffers writes names itself in
         // the commit's clock, and a transaction elsewhere asks it for their handover first).
         if let Some(c) = &clock {
-            client.observe_session_clock(&ClientClock { vector: c.clone(), token });
+            client.observe_session_clock(&ClientClock { vector: c.clone(), tokens: tokens.clone() });
         }
         let mut record = TxRecord {
             index: 0,
@@ -124,7 +124,7 @@ pub async fn run(config: SessionConfig, stats: Arc<RequestStats>) -> SessionResu
         };
         let (keep, connection_ok) = run_plan(client, plan, &mut record, &config, &stats).await;
         record.end_us = micros(config.epoch);
-        token = client.session_clock().and_then(|c| c.token);
+        tokens = client.session_clock().map(|c| c.tokens).unwrap_or_default();
         if let Some(seen) = client.causal_clock() {
             match &mut clock {
                 Some(own) if own.len() == seen.len() => own.merge_max(seen),

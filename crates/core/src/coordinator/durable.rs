@@ -202,8 +202,13 @@ impl Coordinator {
         let writes = super::handover::writes_of(component);
         let unacked: BTreeSet<_> = writes.iter().map(|(o, _)| self.topology.partition_of(o)).collect();
         let retry_us = now_us + self.config.retry_interval_us.max(1);
-        let phase =
-            Phase::Committing { request: RequestId(0), commit: commit.clone(), unacked: unacked.clone(), retry_us };
+        let phase = Phase::Committing {
+            request: RequestId(0),
+            commit: commit.clone(),
+            unacked: unacked.clone(),
+            retry_us,
+            resends: 0,
+        };
         self.txs.insert(tx, Tx::handover(tx, snapshot, writes, phase));
         for p in unacked {
             self.send(crate::Address::Partition(p), crate::Message::Commit { tx, commit: commit.clone() });

@@ -93,6 +93,9 @@ struct Round {
     /// Components whose handover failed, to send again at a time with the same snapshot.
     again: Vec<(u64, VectorClock, Component)>,
     decided: Vec<Retired>,
+    /// Handovers of the round that failed: each attempt after one waits longer for its prepares (a link slower
+    /// than the timeout would otherwise fail every attempt).
+    retries: u32,
 }
 
 impl Round {
@@ -168,8 +171,14 @@ impl Buffering {
     ) {
         self.rounds_started += 1;
         self.stats.rounds += 1;
-        let mut round =
-            Round { started_us: now_us, snapshot, open: BTreeMap::new(), again: Vec::new(), decided: Vec::new() };
+        let mut round = Round {
+            started_us: now_us,
+            snapshot,
+            open: BTreeMap::new(),
+            again: Vec::new(),
+            decided: Vec::new(),
+            retries: 0,
+        };
         match decided {
             Some(tx) => {
                 round.open.insert(tx, component);
@@ -201,12 +210,12 @@ impl Buffering {
         }
     }
 
-    /// The join of every handed-over commit: a transaction that does not read the buffer starts above it.
-    /// Nothing buffered, in a round of handovers, or handed over and still read from the buffer.
-    pub(super) fn is_empty(&self) -> bool {
-        self.buffer.stats().components == 0 && self.round.is_none() && self.retired.is_empty()
+    /// Something buffered or in a round of handovers: not handed over yet.
+    pub(super) fn holds_pending(&self) -> bool {
+        self.buffer.stats().components > 0 || self.round.is_some()
     }
 
+    /// The join of every handed-over commit: a transaction that does not read the buffer starts above it.
     pub(super) fn handed(&self) -> Option<&VectorClock> {
         self.handed.as_ref()
     }
@@ -400,6 +409,7 @@ impl Coordinator {
             open: BTreeMap::new(),
             again: Vec::new(),
             decided: Vec::new(),
+            retries: 0,
         });
         self.persist(BufferRecord::RoundStarted { snapshot: snapshot.clone() });
         for component in components {
@@ -417,6 +427,11 @@ impl Coordinator {
         // Never prepared and committed in one step: a timeout would leave its outcome unknown, and a handover must
         // be retried exactly when it did not commit.
         self.prepare_all(now_us, id, RequestId(0), false);
+        // After failed attempts, a longer wait for the prepares: the timeout doubled per failure, up to 8 times.
+        let retries = self.buffering.as_ref().and_then(|b| b.round.as_ref()).map_or(0, |r| r.retries);
+        if let Some(Phase::Preparing { deadline_us, .. }) = self.txs.get_mut(&id).map(|tx| &mut tx.phase) {
+            *deadline_us = now_us + (self.config.op_timeout_us << retries.min(3));
+        }
         id
     }
 
@@ -477,6 +492,7 @@ impl Coordinator {
         let Some(round) = &mut b.round else { return };
         let Some(component) = round.open.remove(&id) else { return };
         b.stats.retries += 1;
+        round.retries += 1;
         round.again.push((at, snapshot, component));
     }
 

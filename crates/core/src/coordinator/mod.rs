@@ -145,7 +145,7 @@ impl ClientResponse {
             ClientResponse::Started { snapshot: vector, token, .. }
             | ClientResponse::Committed { commit: vector, token }
             | ClientResponse::StaticValues { commit: vector, token, .. } => {
-                Some(ClientClock { vector: vector.clone(), token: *token })
+                Some(ClientClock::new(vector.clone(), *token))
             }
             ClientResponse::Values(_) | ClientResponse::Updated | ClientResponse::Aborted => None,
         }
@@ -267,9 +267,9 @@ enum Phase {
         deadline_us: u64,
     },
     /// Decided to commit; waiting for every partition to make it durable.
-    Committing { request: RequestId, commit: VectorClock, unacked: BTreeSet<PartitionId>, retry_us: u64 },
+    Committing { request: RequestId, commit: VectorClock, unacked: BTreeSet<PartitionId>, retry_us: u64, resends: u32 },
     /// Decided to abort; waiting for prepared partitions to forget it.
-    Aborting { unacked: BTreeSet<PartitionId>, retry_us: u64 },
+    Aborting { unacked: BTreeSet<PartitionId>, retry_us: u64, resends: u32 },
     /// Waiting for a round of handovers of buffered writes before it commits.
     Flushing { request: RequestId, after_round: u64, deadline_us: u64 },
 }
@@ -311,14 +311,21 @@ struct PendingStart {
     deadline_us: u64,
     /// It starts once this many rounds of handovers have ended (what was buffered before it is at the owners).
     after_round: u64,
-    /// Its question to the write buffer its client's clock names, until answered (`tokens`).
-    question: Option<tokens::Question>,
+    /// Its questions to the write buffers its client's clock names, until answered (`tokens`).
+    questions: Vec<tokens::Question>,
 }
 
 #[derive(Clone, Debug)]
 enum StaticOp {
     Read(Vec<ObjectId>),
     Update(Vec<(ObjectId, Op)>),
+}
+
+/// The wait before resending a decision for the `resends`-th time: the retry interval, doubled at each resend up
+/// to 32 times it, so that a slow or congested link is not flooded with copies (simulator seed 862: resends every
+/// retry interval kept a congested link congested, and handovers never got through).
+fn backoff(retry_interval_us: u64, resends: u32) -> u64 {
+    retry_interval_us.max(1) << resends.min(5)
 }
 
 /// How many finished transactions the coordinator remembers, to answer late requests precisely.
@@ -546,7 +553,7 @@ impl Coordinator {
         }
         let starts = std::mem::take(&mut self.starts);
         for s in starts {
-            if now_us >= s.deadline_us && s.question.is_some() {
+            if now_us >= s.deadline_us && !s.questions.is_empty() {
                 let err = TxError::Timeout(
                     "the coordinator holding writes this client saw in its buffer did not hand them over in time"
                         .into(),
@@ -580,7 +587,6 @@ impl Coordinator {
 
     fn on_due(&mut self, now_us: u64, id: TxId) {
         let tx = self.txs.get_mut(&id).expect("due transactions are open");
-        let retry = now_us + self.config.retry_interval_us.max(1);
         match &mut tx.phase {
             Phase::Idle { .. } => {
                 self.txs.remove(&id);
@@ -612,15 +618,17 @@ impl Coordinator {
                 let request = *request;
                 self.time_out(id, request, "the buffered writes it depends on were not handed over in time");
             }
-            Phase::Committing { commit, unacked, retry_us, .. } => {
-                *retry_us = retry;
+            Phase::Committing { commit, unacked, retry_us, resends, .. } => {
+                *retry_us = now_us + backoff(self.config.retry_interval_us, *resends);
+                *resends += 1;
                 let (commit, unacked) = (commit.clone(), unacked.clone());
                 for p in unacked {
                     self.send(Address::Partition(p), Message::Commit { tx: id, commit: commit.clone() });
                 }
             }
-            Phase::Aborting { unacked, retry_us } => {
-                *retry_us = retry;
+            Phase::Aborting { unacked, retry_us, resends } => {
+                *retry_us = now_us + backoff(self.config.retry_interval_us, *resends);
+                *resends += 1;
                 for p in unacked.clone() {
                     self.send(Address::Partition(p), Message::Abort { tx: id });
                 }
@@ -644,9 +652,9 @@ impl Coordinator {
         then: Option<StaticOp>,
         reads: ReadFrom,
     ) {
-        let ClientClock { vector: clock, token } =
+        let ClientClock { vector: clock, tokens } =
             clock.unwrap_or_else(|| VectorClock::zero(self.config.vector_len()).into());
-        if let Err(e) = self.validate_clock(now_us, &clock) {
+        if let Err(e) = self.validate_clock(now_us, &clock).and_then(|()| self.validate_tokens(&tokens)) {
             self.reply(client, request, Err(e));
             return;
         }
@@ -661,8 +669,9 @@ impl Coordinator {
             Some(b) if !reads_buffer => b.request_flush(),
             _ => 0,
         };
-        let mut start = PendingStart { client, request, clock, then, reads, deadline_us, after_round, question: None };
-        self.ask_for_handover(now_us, &mut start, token);
+        let mut start =
+            PendingStart { client, request, clock, then, reads, deadline_us, after_round, questions: Vec::new() };
+        self.ask_for_handovers(now_us, &mut start, tokens);
         if self.ready(&start) {
             self.begin(now_us, start);
         } else {
@@ -691,7 +700,7 @@ impl Coordinator {
             Some(b) => b.rounds_done() >= start.after_round,
             None => true,
         };
-        buffer && start.question.is_none() && self.heard_stable && self.remote_entries_stable(&floor)
+        buffer && start.questions.is_empty() && self.heard_stable && self.remote_entries_stable(&floor)
     }
 
     /// What a start's snapshot must cover: the client's clock, raised, with the write buffer, to what the
@@ -1295,6 +1304,7 @@ impl Coordinator {
             commit: commit.clone(),
             unacked: participants.clone(),
             retry_us: now_us + self.config.retry_interval_us.max(1),
+            resends: 0,
         };
         let kind = tx.kind;
         self.clock.observe(commit_time);
@@ -1334,8 +1344,8 @@ impl Coordinator {
         let tx = self.txs.get_mut(&id).expect("abort_prepared is called on open transactions");
         let participants: BTreeSet<PartitionId> =
             tx.writes.iter().map(|(o, _)| self.topology.partition_of(o)).collect();
-        tx.phase =
-            Phase::Aborting { unacked: participants.clone(), retry_us: now_us + self.config.retry_interval_us.max(1) };
+        let retry_us = now_us + self.config.retry_interval_us.max(1);
+        tx.phase = Phase::Aborting { unacked: participants.clone(), retry_us, resends: 0 };
         self.finish(id, Finished::Aborted("the prepare phase failed".into()));
         for p in participants {
             self.send(Address::Partition(p), Message::Abort { tx: id });

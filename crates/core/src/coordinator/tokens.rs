@@ -12,8 +12,10 @@
 //! DC's stable snapshot covers the handover replicated there. A token of the starting coordinator itself is
 //! satisfied at once (its transactions read the buffer, or wait for its handover if they do not).
 //!
-//! The question is sent again until answered (the caching node may be down: a start then waits for it, up to its
-//! deadline, as its client would have to for a buffer only that node holds). A coordinator of an earlier run of
+//! The question is sent again, backing off from one retry interval, until answered or the start's deadline passes (the caching
+//! node may be down: a start then waits for it, up to its deadline, as its client would have to for a buffer only
+//! that node holds). A clock may carry several tokens (a client that merged several sessions' clocks): a start
+//! asks each and begins once all have answered. A coordinator of an earlier run of
 //! the node is answered by the coordinator of the same shard now, which recovered its buffer
 //! (`coordinator::durable`): its answer covers what the earlier run handed over too (the log keeps the join).
 //!
@@ -35,18 +37,46 @@ pub struct BufferToken {
 }
 
 /// The causal clock a client carries from one transaction to the next: a vector clock and, with buffered writes,
-/// the write buffer it depends on.
+/// the write buffers it depends on (one from a reply; more where a client merged the clocks of several sessions).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClientClock {
     /// The largest commit or snapshot vector the client has seen.
     pub vector: VectorClock,
-    /// The write buffer whose handover it must see, if any.
-    pub token: Option<BufferToken>,
+    /// The write buffers whose handovers it must see, without repeats.
+    pub tokens: Vec<BufferToken>,
+}
+
+impl ClientClock {
+    /// Most tokens a clock may carry: a client merges few sessions' clocks, and each token costs a start a question.
+    pub const MAX_TOKENS: usize = 64;
+
+    /// A clock with one token, or none.
+    pub fn new(vector: VectorClock, token: Option<BufferToken>) -> Self {
+        ClientClock { vector, tokens: token.into_iter().collect() }
+    }
+
+    /// Raises this clock to include `other`: the entry-wise maximum of the vectors and both clocks' tokens. An
+    /// empty vector counts as none; a vector of another number of DCs replaces this one (the DC configuration
+    /// changed, and the older clock no longer applies).
+    pub fn merge(&mut self, other: &ClientClock) {
+        if !other.vector.is_empty() {
+            if self.vector.len() == other.vector.len() {
+                self.vector.merge_max(&other.vector);
+            } else {
+                self.vector = other.vector.clone();
+            }
+        }
+        for t in &other.tokens {
+            if !self.tokens.contains(t) {
+                self.tokens.push(*t);
+            }
+        }
+    }
 }
 
 impl From<VectorClock> for ClientClock {
     fn from(vector: VectorClock) -> Self {
-        ClientClock { vector, token: None }
+        ClientClock { vector, tokens: Vec::new() }
     }
 }
 
@@ -55,7 +85,9 @@ impl From<VectorClock> for ClientClock {
 pub(super) struct Question {
     id: u64,
     to: Address,
-    sent_us: u64,
+    /// When it is asked again, backing off as decisions do (`super::backoff`).
+    again_us: u64,
+    resends: u32,
 }
 
 impl Coordinator {
@@ -69,19 +101,51 @@ impl Coordinator {
         Address::DcCoordinator(self.config.dc, self.id)
     }
 
-    /// Sends a start's question to the buffer its clock's token names, if it is another coordinator's.
-    pub(super) fn ask_for_handover(&mut self, now_us: u64, start: &mut PendingStart, token: Option<BufferToken>) {
-        let Some(token) = token.filter(|t| (t.dc, t.coordinator) != (self.config.dc, self.id)) else { return };
+    /// Whether a token names this coordinator's buffer: its own, or that of an earlier run of its node on the same
+    /// shard, whose buffer this one recovered (`coordinator::durable`).
+    fn is_own(&self, t: &BufferToken) -> bool {
+        let c = t.coordinator;
+        t.dc == self.config.dc && c.node() == self.id.node() && c.shard() == self.id.shard()
+    }
+
+    /// Refuses tokens that name no DC of the cluster, or too many of them.
+    pub(super) fn validate_tokens(&self, tokens: &[BufferToken]) -> Result<(), super::TxError> {
+        if tokens.len() > ClientClock::MAX_TOKENS {
+            let n = tokens.len();
+            return Err(super::TxError::InvalidClock(format!(
+                "{n} buffer tokens, more than {}",
+                ClientClock::MAX_TOKENS
+            )));
+        }
+        // (Which nodes a DC has is the node's business: a question to a node that does not exist goes nowhere,
+        // and the start times out.)
+        match tokens.iter().find(|t| t.dc.0 >= self.config.dcs) {
+            Some(t) => Err(super::TxError::InvalidClock(format!(
+                "a buffer token names DC {}, and the cluster has {} DCs",
+                t.dc.0, self.config.dcs
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// Sends a start's questions to the buffers its clock's tokens name, other than this coordinator's.
+    pub(super) fn ask_for_handovers(&mut self, now_us: u64, start: &mut PendingStart, tokens: Vec<BufferToken>) {
         if crate::bugs::has(&self.config, crate::Bug::IgnoreBufferTokens) {
             return;
         }
-        let id = self.next_fetch;
-        self.next_fetch += 1;
-        let to = Address::DcCoordinator(token.dc, token.coordinator);
-        let question = Question { id, to, sent_us: now_us };
-        self.moves += 1;
-        self.send_question(&question);
-        start.question = Some(question);
+        let others: Vec<BufferToken> = tokens.into_iter().filter(|t| !self.is_own(t)).collect();
+        for token in others {
+            let id = self.next_fetch;
+            self.next_fetch += 1;
+            let to = Address::DcCoordinator(token.dc, token.coordinator);
+            let again_us = now_us + super::backoff(self.config.retry_interval_us, 0);
+            let question = Question { id, to, again_us, resends: 0 };
+            self.send_question(&question);
+            start.questions.push(question);
+        }
+        if !start.questions.is_empty() {
+            self.moves += 1;
+        }
     }
 
     fn send_question(&mut self, q: &Question) {
@@ -93,14 +157,15 @@ impl Coordinator {
         }));
     }
 
-    /// Asks again the questions unanswered for a retry interval (a message lost, a node down).
+    /// Asks again the questions left unanswered (a message lost, a node down).
     pub(super) fn ask_again(&mut self, now_us: u64) {
-        let interval = self.config.retry_interval_us.max(1);
+        let interval = self.config.retry_interval_us;
         let due: Vec<Question> = (self.starts.iter_mut())
-            .filter_map(|s| s.question.as_mut())
-            .filter(|q| now_us >= q.sent_us + interval)
+            .flat_map(|s| s.questions.iter_mut())
+            .filter(|q| now_us >= q.again_us)
             .map(|q| {
-                q.sent_us = now_us;
+                q.resends += 1;
+                q.again_us = now_us + super::backoff(interval, q.resends);
                 q.clone()
             })
             .collect();
@@ -111,8 +176,7 @@ impl Coordinator {
 
     /// When a start's unanswered question is next asked again.
     pub(super) fn next_question_us(&self) -> Option<u64> {
-        let interval = self.config.retry_interval_us.max(1);
-        self.starts.iter().filter_map(|s| s.question.as_ref()).map(|q| q.sent_us + interval).min()
+        self.starts.iter().flat_map(|s| &s.questions).map(|q| q.again_us).min()
     }
 
     /// Another coordinator asks for this one's buffer to be handed over: answered once every round that takes
@@ -160,22 +224,25 @@ impl Coordinator {
 
     /// The answer to a start's question: its clock rises to the handovers' join, and it may begin.
     pub(super) fn on_flushed(&mut self, now_us: u64, query: u64, handed: VectorClock) {
-        let Some(start) = self.starts.iter_mut().find(|s| s.question.as_ref().is_some_and(|q| q.id == query)) else {
+        let Some(start) = self.starts.iter_mut().find(|s| s.questions.iter().any(|q| q.id == query)) else {
             return;
         };
         if !handed.has_dcs(self.config.vector_len()) {
             return;
         }
-        start.question = None;
+        start.questions.retain(|q| q.id != query);
         start.clock.merge_max(&handed);
-        self.release_starts(now_us);
+        if start.questions.is_empty() {
+            self.release_starts(now_us);
+        }
     }
 
     /// The token a reply carries: this coordinator's, while its buffer holds anything the reply's clock may not
-    /// cover (pending, in a round, or handed over above `clock`).
+    /// cover (pending, in a round, or handed over above `clock`: the components still read from the buffer after
+    /// their handover are all below `handed`).
     pub(super) fn token_for(&self, clock: &VectorClock) -> Option<BufferToken> {
         let b = self.buffering.as_ref()?;
-        let covered = b.is_empty() && b.handed().is_none_or(|h| h.le(clock));
+        let covered = !b.holds_pending() && b.handed().is_none_or(|h| h.le(clock));
         (!covered).then_some(BufferToken { dc: self.config.dc, coordinator: self.id })
     }
 
