@@ -4,8 +4,9 @@
 # lease cache, with reads through the cache against reads that bypass it (`--read-from fresh`, the baseline), and
 # with the cache buffering writes too (`buffer`: `[cache] buffer_writes = true`), on a fresh cluster for every run,
 # alternating, `repeat` times; then a table of medians and ratios per point.
-# Usage: bench/honeypot.sh [repeat] [duration_s] [warmup_s] [update_ratios]
-#          defaults: 3 repetitions, 5 s measured, 2 s warm-up, the workloads' ratios (1, 0, 0.01, 0.1)
+# Usage: [LEASE_MS=ms] bench/honeypot.sh [repeat] [duration_s] [warmup_s] [update_ratios]
+#          defaults: 3 repetitions, 5 s measured, 2 s warm-up, the workloads' ratios (1, 0, 0.01, 0.1), and the
+#          buffering runs' lease LEASE_MS = 1000 (the read-cache runs keep the workloads' own lease)
 # Reports go to bench/results/honeypot/<workload>-<cache|fresh>-<n>/; the summary to bench/results/honeypot/summary.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +14,7 @@ repeat=${1:-3}
 duration=${2:-5}
 warmup=${3:-2}
 ratios=${4:-}
+lease_ms=${LEASE_MS:-1000}
 cargo build --release -q -p causet
 bin=target/release/causet
 out=bench/results/honeypot
@@ -25,7 +27,7 @@ for workload in honeypot-uniform honeypot-pareto; do
     for mode in cache buffer fresh; do
       echo "== $workload, $mode, run $n of $repeat"
       case $mode in
-        buffer) how=(--read-from cache --node-config 'cache = { enabled = true, lease_ms = 1000, buffer_writes = true }') ;;
+        buffer) how=(--read-from cache --node-config "cache = { enabled = true, lease_ms = $lease_ms, buffer_writes = true }") ;;
         *) how=(--read-from "$mode") ;;
       esac
       $bin bench --workload "$workload" "${how[@]}" "${extra[@]}" --out "$out/$workload-$mode-$n" > /dev/null
