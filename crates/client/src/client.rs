@@ -90,11 +90,10 @@ impl Client {
 
     /// The clock to send: the caller's, else the session's, with the session's buffer tokens.
     fn clock_for(&self, clock: Option<&VectorClock>) -> Option<ClientClock> {
-        let vector = clock.or(self.clock.as_ref()).cloned();
-        if vector.is_none() && self.tokens.is_empty() {
-            return None;
+        match clock {
+            Some(vector) => Some(ClientClock { vector: vector.clone(), tokens: self.tokens.clone() }),
+            None => self.session_clock(),
         }
-        Some(ClientClock { vector: vector.unwrap_or_default(), tokens: self.tokens.clone() })
     }
 
     async fn call(&mut self, kind: &ReplyKind, request: Bytes) -> Result<ClientResponse, ClientError> {

@@ -424,14 +424,11 @@ impl Coordinator {
         self.next_seq += 1;
         let writes = writes_of(component);
         self.txs.insert(id, Tx::handover(id, snapshot, writes, Phase::Idle { deadline_us: 0 }));
-        // Never prepared and committed in one step: a timeout would leave its outcome unknown, and a handover must
-        // be retried exactly when it did not commit.
-        self.prepare_all(now_us, id, RequestId(0), false);
         // After failed attempts, a longer wait for the prepares: the timeout doubled per failure, up to 8 times.
         let retries = self.buffering.as_ref().and_then(|b| b.round.as_ref()).map_or(0, |r| r.retries);
-        if let Some(Phase::Preparing { deadline_us, .. }) = self.txs.get_mut(&id).map(|tx| &mut tx.phase) {
-            *deadline_us = now_us + (self.config.op_timeout_us << retries.min(3));
-        }
+        // Never prepared and committed in one step: a timeout would leave its outcome unknown, and a handover must
+        // be retried exactly when it did not commit.
+        self.prepare_all(now_us, id, RequestId(0), false, self.config.op_timeout_us << retries.min(3));
         id
     }
 

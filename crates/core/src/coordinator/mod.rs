@@ -138,20 +138,6 @@ pub enum ClientResponse {
     },
 }
 
-impl ClientResponse {
-    /// The clock a client carries on with after this answer, if it gives one.
-    pub fn clock(&self) -> Option<ClientClock> {
-        match self {
-            ClientResponse::Started { snapshot: vector, token, .. }
-            | ClientResponse::Committed { commit: vector, token }
-            | ClientResponse::StaticValues { commit: vector, token, .. } => {
-                Some(ClientClock::new(vector.clone(), *token))
-            }
-            ClientResponse::Values(_) | ClientResponse::Updated | ClientResponse::Aborted => None,
-        }
-    }
-}
-
 /// Why a request failed. [`TxError::code`] maps it onto AntidoteDB's error codes.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, thiserror::Error)]
 pub enum TxError {
@@ -553,15 +539,13 @@ impl Coordinator {
         }
         let starts = std::mem::take(&mut self.starts);
         for s in starts {
-            if now_us >= s.deadline_us && !s.questions.is_empty() {
-                let err = TxError::Timeout(
+            if now_us >= s.deadline_us {
+                let why = if s.questions.is_empty() {
+                    "the DC's stable snapshot did not reach the client's clock in time"
+                } else {
                     "the coordinator holding writes this client saw in its buffer did not hand them over in time"
-                        .into(),
-                );
-                self.reply(s.client, s.request, Err(err));
-            } else if now_us >= s.deadline_us {
-                let err = TxError::Timeout("the DC's stable snapshot did not reach the client's clock in time".into());
-                self.reply(s.client, s.request, Err(err));
+                };
+                self.reply(s.client, s.request, Err(TxError::Timeout(why.into())));
             } else {
                 self.starts.push(s);
             }
@@ -1187,11 +1171,11 @@ impl Coordinator {
         // A transaction that touches one partition needs no second phase: that partition's prepare time is the
         // largest. The deliberate bugs keep the full protocol so that they stay observable.
         let alone = bugs::active(&self.config).is_none();
-        self.prepare_all(now_us, id, request, alone);
+        self.prepare_all(now_us, id, request, alone, self.config.op_timeout_us);
     }
 
     /// Asks every participant to prepare (or, if there is only one and `alone_allowed`, to prepare and commit).
-    fn prepare_all(&mut self, now_us: u64, id: TxId, request: RequestId, alone_allowed: bool) {
+    fn prepare_all(&mut self, now_us: u64, id: TxId, request: RequestId, alone_allowed: bool, timeout_us: u64) {
         let tx = self.txs.get_mut(&id).expect("prepare_all is called on open transactions");
         let mut by_partition: BTreeMap<PartitionId, Vec<(ObjectId, Effect)>> = BTreeMap::new();
         for (object, effect) in &tx.writes {
@@ -1206,7 +1190,7 @@ impl Coordinator {
             waiting,
             max_prepare: Timestamp::ZERO,
             min_prepare: Timestamp(u64::MAX),
-            deadline_us: now_us + self.config.op_timeout_us,
+            deadline_us: now_us + timeout_us,
         };
         for (p, writes) in by_partition {
             self.send_prepare(id, p, writes);

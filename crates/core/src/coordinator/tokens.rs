@@ -12,12 +12,12 @@
 //! DC's stable snapshot covers the handover replicated there. A token of the starting coordinator itself is
 //! satisfied at once (its transactions read the buffer, or wait for its handover if they do not).
 //!
-//! The question is sent again, backing off from one retry interval, until answered or the start's deadline passes (the caching
-//! node may be down: a start then waits for it, up to its deadline, as its client would have to for a buffer only
-//! that node holds). A clock may carry several tokens (a client that merged several sessions' clocks): a start
-//! asks each and begins once all have answered. A coordinator of an earlier run of
-//! the node is answered by the coordinator of the same shard now, which recovered its buffer
-//! (`coordinator::durable`): its answer covers what the earlier run handed over too (the log keeps the join).
+//! The question is sent again, backing off from one retry interval, until answered or the start's deadline passes
+//! (the caching node may be down: a start then waits for it, up to its deadline, as its client would have to for a
+//! buffer only that node holds). A clock may carry several tokens (a client that merged several sessions' clocks):
+//! a start asks each and begins once all have answered. A coordinator of an earlier run of the node is answered by
+//! the coordinator of the same shard now, which recovered its buffer (`coordinator::durable`): its answer covers
+//! what the earlier run handed over too (the log keeps the join).
 //!
 //! Invariant (tested in the simulator with sessions moving between nodes and DCs): a reply's clock with its token
 //! covers everything the transaction read, once the token's answer is joined in.
@@ -96,9 +96,10 @@ impl Coordinator {
         self.moves
     }
 
-    /// Where this coordinator is asked about its buffer, from any DC.
-    fn own_address(&self) -> Address {
-        Address::DcCoordinator(self.config.dc, self.id)
+    /// Sends a question or an answer to another coordinator, of any DC, from this one's address there.
+    fn tell(&mut self, to: Address, msg: Message) {
+        let from = Address::DcCoordinator(self.config.dc, self.id);
+        self.emit(super::CoordinatorOutput::Send(crate::Envelope { from, to, msg }));
     }
 
     /// Whether a token names this coordinator's buffer: its own, or that of an earlier run of its node on the same
@@ -149,12 +150,7 @@ impl Coordinator {
     }
 
     fn send_question(&mut self, q: &Question) {
-        let from = self.own_address();
-        self.emit(super::CoordinatorOutput::Send(crate::Envelope {
-            from,
-            to: q.to,
-            msg: Message::FlushBuffer { query: q.id },
-        }));
+        self.tell(q.to, Message::FlushBuffer { query: q.id });
     }
 
     /// Asks again the questions left unanswered (a message lost, a node down).
@@ -214,12 +210,7 @@ impl Coordinator {
         }
         let handed = (self.buffering.as_ref().and_then(|b| b.handed().cloned()))
             .unwrap_or_else(|| VectorClock::zero(self.config.vector_len()));
-        let from = self.own_address();
-        self.emit(super::CoordinatorOutput::Send(crate::Envelope {
-            from,
-            to,
-            msg: Message::BufferFlushed { query, handed },
-        }));
+        self.tell(to, Message::BufferFlushed { query, handed });
     }
 
     /// The answer to a start's question: its clock rises to the handovers' join, and it may begin.
