@@ -91,6 +91,11 @@ fn cluster(dir: &Path, dcs: u16) -> Vec<Dc> {
 
 /// Starts `dcs` DCs; with `linked`, each knows its peers from its configuration, else they start unconnected.
 fn cluster_with(dir: &Path, dcs: u16, linked: bool, partitions: impl Fn(u16) -> u32) -> Vec<Dc> {
+    start_dcs(dir, dcs, linked, partitions, "")
+}
+
+/// [`cluster_with`], each DC's configuration ending with `extra` (a TOML table).
+fn start_dcs(dir: &Path, dcs: u16, linked: bool, partitions: impl Fn(u16) -> u32, extra: &str) -> Vec<Dc> {
     std::fs::create_dir_all(dir).expect("the cluster's directory");
     let mut picked = Vec::new();
     let ports: Vec<[u16; 3]> = (0..dcs)
@@ -118,7 +123,7 @@ fn cluster_with(dir: &Path, dcs: u16, linked: bool, partitions: impl Fn(u16) -> 
             format!(
                 "data_dir = \"{}\"\nclient_bind = \"127.0.0.1:{client}\"\nadmin_bind = \"127.0.0.1:{admin}\"\n\
                  replication_bind = \"127.0.0.1:{replication}\"\ndc = {dc}\ndcs = {dcs}\npartitions = {}\n\
-                 admin_token = \"{TOKEN}\"\ncheckpoint_interval_s = 1\nreplication_window = {WINDOW}\n{peers}",
+                 admin_token = \"{TOKEN}\"\ncheckpoint_interval_s = 1\nreplication_window = {WINDOW}\n{peers}\n{extra}",
                 dir.join(format!("dc{dc}")).display(),
                 partitions(dc)
             ),
@@ -311,5 +316,56 @@ fn dcs_connect_through_antidotes_cluster_management_messages_with_clear_errors()
         let clock = clients[0].static_update(None, vec![s.add("hello")]).await.expect("writes");
         let at_1 = read_until(dcs[1].client, std::slice::from_ref(&s), Some(&clock), |v| has(&v[0], "hello")).await;
         assert!(has(&at_1[0], "hello"), "DC 1 sees DC 0's write after connecting through the protocol");
+    });
+}
+
+/// Partial replication on real processes: DCs 0 and 1 form one ring and DC 2 another, so each object of bucket
+/// `r` lives at DC 2 and at one of DCs 0 and 1. A DC reads what it does not hold from its ring's holder, at its
+/// transaction's snapshot: its own writes, and transactions that mix both buckets, atomically.
+#[test]
+fn objects_placed_by_rings_are_read_where_they_live_and_stay_causal_and_atomic() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let placement = "[placement]\nrings = [[0, 1], [2]]\nbuckets = [\"r\"]\n";
+    let dcs = start_dcs(dir.path(), 3, true, |_| 4, placement);
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a runtime");
+    rt.block_on(async {
+        // Eight objects: with four partitions dealt over a ring of two, DC 0 holds some and DC 1 the others.
+        let ringed: Vec<Set> = (0..8).map(|i| Set::aw(format!("r{i}"), "r")).collect();
+        let full = Set::aw("f", "full");
+        let mut c0 = Client::connect(dcs[0].client).await.expect("connects to DC 0");
+        let ops = ringed.iter().map(|s| s.add("a")).chain([full.add("a")]);
+        let clock = c0.static_update(None, ops.collect::<Vec<_>>()).await.expect("writes at DC 0");
+        // Read-your-writes at DC 0, also for the objects only DC 1 and DC 2 hold: each read waits at the holder
+        // until DC 0's transaction is there.
+        let mut all = ringed.clone();
+        all.push(full.clone());
+        let keys: Vec<_> = all.iter().map(|s| s.key().clone()).collect();
+        let (values, _) = c0.static_read(Some(&clock), &keys).await.expect("reads at DC 0");
+        for (s, v) in all.iter().zip(&values) {
+            assert!(has(v.as_set().expect("a set"), "a"), "DC 0 reads its own write to {:?}", s.key());
+        }
+        // An interactive transaction at DC 1 reads objects of both buckets and writes both; DC 2 sees all of it or
+        // none of it.
+        let mut c1 = Client::connect(dcs[1].client).await.expect("connects to DC 1");
+        let mut tx = c1.start_transaction(Some(&clock)).await.expect("starts at DC 1");
+        let seen = tx.read(&keys).await.expect("reads at DC 1");
+        assert!(seen.iter().all(|v| has(v.as_set().expect("a set"), "a")), "DC 1 reads DC 0's write: {seen:?}");
+        let ops: Vec<_> = all.iter().map(|s| s.add("b")).collect();
+        tx.update(ops).await.expect("updates at DC 1");
+        let clock = tx.commit().await.expect("commits at DC 1");
+        let at_2 = read_until(dcs[2].client, &all, None, |s| s.iter().any(|v| has(v, "b"))).await;
+        assert!(at_2.iter().all(|v| has(v, "a") && has(v, "b")), "DC 2 sees DC 1's transaction whole: {at_2:?}");
+        let at_0 = read_until(dcs[0].client, &all, Some(&clock), |_| true).await;
+        assert!(at_0.iter().all(|v| has(v, "b")), "DC 0 reads DC 1's transaction after it: {at_0:?}");
+        // A bounded counter of a bucket placed by rings is updated only where it is held.
+        let bounded = (0..8).map(|i| causet_client::Counter::bounded(format!("b{i}"), "r"));
+        let mut refused = 0;
+        for b in bounded {
+            if let Err(e) = c0.static_update(None, vec![b.increment(1)]).await {
+                assert!(e.to_string().contains("does not hold it"), "{e}");
+                refused += 1;
+            }
+        }
+        assert!((1..8).contains(&refused), "DC 0 holds some of eight counters and not others: {refused} refused");
     });
 }

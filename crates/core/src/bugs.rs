@@ -31,17 +31,22 @@ pub enum Bug {
     /// Coordinators ignore the buffer token in a client's clock: a session that saw writes buffered at one
     /// coordinator starts at another without their handover (HoneyPot's obligation for sessions that move).
     IgnoreBufferTokens,
+    /// Coordinators read every object at their own DC, whether it holds it or not (a bucket placed by rings): a
+    /// DC that does not hold an object serves the state it has of it, none (partial replication's routing
+    /// removed).
+    ReadsIgnorePlacement,
 }
 
 impl Bug {
     /// Every deliberate bug.
-    pub const ALL: [Bug; 6] = [
+    pub const ALL: [Bug; 7] = [
         Bug::SkipReadWait,
         Bug::CommitAtMinPrepareTime,
         Bug::IgnorePreparedInPvc,
         Bug::CacheIgnoresBoxes,
         Bug::SplitHandover,
         Bug::IgnoreBufferTokens,
+        Bug::ReadsIgnorePlacement,
     ];
 }
 

@@ -76,6 +76,10 @@ pub struct Config {
     /// with the Cure protocol: the cache needs snapshots that hold still.
     #[serde(default)]
     pub cache: Option<crate::cache::CacheConfig>,
+    /// Which DCs hold which buckets: every DC (the default), or one DC per ring for the buckets placed by rings
+    /// (Karma; [`crate::placement`]). The same at every DC.
+    #[serde(default)]
+    pub placement: crate::placement::Placement,
     /// Snapshots larger than this travel between replicas in parts of this size, a few at a time
     /// ([`crate::parts`]), so that other messages go between them.
     #[serde(default = "default_raft_part_bytes")]
@@ -118,6 +122,7 @@ impl Config {
             max_inbound_queue: 100_000,
             retired_nodes: Vec::new(),
             cache: None,
+            placement: crate::placement::Placement::full(),
             raft_part_bytes: default_raft_part_bytes(),
             bug: None,
         }

@@ -27,6 +27,7 @@ pub mod message;
 pub mod node;
 pub mod partition;
 pub mod parts;
+pub mod placement;
 pub mod protocol;
 pub mod record;
 pub mod replica;

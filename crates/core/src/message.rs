@@ -63,6 +63,9 @@ pub enum RemoteError {
     /// asked again a little later, it is served.
     #[error("not applied here yet: {0}")]
     NotYetApplied(String),
+    /// A read of an object this DC does not hold (a bucket placed by rings): read it at a DC that does.
+    #[error("not held at this DC: {0}")]
+    NotHeld(String),
 }
 
 /// A partition's answer to [`Message::TxStatus`].
@@ -240,6 +243,10 @@ pub enum Message {
         txs: Vec<crate::replication::ReplicatedTx>,
         /// The origin's promise.
         up_to: Timestamp,
+        /// Under partial replication: the origin DC's garbage-collection frontier, below which none of its
+        /// transactions reads. A DC its ring-mates read objects from keeps their versions above it
+        /// (`Topology::readers`).
+        gc: Option<VectorClock>,
     },
     /// Partition → the origin partition: everything of yours at or below `up_to` is durably applied here.
     ReplicateAck {
@@ -257,6 +264,11 @@ pub enum Message {
         /// (of that term) holds every transaction `pvc` covers, and may serve reads at snapshots within it.
         #[serde(default)]
         at: Option<(u64, crate::record::Lsn)>,
+        /// Under partial replication, a partition other DCs read from: its garbage-collection frontier, which
+        /// stays below their readers' snapshots (`Partition::collect`). A follower of a replicated partition
+        /// folds no further.
+        #[serde(default)]
+        frontier: Option<VectorClock>,
     },
     /// Coordinator → stabilizer: no transaction of mine will read below this snapshot, now or later.
     OldestSnapshot {

@@ -947,7 +947,9 @@ impl Node {
             Address::Stabilizer => {
                 // A leader's pvc report, with its log position: this node's replica of the partition, if it
                 // follows, may serve reads within that pvc once it applied that far.
-                if let (Address::Partition(p), Message::PvcReport { pvc, at: Some((term, index)) }) = (e.from, &e.msg) {
+                if let (Address::Partition(p), Message::PvcReport { pvc, at: Some((term, index)), frontier }) =
+                    (e.from, &e.msg)
+                {
                     let me = self.layout.node;
                     // Every leader reports every few milliseconds: no allocation unless a follower here takes it.
                     let held = self.placements.get(&p).is_some_and(|(_, m)| m.iter().any(|id| replica_node(id) == me));
@@ -955,7 +957,11 @@ impl Node {
                     let stabilizer =
                         self.stabilizer.as_ref().filter(|_| held && self.leader_of_partition(p) != Some(me));
                     if let Some(s) = stabilizer {
-                        let (term, index, pvc, gc) = (*term, *index, pvc.clone(), s.gc_frontier().clone());
+                        let (term, index, pvc, mut gc) = (*term, *index, pvc.clone(), s.gc_frontier().clone());
+                        // Other DCs read from this partition (partial replication): no further than its leader.
+                        if let Some(f) = frontier {
+                            gc.merge_min(f);
+                        }
                         let msg = Message::Replica(ReplicaMessage::Closed { term, index, pvc, gc });
                         self.route(Envelope { from: e.from, to: Address::Replica(p, me), msg });
                     }

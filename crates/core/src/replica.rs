@@ -513,11 +513,7 @@ impl Replica {
             Some(result) => {
                 self.stats.nearest_reads += 1;
                 let msg = Message::ReadReply { tx: *tx, request: *request, result };
-                self.outputs.push_back(ReplicaOutput::Send(Envelope {
-                    from: Address::Partition(self.id),
-                    to: e.from,
-                    msg,
-                }));
+                self.outputs.push_back(ReplicaOutput::Send(self.partition.envelope(e.from, msg)));
                 None
             }
             None => {
@@ -1611,7 +1607,7 @@ mod tests {
         c.out
             .drain(..)
             .filter_map(|e| match e.msg {
-                Message::PvcReport { pvc, at: Some((term, index)) } => Some((pvc, term, index)),
+                Message::PvcReport { pvc, at: Some((term, index)), .. } => Some((pvc, term, index)),
                 _ => None,
             })
             .next_back()

@@ -206,7 +206,10 @@ mod tests {
         let mut s = Stabilizer::new(Config::new(1, DcId(0), 2), vec![c0]);
         s.expect_nodes(3);
         for p in 0..2 {
-            s.handle_message(Address::Partition(PartitionId(p)), Message::PvcReport { pvc: at(100), at: None });
+            s.handle_message(
+                Address::Partition(PartitionId(p)),
+                Message::PvcReport { pvc: at(100), at: None, frontier: None },
+            );
         }
         let report = |s: &mut Stabilizer, c: CoordinatorId, t: u64| {
             s.handle_message(Address::Coordinator(c), Message::OldestSnapshot { snapshot: at(t) })
@@ -226,7 +229,10 @@ mod tests {
         let mut fresh = Stabilizer::new(config, vec![c0]);
         fresh.expect_nodes(3);
         for p in 0..2 {
-            fresh.handle_message(Address::Partition(PartitionId(p)), Message::PvcReport { pvc: at(100), at: None });
+            fresh.handle_message(
+                Address::Partition(PartitionId(p)),
+                Message::PvcReport { pvc: at(100), at: None, frontier: None },
+            );
         }
         report(&mut fresh, c0, 90);
         report(&mut fresh, c1, 80);

@@ -8,14 +8,16 @@
 //!   For a replicated partition this is only where a new cluster's groups start: after that the group's
 //!   membership says where it lives (replicas move at run time, `crate::replica`), and nodes learn it from the
 //!   leaders' notices ([`crate::node::Node::placement`]);
-//! - **bucket → DCs**: which DCs hold a bucket's objects (every DC today: full replication;
-//!   [`Topology::dcs_holding`]), and so which DCs a partition's committed transactions go to
-//!   ([`Topology::replication_targets`]).
+//! - **object → DCs**: which DCs hold an object ([`Topology::holds_object`], [`Topology::dcs_holding`]): every DC
+//!   for a `full` bucket, one DC per ring for a bucket placed by rings ([`crate::placement`]); where a DC reads an
+//!   object it does not hold ([`Topology::read_dc`]); and which DCs a partition's committed transactions go to
+//!   ([`Topology::replication_targets`]: every other DC, each sent only the writes it holds).
 //!
 //! The node ([`crate::node`]), the replication sender and the stabilizer ask the topology; no other module
 //! computes a placement. A placement policy (replicated partitions, Karma's rings) changes this module and nothing
 //! that routes.
 
+use crate::placement::Placement;
 use crate::{DcId, ObjectId, PartitionId};
 use serde::{Deserialize, Serialize};
 
@@ -52,6 +54,9 @@ pub struct Topology {
     /// over its first nodes, so that every node, old and new, computes the same first voters for each group.
     #[serde(default)]
     first_nodes: NodeIndex,
+    /// Which DCs hold which buckets (the same at every DC).
+    #[serde(default)]
+    placement: Placement,
 }
 
 fn one() -> NodeIndex {
@@ -67,7 +72,19 @@ impl Topology {
         assert!(nodes > 0, "a DC needs at least one node");
         let mut all = vec![0; usize::from(dcs)];
         all[usize::from(dc.0)] = nodes;
-        Self { dc, partitions, nodes: all, replicas: 1, first_nodes: 0 }
+        Self { dc, partitions, nodes: all, replicas: 1, first_nodes: 0, placement: Placement::full() }
+    }
+
+    /// The same topology with the buckets placed by `placement` (which must be valid for its DCs).
+    pub fn with_placement(mut self, placement: Placement) -> Self {
+        debug_assert_eq!(placement.validate(self.dcs()), Ok(()));
+        self.placement = placement;
+        self
+    }
+
+    /// How the cluster places its buckets.
+    pub fn placement(&self) -> &Placement {
+        &self.placement
     }
 
     /// The same topology, its partitions placed over its first `first_nodes` nodes (a DC that grew since its
@@ -109,7 +126,7 @@ impl Topology {
     /// The topology of a DC whose nodes the configuration does not say (a state machine that addresses partitions
     /// logically and never places them on nodes).
     pub fn of_config(config: &crate::Config) -> Self {
-        Self::new(config.dc, config.dcs, config.partitions, 1)
+        Self::new(config.dc, config.dcs, config.partitions, 1).with_placement(config.placement.clone())
     }
 
     /// Records how many nodes a DC has. Returns whether that changed anything.
@@ -185,16 +202,38 @@ impl Topology {
         p.0 / u32::from(self.placed_nodes().max(1))
     }
 
-    /// The DCs that hold a bucket's objects: every DC (full replication).
-    pub fn dcs_holding(&self, _bucket: &[u8]) -> impl Iterator<Item = DcId> {
-        (0..self.dcs()).map(DcId)
+    /// Whether DC `dc` holds `object` (stores its state, receives its writes from the other DCs).
+    pub fn holds_object(&self, dc: DcId, object: &ObjectId) -> bool {
+        self.placement.holds(dc, &object.bucket, self.partition_of(object))
     }
 
-    /// The DCs that receive partition `p`'s committed local transactions: every other DC holding its objects. With
-    /// full replication that is every other DC, so the answer does not depend on the partition.
+    /// The DCs that hold `object`: every DC, or one per ring for a bucket placed by rings.
+    pub fn dcs_holding(&self, object: &ObjectId) -> Vec<DcId> {
+        self.placement.holders(self.dcs(), &object.bucket, self.partition_of(object))
+    }
+
+    /// The DC where this DC reads `object`: itself if it holds it, else the holder in its own ring.
+    pub fn read_dc(&self, object: &ObjectId) -> DcId {
+        self.placement.read_from(self.dc, &object.bucket, self.partition_of(object))
+    }
+
+    /// The other DCs that read partition `p`'s objects from this DC (`read_dc`): its ring-mates, if it holds the
+    /// partition's share of the buckets placed by rings; nobody without rings.
+    pub fn readers(&self, p: PartitionId) -> Vec<DcId> {
+        let pl = &self.placement;
+        let Some(ring) = pl.ring_of(self.dc).filter(|r| pl.partial() && pl.home_in_ring(*r, p) == self.dc) else {
+            return Vec::new();
+        };
+        pl.rings[ring].iter().copied().filter(|d| *d != self.dc).collect()
+    }
+
+    /// The DCs that receive partition `p`'s committed local transactions: every other DC. Under partial
+    /// replication too: a DC is sent only the writes to objects it holds ([`Topology::holds_object`]), but every
+    /// transaction's commit time, so that its pvc for this DC keeps moving (Cure's heartbeats), and with it its
+    /// stable snapshot.
     pub fn replication_targets(&self, _p: PartitionId) -> Vec<DcId> {
         let local = self.dc;
-        self.dcs_holding(&[]).filter(|d| *d != local).collect()
+        (0..self.dcs()).map(DcId).filter(|d| *d != local).collect()
     }
 
     /// The DCs that send partition `p` their committed transactions (its inbound streams).
@@ -254,7 +293,38 @@ mod tests {
     fn full_replication_sends_every_partition_to_every_other_dc() {
         let t = Topology::new(DcId(1), 3, 4, 1);
         assert_eq!(t.replication_targets(PartitionId(2)), vec![DcId(0), DcId(2)]);
-        assert_eq!(t.dcs_holding(b"bucket").count(), 3);
+        let o = ObjectId::new("k", "bucket", causet_crdt::CrdtType::CounterPn);
+        assert_eq!(t.dcs_holding(&o).len(), 3);
+        assert_eq!(t.read_dc(&o), DcId(1));
+    }
+
+    #[test]
+    fn under_rings_a_dc_holds_its_share_and_reads_the_rest_in_its_ring() {
+        let rings = vec![vec![DcId(0), DcId(1)], vec![DcId(2)]];
+        let placement = Placement::rings(rings, [b"r".to_vec()]);
+        let at = |dc| Topology::new(DcId(dc), 3, 4, 1).with_placement(placement.clone());
+        let (t0, t1, t2) = (at(0), at(1), at(2));
+        assert_eq!(t0.replication_targets(PartitionId(2)), vec![DcId(1), DcId(2)], "heartbeats go everywhere");
+        for i in 0..40 {
+            let o = ObjectId::new(format!("k{i}"), "r", causet_crdt::CrdtType::CounterPn);
+            let holders = t0.dcs_holding(&o);
+            assert_eq!(holders.len(), 2, "one per ring");
+            assert!(holders.contains(&DcId(2)), "DC 2 is a ring of its own");
+            assert_ne!(t0.holds_object(DcId(0), &o), t0.holds_object(DcId(1), &o), "ring 0 holds it once");
+            assert_eq!(t1.dcs_holding(&o), holders, "every DC computes the same");
+            for t in [&t0, &t1, &t2] {
+                assert!(holders.contains(&t.read_dc(&o)));
+                assert_eq!(t.read_dc(&o) == t.dc(), t.holds_object(t.dc(), &o));
+            }
+            let full = ObjectId::new(format!("k{i}"), "f", causet_crdt::CrdtType::CounterPn);
+            assert!((0..3).all(|d| t0.holds_object(DcId(d), &full)));
+        }
+        for p in t0.partitions() {
+            // DC 0 and DC 1 read from each other what each holds; DC 2 holds everything and is read by nobody.
+            assert_eq!(t0.readers(p).is_empty(), at(1).readers(p) == vec![DcId(0)]);
+            assert!(t2.readers(p).is_empty());
+        }
+        assert!(Topology::new(DcId(0), 3, 4, 1).readers(PartitionId(0)).is_empty(), "no rings: no readers");
     }
 
     #[test]

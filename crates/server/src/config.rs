@@ -128,6 +128,29 @@ pub struct ServerConfig {
     /// `buffer_writes`, `max_component_objects`),
     /// off by default. See docs/cache.md.
     pub cache: LeaseCache,
+    /// Partial geo-replication (`[placement]`: `rings`, `buckets`): the buckets named are held by one DC per ring
+    /// instead of every DC. Off by default (every DC holds everything). The same at every node of every DC. See
+    /// docs/placement.md.
+    pub placement: PlacementConfig,
+}
+
+/// `[placement]`: rings of nearby DCs, and the buckets each ring holds one copy of (Karma's partial
+/// replication). Every other bucket is held by every DC.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PlacementConfig {
+    /// Rings of DC indices, every DC in exactly one: `rings = [[0, 1, 2], [3, 4], [5, 6, 7]]`.
+    pub rings: Vec<Vec<u16>>,
+    /// The buckets placed by rings, by name.
+    pub buckets: Vec<String>,
+}
+
+impl PlacementConfig {
+    /// The placement the state machines use.
+    pub fn placement(&self) -> causet_core::placement::Placement {
+        let rings = self.rings.iter().map(|r| r.iter().copied().map(causet_core::DcId).collect()).collect();
+        causet_core::placement::Placement::rings(rings, self.buckets.iter().map(|b| b.as_bytes().to_vec()))
+    }
 }
 
 /// `[cache]`: each coordinator caches the objects its transactions read, for a lease, and serves reads from it
@@ -205,6 +228,7 @@ impl Default for ServerConfig {
             tls: None,
             client_tls: None,
             cache: LeaseCache::default(),
+            placement: PlacementConfig::default(),
         }
     }
 }
@@ -326,6 +350,16 @@ impl ServerConfig {
                 return bad("[cache] max_component_objects must be at least 1");
             }
         }
+        let placement = self.placement.placement();
+        if let Err(e) = placement.validate(self.dcs) {
+            return bad(&format!("[placement]: {e}"));
+        }
+        if placement.partial() && self.cache.enabled {
+            return bad("the lease cache ([cache] enabled) does not work with buckets placed by rings yet");
+        }
+        if placement.partial() && self.certify_writes {
+            return bad("certify_writes does not work with buckets placed by rings: a DC that does not hold an object cannot certify writes to it");
+        }
         if self.sync == SyncPolicy::Periodic && self.sync_interval_ms == 0 {
             return bad("sync_interval_ms must be positive with sync = \"periodic\"");
         }
@@ -362,6 +396,7 @@ impl ServerConfig {
         causet_core::topology::Topology::new(dc, self.dcs, self.partitions, self.node_count())
             .with_replicas(self.replicas)
             .with_first_nodes(self.placed_nodes())
+            .with_placement(self.placement.placement())
     }
 
     /// The protocol configuration of this (single-DC) node.
@@ -374,6 +409,7 @@ impl ServerConfig {
         c.clock_bound_us = self.clock_bound_ms * 1_000;
         c.protocol = self.protocol;
         c.certify_writes = self.certify_writes;
+        c.placement = self.placement.placement();
         c.stable_reads = self.stable_reads;
         c.stable_interval_us = self.stable_interval_ms * 1_000;
         c.tx_idle_timeout_us = self.tx_idle_timeout_ms * 1_000;
@@ -392,6 +428,23 @@ impl ServerConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn placement_by_rings_parses_validates_and_reaches_the_state_machines() {
+        let text = "dcs = 3\n[placement]\nrings = [[0, 1], [2]]\nbuckets = [\"r\"]\n";
+        let c: ServerConfig = toml::from_str(text).expect("parses");
+        c.validate().expect("valid");
+        assert!(c.protocol().placement.partial());
+        assert_eq!(c.topology().placement(), &c.protocol().placement);
+        let refused =
+            |text: &str| toml::from_str::<ServerConfig>(text).expect("parses").validate().unwrap_err().to_string();
+        assert!(refused("dcs = 3\n[placement]\nrings = [[0, 1]]\nbuckets = [\"r\"]\n").contains("DC 2 is in no ring"));
+        let cached = "dcs = 2\n[cache]\nenabled = true\n[placement]\nrings = [[0, 1]]\nbuckets = [\"r\"]\n";
+        assert!(refused(cached).contains("lease cache"));
+        let certified = "dcs = 2\ncertify_writes = true\n[placement]\nrings = [[0, 1]]\nbuckets = [\"r\"]\n";
+        assert!(refused(certified).contains("certify_writes"));
+        assert!(toml::from_str::<ServerConfig>("[placement]\nring = []\n").is_err(), "unknown keys are refused");
+    }
 
     #[test]
     fn defaults_are_valid_and_serve_out_of_the_box() {

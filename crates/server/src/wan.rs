@@ -571,23 +571,13 @@ async fn serve_peer(
             if wan.is_cut(origin) {
                 continue;
             }
-            // A write buffer's question or answer between coordinators (`coordinator::tokens`): from a coordinator
-            // of the DC that opened this link, to one of this DC.
-            if let (Address::DcCoordinator(to_dc, _), Address::DcCoordinator(from_dc, _)) = (envelope.to, envelope.from)
-            {
-                let about_buffer = matches!(envelope.msg, Message::FlushBuffer { .. } | Message::BufferFlushed { .. });
-                if about_buffer && to_dc == routes.dc() && from_dc == origin {
-                    routes.deliver(envelope).await;
+            if !admitted_from_dc(&envelope, origin, routes.dc()) {
+                continue;
+            }
+            if let Address::Peer(_, partition) = envelope.to {
+                if !routes.serves(partition) {
+                    continue;
                 }
-                continue;
-            }
-            let Address::Peer(_, partition) = envelope.to else { continue };
-            // The sender must be a partition of the DC that opened this link.
-            if !matches!(envelope.from, Address::Peer(dc, _) if dc == origin) {
-                continue;
-            }
-            if !routes.serves(partition) {
-                continue;
             }
             routes.deliver(envelope).await;
         }
@@ -601,11 +591,60 @@ async fn serve_peer(
     }
 }
 
+/// Whether a message that arrived on a link from DC `origin` may enter this DC (`local`): replication between
+/// partitions, a write buffer's questions and answers between coordinators (`coordinator::tokens`), and a read of
+/// an object only some DCs hold (partial replication), from a coordinator there to a partition here and its
+/// answer back. Each names the DC that opened the link as its sender's.
+fn admitted_from_dc(envelope: &Envelope, origin: DcId, local: DcId) -> bool {
+    match (envelope.from, envelope.to, &envelope.msg) {
+        (Address::Peer(from, _), Address::Peer(to, _), _) => from == origin && to == local,
+        (
+            Address::DcCoordinator(from, _),
+            Address::DcCoordinator(to, _),
+            Message::FlushBuffer { .. } | Message::BufferFlushed { .. },
+        ) => from == origin && to == local,
+        (Address::DcCoordinator(from, _), Address::Peer(to, _), Message::Read { .. } | Message::Fetch { .. }) => {
+            from == origin && to == local
+        }
+        (
+            Address::Peer(from, _),
+            Address::DcCoordinator(to, _),
+            Message::ReadReply { .. } | Message::Fetched { .. },
+        ) => from == origin && to == local,
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use causet_core::message::ReplicaMessage;
     use causet_core::Message;
+
+    #[test]
+    fn a_link_from_another_dc_admits_replication_buffer_questions_and_reads_of_objects_held_here() {
+        use causet_core::{CoordinatorId, PartitionId, TxId};
+        let (here, there, third) = (DcId(0), DcId(1), DcId(2));
+        let c = CoordinatorId::compose(0, 0, 0);
+        let p = PartitionId(3);
+        let tx = TxId { dc: there, coordinator: c, seq: 1 };
+        let read = Message::Read { tx, request: 1, snapshot: Default::default(), objects: vec![], nearest: false };
+        let reply = Message::ReadReply { tx, request: 1, result: Ok(vec![]) };
+        let admitted =
+            |from, to, msg: &Message| admitted_from_dc(&Envelope { from, to, msg: msg.clone() }, there, here);
+        let heartbeat = Message::ReplicateAck { up_to: Default::default(), gap: false };
+        assert!(admitted(Address::Peer(there, p), Address::Peer(here, p), &heartbeat));
+        assert!(!admitted(Address::Peer(third, p), Address::Peer(here, p), &heartbeat), "sender of another DC");
+        assert!(admitted(Address::DcCoordinator(there, c), Address::Peer(here, p), &read));
+        assert!(admitted(Address::Peer(there, p), Address::DcCoordinator(here, c), &reply));
+        assert!(!admitted(Address::DcCoordinator(there, c), Address::Peer(third, p), &read), "for another DC");
+        assert!(!admitted(Address::DcCoordinator(there, c), Address::Peer(here, p), &reply), "only reads go there");
+        let prepare = Message::Abort { tx };
+        assert!(!admitted(Address::DcCoordinator(there, c), Address::Peer(here, p), &prepare), "no 2PC across DCs");
+        assert!(!admitted(Address::Coordinator(c), Address::Partition(p), &read), "traffic inside a DC");
+        let flush = Message::FlushBuffer { query: 1 };
+        assert!(admitted(Address::DcCoordinator(there, c), Address::DcCoordinator(here, c), &flush));
+    }
 
     fn envelope(k: u64) -> Envelope {
         Envelope {

@@ -103,6 +103,11 @@ impl SeedResult {
             self.wall_s,
             self.report.reads_checked,
         );
+        if c.placement.partial() {
+            let rings: Vec<Vec<u16>> = c.placement.rings.iter().map(|r| r.iter().map(|d| d.0).collect()).collect();
+            let remote = self.stats.remote_reads;
+            out.push_str(&format!("odd objects placed by rings {rings:?} ({remote} reads sent to another DC); "));
+        }
         if self.stats.buffered.0 > 0 {
             let (b, m) = (self.stats.buffered, self.stats.token_moves);
             out.push_str(&format!(
@@ -134,6 +139,7 @@ pub fn bug_name(bug: causet_core::Bug) -> &'static str {
         causet_core::Bug::CacheIgnoresBoxes => "cache-ignores-boxes",
         causet_core::Bug::SplitHandover => "split-handover",
         causet_core::Bug::IgnoreBufferTokens => "ignore-buffer-tokens",
+        causet_core::Bug::ReadsIgnorePlacement => "reads-ignore-placement",
     }
 }
 

@@ -10,8 +10,11 @@ use causet_crdt::{CrdtType, MapKey, Op, Value};
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
 
-/// The bucket every workload object lives in.
+/// The bucket every workload object lives in (but those of [`RINGS_BUCKET`]).
 pub const BUCKET: &[u8] = b"sim";
+
+/// With [`WorkloadConfig::rings_bucket`]: the bucket of every other object, which the simulation places by rings.
+pub const RINGS_BUCKET: &[u8] = b"simr";
 
 /// One step of a planned transaction.
 #[derive(Clone, Debug)]
@@ -71,6 +74,9 @@ pub struct WorkloadConfig {
     /// The kinds of the checked objects, in turn: key `k<i>` is of kind `kinds[i % len]`. All three by default;
     /// without sets (which only grow) the data a workload writes stays bounded, for long soaks.
     pub kinds: Vec<ObjectKind>,
+    /// Every odd-numbered object lives in [`RINGS_BUCKET`] (but bounded counters, which a DC that does not hold
+    /// them cannot update), so that transactions mix buckets placed by rings and fully replicated ones.
+    pub rings_bucket: bool,
 }
 
 impl Default for WorkloadConfig {
@@ -84,6 +90,7 @@ impl Default for WorkloadConfig {
             max_steps: 4,
             abort: 0.05,
             kinds: ObjectKind::ALL.to_vec(),
+            rings_bucket: false,
         }
     }
 }
@@ -128,7 +135,7 @@ impl Workload {
             ObjectKind::Counter => CrdtType::CounterPn,
         };
         let key = format!("k{i}");
-        (ObjectId::new(key.clone(), BUCKET, ty), ObjectName { key, kind })
+        (ObjectId::new(key.clone(), self.bucket(i, ty), ty), ObjectName { key, kind })
     }
 
     /// Every checked object.
@@ -138,17 +145,26 @@ impl Workload {
 
     /// Every unchecked object.
     pub fn extra_objects(&self) -> Vec<ObjectId> {
-        (0..self.config.extra_keys).map(Self::extra).collect()
+        (0..self.config.extra_keys).map(|i| self.extra(i)).collect()
     }
 
-    fn extra(i: u32) -> ObjectId {
+    fn extra(&self, i: u32) -> ObjectId {
         let ty = EXTRA_TYPES[i as usize % EXTRA_TYPES.len()];
-        ObjectId::new(format!("x{i}"), BUCKET, ty)
+        ObjectId::new(format!("x{i}"), self.bucket(i, ty), ty)
+    }
+
+    /// The bucket of the object numbered `i`, of type `ty`.
+    fn bucket(&self, i: u32, ty: CrdtType) -> &'static [u8] {
+        if self.config.rings_bucket && i % 2 == 1 && ty != CrdtType::CounterB {
+            RINGS_BUCKET
+        } else {
+            BUCKET
+        }
     }
 
     fn pick_read(&self, rng: &mut ChaCha8Rng) -> Planned {
         if self.config.extra_keys > 0 && rng.random_bool(0.15) {
-            let object = Self::extra(rng.random_range(0..self.config.extra_keys));
+            let object = self.extra(rng.random_range(0..self.config.extra_keys));
             return Planned { object, name: None, op: None, write: None };
         }
         let (object, name) = self.checked(rng.random_range(0..self.config.keys));
@@ -157,7 +173,7 @@ impl Workload {
 
     fn pick_write(&mut self, rng: &mut ChaCha8Rng) -> Planned {
         if self.config.extra_keys > 0 && rng.random_bool(0.15) {
-            let object = Self::extra(rng.random_range(0..self.config.extra_keys));
+            let object = self.extra(rng.random_range(0..self.config.extra_keys));
             let op = random_op(object.ty, rng);
             return Planned { object, name: None, op: Some(op), write: None };
         }

@@ -13,7 +13,7 @@
 //! must finish, and a final read at every DC must find every acknowledged write and the same values everywhere.
 
 use crate::history::{HistOp, History, ObjectName, Outcome, TxRecord};
-use crate::workload::{record_writes, Plan, Planned, Step, Workload, WorkloadConfig};
+use crate::workload::{record_writes, Plan, Planned, Step, Workload, WorkloadConfig, RINGS_BUCKET};
 use causet_core::coordinator::{
     BufferRecord, BufferToken, ClientClock, ClientRequest, ClientResponse, ReadFrom, TxError,
 };
@@ -147,6 +147,9 @@ pub struct SimConfig {
     /// The coordinators' lease cache (HoneyPot), if on: transactions that do not read from the nearest replica
     /// read through it, except one in eight, which asks for fresh reads ([`ReadFrom::Fresh`]).
     pub cache: Option<causet_core::cache::CacheConfig>,
+    /// Which DCs hold which buckets: in some seeds the workload's odd-numbered objects live in a bucket placed
+    /// by rings ([`crate::workload::RINGS_BUCKET`]), held by one DC per ring.
+    pub placement: causet_core::placement::Placement,
     /// A deliberate protocol bug (to validate the checker).
     pub bug: Option<Bug>,
     /// The protocol every DC runs.
@@ -266,7 +269,7 @@ impl SimConfig {
         } else {
             causet_core::Config::new(1, DcId(0), 1).raft_part_bytes
         };
-        Self {
+        let mut config = Self {
             seed,
             dcs,
             partitions: rng.random_range(1..=6),
@@ -291,12 +294,31 @@ impl SimConfig {
             stable_reads,
             nearest_reads,
             cache,
+            placement: causet_core::placement::Placement::full(),
             bug: None,
             protocol: causet_core::Protocol::Cure,
             raft_part_bytes,
             faults,
             workload,
+        };
+        // Partial replication in half the seeds of several DCs without a cache or certification (neither goes with
+        // it yet), from a ninth generator: rings of one, two or three DCs, and half the workload's objects in a
+        // bucket placed by them, so that sessions use objects their DC does not hold.
+        let mut placing = ChaCha8Rng::seed_from_u64(seed ^ 0x0091_a1ce);
+        if dcs > 1 && config.cache.is_none() && !config.certify_writes && placing.random_bool(0.5) {
+            let ring = |ds: &[u16]| ds.iter().copied().map(DcId).collect::<Vec<_>>();
+            let rings = match (dcs, placing.random_range(0..4)) {
+                (2, 0) => vec![ring(&[0]), ring(&[1])],
+                (2, _) => vec![ring(&[0, 1])],
+                (_, 0) => vec![ring(&[0, 1]), ring(&[2])],
+                (_, 1) => vec![ring(&[0]), ring(&[1, 2])],
+                (_, 2) => vec![ring(&[0, 2]), ring(&[1])],
+                _ => vec![ring(&[0, 1, 2])],
+            };
+            config.placement = causet_core::placement::Placement::rings(rings, [RINGS_BUCKET.to_vec()]);
+            config.workload.rings_bucket = true;
         }
+        config
     }
 
     /// The configuration the state machines of DC `dc` run with.
@@ -305,6 +327,7 @@ impl SimConfig {
         c.clock = self.clock;
         c.certify_writes = self.certify_writes;
         c.stable_reads = self.stable_reads;
+        c.placement = self.placement.clone();
         c.cache = self.cache.clone().filter(|_| self.protocol == causet_core::Protocol::Cure);
         c.bug = self.bug;
         c.protocol = self.protocol;
@@ -384,6 +407,8 @@ pub struct SimStats {
     /// Starts whose session's clock named another coordinator's write buffer (the session moved), and questions
     /// for a handover that coordinators answered.
     pub token_moves: (u64, u64),
+    /// Reads sent to another DC, of objects their DC does not hold (partial replication).
+    pub remote_reads: u64,
 }
 
 /// The liveness phase's verdict.
@@ -785,8 +810,9 @@ impl World {
         let mut dcs = Vec::new();
         for d in 0..config.dcs {
             let dc = DcId(d);
-            let mut topology =
-                Topology::new(dc, config.dcs, config.partitions, config.nodes).with_replicas(config.replicas);
+            let mut topology = Topology::new(dc, config.dcs, config.partitions, config.nodes)
+                .with_replicas(config.replicas)
+                .with_placement(config.placement.clone());
             if config.first_nodes > 0 {
                 topology = topology.with_first_nodes(config.first_nodes);
             }
@@ -1063,6 +1089,7 @@ impl World {
         if problems.is_empty() {
             problems.extend(self.collected());
         }
+        problems.extend(self.misplaced());
         self.collect_stats();
         self.stats.virtual_us = self.now - EPOCH_US;
         let liveness = if problems.is_empty() { Liveness::Ok } else { Liveness::Failed(problems) };
@@ -1220,6 +1247,29 @@ impl World {
         })
     }
 
+    /// Partial replication: no replica of any partition stores an object its DC does not hold (the origin ships
+    /// each DC only what it holds, and a DC applies nothing else). Returns the partitions that do.
+    fn misplaced(&self) -> Vec<String> {
+        let mut found = Vec::new();
+        for (d, dc) in self.dcs.iter().enumerate() {
+            for (n, node) in dc.nodes.iter().enumerate() {
+                for shard in &node.shards {
+                    let partitions = shard.partitions().chain(shard.replicas().map(|r| r.partition()));
+                    for p in partitions {
+                        if let Some(o) = p.misplaced_objects().first() {
+                            let key = String::from_utf8_lossy(&o.key);
+                            found.push(format!(
+                                "DC {d}: node {n}'s partition {} stores {key:?}, which DC {d} does not hold",
+                                p.id().0
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        found
+    }
+
     fn collect_stats(&mut self) {
         for dc in &self.dcs {
             for p in dc.partitions() {
@@ -1229,6 +1279,7 @@ impl World {
             }
             for shard in dc.nodes.iter().flat_map(|n| &n.shards) {
                 self.stats.resends += shard.coordinator().resends();
+                self.stats.remote_reads += shard.coordinator().remote_reads();
                 self.stats.token_moves.0 += shard.coordinator().moves();
                 if let Some(c) = shard.coordinator().cache_stats() {
                     self.stats.cache_reads.0 += c.hits;
@@ -1399,7 +1450,7 @@ impl World {
             let text = match &event {
                 Event::Deliver(
                     dc,
-                    Envelope { from, to, msg: causet_core::Message::Replicate { since, txs, up_to } },
+                    Envelope { from, to, msg: causet_core::Message::Replicate { since, txs, up_to, .. } },
                 ) => {
                     let ids: Vec<String> = txs.iter().map(|t| format!("{}@{}", t.tx, t.commit)).collect();
                     format!("Replicate to DC {} {from:?}->{to:?} since {since} up_to {up_to} txs {ids:?}", dc.0 .0)

@@ -366,6 +366,39 @@ fn checker_catches_sessions_that_move_without_their_buffer_tokens() {
     assert!(found.iter().any(|k| session.contains(k)), "the checker missed sessions moving without tokens: {found:?}");
 }
 
+/// Seeds with partial replication (Karma's rings): half the workload's objects live in a bucket placed by rings,
+/// held by one DC per ring, so sessions read objects their DC does not hold from a holder, and write them where
+/// they are. Every history must be TCC, every acknowledged write must reach every DC that holds it, the DCs must
+/// converge, and no DC may store an object it does not hold. The first twelve seeds that draw rings.
+#[test]
+fn seeds_where_objects_are_placed_by_rings_pass() {
+    let mut failures = Vec::new();
+    let mut remote = 0;
+    let ringed: Vec<u64> = (0..).filter(|&s| SimConfig::from_seed(s).placement.partial()).take(12).collect();
+    for seed in ringed {
+        let r = run_seed(seed, None);
+        if !r.passed() {
+            failures.push(r.summary());
+        }
+        remote += r.stats.remote_reads;
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    assert!(remote > 200, "only {remote} reads went to another DC: too few to mean anything");
+}
+
+/// Coordinators that read every object at their own DC, held there or not, must be caught: a DC that does not
+/// hold an object has no state of it, so its readers miss writes they depend on.
+#[test]
+fn checker_catches_reads_that_ignore_placement() {
+    let mut found = Vec::new();
+    let ringed = (0..).filter(|&s| SimConfig::from_seed(s).placement.partial()).take(4);
+    for seed in ringed {
+        found.extend(run_config(bug_hunt(seed, Bug::ReadsIgnorePlacement)).report.anomalies.iter().map(|a| a.kind));
+    }
+    let kinds = [AnomalyKind::CausalityViolation, AnomalyKind::ReadYourWrites, AnomalyKind::MonotonicReads];
+    assert!(found.iter().any(|k| kinds.contains(k)), "the checker missed reads that ignore placement: {found:?}");
+}
+
 /// The cache serving entries whatever their visibility box (HoneyPot's consistency test removed) must be caught.
 #[test]
 fn checker_catches_a_cache_that_ignores_visibility_boxes() {

@@ -173,6 +173,10 @@ pub enum TxError {
     /// An operation did not fit its object, or a bounded counter lacks rights; the transaction is unchanged.
     #[error("{0}")]
     Crdt(CrdtError),
+    /// The operation cannot run at this DC because of where its object is placed (a bounded counter of a bucket
+    /// placed by rings, at a DC that does not hold it); the transaction is unchanged.
+    #[error("{0}")]
+    Misplaced(String),
 }
 
 impl TxError {
@@ -350,6 +354,8 @@ pub struct Coordinator {
     resends: u64,
     /// Starts that asked another coordinator for its buffer's handover (`tokens`).
     moves: u64,
+    /// Reads sent to another DC: of objects this DC does not hold (partial replication).
+    remote_reads: u64,
 }
 
 impl Coordinator {
@@ -379,6 +385,7 @@ impl Coordinator {
             next_report_us: now_us,
             resends: 0,
             moves: 0,
+            remote_reads: 0,
             config,
         }
     }
@@ -406,6 +413,11 @@ impl Coordinator {
     /// Requests this coordinator sent again to a partition's new leader ([`Coordinator::handle_leader_change`]).
     pub fn resends(&self) -> u64 {
         self.resends
+    }
+
+    /// Reads sent to another DC, of objects this DC does not hold (partial replication).
+    pub fn remote_reads(&self) -> u64 {
+        self.remote_reads
     }
 
     /// Hands over the next output, if any. Drain after every input.
@@ -496,11 +508,16 @@ impl Coordinator {
             Message::BufferFlushed { query, handed } => return self.on_flushed(now_us, query, handed),
             _ => {}
         }
-        let Address::Partition(partition) = from else {
-            if let Message::Stable { stable, .. } = msg {
-                self.on_stable(now_us, stable);
+        let partition = match (from, &msg) {
+            (Address::Partition(p), _) => p,
+            // A holder at another DC answers a read of an object this DC does not hold.
+            (Address::Peer(dc, p), Message::ReadReply { .. } | Message::Fetched { .. }) if dc != self.config.dc => p,
+            _ => {
+                if let Message::Stable { stable, .. } = msg {
+                    self.on_stable(now_us, stable);
+                }
+                return;
             }
-            return;
         };
         match msg {
             Message::ReadReply { tx, request, result } => self.on_read_reply(now_us, tx, request, result),
@@ -888,7 +905,9 @@ impl Coordinator {
     /// continues in [`Coordinator::resume`].
     fn run(&mut self, now_us: u64, id: TxId, request: RequestId, then: Continuation) {
         let tx = self.txs.get_mut(&id).expect("run is called on open transactions");
-        let mut needed: BTreeMap<PartitionId, Vec<ObjectId>> = BTreeMap::new();
+        let mut needed: BTreeMap<Address, Vec<ObjectId>> = BTreeMap::new();
+        let topology = &self.topology;
+        let ignore_placement = bugs::has(&self.config, Bug::ReadsIgnorePlacement);
         let ignore_boxes = bugs::has(&self.config, Bug::CacheIgnoresBoxes);
         let (buffering, local) = (self.buffering.as_ref(), self.config.dc);
         let mut add = |o: &ObjectId| {
@@ -906,7 +925,7 @@ impl Coordinator {
                     return;
                 }
             }
-            let objects = needed.entry(self.topology.partition_of(o)).or_default();
+            let objects = needed.entry(Self::read_address(topology, o, ignore_placement)).or_default();
             if !objects.contains(o) {
                 objects.push(o.clone());
             }
@@ -925,24 +944,55 @@ impl Coordinator {
             self.resume(now_us, id, request, then);
             return;
         }
+        self.remote_reads += needed.keys().filter(|to| matches!(to, Address::Peer(..))).count() as u64;
         // A cached transaction fetches at the top of its window (after the hits above narrowed it): the freshest
         // snapshot every state read so far is exact at. Each answer's box holds it, so the window stays open.
         let cached_at = tx.window.as_ref().map(|w| w.hi.clone());
         let snapshot = cached_at.clone().unwrap_or_else(|| tx.snapshot.clone());
         let mut outstanding = BTreeSet::new();
         let mut sends = Vec::new();
-        for (partition, objects) in needed {
+        for (to, objects) in needed {
             let fetch = self.next_fetch;
             self.next_fetch += 1;
             outstanding.insert(fetch);
             self.fetches.insert(fetch, (id, objects.clone(), cached_at.clone()));
             let msg = Self::fetch_message(id, fetch, &tx.reads, &snapshot, cached_at.is_some(), objects);
-            sends.push((Address::Partition(partition), msg));
+            sends.push((to, msg));
         }
         tx.phase = Phase::Fetching { request, then, outstanding, deadline_us: now_us + self.config.op_timeout_us };
         for (to, msg) in sends {
             self.send(to, msg);
         }
+    }
+
+    /// Where a transaction reads `object`: its partition here, or, for an object this DC does not hold (a bucket
+    /// placed by rings), the same partition at the holder in this DC's ring. That partition serves the read at
+    /// the transaction's snapshot once it has applied everything the snapshot holds (as a partition here does),
+    /// so the read is exactly what a full replica here would return, and the transaction stays TCC.
+    fn read_address(topology: &Topology, object: &ObjectId, ignore_placement: bool) -> Address {
+        let (p, dc) = (topology.partition_of(object), topology.read_dc(object));
+        if dc == topology.dc() || ignore_placement {
+            Address::Partition(p)
+        } else {
+            Address::Peer(dc, p)
+        }
+    }
+
+    /// Refuses an update this DC cannot make because of where its object lives: a bounded counter of a bucket
+    /// placed by rings, here where it is not held (its rights are checked against the state at the DC that logs
+    /// the update, which has none of it).
+    fn misplaced(&self, updates: &[(ObjectId, Op)]) -> Option<TxError> {
+        let (o, _) = updates
+            .iter()
+            .find(|(o, _)| o.ty == causet_crdt::CrdtType::CounterB && !self.topology.holds_object(self.config.dc, o))?;
+        let holders: Vec<String> = self.topology.dcs_holding(o).iter().map(|d| d.0.to_string()).collect();
+        Some(TxError::Misplaced(format!(
+            "bounded counter {:?} is in a bucket placed by rings, and DC {} does not hold it: update it at a DC \
+             that does ({})",
+            String::from_utf8_lossy(&o.key),
+            self.config.dc.0,
+            holders.join(", ")
+        )))
     }
 
     /// The message that reads `objects` for a transaction: a cache's fetch (with visibility boxes) or a read.
@@ -1074,6 +1124,10 @@ impl Coordinator {
 
     /// Continues a read or an update once every object it needs is in the transaction's cache.
     fn resume(&mut self, now_us: u64, id: TxId, request: RequestId, then: Continuation) {
+        let misplaced = match &then {
+            Continuation::Update(updates) => self.misplaced(updates),
+            Continuation::Read(_) => None,
+        };
         let tx = self.txs.get_mut(&id).expect("resume is called on open transactions");
         tx.phase = Phase::Idle { deadline_us: now_us + self.config.tx_idle_timeout_us };
         let result = match then {
@@ -1091,7 +1145,10 @@ impl Coordinator {
                 }
                 Ok(ClientResponse::Values(values))
             }
-            Continuation::Update(updates) => Self::generate(tx, &updates).map(|()| ClientResponse::Updated),
+            Continuation::Update(updates) => match misplaced {
+                Some(e) => Err(e),
+                None => Self::generate(tx, &updates).map(|()| ClientResponse::Updated),
+            },
         };
         let client = tx.client;
         match (tx.kind, result) {
@@ -1231,7 +1288,12 @@ impl Coordinator {
         for (fetch, (id, objects, cached_at)) in &self.fetches {
             let Some(tx) = self.txs.get(id) else { continue };
             let Phase::Fetching { outstanding, .. } = &tx.phase else { continue };
-            if outstanding.contains(fetch) && objects.first().is_some_and(|o| self.topology.partition_of(o) == p) {
+            // Only reads of this DC's partition `p` (not those sent to a holder at another DC, whose leader is not
+            // this one).
+            let here = Address::Partition(p);
+            let ignore = bugs::has(&self.config, Bug::ReadsIgnorePlacement);
+            let ours = |o: &ObjectId| Self::read_address(&self.topology, o, ignore) == here;
+            if outstanding.contains(fetch) && objects.first().is_some_and(ours) {
                 let snapshot = cached_at.as_ref().unwrap_or(&tx.snapshot);
                 let msg = Self::fetch_message(*id, *fetch, &tx.reads, snapshot, cached_at.is_some(), objects.clone());
                 reads.push((*fetch, msg));
@@ -1413,7 +1475,11 @@ impl Coordinator {
     }
 
     fn send(&mut self, to: Address, msg: Message) {
-        let from = Address::Coordinator(self.id);
+        // A read at another DC (an object this DC does not hold) names this DC, so the answer finds its way back.
+        let from = match to {
+            Address::Peer(dc, _) if dc != self.config.dc => Address::DcCoordinator(self.config.dc, self.id),
+            _ => Address::Coordinator(self.id),
+        };
         self.emit(CoordinatorOutput::Send(Envelope { from, to, msg }));
     }
 }

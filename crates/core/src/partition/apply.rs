@@ -260,7 +260,7 @@ mod tests {
             &mut log,
             1_500,
             from_peer,
-            Message::Replicate { since: Timestamp::ZERO, txs: vec![remote], up_to },
+            Message::Replicate { since: Timestamp::ZERO, txs: vec![remote], up_to, gc: None },
         );
         let writes = vec![add(tx(0, 4), "x", "d")];
         step(

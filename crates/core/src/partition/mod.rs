@@ -195,6 +195,10 @@ pub struct Partition<S = Store> {
     clock: Clock,
     /// The latest snapshot this partition can serve (Cure Table II).
     pvc: VectorClock,
+    /// The DC's garbage-collection frontier as last published (sent to peer DCs under partial replication).
+    dc_gc: Option<VectorClock>,
+    /// The peer DCs' frontiers, from their replication streams (partial replication: `collect`).
+    peer_gc: BTreeMap<DcId, VectorClock>,
     store: S,
     prepared: BTreeMap<TxId, PreparedTx>,
     /// Prepare times of `prepared`, to find the smallest quickly.
@@ -310,6 +314,8 @@ impl<S: VersionStore> Partition<S> {
             id,
             clock: Clock::new(config.clock),
             pvc: VectorClock::zero(dcs),
+            dc_gc: None,
+            peer_gc: BTreeMap::new(),
             store,
             prepared: BTreeMap::new(),
             prepare_times: BTreeSet::new(),
@@ -445,6 +451,12 @@ impl<S: VersionStore> Partition<S> {
         (self.store.objects(), self.store.versions())
     }
 
+    /// The objects this partition stores that its DC does not hold (partial replication): none, ever.
+    pub fn misplaced_objects(&self) -> Vec<crate::ObjectId> {
+        let all = self.store.ids_after(None, usize::MAX);
+        all.into_iter().filter(|o| !self.holds(o)).collect()
+    }
+
     /// The last log position handed out, and the last reported durable.
     pub fn lsns(&self) -> (Lsn, Lsn) {
         (self.last_lsn, self.durable_lsn)
@@ -488,7 +500,8 @@ impl<S: VersionStore> Partition<S> {
             }
         }
         if now_us >= self.next_report_us {
-            self.send(Address::Stabilizer, Message::PvcReport { pvc: self.pvc.clone(), at: None });
+            let frontier = (!self.topology.readers(self.id).is_empty()).then(|| self.store.frontier().clone());
+            self.send(Address::Stabilizer, Message::PvcReport { pvc: self.pvc.clone(), at: None, frontier });
             self.next_report_us = now_us + self.config.stable_interval_us.max(1);
         }
         if self.config.dcs > 1 && now_us >= self.next_replication_us {
@@ -571,8 +584,9 @@ impl<S: VersionStore> Partition<S> {
                     self.on_status_reply(now_us, q, tx, status);
                 }
             }
-            Message::Replicate { since, txs, up_to } => {
+            Message::Replicate { since, txs, up_to, gc } => {
                 if let Address::Peer(origin, _) = from {
+                    self.note_peer_gc(origin, gc);
                     self.on_replicate(now_us, origin, since, txs, up_to);
                 }
             }
@@ -588,7 +602,7 @@ impl<S: VersionStore> Partition<S> {
 
     fn on_stable(&mut self, stable: VectorClock, gc: VectorClock) {
         if gc.has_dcs(self.config.vector_len()) {
-            self.store.collect(&gc);
+            self.collect(gc);
         }
         if stable.has_dcs(self.config.vector_len()) {
             // Every partition's pvc passed these commits, so none still holds them prepared: no termination will
@@ -675,8 +689,42 @@ impl<S: VersionStore> Partition<S> {
     }
 
     /// An envelope from this partition.
-    fn envelope(&self, to: Address, msg: Message) -> Envelope {
-        Envelope { from: Address::Partition(self.id), to, msg }
+    pub(crate) fn envelope(&self, to: Address, msg: Message) -> Envelope {
+        // An answer to another DC's coordinator (a read of an object only some DCs hold) names this DC.
+        let from = match to {
+            Address::DcCoordinator(dc, _) if dc != self.config.dc => Address::Peer(self.config.dc, self.id),
+            _ => Address::Partition(self.id),
+        };
+        Envelope { from, to, msg }
+    }
+
+    /// Garbage collection up to the DC's frontier `gc` (the stabilizer's) — and, where other DCs read objects
+    /// from this one (partial replication, `Topology::readers`), no further than any of their frontiers, the
+    /// lowest snapshot they read at; until every one of them has told its frontier, nothing is collected.
+    fn collect(&mut self, gc: VectorClock) {
+        let mut frontier = gc.clone();
+        for reader in self.topology.readers(self.id) {
+            match self.peer_gc.get(&reader) {
+                Some(theirs) => frontier.merge_min(theirs),
+                None => return,
+            }
+        }
+        self.store.collect(&frontier);
+        self.dc_gc = Some(gc);
+    }
+
+    /// A peer's garbage-collection frontier, from its replication stream.
+    fn note_peer_gc(&mut self, peer: DcId, gc: Option<VectorClock>) {
+        if let Some(gc) = gc.filter(|g| g.has_dcs(self.config.vector_len())) {
+            let slot = self.peer_gc.entry(peer).or_insert_with(|| gc.clone());
+            slot.merge_max(&gc);
+        }
+    }
+
+    /// Whether this DC holds `object` (stores it): every object, unless its bucket is placed by rings
+    /// ([`crate::placement`]).
+    pub(super) fn holds(&self, object: &crate::ObjectId) -> bool {
+        self.topology.holds_object(self.config.dc, object)
     }
 
     fn send_after_durable(&mut self, lsn: Lsn, to: Address, msg: Message) {

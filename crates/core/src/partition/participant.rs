@@ -202,8 +202,11 @@ impl<S: VersionStore> Partition<S> {
                 ReplicatedTx { tx, snapshot: p.snapshot.clone(), commit: commit.clone(), writes: p.writes.clone() };
             self.replicator.committed(shipped, p.lsn, self.pvc.get(self.config.dc));
         }
+        // Objects another DC holds (partial replication) are not stored here: the replicator ships them there.
         for (id, effect) in p.writes {
-            self.store.insert(&id, &commit, stamp, effect);
+            if self.holds(&id) {
+                self.store.insert(&id, &commit, stamp, effect);
+            }
         }
         self.clock.observe(commit.get(self.config.dc));
         self.decided.record(tx, Outcome::Committed(commit.get(self.config.dc)));

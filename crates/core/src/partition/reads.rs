@@ -114,6 +114,19 @@ impl<S: VersionStore> Partition<S> {
                 return Some(request);
             }
         }
+        if let Request::Read { objects, .. } = &request {
+            // A DC that does not hold an object has no state of it to read: its coordinators read it elsewhere.
+            let misplaced = objects.iter().find(|o| !self.holds(o));
+            if let Some(o) = misplaced.filter(|_| !bugs::has(&self.config, Bug::ReadsIgnorePlacement)) {
+                debug_assert!(
+                    !bugs::checks_invariants(&self.config),
+                    "placement: a read of {o:?} where it is not held"
+                );
+                let e = RemoteError::NotHeld(format!("{:?}", String::from_utf8_lossy(&o.key)));
+                self.refuse(&request, e);
+                return None;
+            }
+        }
         match request {
             Request::Read { from, tx, request, snapshot, objects, boxes: false } => {
                 let result = self.read_objects(&snapshot, &objects);

@@ -68,8 +68,11 @@ impl<S: VersionStore> Partition<S> {
         let last = self.remote_applied.entry(origin).or_insert(position);
         *last = (*last).max(position);
         let stamp = Stamp { time: tx.commit.sum(), tx: tx.tx.tag() };
+        // The origin sends only what this DC holds; anything else (an origin placing differently) is left out.
         for (id, effect) in tx.writes {
-            self.store.insert(&id, &tx.commit, stamp, effect);
+            if self.holds(&id) {
+                self.store.insert(&id, &tx.commit, stamp, effect);
+            }
         }
     }
 
@@ -106,8 +109,14 @@ impl<S: VersionStore> Partition<S> {
         self.refresh_pvc(now_us);
         let local = self.config.dc;
         let from = Address::Peer(local, self.id);
-        for o in self.replicator.poll(self.pvc.get(local), self.durable_lsn, now_us) {
-            let msg = Message::Replicate { since: o.since, txs: o.txs, up_to: o.up_to };
+        let gc = self.dc_gc.clone().filter(|_| self.topology.placement().partial());
+        for mut o in self.replicator.poll(self.pvc.get(local), self.durable_lsn, now_us) {
+            // Each peer is sent the writes to objects it holds (all of them, unless buckets are placed by rings),
+            // and every transaction's commit time: pvc there moves past it (`Topology::replication_targets`).
+            for tx in &mut o.txs {
+                tx.writes.retain(|(id, _)| self.topology.holds_object(o.to, id));
+            }
+            let msg = Message::Replicate { since: o.since, txs: o.txs, up_to: o.up_to, gc: gc.clone() };
             self.emit(Envelope { from, to: Address::Peer(o.to, self.id), msg });
         }
         let mut acks = Vec::new();
