@@ -160,6 +160,34 @@ fn dcs_whose_nodes_buffer_writes_are_tcc_under_faults_as_sessions_move() {
     assert!(questions > 0, "no session moved away from its buffered writes:\n{report}");
 }
 
+/// Partial replication under faults: three DCs in two rings (DCs 0 and 1, and DC 2), every other checked object
+/// in a bucket placed by them, so sessions read objects their DC does not hold from a holder (another ring's when
+/// theirs is cut off or down) while nodes are killed, paused and skewed and DCs cut off. The history is TCC,
+/// nothing acknowledged is lost, the DCs converge, and reads did go to other DCs.
+#[test]
+fn dcs_that_hold_one_copy_per_ring_are_tcc_under_faults() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let args = [
+        "--seed",
+        "13",
+        "--duration",
+        "30",
+        "--fault-interval-ms",
+        "2000",
+        "--dcs",
+        "3",
+        "--faults",
+        "kill,pause,cut,clock",
+        "--rings",
+        "0,1/2",
+    ];
+    let (code, report, file) = check(dir.path(), &args);
+    assert_eq!(code, 0, "cure with rings must pass:\n{report}");
+    assert!(file["stats"]["committed"].as_u64().unwrap_or(0) > 200, "too little work was checked:\n{report}");
+    assert!(file["report"]["anomalies"].as_array().is_some_and(Vec::is_empty));
+    assert!(report.contains("remote reads"), "the report says how many reads went to other DCs:\n{report}");
+}
+
 #[test]
 fn the_eventual_baseline_is_flagged_by_the_same_command() {
     let dir = tempfile::tempdir().expect("a temporary directory");

@@ -27,6 +27,10 @@ pub struct Config {
     pub tx_idle_timeout_us: u64,
     /// How long the coordinator waits for partitions to answer a read or a prepare before aborting.
     pub op_timeout_us: u64,
+    /// Partial replication: how long a read of an object this DC does not hold waits for the holder in this DC's
+    /// ring before it is asked of the holder in the next ring too (a holder cut off, down, or slow to catch up).
+    #[serde(default = "default_ring_failover_us")]
+    pub ring_failover_us: u64,
     /// How often the coordinator resends a commit or abort decision that a partition has not acknowledged, and how
     /// often a partition asks about a prepared transaction whose decision it has not heard.
     pub retry_interval_us: u64,
@@ -89,6 +93,10 @@ pub struct Config {
     pub bug: Option<Bug>,
 }
 
+fn default_ring_failover_us() -> u64 {
+    500_000
+}
+
 fn default_raft_part_bytes() -> usize {
     1 << 20
 }
@@ -108,6 +116,7 @@ impl Config {
             wait_timeout_us: 5_000_000,
             tx_idle_timeout_us: 30_000_000,
             op_timeout_us: 10_000_000,
+            ring_failover_us: default_ring_failover_us(),
             retry_interval_us: 100_000,
             max_clock_ahead_us: 1_000_000,
             clock_bound_us: 100_000,

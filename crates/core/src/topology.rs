@@ -227,6 +227,12 @@ impl Topology {
         pl.rings[ring].iter().copied().filter(|d| *d != self.dc).collect()
     }
 
+    /// Whether DCs `a` and `b` are in the same ring (partial replication; without rings, no two DCs are).
+    pub fn same_ring(&self, a: DcId, b: DcId) -> bool {
+        let pl = &self.placement;
+        pl.partial() && pl.ring_of(a).is_some() && pl.ring_of(a) == pl.ring_of(b)
+    }
+
     /// The DCs that receive partition `p`'s committed local transactions: every other DC. Under partial
     /// replication too: a DC is sent only the writes to objects it holds ([`Topology::holds_object`]), but every
     /// transaction's commit time, so that its pvc for this DC keeps moving (Cure's heartbeats), and with it its
@@ -325,6 +331,8 @@ mod tests {
             assert!(t2.readers(p).is_empty());
         }
         assert!(Topology::new(DcId(0), 3, 4, 1).readers(PartitionId(0)).is_empty(), "no rings: no readers");
+        assert!(t0.same_ring(DcId(0), DcId(1)) && !t0.same_ring(DcId(1), DcId(2)));
+        assert!(!Topology::new(DcId(0), 3, 4, 1).same_ring(DcId(0), DcId(1)), "no rings");
     }
 
     #[test]

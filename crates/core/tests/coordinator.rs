@@ -1072,3 +1072,91 @@ fn an_unacknowledged_commit_is_resent_with_back_off_until_it_lands() {
     assert!(matches!(dc.replies.pop_front(), Some((RequestId(100), Ok(ClientResponse::Committed { .. })))));
     assert!(dc.partitions.iter().all(|p| p.prepared_count() == 0), "committed at both owners");
 }
+
+/// Partial replication: a read of an object this DC does not hold goes to the holder in its ring; when that holder
+/// does not answer in time, or refuses, the same read goes to the next ring's holder, and the first answer wins.
+#[test]
+fn a_read_of_an_object_held_elsewhere_goes_to_the_ring_and_fails_over_to_the_next_ring() {
+    let mut config = Config::new(3, DcId(0), 2);
+    config.placement =
+        causet_core::placement::Placement::rings(vec![vec![DcId(0), DcId(1)], vec![DcId(2)]], [b"r".to_vec()]);
+    let mut dc = Dc::with_config(config.clone());
+    dc.advance(1_000);
+    let held_elsewhere = |i: u32| {
+        let o = ObjectId::new(format!("r{i}"), "r", CrdtType::SetAw);
+        (o.partition(2).0 % 2 == 1).then_some(o)
+    };
+    let objects: Vec<ObjectId> = (0..).filter_map(held_elsewhere).take(2).collect();
+    let reads_to = |dc: &Dc, to: DcId| -> Vec<(u64, Address, VectorClock)> {
+        (dc.sent.iter())
+            .filter_map(|e| match (&e.msg, e.to) {
+                (Message::Read { request, snapshot, .. }, Address::Peer(d, _)) if d == to => {
+                    Some((*request, e.from, snapshot.clone()))
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    // The holder in DC 0's ring (DC 1) is asked, as this DC's coordinator, and does not answer.
+    dc.send(
+        RequestId(1),
+        ClientRequest::StaticRead { clock: None, objects: vec![objects[0].clone()], reads: Default::default() },
+    );
+    let first = reads_to(&dc, DcId(1));
+    assert_eq!(first.len(), 1, "one read to DC 1: {:?}", dc.sent);
+    assert_eq!(first[0].1, Address::DcCoordinator(DcId(0), dc.coordinator.id()), "the answer must find its way back");
+    assert!(reads_to(&dc, DcId(2)).is_empty(), "the other ring is not asked at first");
+    dc.advance(config.ring_failover_us / 2);
+    assert!(reads_to(&dc, DcId(2)).is_empty(), "nor before the failover interval");
+    dc.advance(config.ring_failover_us);
+    let second = reads_to(&dc, DcId(2));
+    assert_eq!(second.len(), 1, "the next ring's holder is asked the same read");
+    assert_eq!((second[0].0, &second[0].2), (first[0].0, &first[0].2), "same fetch, same snapshot");
+    // DC 2 answers; DC 1's late answer is ignored.
+    let p = objects[0].partition(2);
+    let tx = dc.sent.iter().find_map(|e| match e.msg {
+        Message::Read { tx, .. } => Some(tx),
+        _ => None,
+    });
+    let tx = tx.expect("a read");
+    let answer = |v: &str| {
+        let mut set = causet_crdt::Crdt::new(CrdtType::SetAw);
+        let mut ctx = causet_crdt::EffectCtx::new(causet_crdt::TxTag(7), 2);
+        let effect = set.generate(&add(v), &mut ctx).expect("an add");
+        set.apply(&effect, causet_crdt::Stamp::PENDING).expect("applies");
+        Message::ReadReply { tx, request: first[0].0, result: Ok(vec![set]) }
+    };
+    dc.coordinator.handle_message(dc.now, Address::Peer(DcId(2), p), answer("from-2"));
+    dc.coordinator.handle_message(dc.now, Address::Peer(DcId(1), p), answer("from-1"));
+    dc.settle();
+    let replies: Vec<_> = dc.replies.drain(..).collect();
+    assert_eq!(replies.len(), 1, "one answer to the client: {replies:?}");
+    match &replies[0] {
+        (RequestId(1), Ok(ClientResponse::StaticValues { values, .. })) => {
+            assert_eq!(values, &vec![Value::Set(vec![b"from-2".to_vec()])]);
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    // A refusal (the snapshot is below what the holder keeps) goes to the next ring at once.
+    let before = reads_to(&dc, DcId(2)).len();
+    dc.send(
+        RequestId(2),
+        ClientRequest::StaticRead { clock: None, objects: vec![objects[1].clone()], reads: Default::default() },
+    );
+    let asked = reads_to(&dc, DcId(1));
+    let (request, _, _) = asked.last().cloned().expect("asked DC 1");
+    let tx = dc.sent.iter().rev().find_map(|e| match e.msg {
+        Message::Read { tx, .. } => Some(tx),
+        _ => None,
+    });
+    let refused = Message::ReadReply {
+        tx: tx.expect("a read"),
+        request,
+        result: Err(causet_core::message::RemoteError::SnapshotTooOld),
+    };
+    dc.coordinator.handle_message(dc.now, Address::Peer(DcId(1), objects[1].partition(2)), refused);
+    dc.settle();
+    assert!(dc.replies.is_empty(), "no error for the client while another ring may answer: {:?}", dc.replies);
+    assert_eq!(reads_to(&dc, DcId(2)).len(), before + 1, "DC 2 asked at once");
+    assert_eq!(dc.coordinator.remote_reads(), (2, 2));
+}

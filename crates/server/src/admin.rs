@@ -58,8 +58,13 @@ async fn metrics(State(state): State<Arc<NodeState>>, headers: axum::http::Heade
         let s = link.status();
         *links.entry((s.dc, "sent")).or_default() += s.sent;
         *links.entry((s.dc, "dropped")).or_default() += s.dropped;
+        *links.entry((s.dc, "bytes")).or_default() += s.sent_bytes;
     }
     for ((dc, outcome), total) in links {
+        if outcome == "bytes" {
+            raise(&m.link_bytes.get_or_create(&vec![("peer", dc.to_string())]), total);
+            continue;
+        }
         raise(&m.link_messages.get_or_create(&vec![("peer", dc.to_string()), ("outcome", outcome.into())]), total);
     }
     raise(&m.shard_messages_dropped, state.routes.dropped.load(std::sync::atomic::Ordering::Relaxed));
@@ -369,6 +374,9 @@ struct Status {
     peers: Vec<PeerStatus>,
     /// Whether state-changing admin calls are enabled (the node has an admin token).
     admin_enabled: bool,
+    /// Which DCs hold which buckets (`[placement]`): the rings and the buckets placed by them (every other
+    /// bucket is at every DC), and the objects this node's partitions store.
+    buckets: serde_json::Value,
 }
 
 /// Where a partition of this DC is served, for `/status`.
@@ -492,6 +500,12 @@ async fn status(State(state): State<Arc<NodeState>>) -> Json<Status> {
         peers,
         placement,
         admin_enabled: state.config.admin_token.is_some(),
+        buckets: serde_json::json!({
+            "default": "full",
+            "rings": state.config.placement.rings,
+            "placed_by_rings": state.config.placement.buckets,
+            "stored_objects": shards.iter().map(crate::status::ShardStatus::stored_objects).sum::<usize>(),
+        }),
         shard_status: shards,
     })
 }

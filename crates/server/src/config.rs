@@ -354,8 +354,8 @@ impl ServerConfig {
         if let Err(e) = placement.validate(self.dcs) {
             return bad(&format!("[placement]: {e}"));
         }
-        if placement.partial() && self.cache.enabled {
-            return bad("the lease cache ([cache] enabled) does not work with buckets placed by rings yet");
+        if placement.partial() && self.cache.enabled && self.cache.buffer_writes {
+            return bad("[cache] buffer_writes does not work with buckets placed by rings yet");
         }
         if placement.partial() && self.certify_writes {
             return bad("certify_writes does not work with buckets placed by rings: a DC that does not hold an object cannot certify writes to it");
@@ -440,7 +440,9 @@ mod tests {
             |text: &str| toml::from_str::<ServerConfig>(text).expect("parses").validate().unwrap_err().to_string();
         assert!(refused("dcs = 3\n[placement]\nrings = [[0, 1]]\nbuckets = [\"r\"]\n").contains("DC 2 is in no ring"));
         let cached = "dcs = 2\n[cache]\nenabled = true\n[placement]\nrings = [[0, 1]]\nbuckets = [\"r\"]\n";
-        assert!(refused(cached).contains("lease cache"));
+        toml::from_str::<ServerConfig>(cached).expect("parses").validate().expect("the cache goes with rings");
+        let buffered = cached.replace("enabled = true", "enabled = true\nbuffer_writes = true");
+        assert!(refused(&buffered).contains("buffer_writes"));
         let certified = "dcs = 2\ncertify_writes = true\n[placement]\nrings = [[0, 1]]\nbuckets = [\"r\"]\n";
         assert!(refused(certified).contains("certify_writes"));
         assert!(toml::from_str::<ServerConfig>("[placement]\nring = []\n").is_err(), "unknown keys are refused");

@@ -48,6 +48,12 @@ pub struct Metrics {
     pub shard_messages_dropped: Counter,
     /// Messages sent and dropped on the links to each DC (its nodes summed), raised to the links' totals at scrape time.
     pub link_messages: Family<Vec<(&'static str, String)>, Counter>,
+    /// Bytes sent on the links to each DC (its nodes summed): what replication and remote reads cost the WAN.
+    pub link_bytes: Family<Vec<(&'static str, String)>, Counter>,
+    /// Reads of objects this DC does not hold, sent to another DC, and those asked of another ring's holder too.
+    pub remote_reads: Family<Vec<(&'static str, String)>, Counter>,
+    /// Objects stored by this node's partitions (under partial replication, only those its DC holds).
+    pub stored_objects: Gauge<u64, AtomicU64>,
     /// Per peer DC, the largest lag of its acknowledgement over the partitions here, seconds, at scrape time.
     pub replication_ack_lag: Family<Vec<(&'static str, String)>, Gauge<f64, AtomicU64>>,
     /// Per replica held here: whether it leads (1) or not (0).
@@ -135,6 +141,9 @@ impl Metrics {
         let fsyncs = Counter::default();
         let stable_snapshot_age = Family::<Vec<(&'static str, String)>, Gauge<f64, AtomicU64>>::default();
         let link_messages = Family::<Vec<(&'static str, String)>, Counter>::default();
+        let link_bytes = Family::<Vec<(&'static str, String)>, Counter>::default();
+        let remote_reads = Family::<Vec<(&'static str, String)>, Counter>::default();
+        let stored_objects = Gauge::<u64, AtomicU64>::default();
         let shard_messages_dropped = Counter::default();
         let replica_leader = Family::<PartitionLabel, Gauge>::default();
         let replica_term = Family::<PartitionLabel, Gauge<u64, AtomicU64>>::default();
@@ -273,6 +282,14 @@ impl Metrics {
             stable_snapshot_age.clone(),
         );
         registry.register("link_messages", "Messages on the links to each DC, by outcome", link_messages.clone());
+        registry.register("link_bytes", "Bytes sent on the links to each DC", link_bytes.clone());
+        registry.register(
+            "remote_reads",
+            "Reads of objects this DC does not hold (partial replication): sent to another DC, and failed over to \
+             another ring's holder",
+            remote_reads.clone(),
+        );
+        registry.register("stored_objects", "Objects stored by this node's partitions", stored_objects.clone());
         let replication_ack_lag = Family::<Vec<(&'static str, String)>, Gauge<f64, AtomicU64>>::default();
         registry.register(
             "replication_ack_lag_seconds",
@@ -297,6 +314,9 @@ impl Metrics {
             fsyncs,
             stable_snapshot_age,
             link_messages,
+            link_bytes,
+            remote_reads,
+            stored_objects,
             replication_ack_lag,
             shard_messages_dropped,
             replica_leader,
@@ -371,6 +391,12 @@ impl Metrics {
             self.replication_ack_lag.get_or_create(&vec![("peer", peer.to_string())]).set(ms as f64 / 1000.0);
         }
         raise(&self.resends_to_new_leaders, shards.iter().map(|s| s.resends_to_new_leaders).sum());
+        let (remote, failovers) = shards.iter().fold((0, 0), |(r, f), s| (r + s.remote_reads.0, f + s.remote_reads.1));
+        if remote > 0 {
+            raise(&self.remote_reads.get_or_create(&vec![("outcome", "sent".into())]), remote);
+            raise(&self.remote_reads.get_or_create(&vec![("outcome", "failed_over".into())]), failovers);
+        }
+        self.stored_objects.set(shards.iter().map(crate::status::ShardStatus::stored_objects).sum::<usize>() as u64);
         let caches: Vec<_> = shards.iter().filter_map(|s| s.cache.as_ref()).collect();
         if !caches.is_empty() {
             let sum = |f: fn(&causet_core::cache::CacheStats) -> u64| caches.iter().map(|c| f(c)).sum::<u64>();
@@ -506,6 +532,7 @@ mod tests {
             shard: 0,
             open_transactions: 0,
             resends_to_new_leaders: resends,
+            remote_reads: (7 * resends, resends),
             cache: Some(causet_core::cache::CacheStats {
                 hits: 10 * resends,
                 misses: 3,
@@ -557,6 +584,9 @@ mod tests {
             "causet_cache_dropped_total{reason=\"evicted\"} 1",
             "causet_cache_entries 6",
             "causet_cache_bytes 600",
+            "causet_remote_reads_total{outcome=\"sent\"} 35",
+            "causet_remote_reads_total{outcome=\"failed_over\"} 5",
+            "causet_stored_objects 5",
         ] {
             assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
         }

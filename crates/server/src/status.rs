@@ -12,6 +12,8 @@ pub struct ShardStatus {
     pub open_transactions: usize,
     /// Requests the coordinator sent again to a replicated partition's new leader.
     pub resends_to_new_leaders: u64,
+    /// Reads of objects this DC does not hold sent to another DC, and those failed over to another ring.
+    pub remote_reads: (u64, u64),
     /// The coordinator's lease cache, if it has one: reads by outcome, entries dropped, size now.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cache: Option<causet_core::cache::CacheStats>,
@@ -32,6 +34,16 @@ pub struct ShardStatus {
     /// `/status` shows shard 0's at the top level).
     #[serde(skip)]
     pub placements: Vec<PlacementStatus>,
+}
+
+impl ShardStatus {
+    /// Objects this shard's partitions store: each replica's copy (a node holds one per replicated partition it
+    /// has a replica of), and each partition that is not replicated.
+    pub fn stored_objects(&self) -> usize {
+        let replicated = |id: u32| self.replicas.iter().any(|r| r.id == id);
+        let alone = self.partitions.iter().filter(|p| !replicated(p.id)).map(|p| p.objects);
+        self.replicas.iter().map(|r| r.objects).chain(alone).sum()
+    }
 }
 
 /// Where a replicated partition lives, for `/status` (`placement`) and the operator's moves.
@@ -287,6 +299,7 @@ impl ShardStatus {
             shard: node.shard(),
             open_transactions: coordinator.open_transactions(),
             resends_to_new_leaders: coordinator.resends(),
+            remote_reads: coordinator.remote_reads(),
             cache: coordinator.cache_stats(),
             buffer: coordinator.handover_stats(),
             stable_snapshot: coordinator.stable_snapshot().entries().iter().map(|t| t.0).collect(),

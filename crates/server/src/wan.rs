@@ -88,6 +88,8 @@ pub struct LinkState {
     pub connected: AtomicBool,
     /// Messages sent.
     pub sent: AtomicU64,
+    /// Bytes of frames sent.
+    pub sent_bytes: AtomicU64,
     /// Messages dropped (cut, queue full, connection lost).
     pub dropped: AtomicU64,
 }
@@ -111,6 +113,8 @@ pub struct LinkStatus {
     pub jitter_ms: f64,
     /// Messages sent.
     pub sent: u64,
+    /// Bytes of frames sent.
+    pub sent_bytes: u64,
     /// Messages dropped.
     pub dropped: u64,
 }
@@ -127,6 +131,7 @@ impl LinkState {
             delay_ms: self.delay_us.load(Ordering::Relaxed) as f64 / 1000.0,
             jitter_ms: self.jitter_us.load(Ordering::Relaxed) as f64 / 1000.0,
             sent: self.sent.load(Ordering::Relaxed),
+            sent_bytes: self.sent_bytes.load(Ordering::Relaxed),
             dropped: self.dropped.load(Ordering::Relaxed),
         }
     }
@@ -228,6 +233,7 @@ impl Wan {
             cut: AtomicBool::new(cut),
             connected: AtomicBool::new(false),
             sent: AtomicU64::new(0),
+            sent_bytes: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
         });
         let hello = (self.inner.local, self.inner.node);
@@ -471,6 +477,7 @@ async fn run_link(
                 break;
             }
             state.sent.fetch_add(count, Ordering::Relaxed);
+            state.sent_bytes.fetch_add(batch.len() as u64, Ordering::Relaxed);
         }
         state.connected.store(false, Ordering::Relaxed);
     }
@@ -691,6 +698,7 @@ mod tests {
             cut: AtomicBool::new(false),
             connected: AtomicBool::new(false),
             sent: AtomicU64::new(0),
+            sent_bytes: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
         });
         let link = tokio::spawn(run_link((DcId(0), 0), state.clone(), rx, None, stop));

@@ -105,8 +105,10 @@ impl SeedResult {
         );
         if c.placement.partial() {
             let rings: Vec<Vec<u16>> = c.placement.rings.iter().map(|r| r.iter().map(|d| d.0).collect()).collect();
-            let remote = self.stats.remote_reads;
-            out.push_str(&format!("odd objects placed by rings {rings:?} ({remote} reads sent to another DC); "));
+            let (remote, failovers) = self.stats.remote_reads;
+            out.push_str(&format!(
+                "odd objects placed by rings {rings:?} ({remote} reads sent to another DC, {failovers} asked of another ring too); "
+            ));
         }
         if self.stats.buffered.0 > 0 {
             let (b, m) = (self.stats.buffered, self.stats.token_moves);

@@ -301,11 +301,12 @@ impl SimConfig {
             faults,
             workload,
         };
-        // Partial replication in half the seeds of several DCs without a cache or certification (neither goes with
-        // it yet), from a ninth generator: rings of one, two or three DCs, and half the workload's objects in a
+        // Partial replication in half the seeds of several DCs without buffered writes or certification (neither
+        // goes with it yet; the lease cache does, and caches objects held at other DCs), from a ninth generator: rings of one, two or three DCs, and half the workload's objects in a
         // bucket placed by them, so that sessions use objects their DC does not hold.
         let mut placing = ChaCha8Rng::seed_from_u64(seed ^ 0x0091_a1ce);
-        if dcs > 1 && config.cache.is_none() && !config.certify_writes && placing.random_bool(0.5) {
+        let buffers = config.cache.as_ref().is_some_and(|c| c.buffer_writes);
+        if dcs > 1 && !buffers && !config.certify_writes && placing.random_bool(0.5) {
             let ring = |ds: &[u16]| ds.iter().copied().map(DcId).collect::<Vec<_>>();
             let rings = match (dcs, placing.random_range(0..4)) {
                 (2, 0) => vec![ring(&[0]), ring(&[1])],
@@ -332,6 +333,7 @@ impl SimConfig {
         c.bug = self.bug;
         c.protocol = self.protocol;
         c.op_timeout_us = 500_000;
+        c.ring_failover_us = 100_000;
         c.retry_interval_us = 20_000;
         c.wait_timeout_us = 400_000;
         c.tx_idle_timeout_us = 1_000_000;
@@ -407,8 +409,9 @@ pub struct SimStats {
     /// Starts whose session's clock named another coordinator's write buffer (the session moved), and questions
     /// for a handover that coordinators answered.
     pub token_moves: (u64, u64),
-    /// Reads sent to another DC, of objects their DC does not hold (partial replication).
-    pub remote_reads: u64,
+    /// Reads sent to another DC, of objects their DC does not hold (partial replication), and those of them asked
+    /// of another ring's holder too.
+    pub remote_reads: (u64, u64),
 }
 
 /// The liveness phase's verdict.
@@ -1279,7 +1282,9 @@ impl World {
             }
             for shard in dc.nodes.iter().flat_map(|n| &n.shards) {
                 self.stats.resends += shard.coordinator().resends();
-                self.stats.remote_reads += shard.coordinator().remote_reads();
+                let (remote, failovers) = shard.coordinator().remote_reads();
+                self.stats.remote_reads.0 += remote;
+                self.stats.remote_reads.1 += failovers;
                 self.stats.token_moves.0 += shard.coordinator().moves();
                 if let Some(c) = shard.coordinator().cache_stats() {
                     self.stats.cache_reads.0 += c.hits;

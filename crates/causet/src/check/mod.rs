@@ -154,6 +154,28 @@ pub struct CheckArgs {
     /// A line added to every node's configuration (repeatable), e.g. `--node-config 'memtable_mb = 8'`.
     #[arg(long)]
     pub node_config: Vec<String>,
+    /// Partial replication (docs/placement.md): rings of DCs, `/` between rings and `,` between a ring's DCs
+    /// (`0,1/2`: DCs 0 and 1 form one ring, DC 2 another). Every other checked object then lives in a bucket
+    /// placed by them, so sessions use objects their DC does not hold.
+    #[arg(long)]
+    pub rings: Option<String>,
+}
+
+/// The `[placement]` line that `--rings` stands for, checked against a cluster of `dcs` DCs.
+fn rings_config(rings: &str, dcs: u16) -> anyhow::Result<String> {
+    let parsed: Vec<Vec<u16>> = rings
+        .split('/')
+        .map(|ring| ring.split(',').map(|d| d.trim().parse::<u16>()).collect::<Result<Vec<_>, _>>())
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("--rings {rings:?}: DC numbers, `,` inside a ring and `/` between rings"))?;
+    let ids = parsed.iter().map(|r| r.iter().copied().map(causet_core::DcId).collect()).collect();
+    let bucket = causet_sim::workload::RINGS_BUCKET;
+    causet_core::placement::Placement::rings(ids, [bucket.to_vec()])
+        .validate(dcs)
+        .map_err(|e| anyhow::anyhow!("--rings {rings:?}: {e}"))?;
+    let rings: Vec<String> =
+        parsed.iter().map(|r| format!("[{}]", r.iter().map(u16::to_string).collect::<Vec<_>>().join(", "))).collect();
+    Ok(format!("placement = {{ rings = [{}], buckets = [\"{}\"] }}", rings.join(", "), String::from_utf8_lossy(bucket)))
 }
 
 impl CheckArgs {
@@ -206,6 +228,10 @@ pub struct RunStats {
     /// answered to sessions that moved, summed over the nodes as they report after the final reads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub buffered: Option<[u64; 3]>,
+    /// With rings (`--rings`): reads sent to another DC, of objects their DC does not hold, and those failed over
+    /// to another ring's holder, summed over the nodes as they report after the final reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_reads: Option<[u64; 2]>,
     /// Server errors by kind: AntidoteDB's code name and the message's first clause.
     #[serde(default)]
     pub server_error_kinds: BTreeMap<String, u64>,
@@ -346,6 +372,12 @@ impl CheckOutcome {
                  (since each node's last start)\n"
             ));
         }
+        if let Some([remote, failed_over]) = s.remote_reads {
+            out.push_str(&format!(
+                "remote reads: {remote} reads of objects held elsewhere sent to another DC, {failed_over} asked of \
+                 another ring's holder too (since each node's last start)\n"
+            ));
+        }
         if let Some([buffered, handovers, questions]) = s.buffered {
             out.push_str(&format!(
                 "write buffers: {buffered} transactions buffered, {handovers} handovers, {questions} handovers asked \
@@ -452,6 +484,10 @@ pub fn run(args: &CheckArgs, progress: &mut dyn FnMut(&str)) -> anyhow::Result<C
     for line in &args.node_config {
         command.push_str(&format!(" --node-config '{line}'"));
     }
+    let placement = args.rings.as_deref().map(|r| rings_config(r, args.dcs)).transpose()?;
+    if let Some(rings) = &args.rings {
+        command.push_str(&format!(" --rings {rings}"));
+    }
     progress(&format!("seed {seed} (rerun: {command})"));
     let (dir, temporary) = match &args.dir {
         Some(dir) => (dir.clone(), None),
@@ -472,7 +508,7 @@ pub fn run(args: &CheckArgs, progress: &mut dyn FnMut(&str)) -> anyhow::Result<C
         protocol: args.protocol,
         exe: args.exe.clone(),
         extra_config: args.checkpoint_interval_s.map(|s| format!("checkpoint_interval_s = {s}\n")).unwrap_or_default()
-            + &args.node_config.iter().map(|line| format!("{line}\n")).collect::<String>(),
+            + &args.node_config.iter().chain(&placement).map(|line| format!("{line}\n")).collect::<String>(),
         ..Default::default()
     };
     let mut file = start_cluster(&options, progress)?;
@@ -495,6 +531,7 @@ pub fn run(args: &CheckArgs, progress: &mut dyn FnMut(&str)) -> anyhow::Result<C
         keys: args.keys,
         extra_keys: 0,
         kinds: args.kinds.iter().map(|k| k.kind()).collect(),
+        rings_bucket: args.rings.is_some(),
         ..Default::default()
     };
     let dc_clients: Vec<_> = (0..file.dcs).map(|dc| file.dc_clients(dc)).collect();
@@ -692,6 +729,10 @@ pub fn run(args: &CheckArgs, progress: &mut dyn FnMut(&str)) -> anyhow::Result<C
                 &["causet_buffered_transactions_total", "causet_handovers_total", "causet_handover_questions_total"],
             )
             .filter(|[buffered, ..]| *buffered > 0),
+            remote_reads: node_totals(
+                running.0.as_ref(),
+                &["causet_remote_reads_total{outcome=\"sent\"}", "causet_remote_reads_total{outcome=\"failed_over\"}"],
+            ),
             server_error_kinds: stats.server_error_kinds.lock().unwrap_or_else(|e| e.into_inner()).clone(),
         };
         let resources = sampler.finish();
@@ -842,4 +883,19 @@ pub fn main(args: CheckArgs) -> anyhow::Result<i32> {
     let outcome = run(&args, &mut |line| println!("{line}"))?;
     print!("{}", outcome.render());
     Ok(if outcome.passed() { 0 } else { 1 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rings_config;
+
+    #[test]
+    fn rings_become_the_placement_line_or_a_clear_error() {
+        assert_eq!(
+            rings_config("0,1/2", 3).expect("valid"),
+            "placement = { rings = [[0, 1], [2]], buckets = [\"simr\"] }"
+        );
+        assert!(rings_config("0,1", 3).unwrap_err().to_string().contains("DC 2 is in no ring"));
+        assert!(rings_config("0;1/2", 3).unwrap_err().to_string().contains("DC numbers"));
+    }
 }

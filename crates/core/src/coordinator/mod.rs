@@ -9,6 +9,7 @@
 
 mod durable;
 mod handover;
+mod remote;
 mod tokens;
 
 pub use durable::BufferRecord;
@@ -356,6 +357,10 @@ pub struct Coordinator {
     moves: u64,
     /// Reads sent to another DC: of objects this DC does not hold (partial replication).
     remote_reads: u64,
+    /// Reads asked of another ring's holder because the first did not answer in time, or refused (`remote`).
+    ring_failovers: u64,
+    /// Reads waiting at a holder at another DC, by fetch, to try another ring's if it does not answer (`remote`).
+    away: BTreeMap<u64, remote::AwayRead>,
 }
 
 impl Coordinator {
@@ -386,6 +391,8 @@ impl Coordinator {
             resends: 0,
             moves: 0,
             remote_reads: 0,
+            ring_failovers: 0,
+            away: BTreeMap::new(),
             config,
         }
     }
@@ -415,9 +422,10 @@ impl Coordinator {
         self.resends
     }
 
-    /// Reads sent to another DC, of objects this DC does not hold (partial replication).
-    pub fn remote_reads(&self) -> u64 {
-        self.remote_reads
+    /// Reads sent to another DC, of objects this DC does not hold (partial replication), and how many of them
+    /// were asked of another ring's holder too.
+    pub fn remote_reads(&self) -> (u64, u64) {
+        (self.remote_reads, self.ring_failovers)
     }
 
     /// Hands over the next output, if any. Drain after every input.
@@ -445,6 +453,9 @@ impl Coordinator {
         }
         if let Some(round) = self.buffering.as_ref().and_then(|b| b.next_round()) {
             next = next.min(round);
+        }
+        if let Some(failover) = self.next_failover_us() {
+            next = next.min(failover);
         }
         Some(next)
     }
@@ -583,6 +594,7 @@ impl Coordinator {
             self.on_due(now_us, id);
         }
         self.ask_again(now_us);
+        self.fail_over_reads(now_us);
         self.start_round(now_us);
     }
 
@@ -944,7 +956,6 @@ impl Coordinator {
             self.resume(now_us, id, request, then);
             return;
         }
-        self.remote_reads += needed.keys().filter(|to| matches!(to, Address::Peer(..))).count() as u64;
         // A cached transaction fetches at the top of its window (after the hits above narrowed it): the freshest
         // snapshot every state read so far is exact at. Each answer's box holds it, so the window stays open.
         let cached_at = tx.window.as_ref().map(|w| w.hi.clone());
@@ -957,42 +968,13 @@ impl Coordinator {
             outstanding.insert(fetch);
             self.fetches.insert(fetch, (id, objects.clone(), cached_at.clone()));
             let msg = Self::fetch_message(id, fetch, &tx.reads, &snapshot, cached_at.is_some(), objects);
-            sends.push((to, msg));
+            sends.push((fetch, to, msg));
         }
         tx.phase = Phase::Fetching { request, then, outstanding, deadline_us: now_us + self.config.op_timeout_us };
-        for (to, msg) in sends {
+        for (fetch, to, msg) in sends {
+            self.note_away(now_us, fetch, to, &msg);
             self.send(to, msg);
         }
-    }
-
-    /// Where a transaction reads `object`: its partition here, or, for an object this DC does not hold (a bucket
-    /// placed by rings), the same partition at the holder in this DC's ring. That partition serves the read at
-    /// the transaction's snapshot once it has applied everything the snapshot holds (as a partition here does),
-    /// so the read is exactly what a full replica here would return, and the transaction stays TCC.
-    fn read_address(topology: &Topology, object: &ObjectId, ignore_placement: bool) -> Address {
-        let (p, dc) = (topology.partition_of(object), topology.read_dc(object));
-        if dc == topology.dc() || ignore_placement {
-            Address::Partition(p)
-        } else {
-            Address::Peer(dc, p)
-        }
-    }
-
-    /// Refuses an update this DC cannot make because of where its object lives: a bounded counter of a bucket
-    /// placed by rings, here where it is not held (its rights are checked against the state at the DC that logs
-    /// the update, which has none of it).
-    fn misplaced(&self, updates: &[(ObjectId, Op)]) -> Option<TxError> {
-        let (o, _) = updates
-            .iter()
-            .find(|(o, _)| o.ty == causet_crdt::CrdtType::CounterB && !self.topology.holds_object(self.config.dc, o))?;
-        let holders: Vec<String> = self.topology.dcs_holding(o).iter().map(|d| d.0.to_string()).collect();
-        Some(TxError::Misplaced(format!(
-            "bounded counter {:?} is in a bucket placed by rings, and DC {} does not hold it: update it at a DC \
-             that does ({})",
-            String::from_utf8_lossy(&o.key),
-            self.config.dc.0,
-            holders.join(", ")
-        )))
     }
 
     /// The message that reads `objects` for a transaction: a cache's fetch (with visibility boxes) or a read.
@@ -1031,6 +1013,9 @@ impl Coordinator {
     /// A partition's answer to a cache's fetch: cache each state with its box, narrow the transaction's window to
     /// the boxes, and go on as a read does.
     fn on_fetched(&mut self, now_us: u64, id: TxId, fetch: u64, result: Result<Vec<Fetched>, RemoteError>) {
+        if self.answered_away(now_us, fetch, result.is_err()) {
+            return; // Refused at a holder at another DC: asked at the next ring's.
+        }
         let states = match result {
             Ok(fetched) => {
                 let Some((owner, objects, _)) = self.fetches.get(&fetch) else { return };
@@ -1069,6 +1054,9 @@ impl Coordinator {
     }
 
     fn on_read_reply(&mut self, now_us: u64, id: TxId, fetch: u64, result: Result<Vec<Crdt>, RemoteError>) {
+        if self.answered_away(now_us, fetch, result.is_err()) {
+            return; // Refused at a holder at another DC: asked at the next ring's.
+        }
         let Some((owner, objects, _)) = self.fetches.remove(&fetch) else {
             return; // A late reply for a transaction that gave up.
         };
@@ -1112,6 +1100,8 @@ impl Coordinator {
     /// A partition could not serve a read: the transaction aborts.
     fn fail_fetch(&mut self, id: TxId, client: ClientId, request: RequestId, reason: RemoteError) {
         self.fetches.retain(|_, (owner, _, _)| *owner != id);
+        let fetches = &self.fetches;
+        self.away.retain(|fetch, _| fetches.contains_key(fetch));
         self.txs.remove(&id);
         let text = format!("read failed: {reason}");
         self.finish(id, Finished::Aborted(text.clone()));

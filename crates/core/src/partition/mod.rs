@@ -199,6 +199,8 @@ pub struct Partition<S = Store> {
     dc_gc: Option<VectorClock>,
     /// The peer DCs' frontiers, from their replication streams (partial replication: `collect`).
     peer_gc: BTreeMap<DcId, VectorClock>,
+    /// When this DC's frontier next goes to its ring-mates.
+    next_gc_us: u64,
     store: S,
     prepared: BTreeMap<TxId, PreparedTx>,
     /// Prepare times of `prepared`, to find the smallest quickly.
@@ -316,6 +318,7 @@ impl<S: VersionStore> Partition<S> {
             pvc: VectorClock::zero(dcs),
             dc_gc: None,
             peer_gc: BTreeMap::new(),
+            next_gc_us: now_us,
             store,
             prepared: BTreeMap::new(),
             prepare_times: BTreeSet::new(),

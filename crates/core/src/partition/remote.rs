@@ -109,14 +109,21 @@ impl<S: VersionStore> Partition<S> {
         self.refresh_pvc(now_us);
         let local = self.config.dc;
         let from = Address::Peer(local, self.id);
-        let gc = self.dc_gc.clone().filter(|_| self.topology.placement().partial());
+        // Under partial replication this DC tells its ring-mates, whose holders it reads from, its garbage-collection
+        // frontier (`Partition::collect`): every ten stable intervals is fresh enough, and costs the WAN little.
+        let gc_due = self.topology.placement().partial() && now_us >= self.next_gc_us;
+        let gc = self.dc_gc.clone().filter(|_| gc_due);
+        if gc.is_some() {
+            self.next_gc_us = now_us.saturating_add(10 * self.config.stable_interval_us);
+        }
         for mut o in self.replicator.poll(self.pvc.get(local), self.durable_lsn, now_us) {
             // Each peer is sent the writes to objects it holds (all of them, unless buckets are placed by rings),
             // and every transaction's commit time: pvc there moves past it (`Topology::replication_targets`).
             for tx in &mut o.txs {
                 tx.writes.retain(|(id, _)| self.topology.holds_object(o.to, id));
             }
-            let msg = Message::Replicate { since: o.since, txs: o.txs, up_to: o.up_to, gc: gc.clone() };
+            let gc = gc.clone().filter(|_| self.topology.same_ring(local, o.to));
+            let msg = Message::Replicate { since: o.since, txs: o.txs, up_to: o.up_to, gc };
             self.emit(Envelope { from, to: Address::Peer(o.to, self.id), msg });
         }
         let mut acks = Vec::new();
