@@ -47,7 +47,8 @@ cluster = json.load(open(sys.argv[1]))
 per_dc = {}
 for node in cluster["nodes"]:
     text = urllib.request.urlopen(f"http://{node['admin']}/metrics", timeout=10).read().decode()
-    d = per_dc.setdefault(node["dc"], {"stored_objects": 0, "wan_bytes": 0, "remote_reads": 0, "cache_hits": 0, "cache_misses": 0})
+    d = per_dc.setdefault(node["dc"], {"stored_objects": 0, "wan_bytes": 0, "remote_reads": 0, "cache_hits": 0, "cache_misses": 0,
+                                       "shipped_writes": 0, "shipped_bytes": 0})
     for line in text.splitlines():
         if line.startswith("#") or " " not in line:
             continue
@@ -57,6 +58,10 @@ for node in cluster["nodes"]:
             d["stored_objects"] += value
         elif name.startswith("causet_link_bytes_total{") and f'peer="{node["dc"]}"' not in name:
             d["wan_bytes"] += value
+        elif name == "causet_shipped_writes_total":
+            d["shipped_writes"] += value
+        elif name == "causet_shipped_write_bytes_total":
+            d["shipped_bytes"] += value
         elif name == 'causet_remote_reads_total{outcome="sent"}':
             d["remote_reads"] += value
         elif name == 'causet_cache_reads_total{outcome="hit"}':
@@ -78,9 +83,12 @@ lines = ["# Karma: one copy per ring against full replication, on eight DCs with
          f"8 DCs of one node each (bench/wan/aws-8dc.toml), rings [[0-3], [4-6], [7]], 12 partitions, the `karma` "
          f"workload (16 sessions per DC, single-key operations, zipfian, 200-byte LWW registers); medians of {repeat} "
          "alternating runs, each on a fresh cluster. Local reads: reads not sent to another DC (held here, or served by "
-         "the cache), estimated as 1 - remote reads / (the measured rate × (warm-up + measurement) × read share). Stored: objects over all DCs at the end. WAN: bytes sent to other DCs, all DCs summed.", "",
-         "| updates | placement | txn/s | vs cops-pr | p50 ms | p99 ms | local reads | stored objects | WAN MB | cache hits |",
-         "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+         "the cache), estimated as 1 - remote reads / (the measured rate × (warm-up + measurement) × read share). Stored: objects over all DCs at the end "
+         "(the preload writes every key once). Shipped: writes sent to other DCs (once per DC) over the whole run, preload included, and their encoded bytes; "
+         "per write: shipped writes / writes committed (the preload's 100,000 and the run's). Link MB: every byte on the links between DCs, heartbeats and "
+         "remote reads included, all DCs summed (heartbeats dominate it, and they slow down when the CPU is busy).", "",
+         "| updates | placement | txn/s | vs cops-pr | p50 ms | p99 ms | local reads | stored objects | shipped writes | shipped MB | copies per write | link MB | cache hits |",
+         "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
 for ratio in ratios:
     rows = {}
     for v in variants:
@@ -98,6 +106,10 @@ for ratio in ratios:
                 "stored": sum(m["stored_objects"] for m in metrics.values()),
                 "wan": sum(m["wan_bytes"] for m in metrics.values()) / 1e6,
                 "hits": sum(m["cache_hits"] for m in metrics.values()),
+                "shipped": sum(m["shipped_writes"] for m in metrics.values()),
+                "shipped_mb": sum(m["shipped_bytes"] for m in metrics.values()) / 1e6,
+                # Writes committed: the preload's one per key, then the run's (warm-up at the measured rate).
+                "writes": 100000 + r["throughput_per_s"] * (r["measured_s"] + warmup) * float(ratio),
                 "remote": remote, "reads": reads,
             })
         rows[v] = runs
@@ -107,7 +119,8 @@ for ratio in ratios:
         local = [1 - x["remote"] / x["reads"] for x in rows[v] if x["reads"]]
         local = f"{statistics.median(local):.0%}" if local else "n/a"
         lines.append(f"| {float(ratio):.0%} | {v} | {med('tput'):.0f} | {med('tput') / base:.2f} | {med('p50'):.1f} | "
-                     f"{med('p99'):.1f} | {local} | {med('stored'):.0f} | {med('wan'):.1f} | {med('hits'):.0f} |")
+                     f"{med('p99'):.1f} | {local} | {med('stored'):.0f} | {med('shipped'):.0f} | {med('shipped_mb'):.1f} | "
+                     f"{statistics.median(x['shipped'] / x['writes'] for x in rows[v]):.2f} | {med('wan'):.1f} | {med('hits'):.0f} |")
 (out / "summary.md").write_text("\n".join(lines) + "\n")
 print("\n".join(lines))
 EOF

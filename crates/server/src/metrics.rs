@@ -54,6 +54,10 @@ pub struct Metrics {
     pub remote_reads: Family<Vec<(&'static str, String)>, Counter>,
     /// Objects stored by this node's partitions (under partial replication, only those its DC holds).
     pub stored_objects: Gauge<u64, AtomicU64>,
+    /// Writes shipped to other DCs (once per DC they went to).
+    pub shipped_writes: Counter,
+    /// The encoded bytes of those writes.
+    pub shipped_write_bytes: Counter,
     /// Per peer DC, the largest lag of its acknowledgement over the partitions here, seconds, at scrape time.
     pub replication_ack_lag: Family<Vec<(&'static str, String)>, Gauge<f64, AtomicU64>>,
     /// Per replica held here: whether it leads (1) or not (0).
@@ -144,6 +148,8 @@ impl Metrics {
         let link_bytes = Family::<Vec<(&'static str, String)>, Counter>::default();
         let remote_reads = Family::<Vec<(&'static str, String)>, Counter>::default();
         let stored_objects = Gauge::<u64, AtomicU64>::default();
+        let shipped_writes = Counter::default();
+        let shipped_write_bytes = Counter::default();
         let shard_messages_dropped = Counter::default();
         let replica_leader = Family::<PartitionLabel, Gauge>::default();
         let replica_term = Family::<PartitionLabel, Gauge<u64, AtomicU64>>::default();
@@ -290,6 +296,16 @@ impl Metrics {
             remote_reads.clone(),
         );
         registry.register("stored_objects", "Objects stored by this node's partitions", stored_objects.clone());
+        registry.register(
+            "shipped_writes",
+            "Writes shipped to other DCs, once per DC they went to (resends included)",
+            shipped_writes.clone(),
+        );
+        registry.register(
+            "shipped_write_bytes",
+            "Encoded bytes of the writes shipped to other DCs (objects' ids and effects; not the protocol's bookkeeping)",
+            shipped_write_bytes.clone(),
+        );
         let replication_ack_lag = Family::<Vec<(&'static str, String)>, Gauge<f64, AtomicU64>>::default();
         registry.register(
             "replication_ack_lag_seconds",
@@ -317,6 +333,8 @@ impl Metrics {
             link_bytes,
             remote_reads,
             stored_objects,
+            shipped_writes,
+            shipped_write_bytes,
             replication_ack_lag,
             shard_messages_dropped,
             replica_leader,
@@ -422,6 +440,10 @@ impl Metrics {
             self.buffer_components.set(sum(|b| b.buffer.components as u64) as i64);
             self.buffer_bytes.set(sum(|b| b.buffer.bytes as u64) as i64);
         }
+        let shipped = shards.iter().flat_map(|s| &s.partitions).map(|p| p.shipped_writes);
+        let (writes, bytes) = shipped.fold((0, 0), |(w, b), (pw, pb)| (w + pw, b + pb));
+        raise(&self.shipped_writes, writes);
+        raise(&self.shipped_write_bytes, bytes);
         let duplicates = shards.iter().flat_map(|s| &s.partitions).map(|p| p.duplicate_prepares).sum();
         raise(&self.duplicate_prepares, duplicates);
     }
@@ -527,6 +549,7 @@ mod tests {
             replication_lag_ms: vec![(1, 12)],
             inbound_backlog: Vec::new(),
             duplicate_prepares: duplicates,
+            shipped_writes: (4 * duplicates, 300 * duplicates),
         };
         ShardStatus {
             shard: 0,
@@ -587,6 +610,8 @@ mod tests {
             "causet_remote_reads_total{outcome=\"sent\"} 35",
             "causet_remote_reads_total{outcome=\"failed_over\"} 5",
             "causet_stored_objects 5",
+            "causet_shipped_writes_total 4",
+            "causet_shipped_write_bytes_total 300",
         ] {
             assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
         }

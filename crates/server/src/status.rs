@@ -224,6 +224,8 @@ pub struct PartitionStatus {
     /// Prepares turned away since this partition started serving here, as duplicates of transactions that had
     /// ended (resent to a new leader, or passed on by a deposed one).
     pub duplicate_prepares: u64,
+    /// Writes shipped to other DCs (once per DC), and their bytes.
+    pub shipped_writes: (u64, u64),
 }
 
 impl ShardStatus {
@@ -245,6 +247,7 @@ impl ShardStatus {
                     replication_lag_ms: p.replication_lag_us().into_iter().map(|(d, us)| (d.0, us / 1_000)).collect(),
                     inbound_backlog: p.inbound_backlog().into_iter().map(|(d, n)| (d.0, n)).collect(),
                     duplicate_prepares: p.duplicate_prepares(),
+                    shipped_writes: p.shipped_writes(),
                 }
             })
             .collect();

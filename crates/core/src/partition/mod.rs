@@ -201,6 +201,8 @@ pub struct Partition<S = Store> {
     peer_gc: BTreeMap<DcId, VectorClock>,
     /// When this DC's frontier next goes to its ring-mates.
     next_gc_us: u64,
+    /// Writes shipped to other DCs (each write once per DC it went to, resends included), and their encoded bytes.
+    shipped: (u64, u64),
     store: S,
     prepared: BTreeMap<TxId, PreparedTx>,
     /// Prepare times of `prepared`, to find the smallest quickly.
@@ -319,6 +321,7 @@ impl<S: VersionStore> Partition<S> {
             dc_gc: None,
             peer_gc: BTreeMap::new(),
             next_gc_us: now_us,
+            shipped: (0, 0),
             store,
             prepared: BTreeMap::new(),
             prepare_times: BTreeSet::new(),
@@ -442,6 +445,12 @@ impl<S: VersionStore> Partition<S> {
     /// (resent after a leader change, or passed on by a deposed leader).
     pub fn duplicate_prepares(&self) -> u64 {
         self.duplicate_prepares
+    }
+
+    /// Writes shipped to other DCs since this partition was built (each once per DC it went to, resends
+    /// included), and their encoded bytes: what replication carries beyond its bookkeeping.
+    pub fn shipped_writes(&self) -> (u64, u64) {
+        self.shipped
     }
 
     /// Counters of the object store.

@@ -121,6 +121,10 @@ impl<S: VersionStore> Partition<S> {
             // and every transaction's commit time: pvc there moves past it (`Topology::replication_targets`).
             for tx in &mut o.txs {
                 tx.writes.retain(|(id, _)| self.topology.holds_object(o.to, id));
+                let bytes: usize =
+                    tx.writes.iter().map(|(id, e)| id.key.len() + id.bucket.len() + e.encode().len()).sum();
+                self.shipped.0 += tx.writes.len() as u64;
+                self.shipped.1 += bytes as u64;
             }
             let gc = gc.clone().filter(|_| self.topology.same_ring(local, o.to));
             let msg = Message::Replicate { since: o.since, txs: o.txs, up_to: o.up_to, gc };
