@@ -48,6 +48,11 @@ impl Placement {
         Self { rings, ring_buckets: buckets.into_iter().collect() }
     }
 
+    /// [`Placement::rings`] with the rings given as DC indices (as configuration files write them).
+    pub fn of_indices(rings: &[Vec<u16>], buckets: impl IntoIterator<Item = Vec<u8>>) -> Self {
+        Self::rings(rings.iter().map(|r| r.iter().copied().map(DcId).collect()).collect(), buckets)
+    }
+
     /// Checks the placement against a cluster of `dcs` DCs: every DC in exactly one ring (when there are rings),
     /// and no ring bucket without rings.
     pub fn validate(&self, dcs: u16) -> Result<(), String> {
@@ -135,8 +140,7 @@ mod tests {
     use super::*;
 
     fn eight_dcs() -> Placement {
-        let ring = |ds: &[u16]| ds.iter().copied().map(DcId).collect();
-        Placement::rings(vec![ring(&[0, 1, 2]), ring(&[3, 4]), ring(&[5, 6, 7])], [b"r".to_vec()])
+        Placement::of_indices(&[vec![0, 1, 2], vec![3, 4], vec![5, 6, 7]], [b"r".to_vec()])
     }
 
     #[test]
@@ -174,13 +178,12 @@ mod tests {
 
     #[test]
     fn bad_rings_are_refused_with_the_reason() {
-        let ring = |ds: &[u16]| ds.iter().copied().map(DcId).collect::<Vec<_>>();
-        let check = |rings: Vec<Vec<DcId>>| Placement::rings(rings, [b"r".to_vec()]).validate(3);
-        assert!(check(vec![ring(&[0, 1]), ring(&[2])]).is_ok());
-        assert_eq!(check(vec![ring(&[0, 1])]), Err("DC 2 is in no ring: every DC must be in exactly one".into()));
-        assert_eq!(check(vec![ring(&[0, 1]), ring(&[1, 2])]), Err("DC 1 is in more than one ring".into()));
-        assert!(check(vec![ring(&[0, 1, 2]), ring(&[3])]).unwrap_err().contains("not a DC of this cluster"));
-        assert!(check(vec![ring(&[0, 1, 2]), vec![]]).unwrap_err().contains("at least one DC"));
+        let check = |rings: &[Vec<u16>]| Placement::of_indices(rings, [b"r".to_vec()]).validate(3);
+        assert!(check(&[vec![0, 1], vec![2]]).is_ok());
+        assert_eq!(check(&[vec![0, 1]]), Err("DC 2 is in no ring: every DC must be in exactly one".into()));
+        assert_eq!(check(&[vec![0, 1], vec![1, 2]]), Err("DC 1 is in more than one ring".into()));
+        assert!(check(&[vec![0, 1, 2], vec![3]]).unwrap_err().contains("not a DC of this cluster"));
+        assert!(check(&[vec![0, 1, 2], vec![]]).unwrap_err().contains("at least one DC"));
         let no_rings = Placement::rings(Vec::new(), [b"r".to_vec()]).validate(3);
         assert!(no_rings.unwrap_err().contains("no rings"));
         assert_eq!(Placement::full().validate(3), Ok(()));

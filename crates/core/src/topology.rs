@@ -202,29 +202,39 @@ impl Topology {
         p.0 / u32::from(self.placed_nodes().max(1))
     }
 
-    /// Whether DC `dc` holds `object` (stores its state, receives its writes from the other DCs).
+    /// Whether DC `dc` holds `object` (stores its state, receives its writes from the other DCs). Asked for every
+    /// read and every write applied: an object of a full bucket is answered without hashing it.
     pub fn holds_object(&self, dc: DcId, object: &ObjectId) -> bool {
-        self.placement.holds(dc, &object.bucket, self.partition_of(object))
+        !self.placed_by_rings(object) || self.placement.holds(dc, &object.bucket, self.partition_of(object))
     }
 
     /// The DCs that hold `object`: every DC, or one per ring for a bucket placed by rings.
     pub fn dcs_holding(&self, object: &ObjectId) -> Vec<DcId> {
+        if !self.placed_by_rings(object) {
+            return (0..self.dcs()).map(DcId).collect();
+        }
         self.placement.holders(self.dcs(), &object.bucket, self.partition_of(object))
     }
 
     /// The DC where this DC reads `object`: itself if it holds it, else the holder in its own ring.
     pub fn read_dc(&self, object: &ObjectId) -> DcId {
+        if !self.placed_by_rings(object) {
+            return self.dc;
+        }
         self.placement.read_from(self.dc, &object.bucket, self.partition_of(object))
+    }
+
+    fn placed_by_rings(&self, object: &ObjectId) -> bool {
+        self.placement.of_bucket(&object.bucket) == crate::placement::BucketPlacement::Rings
     }
 
     /// The other DCs that read partition `p`'s objects from this DC (`read_dc`): its ring-mates, if it holds the
     /// partition's share of the buckets placed by rings; nobody without rings.
-    pub fn readers(&self, p: PartitionId) -> Vec<DcId> {
+    pub fn readers(&self, p: PartitionId) -> impl Iterator<Item = DcId> + '_ {
         let pl = &self.placement;
-        let Some(ring) = pl.ring_of(self.dc).filter(|r| pl.partial() && pl.home_in_ring(*r, p) == self.dc) else {
-            return Vec::new();
-        };
-        pl.rings[ring].iter().copied().filter(|d| *d != self.dc).collect()
+        let ring = pl.ring_of(self.dc).filter(|r| pl.partial() && pl.home_in_ring(*r, p) == self.dc);
+        let dc = self.dc;
+        ring.into_iter().flat_map(move |r| pl.rings[r].iter().copied().filter(move |d| *d != dc))
     }
 
     /// Whether DCs `a` and `b` are in the same ring (partial replication; without rings, no two DCs are).
@@ -327,10 +337,11 @@ mod tests {
         }
         for p in t0.partitions() {
             // DC 0 and DC 1 read from each other what each holds; DC 2 holds everything and is read by nobody.
-            assert_eq!(t0.readers(p).is_empty(), at(1).readers(p) == vec![DcId(0)]);
-            assert!(t2.readers(p).is_empty());
+            let (r0, r1): (Vec<DcId>, Vec<DcId>) = (t0.readers(p).collect(), at(1).readers(p).collect());
+            assert_eq!(r0.is_empty(), r1 == vec![DcId(0)]);
+            assert_eq!(t2.readers(p).count(), 0);
         }
-        assert!(Topology::new(DcId(0), 3, 4, 1).readers(PartitionId(0)).is_empty(), "no rings: no readers");
+        assert_eq!(Topology::new(DcId(0), 3, 4, 1).readers(PartitionId(0)).count(), 0, "no rings: no readers");
         assert!(t0.same_ring(DcId(0), DcId(1)) && !t0.same_ring(DcId(1), DcId(2)));
         assert!(!Topology::new(DcId(0), 3, 4, 1).same_ring(DcId(0), DcId(1)), "no rings");
     }

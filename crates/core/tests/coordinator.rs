@@ -1078,8 +1078,7 @@ fn an_unacknowledged_commit_is_resent_with_back_off_until_it_lands() {
 #[test]
 fn a_read_of_an_object_held_elsewhere_goes_to_the_ring_and_fails_over_to_the_next_ring() {
     let mut config = Config::new(3, DcId(0), 2);
-    config.placement =
-        causet_core::placement::Placement::rings(vec![vec![DcId(0), DcId(1)], vec![DcId(2)]], [b"r".to_vec()]);
+    config.placement = causet_core::placement::Placement::of_indices(&[vec![0, 1], vec![2]], [b"r".to_vec()]);
     let mut dc = Dc::with_config(config.clone());
     dc.advance(1_000);
     let held_elsewhere = |i: u32| {

@@ -54,18 +54,18 @@ async fn metrics(State(state): State<Arc<NodeState>>, headers: axum::http::Heade
     }
     // Summed over the links to each DC's nodes (several per DC).
     let mut links: std::collections::BTreeMap<(u16, &str), u64> = std::collections::BTreeMap::new();
+    let mut bytes: std::collections::BTreeMap<u16, u64> = std::collections::BTreeMap::new();
     for link in state.wan.links() {
         let s = link.status();
         *links.entry((s.dc, "sent")).or_default() += s.sent;
         *links.entry((s.dc, "dropped")).or_default() += s.dropped;
-        *links.entry((s.dc, "bytes")).or_default() += s.sent_bytes;
+        *bytes.entry(s.dc).or_default() += s.sent_bytes;
     }
     for ((dc, outcome), total) in links {
-        if outcome == "bytes" {
-            raise(&m.link_bytes.get_or_create(&vec![("peer", dc.to_string())]), total);
-            continue;
-        }
         raise(&m.link_messages.get_or_create(&vec![("peer", dc.to_string()), ("outcome", outcome.into())]), total);
+    }
+    for (dc, total) in bytes {
+        raise(&m.link_bytes.get_or_create(&vec![("peer", dc.to_string())]), total);
     }
     raise(&m.shard_messages_dropped, state.routes.dropped.load(std::sync::atomic::Ordering::Relaxed));
     let stats = state.store.stats();

@@ -148,8 +148,7 @@ pub struct PlacementConfig {
 impl PlacementConfig {
     /// The placement the state machines use.
     pub fn placement(&self) -> causet_core::placement::Placement {
-        let rings = self.rings.iter().map(|r| r.iter().copied().map(causet_core::DcId).collect()).collect();
-        causet_core::placement::Placement::rings(rings, self.buckets.iter().map(|b| b.as_bytes().to_vec()))
+        causet_core::placement::Placement::of_indices(&self.rings, self.buckets.iter().map(|b| b.as_bytes().to_vec()))
     }
 }
 

@@ -302,21 +302,21 @@ impl SimConfig {
             workload,
         };
         // Partial replication in half the seeds of several DCs without buffered writes or certification (neither
-        // goes with it yet; the lease cache does, and caches objects held at other DCs), from a ninth generator: rings of one, two or three DCs, and half the workload's objects in a
-        // bucket placed by them, so that sessions use objects their DC does not hold.
+        // goes with it yet; the lease cache does, and caches objects held at other DCs), from a ninth generator:
+        // rings of one, two or three DCs, and half the workload's objects in a bucket placed by them, so that
+        // sessions use objects their DC does not hold.
         let mut placing = ChaCha8Rng::seed_from_u64(seed ^ 0x0091_a1ce);
         let buffers = config.cache.as_ref().is_some_and(|c| c.buffer_writes);
         if dcs > 1 && !buffers && !config.certify_writes && placing.random_bool(0.5) {
-            let ring = |ds: &[u16]| ds.iter().copied().map(DcId).collect::<Vec<_>>();
             let rings = match (dcs, placing.random_range(0..4)) {
-                (2, 0) => vec![ring(&[0]), ring(&[1])],
-                (2, _) => vec![ring(&[0, 1])],
-                (_, 0) => vec![ring(&[0, 1]), ring(&[2])],
-                (_, 1) => vec![ring(&[0]), ring(&[1, 2])],
-                (_, 2) => vec![ring(&[0, 2]), ring(&[1])],
-                _ => vec![ring(&[0, 1, 2])],
+                (2, 0) => vec![vec![0], vec![1]],
+                (2, _) => vec![vec![0, 1]],
+                (_, 0) => vec![vec![0, 1], vec![2]],
+                (_, 1) => vec![vec![0], vec![1, 2]],
+                (_, 2) => vec![vec![0, 2], vec![1]],
+                _ => vec![vec![0, 1, 2]],
             };
-            config.placement = causet_core::placement::Placement::rings(rings, [RINGS_BUCKET.to_vec()]);
+            config.placement = causet_core::placement::Placement::of_indices(&rings, [RINGS_BUCKET.to_vec()]);
             config.workload.rings_bucket = true;
         }
         config

@@ -168,9 +168,8 @@ fn rings_config(rings: &str, dcs: u16) -> anyhow::Result<String> {
         .map(|ring| ring.split(',').map(|d| d.trim().parse::<u16>()).collect::<Result<Vec<_>, _>>())
         .collect::<Result<_, _>>()
         .with_context(|| format!("--rings {rings:?}: DC numbers, `,` inside a ring and `/` between rings"))?;
-    let ids = parsed.iter().map(|r| r.iter().copied().map(causet_core::DcId).collect()).collect();
     let bucket = causet_sim::workload::RINGS_BUCKET;
-    causet_core::placement::Placement::rings(ids, [bucket.to_vec()])
+    causet_core::placement::Placement::of_indices(&parsed, [bucket.to_vec()])
         .validate(dcs)
         .map_err(|e| anyhow::anyhow!("--rings {rings:?}: {e}"))?;
     let rings: Vec<String> =

@@ -977,6 +977,17 @@ impl Coordinator {
         }
     }
 
+    /// The read `fetch` as it was sent, to send again, if its transaction still waits for it.
+    fn fetch_again(&self, fetch: u64) -> Option<Message> {
+        let (id, objects, cached_at) = self.fetches.get(&fetch)?;
+        let tx = self.txs.get(id)?;
+        let Phase::Fetching { outstanding, .. } = &tx.phase else { return None };
+        outstanding.contains(&fetch).then(|| {
+            let snapshot = cached_at.as_ref().unwrap_or(&tx.snapshot);
+            Self::fetch_message(*id, fetch, &tx.reads, snapshot, cached_at.is_some(), objects.clone())
+        })
+    }
+
     /// The message that reads `objects` for a transaction: a cache's fetch (with visibility boxes) or a read.
     fn fetch_message(
         tx: TxId,
@@ -1100,8 +1111,6 @@ impl Coordinator {
     /// A partition could not serve a read: the transaction aborts.
     fn fail_fetch(&mut self, id: TxId, client: ClientId, request: RequestId, reason: RemoteError) {
         self.fetches.retain(|_, (owner, _, _)| *owner != id);
-        let fetches = &self.fetches;
-        self.away.retain(|fetch, _| fetches.contains_key(fetch));
         self.txs.remove(&id);
         let text = format!("read failed: {reason}");
         self.finish(id, Finished::Aborted(text.clone()));
@@ -1274,21 +1283,14 @@ impl Coordinator {
     /// no effect, a partition answers a prepare it holds with the same answer and turns away a duplicate of one it
     /// settled (see the partition's `decided` memory), and decisions are resent on a timer anyway.
     pub fn handle_leader_change(&mut self, p: PartitionId) {
-        let mut reads: Vec<(u64, Message)> = Vec::new();
-        for (fetch, (id, objects, cached_at)) in &self.fetches {
-            let Some(tx) = self.txs.get(id) else { continue };
-            let Phase::Fetching { outstanding, .. } = &tx.phase else { continue };
-            // Only reads of this DC's partition `p` (not those sent to a holder at another DC, whose leader is not
-            // this one).
-            let here = Address::Partition(p);
-            let ignore = bugs::has(&self.config, Bug::ReadsIgnorePlacement);
-            let ours = |o: &ObjectId| Self::read_address(&self.topology, o, ignore) == here;
-            if outstanding.contains(fetch) && objects.first().is_some_and(ours) {
-                let snapshot = cached_at.as_ref().unwrap_or(&tx.snapshot);
-                let msg = Self::fetch_message(*id, *fetch, &tx.reads, snapshot, cached_at.is_some(), objects.clone());
-                reads.push((*fetch, msg));
-            }
-        }
+        // Only reads of this DC's partition `p` (not those sent to a holder at another DC, whose leader is not this
+        // one).
+        let (here, ignore) = (Address::Partition(p), bugs::has(&self.config, Bug::ReadsIgnorePlacement));
+        let ours = |o: &ObjectId| Self::read_address(&self.topology, o, ignore) == here;
+        let mut reads: Vec<(u64, Message)> = (self.fetches.iter())
+            .filter(|(_, (_, objects, _))| objects.first().is_some_and(ours))
+            .filter_map(|(fetch, _)| Some((*fetch, self.fetch_again(*fetch)?)))
+            .collect();
         reads.sort_by_key(|(fetch, _)| *fetch);
         let mut sends: Vec<Message> = reads.into_iter().map(|(_, msg)| msg).collect();
         let mut prepares = Vec::new();

@@ -19,11 +19,9 @@ use crate::topology::Topology;
 use crate::{Address, DcId, Message, ObjectId};
 use causet_crdt::{CrdtType, Op};
 
-/// A read waiting at a holder at another DC.
+/// A read waiting at a holder at another DC (the read itself is rebuilt from `fetches` to be sent again).
 #[derive(Clone, Debug)]
 pub(super) struct AwayRead {
-    /// The read, to send again.
-    msg: Message,
     /// The object's partition.
     partition: crate::PartitionId,
     /// Every holder of the objects, in the order to try them: this DC's ring's first, then the following rings.
@@ -77,7 +75,7 @@ impl Coordinator {
         let at = holders.iter().position(|d| *d == first).unwrap_or(0);
         holders.rotate_left(at);
         let again_us = now_us.saturating_add(self.config.ring_failover_us);
-        self.away.insert(fetch, AwayRead { msg: msg.clone(), partition, holders, asked: 1, again_us });
+        self.away.insert(fetch, AwayRead { partition, holders, asked: 1, again_us });
     }
 
     /// An answer to fetch `fetch` arrived (`refused`: an error). Returns whether it is to be ignored because the
@@ -91,7 +89,8 @@ impl Coordinator {
         false
     }
 
-    /// Asks the next ring's holder the reads their holders have not answered in time.
+    /// Asks the next ring's holder the reads their holders have not answered in time (and forgets those whose
+    /// transaction gave up).
     pub(super) fn fail_over_reads(&mut self, now_us: u64) {
         let fetches = &self.fetches;
         self.away.retain(|fetch, _| fetches.contains_key(fetch));
@@ -110,12 +109,16 @@ impl Coordinator {
     }
 
     fn ask_next_ring(&mut self, now_us: u64, fetch: u64) {
+        let Some(msg) = self.fetch_again(fetch) else {
+            self.away.remove(&fetch);
+            return;
+        };
         let interval = self.config.ring_failover_us;
         let Some(a) = self.away.get_mut(&fetch) else { return };
         let to = a.holders[a.asked];
         a.asked += 1;
         a.again_us = now_us.saturating_add(interval);
-        let (msg, partition) = (a.msg.clone(), a.partition);
+        let partition = a.partition;
         self.ring_failovers += 1;
         let to = if to == self.config.dc { Address::Partition(partition) } else { Address::Peer(to, partition) };
         self.send(to, msg);

@@ -512,7 +512,7 @@ impl<S: VersionStore> Partition<S> {
             }
         }
         if now_us >= self.next_report_us {
-            let frontier = (!self.topology.readers(self.id).is_empty()).then(|| self.store.frontier().clone());
+            let frontier = self.topology.readers(self.id).next().map(|_| self.store.frontier().clone());
             self.send(Address::Stabilizer, Message::PvcReport { pvc: self.pvc.clone(), at: None, frontier });
             self.next_report_us = now_us + self.config.stable_interval_us.max(1);
         }
@@ -714,22 +714,21 @@ impl<S: VersionStore> Partition<S> {
     /// from this one (partial replication, `Topology::readers`), no further than any of their frontiers, the
     /// lowest snapshot they read at; until every one of them has told its frontier, nothing is collected.
     fn collect(&mut self, gc: VectorClock) {
-        let mut frontier = gc.clone();
+        let mut lowered: Option<VectorClock> = None;
         for reader in self.topology.readers(self.id) {
             match self.peer_gc.get(&reader) {
-                Some(theirs) => frontier.merge_min(theirs),
+                Some(theirs) => lowered.get_or_insert_with(|| gc.clone()).merge_min(theirs),
                 None => return,
             }
         }
-        self.store.collect(&frontier);
+        self.store.collect(lowered.as_ref().unwrap_or(&gc));
         self.dc_gc = Some(gc);
     }
 
     /// A peer's garbage-collection frontier, from its replication stream.
     fn note_peer_gc(&mut self, peer: DcId, gc: Option<VectorClock>) {
         if let Some(gc) = gc.filter(|g| g.has_dcs(self.config.vector_len())) {
-            let slot = self.peer_gc.entry(peer).or_insert_with(|| gc.clone());
-            slot.merge_max(&gc);
+            self.peer_gc.entry(peer).and_modify(|slot| slot.merge_max(&gc)).or_insert(gc);
         }
     }
 

@@ -121,8 +121,9 @@ impl<S: VersionStore> Partition<S> {
             // and every transaction's commit time: pvc there moves past it (`Topology::replication_targets`).
             for tx in &mut o.txs {
                 tx.writes.retain(|(id, _)| self.topology.holds_object(o.to, id));
+                // What each write weighs on the wire, counted without encoding it.
                 let bytes: usize =
-                    tx.writes.iter().map(|(id, e)| id.key.len() + id.bucket.len() + e.encode().len()).sum();
+                    tx.writes.iter().map(|w| postcard::experimental::serialized_size(w).unwrap_or(0)).sum();
                 self.shipped.0 += tx.writes.len() as u64;
                 self.shipped.1 += bytes as u64;
             }
