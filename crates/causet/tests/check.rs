@@ -162,8 +162,8 @@ fn dcs_whose_nodes_buffer_writes_are_tcc_under_faults_as_sessions_move() {
 
 /// Partial replication under faults: three DCs in two rings (DCs 0 and 1, and DC 2), every other checked object
 /// in a bucket placed by them, so sessions read objects their DC does not hold from a holder (another ring's when
-/// theirs is cut off or down) while nodes are killed, paused and skewed and DCs cut off. The history is TCC,
-/// nothing acknowledged is lost, the DCs converge, and reads did go to other DCs.
+/// theirs is cut off or down, or from their lease cache) while nodes are killed, paused and skewed and DCs cut off.
+/// The history is TCC, nothing acknowledged is lost, the DCs converge, and reads did go to other DCs.
 #[test]
 fn dcs_that_hold_one_copy_per_ring_are_tcc_under_faults() {
     let dir = tempfile::tempdir().expect("a temporary directory");
@@ -180,6 +180,9 @@ fn dcs_that_hold_one_copy_per_ring_are_tcc_under_faults() {
         "kill,pause,cut,clock",
         "--rings",
         "0,1/2",
+        // With the lease caches, which keep objects held at other DCs and raise them by notices of writes.
+        "--node-config",
+        "cache = { enabled = true, lease_ms = 500 }",
     ];
     let (code, report, file) = check(dir.path(), &args);
     assert_eq!(code, 0, "cure with rings must pass:\n{report}");

@@ -108,7 +108,7 @@ impl Bench {
             self.p.handle_message(self.now, from, Message::ReplicateAck { up_to: behind, gap: false });
         }
         let v = self.vector(self.now.saturating_sub(2_000));
-        self.p.handle_message(self.now, Address::Stabilizer, Message::Stable { stable: v.clone(), gc: v });
+        self.p.handle_message(self.now, Address::Stabilizer, Message::Stable { stable: v.clone(), gc: v, away: None });
         self.p.handle_timeout(self.now);
         self.drain();
     }

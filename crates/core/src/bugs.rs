@@ -35,11 +35,14 @@ pub enum Bug {
     /// DC that does not hold an object serves the state it has of it, none (partial replication's routing
     /// removed).
     ReadsIgnorePlacement,
+    /// The lease cache raises the entries of states held at another DC up to what notices of writes are known to,
+    /// whether or not a notice says the object was written since (the check of [`crate::away`] removed).
+    CacheExtendsOverWrites,
 }
 
 impl Bug {
     /// Every deliberate bug.
-    pub const ALL: [Bug; 7] = [
+    pub const ALL: [Bug; 8] = [
         Bug::SkipReadWait,
         Bug::CommitAtMinPrepareTime,
         Bug::IgnorePreparedInPvc,
@@ -47,6 +50,7 @@ impl Bug {
         Bug::SplitHandover,
         Bug::IgnoreBufferTokens,
         Bug::ReadsIgnorePlacement,
+        Bug::CacheExtendsOverWrites,
     ];
 }
 

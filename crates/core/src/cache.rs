@@ -8,11 +8,16 @@
 //! point) narrows it the same way. Every state a transaction read is then exact at every snapshot of its final
 //! window: the reads form one causally consistent snapshot, as Cure's do, only possibly up to a lease older.
 //!
+//! Under partial replication a state fetched from a holder at another DC is exact in this DC's own entry only up
+//! to what the holder had applied from here; the cache raises that entry while this DC has not written the object
+//! since ([`crate::away`]), or its entries of objects held elsewhere would miss every later transaction's window.
+//!
 //! Invariants (asserted in debug builds and tested): a window is never empty (`lo ≤ hi`), and an entry is served
 //! only before its lease ends.
 
+use crate::away::{self, Known};
 use crate::message::Fetched;
-use crate::{DetHashMap, ObjectId, VectorClock};
+use crate::{DcId, DetHashMap, ObjectId, Timestamp, VectorClock};
 use causet_crdt::Crdt;
 use std::collections::{BTreeMap, VecDeque};
 
@@ -33,6 +38,13 @@ pub struct CacheConfig {
     #[serde(default = "default_max_component_objects")]
     pub max_component_objects: usize,
 }
+
+/// How many leases an entry fetched from another DC with an open box lives (renewed whenever notices raise it to
+/// meet a window). Its staleness is bounded all the same: a transaction's window starts at the cache floor, the
+/// stable snapshot of one lease ago, so an entry is served only if it is exact at a snapshot at or above that. What
+/// the longer life buys is Karma's cache, whose entries live until a write invalidates them, rather than until a
+/// lease ends (most of a zipfian workload's keys come back less often than once a lease).
+const OPEN_LEASES: u64 = 10;
 
 fn default_max_component_objects() -> usize {
     64
@@ -87,6 +99,11 @@ pub struct CacheStats {
     pub expired: u64,
     /// Entries dropped to stay within the memory bound.
     pub evicted: u64,
+    /// Hits on states fetched from another DC (partial replication: objects held elsewhere, whose boxes are open).
+    pub away_hits: u64,
+    /// Of those, hits only because notices showed nobody wrote the object since it was fetched (its box raised,
+    /// [`crate::away`]).
+    pub extended: u64,
     /// Entries now.
     pub entries: usize,
     /// Bytes of cached states now.
@@ -98,6 +115,10 @@ struct Entry {
     state: Crdt,
     lo: VectorClock,
     hi: VectorClock,
+    /// Bit `k`: entry `k` of `hi` may be raised over a stretch in which DC `k` did not write the object.
+    open: u64,
+    /// The object's fingerprint, which notices of writes name it by.
+    fingerprint: u32,
     expires_us: u64,
     bytes: usize,
     /// Position in the recency order.
@@ -117,12 +138,16 @@ pub struct Cache {
     samples: VecDeque<(u64, VectorClock)>,
     /// When expired entries are next swept out (reads refuse them at once; the sweep frees their memory).
     next_sweep_us: u64,
+    /// The notices of writes to objects this DC does not hold, as its stabilizer told.
+    known: Known,
+    /// The deliberate bug [`crate::Bug::CacheExtendsOverWrites`].
+    pub extend_blindly: bool,
     stats: CacheStats,
 }
 
 impl Cache {
-    /// An empty cache.
-    pub fn new(config: CacheConfig) -> Self {
+    /// An empty cache, for vectors of `dcs` entries.
+    pub fn new(config: CacheConfig, dcs: usize) -> Self {
         Self {
             config,
             entries: DetHashMap::default(),
@@ -131,6 +156,8 @@ impl Cache {
             bytes: 0,
             samples: VecDeque::new(),
             next_sweep_us: 0,
+            known: Known::new(dcs),
+            extend_blindly: false,
             stats: CacheStats::default(),
         }
     }
@@ -144,7 +171,7 @@ impl Cache {
     /// a refetch, and the caller fetches the object at `window.hi`. `ignore_boxes` serves any unexpired entry and
     /// leaves the window as it is: only for the deliberate bug [`crate::Bug::CacheIgnoresBoxes`].
     pub fn read(&mut self, now_us: u64, id: &ObjectId, window: &mut Window, ignore_boxes: bool) -> Option<Crdt> {
-        let Some(entry) = self.entries.get(id) else {
+        let Some(entry) = self.entries.get_mut(id) else {
             self.stats.misses += 1;
             return None;
         };
@@ -155,13 +182,36 @@ impl Cache {
             return None;
         }
         if !ignore_boxes {
-            let Some(narrowed) = window.meet(&entry.lo, &entry.hi) else {
+            let mut narrowed = window.meet(&entry.lo, &entry.hi);
+            if narrowed.is_none() && entry.open != 0 {
+                // A box from another DC stays exact in each open entry while nobody of that origin wrote the object
+                // since (`crate::away`): raise it (for good: that is a fact about the state). If that makes it meet
+                // the window, the entry was as good as fetched again at the stable snapshot: its lease starts over.
+                let mut raised = false;
+                for k in (0..entry.hi.len().min(64)).filter(|k| entry.open & (1 << k) != 0) {
+                    let (dc, hi) = (DcId(k as u16), entry.hi.get(DcId(k as u16)));
+                    let exact = self.known.exact_until(dc, entry.fingerprint, hi, self.extend_blindly);
+                    if exact > hi {
+                        entry.hi.set(dc, exact);
+                        raised = true;
+                    }
+                }
+                if raised {
+                    narrowed = window.meet(&entry.lo, &entry.hi);
+                    if narrowed.is_some() {
+                        self.stats.extended += 1;
+                        entry.expires_us = now_us.saturating_add(OPEN_LEASES * self.config.lease_us);
+                    }
+                }
+            }
+            let Some(narrowed) = narrowed else {
                 self.stats.refetches += 1;
                 return None;
             };
             *window = narrowed;
         }
         let state = entry.state.clone();
+        self.stats.away_hits += u64::from(entry.open != 0);
         self.touch(id);
         self.stats.hits += 1;
         Some(state)
@@ -176,8 +226,11 @@ impl Cache {
         }
         let used = self.next_use;
         self.next_use += 1;
-        let expires_us = now_us.saturating_add(self.config.lease_us);
-        let entry = Entry { state: fetched.state, lo: fetched.lo, hi: fetched.hi, expires_us, bytes, used };
+        let Fetched { state, lo, hi, open } = fetched;
+        let leases = if open != 0 { OPEN_LEASES } else { 1 };
+        let expires_us = now_us.saturating_add(leases * self.config.lease_us);
+        let fingerprint = if open != 0 { id.fingerprint() } else { 0 };
+        let entry = Entry { state, lo, hi, open, fingerprint, expires_us, bytes, used };
         self.recency.insert(used, id.clone());
         self.entries.insert(id, entry);
         self.bytes += bytes;
@@ -208,6 +261,21 @@ impl Cache {
         for id in expired {
             self.remove(&id);
             self.stats.expired += 1;
+        }
+    }
+
+    /// Notices of writes to objects this DC does not hold, in the stretch up to the stable snapshot `stable`
+    /// ([`crate::away`]). Notices are kept one lease longer than an open entry lives (forgotten every lease): an
+    /// entry's box ends near when it was fetched or last raised.
+    pub fn learn_away(&mut self, chunk: away::Chunk, stable: &VectorClock) {
+        self.known.learn(chunk, stable);
+        let keep = (OPEN_LEASES + 1) * self.config.lease_us;
+        let ago = |t: &Timestamp, by: u64| Timestamp::from_micros(t.micros().saturating_sub(by));
+        let due = (self.known.floor().entries().iter().zip(stable.entries()))
+            .any(|(floor, now)| *floor < ago(now, keep + self.config.lease_us));
+        if due {
+            let cutoff = VectorClock::from_entries(stable.entries().iter().map(|t| ago(t, keep)).collect());
+            self.known.forget(&cutoff);
         }
     }
 
@@ -264,12 +332,12 @@ mod tests {
     }
 
     fn fetched(n: i64, lo: &[u64], hi: &[u64]) -> Fetched {
-        Fetched { state: counter(n), lo: v(lo), hi: v(hi) }
+        Fetched { state: counter(n), lo: v(lo), hi: v(hi), open: 0 }
     }
 
     #[test]
     fn a_hit_narrows_the_window_to_the_box_and_a_disjoint_box_is_refetched() {
-        let mut cache = Cache::new(CacheConfig::default());
+        let mut cache = Cache::new(CacheConfig::default(), 2);
         cache.insert(0, id("a"), fetched(1, &[10, 5], &[40, 30]));
         cache.insert(0, id("b"), fetched(2, &[50, 5], &[90, 30]));
         let mut window = Window::new(v(&[0, 0]), v(&[100, 20])).unwrap();
@@ -284,10 +352,35 @@ mod tests {
     }
 
     #[test]
+    fn an_open_box_is_raised_in_each_entry_whose_dc_did_not_write_the_object_since() {
+        let t = Timestamp;
+        // DC 0's coordinator caches states fetched from a holder at another DC, which had applied DC 0's writes up
+        // to 5 and DC 1's up to 7: a and b open in both entries, c in none, d only in entry 1.
+        let mut cache = Cache::new(CacheConfig::default(), 2);
+        let open = |mask: u64| Fetched { open: mask, ..fetched(1, &[2, 3], &[5, 7]) };
+        for (key, mask) in [("a", 0b11), ("b", 0b11), ("c", 0), ("d", 0b10)] {
+            cache.insert(0, id(key), open(mask));
+        }
+        let window = || Window::new(v(&[8, 10]), v(&[50, 20])).unwrap();
+        assert_eq!(cache.read(1, &id("a"), &mut window(), false), None, "nothing is known of the writes yet");
+        // DC 0 wrote b at 7, and nobody wrote anything else up to (12, 15) (the first chunk says nothing below 4).
+        let notices = vec![(DcId(0), id("b").fingerprint(), t(7))];
+        cache.learn_away(away::Chunk { from: v(&[4, 4]), notices }, &v(&[12, 15]));
+        let mut w = window();
+        assert!(cache.read(1, &id("a"), &mut w, false).is_some());
+        assert_eq!(w, Window { lo: v(&[8, 10]), hi: v(&[12, 15]) }, "exact up to what the notices cover");
+        assert_eq!(cache.read(1, &id("b"), &mut window(), false), None, "DC 0 wrote b at 7, after its box");
+        assert_eq!(cache.read(1, &id("c"), &mut window(), false), None, "c's box is closed");
+        assert_eq!(cache.read(1, &id("d"), &mut window(), false), None, "d's box is closed in entry 0");
+        let s = cache.stats();
+        assert_eq!((s.hits, s.away_hits, s.extended, s.refetches), (1, 1, 1, 4));
+    }
+
+    #[test]
     fn entries_end_with_their_lease_and_the_least_recently_used_go_first() {
         let config =
             CacheConfig { lease_us: 100, memory_bytes: 3 * (counter(1).encode().len() + 1 + 32), ..Default::default() };
-        let mut cache = Cache::new(config);
+        let mut cache = Cache::new(config, 2);
         for (t, key) in ["a", "b", "c"].iter().enumerate() {
             cache.insert(t as u64, id(key), fetched(1, &[0, 0], &[9, 9]));
         }
@@ -305,7 +398,7 @@ mod tests {
 
     #[test]
     fn the_floor_is_the_stable_snapshot_of_one_lease_ago() {
-        let mut cache = Cache::new(CacheConfig { lease_us: 100, memory_bytes: 1 << 20, ..Default::default() });
+        let mut cache = Cache::new(CacheConfig { lease_us: 100, memory_bytes: 1 << 20, ..Default::default() }, 2);
         assert_eq!(cache.floor(), None);
         cache.observe_stable(0, &v(&[1, 1]));
         cache.observe_stable(50, &v(&[2, 2]));

@@ -114,4 +114,17 @@ impl ObjectId {
         h.update(&self.key);
         PartitionId((h.digest() % u64::from(partitions)) as u32)
     }
+
+    /// A 32-bit fingerprint of the object (bucket, key and type), the same at every DC: names it where its id
+    /// would weigh too much (partial replication's notices of writes, [`crate::away`]). Two objects may share one
+    /// (a notice then only keeps a cached state of the other from being raised).
+    pub fn fingerprint(&self) -> u32 {
+        let mut h = xxhash_rust::xxh3::Xxh3::new();
+        h.update(&(self.bucket.len() as u64).to_le_bytes());
+        h.update(&self.bucket);
+        h.update(&(self.key.len() as u64).to_le_bytes());
+        h.update(&self.key);
+        h.update(&[self.ty as u8]);
+        h.digest() as u32
+    }
 }

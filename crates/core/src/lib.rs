@@ -16,6 +16,7 @@
 
 #![warn(missing_docs)]
 
+pub mod away;
 pub mod buffer;
 pub mod bugs;
 pub mod cache;

@@ -91,6 +91,11 @@ pub struct Fetched {
     pub lo: VectorClock,
     /// Every effect it does not hold, known or still to come, has an entry above `hi`.
     pub hi: VectorClock,
+    /// For a reader at another DC (partial replication), bit `k`: entry `k` of `hi` is only what this partition
+    /// had applied from DC `k`, and every effect left out is left out by another entry, so the reader's DC may
+    /// raise it over a stretch in which DC `k` did not write the object ([`crate::store::visibility_box`],
+    /// [`crate::away`]).
+    pub open: u64,
 }
 
 /// A message between a DC's state machines.
@@ -247,6 +252,11 @@ pub enum Message {
         /// transactions reads. A DC its ring-mates read objects from keeps their versions above it
         /// (`Topology::readers`).
         gc: Option<VectorClock>,
+        /// Under partial replication with caches: for each write of `txs` to an object the receiver does not hold
+        /// (and so not sent), its transaction's index in `txs` and the object's fingerprint — a notice for the receiver's
+        /// caches ([`crate::away`]).
+        #[serde(default)]
+        away: Vec<(u32, u32)>,
     },
     /// Partition → the origin partition: everything of yours at or below `up_to` is durably applied here.
     ReplicateAck {
@@ -269,6 +279,10 @@ pub enum Message {
         /// folds no further.
         #[serde(default)]
         frontier: Option<VectorClock>,
+        /// Under partial replication with caches: the notices of writes to objects this DC does not hold that the
+        /// partition collected since its last report ([`crate::away`]).
+        #[serde(default)]
+        away: Option<crate::away::Report>,
     },
     /// Coordinator → stabilizer: no transaction of mine will read below this snapshot, now or later.
     OldestSnapshot {
@@ -287,6 +301,10 @@ pub enum Message {
         stable: VectorClock,
         /// No running or future transaction of the DC reads below this snapshot.
         gc: VectorClock,
+        /// To coordinators, under partial replication with caches: the notices of writes to objects the DC does not
+        /// hold, in the stretch since the last stable snapshot ([`crate::away`]).
+        #[serde(default)]
+        away: Option<crate::away::Chunk>,
     },
     /// Between the replicas of a replicated partition.
     Replica(ReplicaMessage),

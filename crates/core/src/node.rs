@@ -947,7 +947,7 @@ impl Node {
             Address::Stabilizer => {
                 // A leader's pvc report, with its log position: this node's replica of the partition, if it
                 // follows, may serve reads within that pvc once it applied that far.
-                if let (Address::Partition(p), Message::PvcReport { pvc, at: Some((term, index)), frontier }) =
+                if let (Address::Partition(p), Message::PvcReport { pvc, at: Some((term, index)), frontier, .. }) =
                     (e.from, &e.msg)
                 {
                     let me = self.layout.node;

@@ -12,6 +12,7 @@
 //! the driver retires the coordinators of a node that restarted ([`Stabilizer::retire`]). Until every expected
 //! coordinator has reported, the frontier does not move.
 
+use crate::away;
 use crate::topology::Topology;
 use crate::{Address, Config, CoordinatorId, Envelope, Message, PartitionId, VectorClock};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -33,6 +34,8 @@ pub struct Stabilizer {
     oldest: BTreeMap<CoordinatorId, VectorClock>,
     stable: VectorClock,
     gc: VectorClock,
+    /// The partitions' notices of writes to objects the DC does not hold, for the coordinators' caches.
+    away: away::Merge,
     outputs: VecDeque<Envelope>,
 }
 
@@ -51,6 +54,7 @@ impl Stabilizer {
             oldest: BTreeMap::new(),
             stable: VectorClock::zero(dcs),
             gc: VectorClock::zero(dcs),
+            away: away::Merge::new(config.partitions as usize, dcs),
             outputs: VecDeque::new(),
             config,
         }
@@ -75,10 +79,13 @@ impl Stabilizer {
     pub fn handle_message(&mut self, from: Address, msg: Message) {
         let dcs = self.config.vector_len();
         match (from, msg) {
-            (Address::Partition(PartitionId(p)), Message::PvcReport { pvc, .. }) if pvc.has_dcs(dcs) => {
+            (Address::Partition(PartitionId(p)), Message::PvcReport { pvc, away, .. }) if pvc.has_dcs(dcs) => {
                 let Some(slot) = self.pvcs.get_mut(p as usize) else {
                     return;
                 };
+                if let Some(report) = away {
+                    self.away.report(PartitionId(p), report);
+                }
                 match slot {
                     Some(old) => old.merge_max(&pvc),
                     None => *slot = Some(pvc),
@@ -96,7 +103,8 @@ impl Stabilizer {
                 *latest = c.incarnation();
                 if self.coordinators.insert(c) && self.pvcs.iter().all(Option::is_some) {
                     // A coordinator that just joined learns where the DC stands.
-                    let msg = Message::Stable { stable: self.stable.clone(), gc: self.gc.clone() };
+                    // (Its first chunk of writes comes with the next stable snapshot: it starts above it.)
+                    let msg = Message::Stable { stable: self.stable.clone(), gc: self.gc.clone(), away: None };
                     self.outputs.push_back(Envelope { from: Address::Stabilizer, to: Address::Coordinator(c), msg });
                 }
                 self.oldest.entry(c).and_modify(|o| o.merge_max(&snapshot)).or_insert(snapshot);
@@ -175,13 +183,15 @@ impl Stabilizer {
         }
         self.stable = stable;
         self.gc = gc;
-        let msg = Message::Stable { stable: self.stable.clone(), gc: self.gc.clone() };
-        let targets = self
-            .coordinators
-            .iter()
-            .map(|c| Address::Coordinator(*c))
-            .chain(self.topology.partitions().map(Address::Partition));
-        for to in targets {
+        // Coordinators also hear the notices of writes to objects the DC does not hold, for their caches.
+        let away = self.away.chunk(&self.stable);
+        let msg = Message::Stable { stable: self.stable.clone(), gc: self.gc.clone(), away };
+        for c in &self.coordinators {
+            let to = Address::Coordinator(*c);
+            self.outputs.push_back(Envelope { from: Address::Stabilizer, to, msg: msg.clone() });
+        }
+        let msg = Message::Stable { stable: self.stable.clone(), gc: self.gc.clone(), away: None };
+        for to in self.topology.partitions().map(Address::Partition) {
             self.outputs.push_back(Envelope { from: Address::Stabilizer, to, msg: msg.clone() });
         }
     }
@@ -208,7 +218,7 @@ mod tests {
         for p in 0..2 {
             s.handle_message(
                 Address::Partition(PartitionId(p)),
-                Message::PvcReport { pvc: at(100), at: None, frontier: None },
+                Message::PvcReport { pvc: at(100), at: None, frontier: None, away: None },
             );
         }
         let report = |s: &mut Stabilizer, c: CoordinatorId, t: u64| {
@@ -231,7 +241,7 @@ mod tests {
         for p in 0..2 {
             fresh.handle_message(
                 Address::Partition(PartitionId(p)),
-                Message::PvcReport { pvc: at(100), at: None, frontier: None },
+                Message::PvcReport { pvc: at(100), at: None, frontier: None, away: None },
             );
         }
         report(&mut fresh, c0, 90);

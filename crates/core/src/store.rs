@@ -80,8 +80,9 @@ pub trait VersionStore {
     fn latest(&self, id: &ObjectId) -> Crdt;
 
     /// The box of snapshots at which the object reads as at `snapshot` ([`visibility_box`]), given that every
-    /// effect of origin `k` up to `known[k]` is in the store and every later one will come above it.
-    fn visibility(&self, id: &ObjectId, snapshot: &VectorClock, known: &VectorClock) -> (VectorClock, VectorClock);
+    /// effect of origin `k` up to `known[k]` is in the store and every later one will come above it;
+    /// `extendable`: for a reader at another DC, which may raise the entries no version was cut at.
+    fn visibility(&self, id: &ObjectId, snapshot: &VectorClock, known: &VectorClock, extendable: bool) -> Visibility;
 
     /// Whether a transaction of DC `dc` committed an effect on the object after `time` (write-write
     /// certification).
@@ -124,18 +125,30 @@ pub trait VersionStore {
 ///
 /// - `lo` joins `frontier` and the commit vectors of the versions `snapshot` holds: every `W ≥ lo` holds them.
 /// - `hi` starts at `known` and, for every version `c` that `snapshot` does not hold, drops below `c` in one entry
-///   where `c` exceeds `snapshot` (the one it exceeds by most): no `W ≤ hi` holds it, nor any effect still to come.
+///   where `c` exceeds `snapshot` (the one it exceeds by most): no `W ≤ hi`
+///   holds it, nor any effect still to come.
 ///
 /// `lo ≤ snapshot ≤ hi` whenever `frontier ≤ snapshot ≤ known`. With one DC this is the paper's range
 /// `[version, visibility limit]`.
+///
+/// With `extendable` (a reader at another DC), `open` has bit `k` set for every entry `k` (of the first 64) that
+/// no version was cut at: `hi[k]` is what was known. The reader's DC hears of every write to the object
+/// ([`crate::away`]), and may raise such an entry over any stretch in which origin `k` did not write it: effects
+/// the box leaves out stay out by the entries they were cut at, or by their origin's.
 pub fn visibility_box(
     frontier: &VectorClock,
     versions: &[Version],
     snapshot: &VectorClock,
     known: &VectorClock,
-) -> (VectorClock, VectorClock) {
+    extendable: bool,
+) -> Visibility {
     let mut lo = frontier.clone();
     let mut hi = known.clone();
+    let mut open = match known.len() {
+        _ if !extendable => 0,
+        n if n >= 64 => u64::MAX,
+        n => (1u64 << n) - 1,
+    };
     for v in versions {
         if v.commit.le(snapshot) {
             lo.merge_max(&v.commit);
@@ -144,11 +157,25 @@ pub fn visibility_box(
         let above = v.commit.entries().iter().zip(snapshot.entries()).enumerate().filter(|(_, (c, s))| c > s);
         let Some((k, (c, _))) = above.max_by_key(|(_, (c, s))| c.0 - s.0) else { continue };
         let dc = DcId(k as u16);
+        if k < 64 {
+            open &= !(1 << k);
+        }
         if c.prev() < hi.get(dc) {
             hi.set(dc, c.prev());
         }
     }
-    (lo, hi)
+    Visibility { lo, hi, open }
+}
+
+/// A visibility box ([`visibility_box`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Visibility {
+    /// The least snapshot of the box.
+    pub lo: VectorClock,
+    /// The greatest.
+    pub hi: VectorClock,
+    /// Bit `k`: entry `k` of `hi` is what was known, uncut by any version (only for a reader at another DC).
+    pub open: u64,
 }
 
 /// The objects of one partition, in memory.
@@ -267,9 +294,9 @@ impl VersionStore for Store {
         Ok(state)
     }
 
-    fn visibility(&self, id: &ObjectId, snapshot: &VectorClock, known: &VectorClock) -> (VectorClock, VectorClock) {
+    fn visibility(&self, id: &ObjectId, snapshot: &VectorClock, known: &VectorClock, extendable: bool) -> Visibility {
         let versions = self.objects.get(id).map_or(&[][..], |o| &o.versions[..]);
-        visibility_box(&self.frontier, versions, snapshot, known)
+        visibility_box(&self.frontier, versions, snapshot, known, extendable)
     }
 
     /// The object's state with every committed effect, whatever its snapshot: what a new effect will land on.
@@ -398,11 +425,24 @@ mod tests {
         add(&mut s, 0, 1, (2, 1));
         add(&mut s, 0, 2, (6, 3));
         add(&mut s, 0, 3, (4, 9)); // not in (5, 5) because of its second entry only
-        let (lo, hi) = s.visibility(&object(0), &vc(5, 5), &vc(20, 20));
+        let Visibility { lo, hi, .. } = s.visibility(&object(0), &vc(5, 5), &vc(20, 20), false);
         assert_eq!(lo, vc(2, 1), "the version at (2, 1) is in; nothing else");
         assert_eq!(hi, vc(5, 8), "(6, 3) is out above 5 in the first entry, (4, 9) above 8 in the second");
         // An object nobody wrote reads the same everywhere below what is known.
-        assert_eq!(s.visibility(&object(1), &vc(5, 5), &vc(7, 6)), (vc(0, 0), vc(7, 6)));
+        let nobody = s.visibility(&object(1), &vc(5, 5), &vc(7, 6), false);
+        assert_eq!((nobody.lo, nobody.hi), (vc(0, 0), vc(7, 6)));
+    }
+
+    #[test]
+    fn a_box_for_another_dc_is_open_in_the_entries_no_version_was_cut_at() {
+        let mut s = Store::new(2);
+        add(&mut s, 0, 1, (2, 1));
+        let uncut = s.visibility(&object(0), &vc(5, 5), &vc(20, 20), true);
+        assert_eq!((uncut.hi, uncut.open), (vc(20, 20), 0b11), "nothing left out: both entries open");
+        add(&mut s, 0, 2, (9, 7)); // out above 5 in both entries; by more in the first
+        let cut = s.visibility(&object(0), &vc(5, 5), &vc(20, 20), true);
+        assert_eq!((cut.hi, cut.open), (vc(8, 20), 0b10), "cut at the first entry, which closes");
+        assert_eq!(s.visibility(&object(0), &vc(5, 5), &vc(20, 20), false).open, 0, "a local reader: none open");
     }
 
     proptest! {
@@ -415,6 +455,7 @@ mod tests {
             at in (0u64..13, 0u64..13),
             samples in proptest::collection::vec((0u64..14, 0u64..14), 1..12),
             later in proptest::collection::vec((14u64..20, 14u64..20), 0..4),
+            extendable in any::<bool>(),
         ) {
             let mut s = Store::new(2);
             for (n, &(a, b)) in versions.iter().enumerate() {
@@ -425,8 +466,14 @@ mod tests {
             let mut at = vc(at.0, at.1);
             at.merge_max(s.frontier());
             let known = vc(13, 13);
-            let (lo, hi) = s.visibility(&object(0), &at, &known);
+            let Visibility { lo, hi, open } = s.visibility(&object(0), &at, &known, extendable);
             prop_assert!(lo.le(&at) && at.le(&hi), "{:?} ≤ {:?} ≤ {:?}", lo, at, hi);
+            // Every version left out is left out by a closed entry: raising the open ones lets none in.
+            for (&(a, b), n) in versions.iter().zip(0..) {
+                let c = vc(a, b);
+                let closed_out = |k: usize, e: u64| open & (1 << k) == 0 && e > hi.get(DcId(k as u16)).0;
+                prop_assert!(c.le(&at) || closed_out(0, a) || closed_out(1, b), "version {} at {:?} left out by an open entry", n, c);
+            }
             let expected = s.read(&object(0), &at).unwrap();
             for (n, &(a, b)) in later.iter().enumerate() {
                 add(&mut s, 0, 100 + n as u64, (a, b));

@@ -282,7 +282,11 @@ fn antidote_68_read_cost_stays_bounded_as_writes_to_a_key_grow() {
         let pt = prepare(&mut p, now, t, vc(now - 5), vec![(key.clone(), effect)]);
         commit(&mut p, now, t, VectorClock::from_entries(vec![pt]));
         // The stabilizer lets the partition fold what no transaction can read below.
-        p.handle_message(now, Address::Stabilizer, Message::Stable { stable: vc(now - 20), gc: vc(now - 20) });
+        p.handle_message(
+            now,
+            Address::Stabilizer,
+            Message::Stable { stable: vc(now - 20), gc: vc(now - 20), away: None },
+        );
         if i % 100 == 99 {
             let before = p.store_stats().effects_applied;
             read(&mut p, now, VectorClock::from_entries(vec![pt]), vec![key.clone()]);
@@ -713,7 +717,11 @@ fn a_prepare_that_arrives_again_for_a_transaction_that_ended_here_is_not_acted_o
     let second = VectorClock::from_entries(vec![prepare_time.expect("tx 2 prepared")]);
     let (_, logged) = deliver_durable(&mut p, 1_200, Message::Commit { tx: tx(2), commit: second.clone() });
     log.extend(logged);
-    p.handle_message(1_300, Address::Stabilizer, Message::Stable { stable: second.clone(), gc: VectorClock::zero(1) });
+    p.handle_message(
+        1_300,
+        Address::Stabilizer,
+        Message::Stable { stable: second.clone(), gc: VectorClock::zero(1), away: None },
+    );
     assert_eq!(p.recent_commit(tx(1)), None, "the stable snapshot trimmed the recent commits");
 
     let checkpoint = p.take_checkpoint();
@@ -742,4 +750,91 @@ fn a_prepare_that_arrives_again_for_a_transaction_that_ended_here_is_not_acted_o
         let (sent, logged) = deliver_durable(&mut q, 3_000, pac(tx(2), 0));
         assert!(sent.is_empty() && logged.is_empty(), "{name}: a mark never goes back: {sent:?} {logged:?}");
     }
+}
+
+/// Partial replication with caches: a write to an object this DC does not hold is reported to the stabilizer as a
+/// notice (for the coordinators' caches), and a DC that does not hold an object is shipped a notice of each write
+/// to it instead of the write; the notices of a peer's writes it receives go to its own reports. A new stream
+/// starts above what the partition had seen.
+#[test]
+fn writes_to_objects_held_elsewhere_become_notices_for_the_caches() {
+    // Three DCs, rings [0, 1] and [2], two partitions: partition 1's objects of bucket "r" are held by DCs 1 and 2.
+    let mut config = Config::new(3, DcId(0), 2);
+    config.placement = causet_core::placement::Placement::of_indices(&[vec![0, 1], vec![2]], [b"r".to_vec()]);
+    config.cache = Some(Default::default());
+    let of_partition = |p: u32| {
+        (0..).map(|i| ObjectId::new(format!("k{i}"), "r", CrdtType::CounterPn)).find(|o| o.partition(2).0 == p)
+    };
+    // Commits, at a partition of DC 0, a transaction writing `object`.
+    let commit = |p: &mut Partition, seq: u64, object: &ObjectId| {
+        let (t, snapshot) = (tx(seq), VectorClock::zero(3));
+        let msg =
+            Message::PrepareAndCommit { tx: t, snapshot, writes: vec![(object.clone(), increment(t))], oldest_open: 1 };
+        deliver_durable(p, 2_000, msg);
+    };
+    let object = of_partition(1).expect("an object of partition 1");
+    let reports = |sent: &[Envelope]| -> Vec<causet_core::away::Report> {
+        (sent.iter())
+            .filter_map(|e| match &e.msg {
+                Message::PvcReport { away, .. } => away.clone(),
+                _ => None,
+            })
+            .collect()
+    };
+    let mut p = fresh(PartitionId(1), config.clone());
+    p.handle_timeout(1_000);
+    let (sent, _) = drain(&mut p);
+    let first = reports(&sent);
+    assert_eq!(first.len(), 1, "a report with a stream: {sent:?}");
+    assert!(first[0].notices.is_empty() && first[0].seq == 0);
+    // DC 0 commits a write to the object, which it does not hold.
+    commit(&mut p, 1, &object);
+    // Later, DC 2 (a holder) ships a transaction of its own with a notice of a write to another object.
+    let at = VectorClock::from_entries(vec![Timestamp::ZERO, Timestamp::ZERO, Timestamp::from_micros(1_500)]);
+    let theirs = (7u32, at.get(DcId(2)));
+    let remote = causet_core::replication::ReplicatedTx {
+        tx: TxId { dc: DcId(2), coordinator: CoordinatorId(0), seq: 1 },
+        snapshot: VectorClock::zero(3),
+        commit: at,
+        writes: Vec::new(),
+    };
+    let replicate = Message::Replicate {
+        since: Timestamp::ZERO,
+        txs: vec![remote],
+        up_to: Timestamp::from_micros(1_600),
+        gc: None,
+        away: vec![(0, theirs.0)],
+    };
+    p.handle_message(2_100, Address::Peer(DcId(2), PartitionId(1)), replicate);
+    let mut sent = Vec::new();
+    for now in (3_000..=40_000).step_by(1_000) {
+        p.handle_timeout(now);
+        sent.extend(drain(&mut p).0);
+    }
+    let notices: Vec<_> = reports(&sent).into_iter().flat_map(|r| r.notices).collect();
+    assert!(notices.iter().any(|(dc, fp, _)| *dc == DcId(0) && *fp == object.fingerprint()), "{notices:?}");
+    assert!(notices.contains(&(DcId(2), theirs.0, theirs.1)), "the peer's notice is passed on: {notices:?}");
+    assert_eq!(p.store_size().0, 0, "DC 0 stores none of it");
+
+    // Partition 0's objects of "r" are held by DCs 0 and 2: a write here is shipped to DC 2, and DC 1 is sent a
+    // notice in its place.
+    let mine = of_partition(0).expect("an object of partition 0");
+    let mut q = fresh(PartitionId(0), config);
+    commit(&mut q, 2, &mine);
+    let mut shipped = Vec::new();
+    for now in (3_000..=40_000).step_by(1_000) {
+        q.handle_timeout(now);
+        shipped.extend(drain(&mut q).0);
+    }
+    let to_peers: Vec<(DcId, usize, Vec<u32>)> = (shipped.iter())
+        .filter_map(|e| match (&e.msg, e.to) {
+            (Message::Replicate { txs, away, .. }, Address::Peer(dc, _)) if !txs.is_empty() => {
+                Some((dc, txs.iter().map(|t| t.writes.len()).sum(), away.iter().map(|(_, fp)| *fp).collect()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(to_peers.contains(&(DcId(2), 1, vec![])), "the holder gets the write: {to_peers:?}");
+    assert!(to_peers.contains(&(DcId(1), 0, vec![mine.fingerprint()])), "the other DC a notice: {to_peers:?}");
+    assert_eq!(q.store_size().0, 1, "DC 0 stores its own");
 }

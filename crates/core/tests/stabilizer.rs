@@ -9,7 +9,10 @@ fn vc(micros: u64) -> VectorClock {
 }
 
 fn report(s: &mut Stabilizer, p: u32, at: u64) {
-    s.handle_message(Address::Partition(PartitionId(p)), Message::PvcReport { pvc: vc(at), at: None, frontier: None });
+    s.handle_message(
+        Address::Partition(PartitionId(p)),
+        Message::PvcReport { pvc: vc(at), at: None, frontier: None, away: None },
+    );
 }
 
 fn oldest(s: &mut Stabilizer, c: u32, at: u64) {

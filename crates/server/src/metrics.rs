@@ -97,6 +97,9 @@ pub struct Metrics {
     pub cache_reads: Family<Labels, Counter>,
     /// Entries the lease cache dropped, by reason: `expired` (lease ended), `evicted` (memory bound).
     pub cache_dropped: Family<Labels, Counter>,
+    /// Cache hits on states fetched from another DC (partial replication), by whether notices of writes had to
+    /// show them still exact (`raised`) or not (`as_fetched`).
+    pub cache_away_hits: Family<Labels, Counter>,
     /// Entries in the lease caches now.
     pub cache_entries: Gauge,
     /// Bytes of states in the lease caches now.
@@ -168,6 +171,7 @@ impl Metrics {
         let duplicate_prepares = Counter::default();
         let cache_reads = Family::<Labels, Counter>::default();
         let cache_dropped = Family::<Labels, Counter>::default();
+        let cache_away_hits = Family::<Labels, Counter>::default();
         let cache_entries = Gauge::default();
         let cache_bytes = Gauge::default();
         let buffered_transactions = Counter::default();
@@ -207,6 +211,11 @@ impl Metrics {
             "cache_dropped",
             "Lease cache entries dropped: expired (lease ended) or evicted (memory bound)",
             cache_dropped.clone(),
+        );
+        registry.register(
+            "cache_away_hits",
+            "Cache hits on states held at another DC: as fetched, or raised by notices that nobody wrote them since",
+            cache_away_hits.clone(),
         );
         registry.register("cache_entries", "Entries in the lease caches", cache_entries.clone());
         registry.register("cache_bytes", "Bytes of states in the lease caches", cache_bytes.clone());
@@ -354,6 +363,7 @@ impl Metrics {
             duplicate_prepares,
             cache_reads,
             cache_dropped,
+            cache_away_hits,
             cache_entries,
             cache_bytes,
             buffered_transactions,
@@ -423,6 +433,11 @@ impl Metrics {
             raise(&self.cache_reads.get_or_create(&vec![("outcome", "refetch")]), sum(|c| c.refetches));
             raise(&self.cache_dropped.get_or_create(&vec![("reason", "expired")]), sum(|c| c.expired));
             raise(&self.cache_dropped.get_or_create(&vec![("reason", "evicted")]), sum(|c| c.evicted));
+            if sum(|c| c.away_hits) > 0 {
+                let (raised, fetched) = (sum(|c| c.extended), sum(|c| c.away_hits - c.extended));
+                raise(&self.cache_away_hits.get_or_create(&vec![("outcome", "raised")]), raised);
+                raise(&self.cache_away_hits.get_or_create(&vec![("outcome", "as_fetched")]), fetched);
+            }
             self.cache_entries.set(sum(|c| c.entries as u64) as i64);
             self.cache_bytes.set(sum(|c| c.bytes as u64) as i64);
         }
@@ -562,6 +577,8 @@ mod tests {
                 refetches: 2,
                 expired: 4,
                 evicted: 1,
+                away_hits: 7,
+                extended: 5,
                 entries: 6,
                 bytes: 600,
             }),
@@ -605,6 +622,8 @@ mod tests {
             "causet_cache_reads_total{outcome=\"refetch\"} 2",
             "causet_cache_dropped_total{reason=\"expired\"} 4",
             "causet_cache_dropped_total{reason=\"evicted\"} 1",
+            "causet_cache_away_hits_total{outcome=\"raised\"} 5",
+            "causet_cache_away_hits_total{outcome=\"as_fetched\"} 2",
             "causet_cache_entries 6",
             "causet_cache_bytes 600",
             "causet_remote_reads_total{outcome=\"sent\"} 35",

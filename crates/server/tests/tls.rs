@@ -42,7 +42,13 @@ fn hello_and_heartbeat(node: u16, up_to: u64) -> Vec<u8> {
     let envelope = Envelope {
         from: Address::Peer(DcId(0), PartitionId(0)),
         to: Address::Peer(DcId(1), PartitionId(0)),
-        msg: Message::Replicate { since: Timestamp(0), txs: Vec::new(), up_to: Timestamp(up_to), gc: None },
+        msg: Message::Replicate {
+            since: Timestamp(0),
+            txs: Vec::new(),
+            up_to: Timestamp(up_to),
+            gc: None,
+            away: Vec::new(),
+        },
     };
     let body = postcard::to_allocvec(&envelope).expect("encodes");
     let mut bytes = Vec::new();

@@ -142,6 +142,7 @@ pub fn bug_name(bug: causet_core::Bug) -> &'static str {
         causet_core::Bug::SplitHandover => "split-handover",
         causet_core::Bug::IgnoreBufferTokens => "ignore-buffer-tokens",
         causet_core::Bug::ReadsIgnorePlacement => "reads-ignore-placement",
+        causet_core::Bug::CacheExtendsOverWrites => "cache-extends-over-writes",
     }
 }
 

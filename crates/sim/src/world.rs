@@ -403,6 +403,9 @@ pub struct SimStats {
     /// Reads the coordinators' lease caches served, missed (not cached, or the lease ended) and fetched again (the
     /// cached box missed the transaction's window), over the coordinators alive at the end.
     pub cache_reads: (u64, u64, u64),
+    /// Of the cache's hits, those on states held at another DC that were exact because their reader's DC had not
+    /// written them since (partial replication, `causet_core::away`).
+    pub cache_extended: u64,
     /// Update transactions the coordinators buffered, components they handed over, and effects folded into an
     /// earlier one, over the coordinators alive at the end.
     pub buffered: (u64, u64, u64),
@@ -1290,6 +1293,7 @@ impl World {
                     self.stats.cache_reads.0 += c.hits;
                     self.stats.cache_reads.1 += c.misses;
                     self.stats.cache_reads.2 += c.refetches;
+                    self.stats.cache_extended += c.extended;
                 }
                 if let Some(h) = shard.coordinator().handover_stats() {
                     self.stats.buffered.0 += h.buffer.transactions;

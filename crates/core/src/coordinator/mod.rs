@@ -382,7 +382,11 @@ impl Coordinator {
             next_fetch: 0,
             txs: BTreeMap::new(),
             fetches: DetHashMap::default(),
-            cache: config.cache.clone().map(Cache::new),
+            cache: config.cache.clone().map(|c| {
+                let mut cache = Cache::new(c, config.vector_len());
+                cache.extend_blindly = bugs::has(&config, Bug::CacheExtendsOverWrites);
+                cache
+            }),
             finished: DetHashMap::default(),
             finished_order: VecDeque::new(),
             starts: Vec::new(),
@@ -524,8 +528,8 @@ impl Coordinator {
             // A holder at another DC answers a read of an object this DC does not hold.
             (Address::Peer(dc, p), Message::ReadReply { .. } | Message::Fetched { .. }) if dc != self.config.dc => p,
             _ => {
-                if let Message::Stable { stable, .. } = msg {
-                    self.on_stable(now_us, stable);
+                if let Message::Stable { stable, away, .. } = msg {
+                    self.on_stable(now_us, stable, away);
                 }
                 return;
             }
@@ -881,12 +885,16 @@ impl Coordinator {
         lo
     }
 
-    fn on_stable(&mut self, now_us: u64, stable: VectorClock) {
+    fn on_stable(&mut self, now_us: u64, stable: VectorClock, away: Option<crate::away::Chunk>) {
         if !stable.has_dcs(self.config.vector_len()) {
             return;
         }
         self.stable.merge_max(&stable);
         if let Some(cache) = &mut self.cache {
+            // Notices of writes to objects held elsewhere (`crate::away`), before the window's stable moves on.
+            if let Some(chunk) = away {
+                cache.learn_away(chunk, &stable);
+            }
             cache.observe_stable(now_us, &self.stable);
         }
         self.heard_stable = true;
@@ -931,7 +939,8 @@ impl Coordinator {
                 b.settle(local, o, window);
             }
             // A cached transaction reads what the lease cache holds within its window (narrowing it).
-            if let (Some(window), Some(cache)) = (&mut tx.window, &mut self.cache) {
+            let cached = Self::caches(topology, local, o);
+            if let (Some(window), Some(cache), true) = (&mut tx.window, &mut self.cache, cached) {
                 if let Some(state) = cache.read(now_us, o, window, ignore_boxes) {
                     tx.cache.insert(o.clone(), Self::overlay(buffering, tx, o, state));
                     return;
@@ -986,6 +995,14 @@ impl Coordinator {
             let snapshot = cached_at.as_ref().unwrap_or(&tx.snapshot);
             Self::fetch_message(*id, fetch, &tx.reads, snapshot, cached_at.is_some(), objects.clone())
         })
+    }
+
+    /// Whether the lease cache keeps `object`: every object, unless buckets are placed by rings; then only those
+    /// held at other DCs (Karma's cache: a state held here is read here at no more cost than a cache lookup, and the
+    /// memory is better spent on states a WAN round trip away). Its reads are fetched with boxes all the same, for
+    /// the window.
+    fn caches(topology: &Topology, local: crate::DcId, object: &ObjectId) -> bool {
+        !topology.placement().partial() || !topology.holds_object(local, object)
     }
 
     /// The message that reads `objects` for a transaction: a cache's fetch (with visibility boxes) or a read.
@@ -1055,7 +1072,9 @@ impl Coordinator {
                         }
                     }
                     states.push(f.state.clone());
-                    cache.insert(now_us, object.clone(), f);
+                    if Self::caches(&self.topology, self.config.dc, object) {
+                        cache.insert(now_us, object.clone(), f);
+                    }
                 }
                 Ok(states)
             }

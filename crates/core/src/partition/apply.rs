@@ -136,6 +136,10 @@ impl<S: VersionStore> Partition<S> {
         self.last_lsn = last;
         self.durable_lsn = last;
         self.clock.raise_floor(self.exposed.max(self.bound.logged()));
+        // What it applied as a follower was collected, but its reports went nowhere: a new stream.
+        if let Some(away) = &mut self.away {
+            away.restart();
+        }
         self.next_report_us = now_us;
         self.next_replication_us = now_us;
         self.refresh_pvc(now_us);
@@ -260,7 +264,7 @@ mod tests {
             &mut log,
             1_500,
             from_peer,
-            Message::Replicate { since: Timestamp::ZERO, txs: vec![remote], up_to, gc: None },
+            Message::Replicate { since: Timestamp::ZERO, txs: vec![remote], up_to, gc: None, away: Vec::new() },
         );
         let writes = vec![add(tx(0, 4), "x", "d")];
         step(

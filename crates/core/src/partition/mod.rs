@@ -30,6 +30,7 @@ pub use self::decided::{DecidedImage, Outcome};
 pub use self::reads::ExportPage;
 use self::reads::{Prepare, Request, Waiting};
 use self::termination::Termination;
+use crate::away;
 use crate::bugs::{self, Bug};
 use crate::record::{LogRecord, Lsn};
 use crate::replication::{Inbound, ReplicatedTx, Replicator};
@@ -203,6 +204,9 @@ pub struct Partition<S = Store> {
     next_gc_us: u64,
     /// Writes shipped to other DCs (each write once per DC it went to, resends included), and their encoded bytes.
     shipped: (u64, u64),
+    /// Under partial replication with caches: notices of writes to objects this DC does not hold, for the
+    /// coordinators' caches ([`crate::away`]).
+    away: Option<away::Stream>,
     store: S,
     prepared: BTreeMap<TxId, PreparedTx>,
     /// Prepare times of `prepared`, to find the smallest quickly.
@@ -322,6 +326,7 @@ impl<S: VersionStore> Partition<S> {
             peer_gc: BTreeMap::new(),
             next_gc_us: now_us,
             shipped: (0, 0),
+            away: (config.cache.is_some() && topology.placement().partial()).then(|| away::Stream::new(dcs)),
             store,
             prepared: BTreeMap::new(),
             prepare_times: BTreeSet::new(),
@@ -513,7 +518,8 @@ impl<S: VersionStore> Partition<S> {
         }
         if now_us >= self.next_report_us {
             let frontier = self.topology.readers(self.id).next().map(|_| self.store.frontier().clone());
-            self.send(Address::Stabilizer, Message::PvcReport { pvc: self.pvc.clone(), at: None, frontier });
+            let away = self.away.as_mut().map(|a| a.report(&self.pvc, self.config.dc, self.clock.last()));
+            self.send(Address::Stabilizer, Message::PvcReport { pvc: self.pvc.clone(), at: None, frontier, away });
             self.next_report_us = now_us + self.config.stable_interval_us.max(1);
         }
         if self.config.dcs > 1 && now_us >= self.next_replication_us {
@@ -584,7 +590,7 @@ impl<S: VersionStore> Partition<S> {
             }
             Message::Commit { tx, commit } => self.on_commit(from, tx, commit),
             Message::Abort { tx } => self.on_abort(now_us, from, tx),
-            Message::Stable { stable, gc } => self.on_stable(stable, gc),
+            Message::Stable { stable, gc, .. } => self.on_stable(stable, gc),
             Message::CoordinatorGone { tx } => self.on_coordinator_gone(now_us, tx),
             Message::TxStatus { tx } => {
                 if let Address::Partition(_) = from {
@@ -596,9 +602,17 @@ impl<S: VersionStore> Partition<S> {
                     self.on_status_reply(now_us, q, tx, status);
                 }
             }
-            Message::Replicate { since, txs, up_to, gc } => {
+            Message::Replicate { since, txs, up_to, gc, away } => {
                 if let Address::Peer(origin, _) = from {
                     self.note_peer_gc(origin, gc);
+                    // Notices go to the stream as they arrive, before pvc passes their transactions.
+                    if let Some(stream) = &mut self.away {
+                        for (i, fingerprint) in away {
+                            if let Some(t) = txs.get(i as usize) {
+                                stream.notice(origin, fingerprint, t.commit.get(origin));
+                            }
+                        }
+                    }
                     self.on_replicate(now_us, origin, since, txs, up_to);
                 }
             }

@@ -206,6 +206,8 @@ impl<S: VersionStore> Partition<S> {
         for (id, effect) in p.writes {
             if self.holds(&id) {
                 self.store.insert(&id, &commit, stamp, effect);
+            } else if let Some(away) = &mut self.away {
+                away.notice(self.config.dc, id.fingerprint(), commit.get(self.config.dc));
             }
         }
         self.clock.observe(commit.get(self.config.dc));

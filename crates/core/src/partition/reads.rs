@@ -6,7 +6,7 @@ use super::Partition;
 use crate::bugs::{self, Bug};
 use crate::message::{Fetched, RemoteError};
 use crate::protocol::ReadVersion;
-use crate::store::VersionStore;
+use crate::store::{VersionStore, Visibility};
 use crate::{Address, ClockKind, Message, ObjectId, TxId, VectorClock};
 use causet_crdt::{Crdt, Effect};
 
@@ -133,7 +133,12 @@ impl<S: VersionStore> Partition<S> {
                 self.send(from, Message::ReadReply { tx, request, result });
             }
             Request::Read { from, tx, request, snapshot, objects, boxes: true } => {
-                let result = self.fetch_objects(&snapshot, &objects);
+                // A reader at another DC may raise the boxes' entries no version was cut at (`crate::away`).
+                let reader = match from {
+                    Address::DcCoordinator(dc, _) if dc != local => Some(dc),
+                    _ => None,
+                };
+                let result = self.fetch_objects(&snapshot, &objects, reader.is_some());
                 self.send(from, Message::Fetched { tx, request, result });
             }
             Request::Prepare(prepare) => self.prepare(now_us, prepare),
@@ -183,20 +188,25 @@ impl<S: VersionStore> Partition<S> {
 
     /// The objects' states at `snapshot` with their visibility boxes, for a cache. The snapshot is served here
     /// (at or below the pvc), and the pvc bounds what is known: every later effect comes above it.
-    fn fetch_objects(&mut self, snapshot: &VectorClock, objects: &[ObjectId]) -> Result<Vec<Fetched>, RemoteError> {
+    fn fetch_objects(
+        &mut self,
+        snapshot: &VectorClock,
+        objects: &[ObjectId],
+        extendable: bool,
+    ) -> Result<Vec<Fetched>, RemoteError> {
         if self.config.protocol.rules().read_version() != ReadVersion::AtSnapshot {
             return Err(RemoteError::InvalidSnapshot("this protocol keeps no snapshots to cache".into()));
         }
         let mut out = Vec::with_capacity(objects.len());
         for id in objects {
             let state = self.store.read(id, snapshot)?;
-            let (lo, hi) = self.store.visibility(id, snapshot, &self.pvc);
+            let Visibility { lo, hi, open } = self.store.visibility(id, snapshot, &self.pvc, extendable);
             // (A deliberate bug that serves reads before their snapshot is available breaks this on purpose.)
             debug_assert!(
                 !bugs::checks_invariants(&self.config) || (lo.le(snapshot) && snapshot.le(&hi)),
                 "a box holds the snapshot it was read at"
             );
-            out.push(Fetched { state, lo, hi });
+            out.push(Fetched { state, lo, hi, open });
         }
         Ok(out)
     }

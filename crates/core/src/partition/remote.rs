@@ -56,6 +56,10 @@ impl<S: VersionStore> Partition<S> {
         }
         inbound.received = position;
         inbound.up_to = inbound.up_to.max(position.0.prev());
+        // Its notices were not logged: a stream started from now on says nothing at or below it.
+        if let Some(stream) = &mut self.away {
+            stream.saw(origin, position.0);
+        }
         true
     }
 
@@ -116,19 +120,31 @@ impl<S: VersionStore> Partition<S> {
         if gc.is_some() {
             self.next_gc_us = now_us.saturating_add(10 * self.config.stable_interval_us);
         }
+        let notices = self.away.is_some();
         for mut o in self.replicator.poll(self.pvc.get(local), self.durable_lsn, now_us) {
             // Each peer is sent the writes to objects it holds (all of them, unless buckets are placed by rings),
-            // and every transaction's commit time: pvc there moves past it (`Topology::replication_targets`).
-            for tx in &mut o.txs {
-                tx.writes.retain(|(id, _)| self.topology.holds_object(o.to, id));
+            // and every transaction's commit time: pvc there moves past it (`Topology::replication_targets`). With
+            // caches, a notice of each write it does not hold (`crate::away`).
+            let mut away = Vec::new();
+            for (i, tx) in o.txs.iter_mut().enumerate() {
+                tx.writes.retain(|(id, _)| {
+                    let held = self.topology.holds_object(o.to, id);
+                    if !held && notices {
+                        away.push((i as u32, id.fingerprint()));
+                    }
+                    held
+                });
                 // What each write weighs on the wire, counted without encoding it.
                 let bytes: usize =
                     tx.writes.iter().map(|w| postcard::experimental::serialized_size(w).unwrap_or(0)).sum();
                 self.shipped.0 += tx.writes.len() as u64;
                 self.shipped.1 += bytes as u64;
             }
+            // Notices are shipped bytes too (counted as such, not as writes).
+            self.shipped.1 +=
+                away.iter().map(|n| postcard::experimental::serialized_size(n).unwrap_or(0) as u64).sum::<u64>();
             let gc = gc.clone().filter(|_| self.topology.same_ring(local, o.to));
-            let msg = Message::Replicate { since: o.since, txs: o.txs, up_to: o.up_to, gc };
+            let msg = Message::Replicate { since: o.since, txs: o.txs, up_to: o.up_to, gc, away };
             self.emit(Envelope { from, to: Address::Peer(o.to, self.id), msg });
         }
         let mut acks = Vec::new();
