@@ -9,9 +9,10 @@
 #            (Karma's per-DC cache of stable values; here versions bounded by visibility boxes and leases),
 # on a fresh cluster each, alternating, `repeat` times; then throughput, latency, the share of reads served at the
 # reader's DC, and what each DC stores and sends, from every node's /metrics at the end of each run.
-# Usage: bench/karma.sh [repeat] [duration_s] [warmup_s] [update_ratios] [lease_ms]
-#          defaults: 1 repetition, 20 s measured, 5 s warm-up, 0.05 and 0.5 updates, 1000 ms leases
-# Reports go to bench/results/karma/<ratio>-<variant>-<n>/; the summary to bench/results/karma/summary.md.
+# Usage: bench/karma.sh [repeat] [duration_s] [warmup_s] [update_ratios] [lease_ms] [out_dir] [variants]
+#          defaults: 1 repetition, 20 s measured, 5 s warm-up, 0.05 and 0.5 updates, 1000 ms leases,
+#          bench/results/karma, "full cops-pr karma"
+# Reports go to <out_dir>/<ratio>-<variant>-<n>/; the summary to <out_dir>/summary.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repeat=${1:-1}
@@ -19,16 +20,17 @@ duration=${2:-20}
 warmup=${3:-5}
 ratios=${4:-0.05 0.5}
 lease_ms=${5:-1000}
+out=${6:-bench/results/karma}
+variants=${7:-full cops-pr karma}
 cargo build --release -q -p causet
 bin=target/release/causet
-out=bench/results/karma
 rm -rf "$out"
 mkdir -p "$out"
 rings='placement = { rings = [[0, 1, 2, 3], [4, 5, 6], [7]], buckets = ["bench"] }'
 cache="cache = { enabled = true, lease_ms = $lease_ms }"
 for ratio in $ratios; do
   for n in $(seq 1 "$repeat"); do
-    for variant in full cops-pr karma; do
+    for variant in $variants; do
       echo "== updates $ratio, $variant, run $n of $repeat"
       case $variant in
         full) config=() ;;
@@ -75,10 +77,10 @@ EOF
     done
   done
 done
-python3 - "$out" "$repeat" "$ratios" "$warmup" <<'EOF'
+python3 - "$out" "$repeat" "$ratios" "$warmup" "$variants" <<'EOF'
 import json, statistics, sys, pathlib
 out, repeat, ratios, warmup = pathlib.Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3].split(), float(sys.argv[4])
-variants = ["full", "cops-pr", "karma"]
+variants = sys.argv[5].split()
 lines = ["# Karma: one copy per ring against full replication, on eight DCs with AWS latencies", "",
          f"8 DCs of one node each (bench/wan/aws-8dc.toml), rings [[0-3], [4-6], [7]], 12 partitions, the `karma` "
          f"workload (16 sessions per DC, single-key operations, zipfian, 200-byte LWW registers); medians of {repeat} "
