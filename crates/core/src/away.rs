@@ -246,16 +246,6 @@ impl Known {
     pub fn floor(&self) -> &VectorClock {
         &self.floor
     }
-
-    /// Notices remembered now.
-    pub fn len(&self) -> usize {
-        self.latest.len()
-    }
-
-    /// Whether none are.
-    pub fn is_empty(&self) -> bool {
-        self.latest.is_empty()
-    }
 }
 
 #[cfg(test)]
@@ -327,6 +317,6 @@ mod tests {
         assert_eq!(k.exact_until(DcId(0), X, t(20), false), t(20), "a missed chunk raised the floor to 25");
         assert_eq!(k.exact_until(DcId(1), X, t(7), false), t(20), "DC 1's stretches follow each other");
         k.forget(&v(40, 40));
-        assert!(k.is_empty());
+        assert!(k.latest.is_empty());
     }
 }

@@ -189,7 +189,8 @@ impl Cache {
                 // the window, the entry was as good as fetched again at the stable snapshot: its lease starts over.
                 let mut raised = false;
                 for k in (0..entry.hi.len().min(64)).filter(|k| entry.open & (1 << k) != 0) {
-                    let (dc, hi) = (DcId(k as u16), entry.hi.get(DcId(k as u16)));
+                    let dc = DcId(k as u16);
+                    let hi = entry.hi.get(dc);
                     let exact = self.known.exact_until(dc, entry.fingerprint, hi, self.extend_blindly);
                     if exact > hi {
                         entry.hi.set(dc, exact);

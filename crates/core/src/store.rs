@@ -125,8 +125,7 @@ pub trait VersionStore {
 ///
 /// - `lo` joins `frontier` and the commit vectors of the versions `snapshot` holds: every `W ≥ lo` holds them.
 /// - `hi` starts at `known` and, for every version `c` that `snapshot` does not hold, drops below `c` in one entry
-///   where `c` exceeds `snapshot` (the one it exceeds by most): no `W ≤ hi`
-///   holds it, nor any effect still to come.
+///   where `c` exceeds `snapshot` (the one it exceeds by most): no `W ≤ hi` holds it, nor any effect still to come.
 ///
 /// `lo ≤ snapshot ≤ hi` whenever `frontier ≤ snapshot ≤ known`. With one DC this is the paper's range
 /// `[version, visibility limit]`.

@@ -939,9 +939,9 @@ impl Coordinator {
                 b.settle(local, o, window);
             }
             // A cached transaction reads what the lease cache holds within its window (narrowing it).
-            let cached = Self::caches(topology, local, o);
-            if let (Some(window), Some(cache), true) = (&mut tx.window, &mut self.cache, cached) {
-                if let Some(state) = cache.read(now_us, o, window, ignore_boxes) {
+            if let (Some(window), Some(cache)) = (&mut tx.window, &mut self.cache) {
+                let cached = Self::caches(topology, local, o);
+                if let Some(state) = cached.then(|| cache.read(now_us, o, window, ignore_boxes)).flatten() {
                     tx.cache.insert(o.clone(), Self::overlay(buffering, tx, o, state));
                     return;
                 }
