@@ -430,6 +430,32 @@ impl Report {
                 }
             }
         }
+        if self.runs.iter().any(|r| !r.cache_reads.is_empty()) {
+            let _ = writeln!(md, "\n### The lease caches\n");
+            let _ = writeln!(
+                md,
+                "Reads through the coordinators' caches in the measured window, summed over every node's \
+                 `causet_cache_reads_total`: served from the cache, fetched (not cached), and fetched again (cached, \
+                 but its box missed the transaction's window).\n"
+            );
+            let _ = writeln!(md, "| protocol | updates | keys | hits | misses | refetches | hit share |");
+            let _ = writeln!(md, "|---|---:|---:|---:|---:|---:|---:|");
+            for r in self.runs.iter().filter(|r| !r.cache_reads.is_empty()) {
+                let n = |k: &str| r.cache_reads.get(k).copied().unwrap_or(0);
+                let all = (n("hit") + n("miss") + n("refetch")).max(1);
+                let _ = writeln!(
+                    md,
+                    "| {} | {:.0}% | {} | {} | {} | {} | {:.1}% |",
+                    self.label(r),
+                    r.point.update_ratio * 100.0,
+                    r.point.keys,
+                    n("hit"),
+                    n("miss"),
+                    n("refetch"),
+                    100.0 * n("hit") as f64 / all as f64
+                );
+            }
+        }
         if self.runs.iter().any(|r| r.visibility.is_some()) {
             let _ = writeln!(md, "\n## Visibility across DCs\n");
             let _ = writeln!(
@@ -556,6 +582,7 @@ mod tests {
             visibility: None,
             error_samples: Vec::new(),
             server_time: BTreeMap::new(),
+            cache_reads: BTreeMap::new(),
         }
     }
 

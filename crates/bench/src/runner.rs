@@ -95,6 +95,10 @@ pub struct RunResult {
     /// `causet_request_duration_seconds` on every node's `/metrics`); empty without admin addresses.
     #[serde(default)]
     pub server_time: BTreeMap<String, ServerTime>,
+    /// The lease caches' reads in the window per outcome (`hit`, `miss`, `refetch`), summed over every node's
+    /// `causet_cache_reads_total`; empty without admin addresses or caches.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub cache_reads: BTreeMap<String, u64>,
 }
 
 /// Server-side time of one request kind over the measured window.
@@ -106,26 +110,49 @@ pub struct ServerTime {
     pub mean_us: f64,
 }
 
-/// Each node's `causet_request_duration_seconds` per kind (`None` where the scrape failed).
-async fn request_durations(target: &Target) -> Vec<Option<BTreeMap<String, (f64, u64)>>> {
+/// What one node's `/metrics` said at one moment, of what a run reports.
+#[derive(Clone, Debug, Default)]
+struct Scrape {
+    /// `causet_request_duration_seconds` per kind: sum (s) and count.
+    durations: BTreeMap<String, (f64, u64)>,
+    /// `causet_cache_reads_total` per outcome.
+    cache_reads: BTreeMap<String, u64>,
+}
+
+/// Every node's scrape (`None` where it failed).
+async fn scrape(target: &Target) -> Vec<Option<Scrape>> {
     let mut out = Vec::new();
     for admin in target.dcs.iter().flat_map(|d| &d.admins) {
-        out.push(visibility::http_get(*admin, "/metrics").await.ok().map(|t| visibility::parse_request_durations(&t)));
+        out.push(visibility::http_get(*admin, "/metrics").await.ok().map(|t| Scrape {
+            durations: visibility::parse_request_durations(&t),
+            cache_reads: visibility::parse_counter_by(&t, "causet_cache_reads_total", "outcome"),
+        }));
     }
     out
 }
 
+/// Per outcome, the cache's reads in the window, over the nodes scraped both before and after it.
+fn cache_reads_between(before: &[Option<Scrape>], after: &[Option<Scrape>]) -> BTreeMap<String, u64> {
+    let mut total: BTreeMap<String, u64> = BTreeMap::new();
+    for (b, a) in before.iter().zip(after) {
+        let (Some(b), Some(a)) = (b, a) else { continue };
+        for (outcome, n) in &a.cache_reads {
+            *total.entry(outcome.clone()).or_default() +=
+                n.saturating_sub(b.cache_reads.get(outcome).copied().unwrap_or(0));
+        }
+    }
+    total.retain(|_, n| *n > 0);
+    total
+}
+
 /// Per kind, the requests and mean time in the window, over the nodes scraped both before and after it (a node
 /// missing from either scrape is left out rather than mixed in).
-fn server_time_between(
-    before: &[Option<BTreeMap<String, (f64, u64)>>],
-    after: &[Option<BTreeMap<String, (f64, u64)>>],
-) -> BTreeMap<String, ServerTime> {
+fn server_time_between(before: &[Option<Scrape>], after: &[Option<Scrape>]) -> BTreeMap<String, ServerTime> {
     let mut total: BTreeMap<String, (f64, u64)> = BTreeMap::new();
     for (b, a) in before.iter().zip(after) {
         let (Some(b), Some(a)) = (b, a) else { continue };
-        for (kind, (sum, count)) in a {
-            let (sum0, count0) = b.get(kind).copied().unwrap_or_default();
+        for (kind, (sum, count)) in &a.durations {
+            let (sum0, count0) = b.durations.get(kind).copied().unwrap_or_default();
             let e = total.entry(kind.clone()).or_default();
             e.0 += sum - sum0;
             e.1 += count.saturating_sub(count0);
@@ -251,14 +278,15 @@ pub async fn run_point(
     } else {
         None
     };
-    let before = request_durations(target).await;
+    let before = scrape(target).await;
     shared.measuring.store(true, Ordering::Relaxed);
     let window = Instant::now();
     tokio::time::sleep(duration).await;
     shared.measuring.store(false, Ordering::Relaxed);
     let measured = window.elapsed();
-    let after = request_durations(target).await;
+    let after = scrape(target).await;
     let server_time = server_time_between(&before, &after);
+    let cache_reads = cache_reads_between(&before, &after);
     shared.stop.store(true, Ordering::Relaxed);
     ticker.abort();
     Progress::finish();
@@ -304,6 +332,7 @@ pub async fn run_point(
         visibility,
         error_samples,
         server_time,
+        cache_reads,
     })
 }
 
@@ -622,7 +651,9 @@ mod tests {
 
     #[test]
     fn server_time_counts_only_the_window_and_only_nodes_scraped_twice() {
-        let node = |sum: f64, n: u64| Some(BTreeMap::from([("static_read".to_string(), (sum, n))]));
+        let node = |sum: f64, n: u64| {
+            Some(Scrape { durations: BTreeMap::from([("static_read".to_string(), (sum, n))]), ..Scrape::default() })
+        };
         let before = vec![node(1.0, 1_000), node(5.0, 10), None];
         let after = vec![node(1.5, 2_000), None, node(9.0, 99)];
         let t = server_time_between(&before, &after);
@@ -630,5 +661,15 @@ mod tests {
         let read = &t["static_read"];
         assert_eq!(read.requests, 1_000, "only the first node was scraped before and after");
         assert!((read.mean_us - 500.0).abs() < 1e-6, "0.5 s over 1000 requests: {}", read.mean_us);
+    }
+
+    #[test]
+    fn cache_reads_count_only_the_window() {
+        let node = |hit: u64, miss: u64| {
+            let cache_reads = BTreeMap::from([("hit".to_string(), hit), ("miss".to_string(), miss)]);
+            Some(Scrape { cache_reads, ..Scrape::default() })
+        };
+        let c = cache_reads_between(&[node(10, 5), node(0, 0), None], &[node(25, 5), node(3, 1), node(99, 99)]);
+        assert_eq!(c, BTreeMap::from([("hit".to_string(), 18), ("miss".to_string(), 1)]));
     }
 }

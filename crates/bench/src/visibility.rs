@@ -214,6 +214,23 @@ pub fn parse_request_durations(text: &str) -> BTreeMap<String, (f64, u64)> {
     out
 }
 
+/// Per value of `label`, the sum of the counter `name` over its series in an exposition (e.g.
+/// `causet_cache_reads_total` by `outcome`).
+pub fn parse_counter_by(text: &str, name: &str, label: &str) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    let prefix = format!("{label}=\"");
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix(name).and_then(|r| r.strip_prefix('{')) else { continue };
+        let Some((labels, value)) = rest.split_once('}') else { continue };
+        let Some(v) = labels.split(',').find_map(|l| l.trim().strip_prefix(prefix.as_str())?.strip_suffix('"')) else {
+            continue;
+        };
+        let Ok(value) = value.trim().parse::<f64>() else { continue };
+        *out.entry(v.to_string()).or_default() += value as u64;
+    }
+    out
+}
+
 /// One HTTP/1.0 GET; the body.
 pub async fn http_get(addr: SocketAddr, path: &str) -> anyhow::Result<String> {
     let fetch = async {
@@ -251,5 +268,16 @@ mod tests {
         let d = parse_request_durations(text);
         assert_eq!(d.get("static_read"), Some(&(0.5, 1000)));
         assert_eq!(d.get("commit"), Some(&(2.0, 400)));
+    }
+
+    #[test]
+    fn counters_are_summed_per_label_value() {
+        let text = "causet_cache_reads_total{outcome=\"hit\"} 50\n\
+                    causet_cache_reads_total{outcome=\"miss\"} 3\n\
+                    causet_cache_reads_total{shard=\"1\",outcome=\"hit\"} 7\n\
+                    causet_cache_reads_total_other{outcome=\"hit\"} 1000\n\
+                    causet_cache_away_hits_total{outcome=\"raised\"} 9\n";
+        let c = parse_counter_by(text, "causet_cache_reads_total", "outcome");
+        assert_eq!(c, BTreeMap::from([("hit".to_string(), 57), ("miss".to_string(), 3)]));
     }
 }

@@ -37,6 +37,10 @@ pub struct CacheConfig {
     /// first.
     #[serde(default = "default_max_component_objects")]
     pub max_component_objects: usize,
+    /// Transactions that leave the choice to the node ([`crate::coordinator::ReadFrom::Leader`]) bypass the cache
+    /// while fewer than this share of its reads, in percent, are hits ([`Cache::bypassing`]); 0 never bypasses.
+    #[serde(default = "default_bypass_below_percent")]
+    pub bypass_below_percent: u8,
 }
 
 /// How many leases an entry fetched from another DC with an open box lives (renewed whenever notices raise it to
@@ -50,6 +54,17 @@ fn default_max_component_objects() -> usize {
     64
 }
 
+fn default_bypass_below_percent() -> u8 {
+    20
+}
+
+/// How many leases the cache is bypassed for once a lease of reads through it had too few hits, before it is
+/// tried again for a lease: at most one lease in `BYPASS_LEASES + 1` runs through a cache that does not pay.
+const BYPASS_LEASES: u64 = 8;
+
+/// A lease with fewer reads through the cache than this says nothing about its hits: no verdict.
+const BYPASS_MIN_READS: u64 = 64;
+
 impl Default for CacheConfig {
     fn default() -> Self {
         Self {
@@ -57,6 +72,7 @@ impl Default for CacheConfig {
             memory_bytes: 64 << 20,
             buffer_writes: false,
             max_component_objects: default_max_component_objects(),
+            bypass_below_percent: default_bypass_below_percent(),
         }
     }
 }
@@ -104,6 +120,12 @@ pub struct CacheStats {
     /// Of those, hits only because notices showed nobody wrote the object since it was fetched (its box raised,
     /// [`crate::away`]).
     pub extended: u64,
+    /// Transactions that read past the cache because it was being bypassed ([`Cache::bypassing`]).
+    pub bypassed: u64,
+    /// Times the cache's hits fell below `bypass_below_percent` over a lease, so that it was bypassed.
+    pub bypasses: u64,
+    /// Whether it is being bypassed now.
+    pub bypassing: bool,
     /// Entries now.
     pub entries: usize,
     /// Bytes of cached states now.
@@ -142,7 +164,22 @@ pub struct Cache {
     known: Known,
     /// The deliberate bug [`crate::Bug::CacheExtendsOverWrites`].
     pub extend_blindly: bool,
+    gate: Gate,
     stats: CacheStats,
+}
+
+/// Whether the cache pays: a read through it that hits saves a fetch, but one that misses costs more than a plain
+/// read (a visibility box at the owner, the entry kept). Over each lease the cache is used, the gate counts its
+/// hits; a lease with fewer than `bypass_below_percent` makes transactions that leave the choice to the node
+/// read past it for [`BYPASS_LEASES`], and then it is tried again for a lease (it fills anew: a workload whose keys
+/// grew hot finds it useful again). Hits are the measure because they are what a lease of reads through the cache
+/// buys; uniform reads over many keys, or keys written faster than they are read, bring few.
+#[derive(Debug, Default)]
+struct Gate {
+    /// Bypassed before then, µs.
+    until_us: u64,
+    /// The lease being measured: since when, and the hits and reads counted then.
+    measuring: Option<(u64, u64, u64)>,
 }
 
 impl Cache {
@@ -158,6 +195,7 @@ impl Cache {
             next_sweep_us: 0,
             known: Known::new(dcs),
             extend_blindly: false,
+            gate: Gate::default(),
             stats: CacheStats::default(),
         }
     }
@@ -165,6 +203,37 @@ impl Cache {
     /// The settings.
     pub fn config(&self) -> &CacheConfig {
         &self.config
+    }
+
+    /// Whether a transaction that leaves the choice to the node should read past the cache now, because over the
+    /// last lease it was used, too few of its reads were hits (counted as a bypassed transaction).
+    pub fn bypassing(&mut self, now_us: u64) -> bool {
+        let bypass = now_us < self.gate.until_us;
+        self.stats.bypassed += u64::from(bypass);
+        bypass
+    }
+
+    /// The gate's verdict at the end of each lease the cache is used ([`Gate`]).
+    fn judge(&mut self, now_us: u64) {
+        let below = u64::from(self.config.bypass_below_percent);
+        if below == 0 || now_us < self.gate.until_us {
+            return;
+        }
+        let (hits, reads) = (self.stats.hits, self.stats.hits + self.stats.misses + self.stats.refetches);
+        match self.gate.measuring {
+            Some((since, hits0, reads0)) if now_us.saturating_sub(since) >= self.config.lease_us => {
+                let (lease_hits, lease_reads) = (hits - hits0, reads - reads0);
+                if lease_reads >= BYPASS_MIN_READS && lease_hits * 100 < below * lease_reads {
+                    self.gate.until_us = now_us.saturating_add(BYPASS_LEASES * self.config.lease_us);
+                    self.gate.measuring = None;
+                    self.stats.bypasses += 1;
+                } else {
+                    self.gate.measuring = Some((now_us, hits, reads));
+                }
+            }
+            Some(_) => {}
+            None => self.gate.measuring = Some((now_us, hits, reads)),
+        }
     }
 
     /// The state of `id` if an unexpired entry's box meets `window`, which narrows to it; `None` counts a miss or
@@ -248,6 +317,7 @@ impl Cache {
         if self.samples.back().is_none_or(|(_, s)| s != stable) {
             self.samples.push_back((now_us, stable.clone()));
         }
+        self.judge(now_us);
         // Keep the newest sample at least a lease old, and every one after it.
         let cutoff = now_us.saturating_sub(self.config.lease_us);
         while self.samples.len() > 1 && self.samples[1].0 <= cutoff {
@@ -289,7 +359,8 @@ impl Cache {
 
     /// Counters, with the current size.
     pub fn stats(&self) -> CacheStats {
-        CacheStats { entries: self.entries.len(), bytes: self.bytes, ..self.stats.clone() }
+        let bypassing = self.stats.bypasses > 0 && self.gate.measuring.is_none();
+        CacheStats { entries: self.entries.len(), bytes: self.bytes, bypassing, ..self.stats.clone() }
     }
 
     fn touch(&mut self, id: &ObjectId) {
@@ -408,5 +479,43 @@ mod tests {
         assert_eq!(cache.floor(), Some(&v(&[1, 1])), "the sample at 0 is the newest one at least 100 old at 120");
         cache.observe_stable(160, &v(&[4, 4]));
         assert_eq!(cache.floor(), Some(&v(&[2, 2])));
+    }
+
+    #[test]
+    fn a_lease_with_too_few_hits_bypasses_the_cache_for_eight_leases_then_it_is_tried_again() {
+        let lease = 1_000;
+        let mut cache = Cache::new(CacheConfig { lease_us: lease, ..Default::default() }, 2);
+        // One lease of reads, `hits` of every 10 of them served, then the gate's verdict at its end.
+        let lease_of = |cache: &mut Cache, start: u64, hits: u64| {
+            cache.insert(start, id("hot"), fetched(1, &[0, 0], &[9, 9]));
+            cache.observe_stable(start, &v(&[1, 1]));
+            for i in 0..100 {
+                let key = if i % 10 < hits { "hot".to_string() } else { format!("cold{start}-{i}") };
+                cache.read(start + 1, &id(&key), &mut Window::new(v(&[0, 0]), v(&[5, 5])).unwrap(), false);
+            }
+            cache.observe_stable(start + lease, &v(&[1, 1]));
+        };
+        lease_of(&mut cache, 0, 3);
+        assert!(!cache.bypassing(lease), "30% hits pay (the default is 20%)");
+        lease_of(&mut cache, lease, 1);
+        assert_eq!(cache.stats().bypasses, 1, "10% do not");
+        assert!(cache.bypassing(2 * lease) && cache.bypassing(10 * lease - 1));
+        assert!(cache.stats().bypassing);
+        assert!(!cache.bypassing(10 * lease), "after eight leases it is tried again");
+        cache.observe_stable(10 * lease, &v(&[1, 1]));
+        assert!(!cache.stats().bypassing);
+        lease_of(&mut cache, 10 * lease + 1, 5);
+        assert!(!cache.bypassing(11 * lease + 2), "a lease of 50% hits keeps it");
+        assert_eq!(cache.stats().bypassed, 2, "the transactions told to bypass it");
+
+        // Too few reads for a verdict, and a gate that never bypasses.
+        let mut quiet = Cache::new(CacheConfig { lease_us: lease, ..Default::default() }, 2);
+        quiet.observe_stable(0, &v(&[1, 1]));
+        quiet.read(1, &id("x"), &mut Window::new(v(&[0, 0]), v(&[5, 5])).unwrap(), false);
+        quiet.observe_stable(lease, &v(&[1, 1]));
+        assert!(!quiet.bypassing(lease + 1), "one read in a lease: no verdict");
+        let mut never = Cache::new(CacheConfig { lease_us: lease, bypass_below_percent: 0, ..Default::default() }, 2);
+        lease_of(&mut never, 0, 0);
+        assert!(!never.bypassing(lease + 1));
     }
 }

@@ -1159,3 +1159,57 @@ fn a_read_of_an_object_held_elsewhere_goes_to_the_ring_and_fails_over_to_the_nex
     assert_eq!(reads_to(&dc, DcId(2)).len(), before + 1, "DC 2 asked at once");
     assert_eq!(dc.coordinator.remote_reads(), (2, 2));
 }
+
+/// A lease in which few reads through the cache hit makes the transactions that leave the choice to the node read
+/// fresh for the next leases (the cache's gate); one that asks for the cache still gets it. A session's buffered
+/// write is handed over before its first bypassing read, which sees it.
+#[test]
+fn a_cache_that_does_not_pay_is_bypassed_and_buffered_writes_are_handed_over_first() {
+    let mut dc = buffering_dc(2, 100);
+    let x = counter("x");
+    // A lease of reads of keys never read before: every one a miss. Near its end, a buffered write.
+    for i in 0..80 {
+        read_one(&mut dc, &counter(&format!("cold{i}")), ReadFrom::Leader);
+    }
+    for _ in 0..90 {
+        dc.advance(1_000);
+    }
+    committed(dc.call(ClientRequest::StaticUpdate { clock: None, updates: vec![(x.clone(), Op::Increment(3))] }));
+    assert_eq!(dc.prepares_sent(), 0, "buffered");
+    assert!(!dc.sent.iter().any(|e| matches!(e.msg, Message::Read { .. })), "all through the cache so far");
+    for _ in 0..15 {
+        dc.advance(1_000);
+    }
+    let stats = dc.coordinator.cache_stats().expect("a cache");
+    assert_eq!((stats.bypasses, stats.bypassing, stats.hits), (1, true, 0));
+    assert_eq!(dc.coordinator.handover_stats().map(|s| s.handovers), Some(0), "the lease of x's write is not over");
+    // The next read that leaves the choice to the node reads fresh, once x's write is at its owner.
+    dc.sent.clear();
+    let request = RequestId(1_000);
+    dc.send(request, ClientRequest::StaticRead { clock: None, objects: vec![x.clone()], reads: ReadFrom::Leader });
+    for _ in 0..5 {
+        dc.advance(1_000);
+    }
+    match dc.replies.pop_front() {
+        Some((r, Ok(ClientResponse::StaticValues { values, .. }))) if r == request => {
+            assert_eq!(values, vec![Value::Counter(3)], "the buffered write, read fresh after its handover")
+        }
+        other => panic!("the bypassing read did not finish: {other:?}"),
+    }
+    assert_eq!(dc.coordinator.handover_stats().map(|s| s.handovers), Some(1), "handed over first");
+    assert!(dc.sent.iter().any(|e| matches!(e.msg, Message::Read { .. })), "a plain read");
+    assert!(!dc.sent.iter().any(|e| matches!(e.msg, Message::Fetch { .. })), "no fetch with boxes");
+    assert_eq!(dc.coordinator.cache_stats().map(|s| s.bypassed), Some(1));
+    // A transaction that asks for the cache still reads through it.
+    dc.sent.clear();
+    assert_eq!(read_one(&mut dc, &x, ReadFrom::Cache), Value::Counter(3));
+    assert!(dc.sent.iter().any(|e| matches!(e.msg, Message::Fetch { .. })), "fetched with its box");
+    // Eight leases later the cache is tried again.
+    for _ in 0..800 {
+        dc.advance(1_000);
+    }
+    dc.sent.clear();
+    read_one(&mut dc, &counter("new"), ReadFrom::Leader);
+    assert!(!dc.coordinator.cache_stats().expect("a cache").bypassing);
+    assert!(dc.sent.iter().any(|e| matches!(e.msg, Message::Fetch { .. })), "through the cache again");
+}

@@ -125,7 +125,7 @@ pub struct ServerConfig {
     /// TCP. With it, the port accepts TLS only.
     pub client_tls: Option<crate::tls::ClientTlsConfig>,
     /// The lease cache of objects other nodes own (HoneyPot; `[cache]`: `enabled`, `lease_ms`, `memory_bytes`,
-    /// `buffer_writes`, `max_component_objects`),
+    /// `buffer_writes`, `max_component_objects`, `bypass_below_percent`),
     /// off by default. See docs/cache.md.
     pub cache: LeaseCache,
     /// Partial geo-replication (`[placement]`: `rings`, `buckets`): the buckets named are held by one DC per ring
@@ -165,12 +165,17 @@ pub struct LeaseCache {
     pub memory_bytes: u64,
     /// Update transactions that read through the cache are acknowledged once buffered at their coordinator and
     /// handed over to the owners in one commit per component when the lease ends (HoneyPot's write buffer).
-    /// Not yet crash-safe: a buffer dies with its node's process, and a session must stay on its node to read its
-    /// buffered writes (docs/cache.md).
+    /// Logged in the node's data directory and handed over after a crash; a session must stay on its node to read
+    /// its buffered writes, and losing the node's disk loses what it had not handed over (docs/cache.md).
     pub buffer_writes: bool,
     /// Most objects whose buffered writes one handover carries: a transaction that would link more hands the
     /// components it touches over first.
     pub max_component_objects: usize,
+    /// Transactions that do not choose where they read bypass the cache for eight leases once fewer than this
+    /// percentage of its reads over a lease were hits (a cache that does not pay costs more than it saves); then
+    /// it is tried again for a lease. 0 never bypasses. Not applied with buckets placed by rings, where a hit
+    /// saves a round trip to another DC.
+    pub bypass_below_percent: u8,
 }
 
 impl Default for LeaseCache {
@@ -181,6 +186,7 @@ impl Default for LeaseCache {
             memory_bytes: 64 << 20,
             buffer_writes: false,
             max_component_objects: 64,
+            bypass_below_percent: 20,
         }
     }
 }
@@ -348,6 +354,9 @@ impl ServerConfig {
             if self.cache.max_component_objects == 0 {
                 return bad("[cache] max_component_objects must be at least 1");
             }
+            if self.cache.bypass_below_percent > 100 {
+                return bad("[cache] bypass_below_percent is a percentage: 0 to 100 (0 never bypasses)");
+            }
         }
         let placement = self.placement.placement();
         if let Err(e) = placement.validate(self.dcs) {
@@ -419,6 +428,7 @@ impl ServerConfig {
             memory_bytes: usize::try_from(self.cache.memory_bytes).unwrap_or(usize::MAX),
             buffer_writes: self.cache.buffer_writes,
             max_component_objects: self.cache.max_component_objects,
+            bypass_below_percent: self.cache.bypass_below_percent,
         });
         c
     }

@@ -100,6 +100,10 @@ pub struct Metrics {
     /// Cache hits on states fetched from another DC (partial replication), by whether notices of writes had to
     /// show them still exact (`raised`) or not (`as_fetched`).
     pub cache_away_hits: Family<Labels, Counter>,
+    /// Transactions that read past a lease cache that did not pay (its gate; docs/cache.md).
+    pub cache_bypassed_transactions: Counter,
+    /// Coordinators' caches bypassed now, for too few hits over their last lease.
+    pub cache_bypassing: Gauge,
     /// Entries in the lease caches now.
     pub cache_entries: Gauge,
     /// Bytes of states in the lease caches now.
@@ -172,6 +176,8 @@ impl Metrics {
         let cache_reads = Family::<Labels, Counter>::default();
         let cache_dropped = Family::<Labels, Counter>::default();
         let cache_away_hits = Family::<Labels, Counter>::default();
+        let cache_bypassed_transactions = Counter::default();
+        let cache_bypassing = Gauge::default();
         let cache_entries = Gauge::default();
         let cache_bytes = Gauge::default();
         let buffered_transactions = Counter::default();
@@ -216,6 +222,16 @@ impl Metrics {
             "cache_away_hits",
             "Cache hits on states held at another DC: as fetched, or raised by notices that nobody wrote them since",
             cache_away_hits.clone(),
+        );
+        registry.register(
+            "cache_bypassed_transactions",
+            "Transactions that read past the lease cache because too few of its reads over its last lease were hits",
+            cache_bypassed_transactions.clone(),
+        );
+        registry.register(
+            "cache_bypassing",
+            "Coordinators whose lease cache is bypassed now (too few hits over its last lease)",
+            cache_bypassing.clone(),
         );
         registry.register("cache_entries", "Entries in the lease caches", cache_entries.clone());
         registry.register("cache_bytes", "Bytes of states in the lease caches", cache_bytes.clone());
@@ -364,6 +380,8 @@ impl Metrics {
             cache_reads,
             cache_dropped,
             cache_away_hits,
+            cache_bypassed_transactions,
+            cache_bypassing,
             cache_entries,
             cache_bytes,
             buffered_transactions,
@@ -438,6 +456,8 @@ impl Metrics {
                 raise(&self.cache_away_hits.get_or_create(&vec![("outcome", "raised")]), raised);
                 raise(&self.cache_away_hits.get_or_create(&vec![("outcome", "as_fetched")]), fetched);
             }
+            raise(&self.cache_bypassed_transactions, sum(|c| c.bypassed));
+            self.cache_bypassing.set(sum(|c| u64::from(c.bypassing)) as i64);
             self.cache_entries.set(sum(|c| c.entries as u64) as i64);
             self.cache_bytes.set(sum(|c| c.bytes as u64) as i64);
         }
@@ -579,6 +599,9 @@ mod tests {
                 evicted: 1,
                 away_hits: 7,
                 extended: 5,
+                bypassed: 8 * resends,
+                bypasses: 1,
+                bypassing: true,
                 entries: 6,
                 bytes: 600,
             }),
@@ -624,6 +647,8 @@ mod tests {
             "causet_cache_dropped_total{reason=\"evicted\"} 1",
             "causet_cache_away_hits_total{outcome=\"raised\"} 5",
             "causet_cache_away_hits_total{outcome=\"as_fetched\"} 2",
+            "causet_cache_bypassed_transactions_total 40",
+            "causet_cache_bypassing 1",
             "causet_cache_entries 6",
             "causet_cache_bytes 600",
             "causet_remote_reads_total{outcome=\"sent\"} 35",

@@ -262,6 +262,12 @@ impl SimConfig {
             cache.max_component_objects = buffering.random_range(1..=16);
             faults.disk_loss_every_us = 0;
         }
+        // The cache's gate, from a ninth generator: never bypassing, the default share, or a share that most
+        // leases miss (so transactions switch between the cache and fresh reads, buffered writes handed over first).
+        let mut gating = ChaCha8Rng::seed_from_u64(seed ^ 0x6a7e_6a7e);
+        if let Some(cache) = cache.as_mut() {
+            cache.bypass_below_percent = [0, 20, 20, 90][gating.random_range(0..4)];
+        }
         // Snapshots in parts of a few hundred bytes in half the seeds with groups, from a seventh generator.
         let mut parting = ChaCha8Rng::seed_from_u64(seed ^ 0x9a27_5a27);
         let raft_part_bytes = if replicas > 1 && parting.random_bool(0.5) {
@@ -406,6 +412,9 @@ pub struct SimStats {
     /// Of the cache's hits, those on states held at another DC that were exact because their reader's DC had not
     /// written them since (partial replication, `causet_core::away`).
     pub cache_extended: u64,
+    /// Transactions that read fresh because their coordinator's cache gate was bypassing a cache with too few hits,
+    /// over the coordinators alive at the end.
+    pub cache_bypassed: u64,
     /// Update transactions the coordinators buffered, components they handed over, and effects folded into an
     /// earlier one, over the coordinators alive at the end.
     pub buffered: (u64, u64, u64),
@@ -1294,6 +1303,7 @@ impl World {
                     self.stats.cache_reads.1 += c.misses;
                     self.stats.cache_reads.2 += c.refetches;
                     self.stats.cache_extended += c.extended;
+                    self.stats.cache_bypassed += c.bypassed;
                 }
                 if let Some(h) = shard.coordinator().handover_stats() {
                     self.stats.buffered.0 += h.buffer.transactions;

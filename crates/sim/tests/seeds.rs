@@ -251,7 +251,7 @@ fn seeds_where_followers_serve_reads_pass() {
 #[test]
 fn seeds_where_caches_serve_reads_pass() {
     let mut failures = Vec::new();
-    let (mut hits, mut fetches) = (0, 0);
+    let (mut hits, mut fetches, mut bypassed) = (0, 0, 0);
     let cached: Vec<u64> = (0..).filter(|&s| SimConfig::from_seed(s).cache.is_some()).take(12).collect();
     for seed in cached {
         let r = run_seed(seed, None);
@@ -260,8 +260,13 @@ fn seeds_where_caches_serve_reads_pass() {
         }
         hits += r.stats.cache_reads.0;
         fetches += r.stats.cache_reads.1 + r.stats.cache_reads.2;
+        bypassed += r.stats.cache_bypassed;
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    eprintln!("the caches served {hits} reads, fetched {fetches}; {bypassed} transactions bypassed them");
+    // Some seeds' gates find too few hits and send the transactions that leave the choice to the node to fresh
+    // reads for a while (mid-session: a session's transactions switch between the cache and fresh reads).
+    assert!(bypassed > 50, "only {bypassed} transactions bypassed a cache with too few hits");
     assert!(
         hits > 500 && fetches > 500,
         "the caches served {hits} reads and fetched {fetches}: too few to mean anything"

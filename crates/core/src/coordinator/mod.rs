@@ -382,7 +382,12 @@ impl Coordinator {
             next_fetch: 0,
             txs: BTreeMap::new(),
             fetches: DetHashMap::default(),
-            cache: config.cache.clone().map(|c| {
+            cache: config.cache.clone().map(|mut c| {
+                if config.placement.partial() {
+                    // Under partial replication a hit saves a round trip to another DC, not one inside this DC: the
+                    // cache pays at any share of hits.
+                    c.bypass_below_percent = 0;
+                }
                 let mut cache = Cache::new(c, config.vector_len());
                 cache.extend_blindly = bugs::has(&config, Bug::CacheExtendsOverWrites);
                 cache
@@ -671,6 +676,9 @@ impl Coordinator {
     ) {
         let ClientClock { vector: clock, tokens } =
             clock.unwrap_or_else(|| VectorClock::zero(self.config.vector_len()).into());
+        // A transaction that leaves the choice to the node reads past a cache that does not pay (`Cache::bypassing`).
+        let bypass = reads == ReadFrom::Leader && self.cache.as_mut().is_some_and(|c| c.bypassing(now_us));
+        let reads = if bypass { ReadFrom::Fresh } else { reads };
         if let Err(e) = self.validate_clock(now_us, &clock).and_then(|()| self.validate_tokens(&tokens)) {
             self.reply(client, request, Err(e));
             return;
