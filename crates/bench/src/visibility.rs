@@ -276,7 +276,7 @@ mod tests {
                     causet_cache_reads_total{outcome=\"miss\"} 3\n\
                     causet_cache_reads_total{shard=\"1\",outcome=\"hit\"} 7\n\
                     causet_cache_reads_total_other{outcome=\"hit\"} 1000\n\
-                    causet_cache_away_hits_total{outcome=\"raised\"} 9\n";
+                    causet_cache_open_hits_total{outcome=\"raised\"} 9\n";
         let c = parse_counter_by(text, "causet_cache_reads_total", "outcome");
         assert_eq!(c, BTreeMap::from([("hit".to_string(), 57), ("miss".to_string(), 3)]));
     }

@@ -23,6 +23,12 @@
 //! - each coordinator's cache ([`Known`]) keeps the latest notice per object and origin for a while, and raises a
 //!   cached state's open entry `k` up to the stable snapshot's when no notice of origin `k` came after it.
 //!
+//! Without partial replication the same stream carries a notice of every write a DC's partitions apply (their own
+//! commits and the remote transactions they apply: `Partition::notices_held_writes`), and a holder marks
+//! the boxes of states fetched by its own DC's coordinators open too: a state cached at a coordinator stays exact
+//! above the owner's pvc at the fetch for as long as nobody wrote it, so that a session whose clock a later commit
+//! moved past the box still reads it (HoneyPot's cache, whose boxes otherwise end where they were fetched).
+//!
 //! Gaps are never papered over: a partition that starts a new stream (a restart, a new leader) or a report that
 //! went missing (sequence numbers) makes the stabilizer start its chunks above everything that partition had
 //! seen, and a coordinator that misses a chunk (the next one starts above what it knows) raises its floor: no entry
@@ -158,7 +164,9 @@ impl Merge {
     /// The chunk to send with the stable snapshot `stable`, if partitions report notices: those up to it (later
     /// ones wait for theirs, so that a chunk that goes missing loses only its stretch).
     pub fn chunk(&mut self, stable: &VectorClock) -> Option<Chunk> {
-        if !self.active || stable.len() != self.gap_to.len() {
+        // Until every partition has reported a stream (a partition on a node without a cache never does), nothing
+        // is known of its writes: no chunk.
+        if !self.active || stable.len() != self.gap_to.len() || self.streams.iter().any(Option::is_none) {
             return None;
         }
         let mut from = self.emitted_to.replace(stable.clone()).unwrap_or_else(|| stable.clone());
@@ -291,6 +299,7 @@ mod tests {
         assert_eq!(m.chunk(&v(5, 5)), None, "no partition reports notices: no chunks");
         let report = |since, seq, seen: VectorClock, notices| Report { since: t(since), seq, seen, notices };
         m.report(PartitionId(0), report(10, 0, v(10, 6), vec![]));
+        assert_eq!(m.chunk(&v(5, 5)), None, "partition 1 has not reported a stream: its writes are unknown");
         m.report(PartitionId(1), report(8, 0, v(8, 4), vec![]));
         let first = m.chunk(&v(8, 4)).unwrap();
         assert_eq!(first.from, v(10, 6), "nothing is said at or below what the streams saw before they started");

@@ -11,6 +11,9 @@
 //! Under partial replication a state fetched from a holder at another DC is exact in this DC's own entry only up
 //! to what the holder had applied from here; the cache raises that entry while this DC has not written the object
 //! since ([`crate::away`]), or its entries of objects held elsewhere would miss every later transaction's window.
+//! With every object held everywhere the partitions tell of every write, and the cache raises the boxes of states
+//! fetched here the same way: a box ends at the owner's pvc when it was fetched, and every commit moves its session
+//! past that.
 //!
 //! Invariants (asserted in debug builds and tested): a window is never empty (`lo ≤ hi`), and an entry is served
 //! only before its lease ends.
@@ -115,10 +118,11 @@ pub struct CacheStats {
     pub expired: u64,
     /// Entries dropped to stay within the memory bound.
     pub evicted: u64,
-    /// Hits on states fetched from another DC (partial replication: objects held elsewhere, whose boxes are open).
-    pub away_hits: u64,
-    /// Of those, hits only because notices showed nobody wrote the object since it was fetched (its box raised,
-    /// [`crate::away`]).
+    /// Hits on states whose boxes are open (notices of writes may raise them, [`crate::away`]): fetched from another
+    /// DC under partial replication, or any state when every object is held everywhere.
+    pub open_hits: u64,
+    /// Hits on states whose box notices raised at that read, having shown nobody wrote the object since it was
+    /// fetched or last raised ([`crate::away`]).
     pub extended: u64,
     /// Transactions that read past the cache because it was being bypassed ([`Cache::bypassing`]).
     pub bypassed: u64,
@@ -251,28 +255,24 @@ impl Cache {
             return None;
         }
         if !ignore_boxes {
-            let mut narrowed = window.meet(&entry.lo, &entry.hi);
-            if narrowed.is_none() && entry.open != 0 {
-                // A box from another DC stays exact in each open entry while nobody of that origin wrote the object
-                // since (`crate::away`): raise it (for good: that is a fact about the state). If that makes it meet
-                // the window, the entry was as good as fetched again at the stable snapshot: its lease starts over.
-                let mut raised = false;
-                for k in (0..entry.hi.len().min(64)).filter(|k| entry.open & (1 << k) != 0) {
-                    let dc = DcId(k as u16);
-                    let hi = entry.hi.get(dc);
-                    let exact = self.known.exact_until(dc, entry.fingerprint, hi, self.extend_blindly);
-                    if exact > hi {
-                        entry.hi.set(dc, exact);
-                        raised = true;
-                    }
+            // A box stays exact in each open entry while nobody of that origin wrote the object since
+            // (`crate::away`): raise it first (for good: that is a fact about the state), so that it meets the window
+            // if it can and narrows it no more than it must (a later read of the transaction meets a higher top). An
+            // entry raised and served was as good as fetched again at the stable snapshot: its lease starts over.
+            let mut raised = false;
+            for k in (0..entry.hi.len().min(64)).filter(|k| entry.open & (1 << k) != 0) {
+                let dc = DcId(k as u16);
+                let hi = entry.hi.get(dc);
+                let exact = self.known.exact_until(dc, entry.fingerprint, hi, self.extend_blindly);
+                if exact > hi {
+                    entry.hi.set(dc, exact);
+                    raised = true;
                 }
-                if raised {
-                    narrowed = window.meet(&entry.lo, &entry.hi);
-                    if narrowed.is_some() {
-                        self.stats.extended += 1;
-                        entry.expires_us = now_us.saturating_add(OPEN_LEASES * self.config.lease_us);
-                    }
-                }
+            }
+            let narrowed = window.meet(&entry.lo, &entry.hi);
+            if raised && narrowed.is_some() {
+                self.stats.extended += 1;
+                entry.expires_us = now_us.saturating_add(OPEN_LEASES * self.config.lease_us);
             }
             let Some(narrowed) = narrowed else {
                 self.stats.refetches += 1;
@@ -281,7 +281,7 @@ impl Cache {
             *window = narrowed;
         }
         let state = entry.state.clone();
-        self.stats.away_hits += u64::from(entry.open != 0);
+        self.stats.open_hits += u64::from(entry.open != 0);
         self.touch(id);
         self.stats.hits += 1;
         Some(state)
@@ -445,7 +445,7 @@ mod tests {
         assert_eq!(cache.read(1, &id("c"), &mut window(), false), None, "c's box is closed");
         assert_eq!(cache.read(1, &id("d"), &mut window(), false), None, "d's box is closed in entry 0");
         let s = cache.stats();
-        assert_eq!((s.hits, s.away_hits, s.extended, s.refetches), (1, 1, 1, 4));
+        assert_eq!((s.hits, s.open_hits, s.extended, s.refetches), (1, 1, 1, 4));
     }
 
     #[test]

@@ -510,12 +510,8 @@ fn a_coordinator_begins_no_transaction_before_it_heard_the_stable_snapshot() {
     assert!(matches!(dc.replies.pop_front(), Some((RequestId(7), Ok(ClientResponse::StaticValues { .. })))));
 }
 
-/// A cached transaction whose window narrowed to an old cached state must still be able to fetch at the top of
-/// its window: the coordinator holds garbage collection at the bottom of every open window, even once the cache
-/// floor has moved past it (found by the HoneyPot benchmark: about 0.5% of read-only transactions aborted with
-/// their fetch refused as too old).
-#[test]
-fn a_cached_transaction_fetches_at_its_window_after_the_cache_floor_moved_past_it() {
+/// One DC of two partitions whose coordinator caches reads (100 ms leases), after its first stable snapshots.
+fn caching_dc() -> Dc {
     let mut config = Config::new(1, DcId(0), 2);
     config.cache =
         Some(causet_core::cache::CacheConfig { lease_us: 100_000, memory_bytes: 1 << 20, ..Default::default() });
@@ -523,6 +519,16 @@ fn a_cached_transaction_fetches_at_its_window_after_the_cache_floor_moved_past_i
     for _ in 0..5 {
         dc.advance(1_000);
     }
+    dc
+}
+
+/// A cached transaction whose window narrowed to an old cached state must still be able to fetch at the top of
+/// its window: the coordinator holds garbage collection at the bottom of every open window, even once the cache
+/// floor has moved past it (found by the HoneyPot benchmark: about 0.5% of read-only transactions aborted with
+/// their fetch refused as too old).
+#[test]
+fn a_cached_transaction_fetches_at_its_window_after_the_cache_floor_moved_past_it() {
+    let mut dc = caching_dc();
     // Two objects on different partitions; the first is cached now.
     let x = set("x");
     let y = (0..).map(|i| set(&format!("y{i}"))).find(|y| y.partition(2) != x.partition(2)).expect("another partition");
@@ -1212,4 +1218,46 @@ fn a_cache_that_does_not_pay_is_bypassed_and_buffered_writes_are_handed_over_fir
     read_one(&mut dc, &counter("new"), ReadFrom::Leader);
     assert!(!dc.coordinator.cache_stats().expect("a cache").bypassing);
     assert!(dc.sent.iter().any(|e| matches!(e.msg, Message::Fetch { .. })), "through the cache again");
+}
+
+/// With the cache on and every object held here, the partitions tell the coordinators of every write (notices,
+/// `causet_core::away`): a cached state stays usable, above the clock a later commit gave the session, for as long
+/// as nobody wrote its object; once somebody did, it is fetched again.
+#[test]
+fn a_cached_state_nobody_wrote_since_serves_a_session_whose_clock_moved_past_its_box() {
+    let mut dc = caching_dc();
+    let [x, y] = <[ObjectId; 2]>::try_from(counters_apart(2, 2)).expect("two keys");
+    let read = |dc: &mut Dc, clock: &VectorClock, object: &ObjectId| {
+        let body = ClientRequest::StaticRead {
+            clock: Some(clock.clone().into()),
+            objects: vec![object.clone()],
+            reads: ReadFrom::Leader,
+        };
+        match dc.call(body) {
+            Ok(ClientResponse::StaticValues { mut values, .. }) => values.remove(0),
+            other => panic!("read failed: {other:?}"),
+        }
+    };
+    let update = |dc: &mut Dc, clock: &VectorClock, object: &ObjectId| {
+        let updates = vec![(object.clone(), Op::Increment(1))];
+        committed(dc.call(ClientRequest::StaticUpdate { clock: Some(clock.clone().into()), updates }))
+    };
+    let zero = VectorClock::zero(1);
+    assert_eq!(read(&mut dc, &zero, &x), Value::Counter(0), "fetched and cached");
+    // The session commits a write of y: its clock is now above x's box.
+    let clock = update(&mut dc, &zero, &y);
+    for _ in 0..3 {
+        dc.advance(1_000);
+    }
+    assert_eq!(read(&mut dc, &clock, &x), Value::Counter(0));
+    let stats = dc.coordinator.cache_stats().expect("a cache");
+    assert_eq!((stats.hits, stats.extended, stats.refetches), (1, 1, 0), "raised over a stretch nobody wrote x in");
+    // Now x is written: the cached state is stale for a session that saw the write.
+    let clock = update(&mut dc, &clock, &x);
+    for _ in 0..3 {
+        dc.advance(1_000);
+    }
+    assert_eq!(read(&mut dc, &clock, &x), Value::Counter(1), "fetched again, with the write");
+    let stats = dc.coordinator.cache_stats().expect("a cache");
+    assert_eq!((stats.hits, stats.refetches), (1, 1));
 }

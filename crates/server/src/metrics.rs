@@ -97,9 +97,10 @@ pub struct Metrics {
     pub cache_reads: Family<Labels, Counter>,
     /// Entries the lease cache dropped, by reason: `expired` (lease ended), `evicted` (memory bound).
     pub cache_dropped: Family<Labels, Counter>,
-    /// Cache hits on states fetched from another DC (partial replication), by whether notices of writes had to
-    /// show them still exact (`raised`) or not (`as_fetched`).
-    pub cache_away_hits: Family<Labels, Counter>,
+    /// Cache hits on states whose boxes notices of writes may raise (fetched from another DC under partial
+    /// replication; any, with every object held everywhere), by whether notices raised them at that read
+    /// (`raised`) or not (`as_fetched`).
+    pub cache_open_hits: Family<Labels, Counter>,
     /// Transactions that read past a lease cache that did not pay (its gate; docs/cache.md).
     pub cache_bypassed_transactions: Counter,
     /// Coordinators' caches bypassed now, for too few hits over their last lease.
@@ -175,7 +176,7 @@ impl Metrics {
         let duplicate_prepares = Counter::default();
         let cache_reads = Family::<Labels, Counter>::default();
         let cache_dropped = Family::<Labels, Counter>::default();
-        let cache_away_hits = Family::<Labels, Counter>::default();
+        let cache_open_hits = Family::<Labels, Counter>::default();
         let cache_bypassed_transactions = Counter::default();
         let cache_bypassing = Gauge::default();
         let cache_entries = Gauge::default();
@@ -219,9 +220,9 @@ impl Metrics {
             cache_dropped.clone(),
         );
         registry.register(
-            "cache_away_hits",
-            "Cache hits on states held at another DC: as fetched, or raised by notices that nobody wrote them since",
-            cache_away_hits.clone(),
+            "cache_open_hits",
+            "Cache hits on states whose boxes notices of writes may raise: as fetched, or raised at that read",
+            cache_open_hits.clone(),
         );
         registry.register(
             "cache_bypassed_transactions",
@@ -379,7 +380,7 @@ impl Metrics {
             duplicate_prepares,
             cache_reads,
             cache_dropped,
-            cache_away_hits,
+            cache_open_hits,
             cache_bypassed_transactions,
             cache_bypassing,
             cache_entries,
@@ -451,10 +452,10 @@ impl Metrics {
             raise(&self.cache_reads.get_or_create(&vec![("outcome", "refetch")]), sum(|c| c.refetches));
             raise(&self.cache_dropped.get_or_create(&vec![("reason", "expired")]), sum(|c| c.expired));
             raise(&self.cache_dropped.get_or_create(&vec![("reason", "evicted")]), sum(|c| c.evicted));
-            if sum(|c| c.away_hits) > 0 {
-                let (raised, fetched) = (sum(|c| c.extended), sum(|c| c.away_hits - c.extended));
-                raise(&self.cache_away_hits.get_or_create(&vec![("outcome", "raised")]), raised);
-                raise(&self.cache_away_hits.get_or_create(&vec![("outcome", "as_fetched")]), fetched);
+            if sum(|c| c.open_hits) > 0 {
+                let (raised, fetched) = (sum(|c| c.extended), sum(|c| c.open_hits - c.extended));
+                raise(&self.cache_open_hits.get_or_create(&vec![("outcome", "raised")]), raised);
+                raise(&self.cache_open_hits.get_or_create(&vec![("outcome", "as_fetched")]), fetched);
             }
             raise(&self.cache_bypassed_transactions, sum(|c| c.bypassed));
             self.cache_bypassing.set(sum(|c| u64::from(c.bypassing)) as i64);
@@ -597,7 +598,7 @@ mod tests {
                 refetches: 2,
                 expired: 4,
                 evicted: 1,
-                away_hits: 7,
+                open_hits: 7,
                 extended: 5,
                 bypassed: 8 * resends,
                 bypasses: 1,
@@ -645,8 +646,8 @@ mod tests {
             "causet_cache_reads_total{outcome=\"refetch\"} 2",
             "causet_cache_dropped_total{reason=\"expired\"} 4",
             "causet_cache_dropped_total{reason=\"evicted\"} 1",
-            "causet_cache_away_hits_total{outcome=\"raised\"} 5",
-            "causet_cache_away_hits_total{outcome=\"as_fetched\"} 2",
+            "causet_cache_open_hits_total{outcome=\"raised\"} 5",
+            "causet_cache_open_hits_total{outcome=\"as_fetched\"} 2",
             "causet_cache_bypassed_transactions_total 40",
             "causet_cache_bypassing 1",
             "causet_cache_entries 6",

@@ -51,6 +51,7 @@ fn bug_hunt(seed: u64, bug: Bug) -> SimConfig {
     // Every partition and coordinator in one process: the broken variants show within these four seeds (spread over
     // four nodes they show too, in 16 seeds, but not in every one of the first four).
     config.nodes = 1;
+    config.first_nodes = 0; // (a seed's DC that grew from three of four nodes has one node here)
     config.shards = 1;
     config.stable_reads = false;
     config.workload.keys = 12;
@@ -428,10 +429,21 @@ fn seeds_where_caches_keep_objects_held_elsewhere_pass() {
 /// must be caught: a session that wrote such an object, or read a newer state of it, then reads an older one.
 #[test]
 fn checker_catches_a_cache_that_extends_over_writes() {
+    catches_a_cache_that_extends_over_writes(true);
+}
+
+/// The same without partial replication, where the caches hear of every write and raise the boxes of states
+/// fetched in their own DC.
+#[test]
+fn checker_catches_a_cache_that_extends_over_writes_of_objects_held_here() {
+    catches_a_cache_that_extends_over_writes(false);
+}
+
+fn catches_a_cache_that_extends_over_writes(partial: bool) {
     let mut found = Vec::new();
     let both = |s: &u64| {
         let c = SimConfig::from_seed(*s);
-        c.placement.partial() && c.cache.is_some()
+        c.placement.partial() == partial && c.cache.is_some()
     };
     for seed in (0..).filter(both).take(6) {
         found.extend(run_config(bug_hunt(seed, Bug::CacheExtendsOverWrites)).report.anomalies.iter().map(|a| a.kind));

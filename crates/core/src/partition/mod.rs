@@ -326,7 +326,7 @@ impl<S: VersionStore> Partition<S> {
             peer_gc: BTreeMap::new(),
             next_gc_us: now_us,
             shipped: (0, 0),
-            away: (config.cache.is_some() && topology.placement().partial()).then(|| away::Stream::new(dcs)),
+            away: config.cache.is_some().then(|| away::Stream::new(dcs)),
             store,
             prepared: BTreeMap::new(),
             prepare_times: BTreeSet::new(),
@@ -750,6 +750,13 @@ impl<S: VersionStore> Partition<S> {
     /// ([`crate::placement`]).
     pub(super) fn holds(&self, object: &crate::ObjectId) -> bool {
         self.topology.holds_object(self.config.dc, object)
+    }
+
+    /// Whether the caches hear of writes to objects this DC holds too (`crate::away`): with caches and every
+    /// object held everywhere, so that a cached state stays exact for as long as nobody wrote it. With partial
+    /// replication the caches keep only objects held elsewhere, and hear only of those.
+    pub(super) fn notices_held_writes(&self) -> bool {
+        self.away.is_some() && !self.topology.placement().partial()
     }
 
     fn send_after_durable(&mut self, lsn: Lsn, to: Address, msg: Message) {

@@ -202,12 +202,16 @@ impl<S: VersionStore> Partition<S> {
                 ReplicatedTx { tx, snapshot: p.snapshot.clone(), commit: commit.clone(), writes: p.writes.clone() };
             self.replicator.committed(shipped, p.lsn, self.pvc.get(self.config.dc));
         }
-        // Objects another DC holds (partial replication) are not stored here: the replicator ships them there.
+        // Objects another DC holds (partial replication) are not stored here: the replicator ships them there. The
+        // caches hear of writes to them, and, without partial replication, of every write (`crate::away`).
+        let notices = self.notices_held_writes();
         for (id, effect) in p.writes {
-            if self.holds(&id) {
-                self.store.insert(&id, &commit, stamp, effect);
-            } else if let Some(away) = &mut self.away {
+            let held = self.holds(&id);
+            if let Some(away) = self.away.as_mut().filter(|_| notices || !held) {
                 away.notice(self.config.dc, id.fingerprint(), commit.get(self.config.dc));
+            }
+            if held {
+                self.store.insert(&id, &commit, stamp, effect);
             }
         }
         self.clock.observe(commit.get(self.config.dc));

@@ -133,12 +133,10 @@ impl<S: VersionStore> Partition<S> {
                 self.send(from, Message::ReadReply { tx, request, result });
             }
             Request::Read { from, tx, request, snapshot, objects, boxes: true } => {
-                // A reader at another DC may raise the boxes' entries no version was cut at (`crate::away`).
-                let reader = match from {
-                    Address::DcCoordinator(dc, _) if dc != local => Some(dc),
-                    _ => None,
-                };
-                let result = self.fetch_objects(&snapshot, &objects, reader.is_some());
+                // A reader at another DC, or one here when the caches hear of every write, may raise the boxes'
+                // entries no version was cut at (`crate::away`).
+                let away = matches!(from, Address::DcCoordinator(dc, _) if dc != local);
+                let result = self.fetch_objects(&snapshot, &objects, away || self.notices_held_writes());
                 self.send(from, Message::Fetched { tx, request, result });
             }
             Request::Prepare(prepare) => self.prepare(now_us, prepare),
