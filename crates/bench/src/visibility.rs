@@ -178,55 +178,51 @@ async fn scrape(target: &Target, deadline: Instant) -> BTreeMap<(usize, usize), 
     out
 }
 
+/// The samples of the metric `name` in a Prometheus text exposition: each line `name{labels} value`, as the labels
+/// and the value.
+fn samples<'a>(text: &'a str, name: &'a str) -> impl Iterator<Item = (&'a str, f64)> + 'a {
+    text.lines().filter_map(move |line| {
+        let (labels, value) = line.strip_prefix(name)?.strip_prefix('{')?.split_once('}')?;
+        Some((labels, value.trim().parse().ok()?))
+    })
+}
+
+/// The value of the label `key` among a sample's labels.
+fn label<'a>(labels: &'a str, key: &str) -> Option<&'a str> {
+    labels.split(',').find_map(|l| l.trim().strip_prefix(key)?.strip_prefix("=\"")?.strip_suffix('"'))
+}
+
 /// The `(dc, age µs)` samples of the server-side metric (in seconds) in a Prometheus text exposition.
 pub fn parse_stable_snapshot_ages(text: &str) -> Vec<(u16, u64)> {
-    text.lines()
-        .filter_map(|line| {
-            let rest = line.strip_prefix(SERVER_METRIC)?.strip_prefix("{")?;
-            let (labels, value) = rest.split_once('}')?;
-            let dc = labels.split(',').find_map(|l| l.trim().strip_prefix("dc=\""))?.strip_suffix('"')?;
-            Some((dc.parse().ok()?, (value.trim().parse::<f64>().ok()?.max(0.0) * 1e6).round() as u64))
-        })
+    samples(text, SERVER_METRIC)
+        .filter_map(|(labels, value)| Some((label(labels, "dc")?.parse().ok()?, (value.max(0.0) * 1e6).round() as u64)))
         .collect()
 }
 
 /// Per request kind, the sum (seconds) and count of `causet_request_duration_seconds` in an exposition.
 pub fn parse_request_durations(text: &str) -> BTreeMap<String, (f64, u64)> {
     let mut out: BTreeMap<String, (f64, u64)> = BTreeMap::new();
-    for line in text.lines() {
-        let Some(rest) = line.strip_prefix("causet_request_duration_seconds_") else { continue };
-        let (field, rest) = match rest.split_once('{') {
-            Some(split) => split,
-            None => continue,
-        };
-        let Some((labels, value)) = rest.split_once('}') else { continue };
-        let Some(kind) = labels.split(',').find_map(|l| l.trim().strip_prefix("kind=\"")?.strip_suffix('"')) else {
-            continue;
-        };
-        let Ok(value) = value.trim().parse::<f64>() else { continue };
-        let entry = out.entry(kind.to_string()).or_default();
-        match field {
-            "sum" => entry.0 += value,
-            "count" => entry.1 += value as u64,
-            _ => {}
+    for (labels, value) in samples(text, "causet_request_duration_seconds_sum") {
+        if let Some(kind) = label(labels, "kind") {
+            out.entry(kind.to_string()).or_default().0 += value;
+        }
+    }
+    for (labels, value) in samples(text, "causet_request_duration_seconds_count") {
+        if let Some(kind) = label(labels, "kind") {
+            out.entry(kind.to_string()).or_default().1 += value as u64;
         }
     }
     out
 }
 
-/// Per value of `label`, the sum of the counter `name` over its series in an exposition (e.g.
+/// Per value of the label `by`, the sum of the counter `name` over its series in an exposition (e.g.
 /// `causet_cache_reads_total` by `outcome`).
-pub fn parse_counter_by(text: &str, name: &str, label: &str) -> BTreeMap<String, u64> {
+pub fn parse_counter_by(text: &str, name: &str, by: &str) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
-    let prefix = format!("{label}=\"");
-    for line in text.lines() {
-        let Some(rest) = line.strip_prefix(name).and_then(|r| r.strip_prefix('{')) else { continue };
-        let Some((labels, value)) = rest.split_once('}') else { continue };
-        let Some(v) = labels.split(',').find_map(|l| l.trim().strip_prefix(prefix.as_str())?.strip_suffix('"')) else {
-            continue;
-        };
-        let Ok(value) = value.trim().parse::<f64>() else { continue };
-        *out.entry(v.to_string()).or_default() += value as u64;
+    for (labels, value) in samples(text, name) {
+        if let Some(v) = label(labels, by) {
+            *out.entry(v.to_string()).or_default() += value as u64;
+        }
     }
     out
 }

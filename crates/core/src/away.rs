@@ -82,7 +82,7 @@ impl Stream {
         Self { started: None, seen: VectorClock::zero(dcs), notices: Vec::new() }
     }
 
-    /// A write of origin `origin` to an object this DC does not hold, committed at `at` there.
+    /// A write of origin `origin` to the object `fingerprint`, committed at `at` there.
     pub fn notice(&mut self, origin: DcId, fingerprint: u32, at: Timestamp) {
         self.saw(origin, at);
         self.notices.push((origin, fingerprint, at));
@@ -178,7 +178,7 @@ impl Merge {
     }
 }
 
-/// A coordinator's side: what it knows of the writes to objects its DC does not hold.
+/// A coordinator's side: what it knows of the writes its DC's partitions noticed.
 #[derive(Debug)]
 pub struct Known {
     /// The latest notice per (origin, fingerprint), above `floor`'s entry.

@@ -46,7 +46,7 @@ pub struct CacheConfig {
     pub bypass_below_percent: u8,
 }
 
-/// How many leases an entry fetched from another DC with an open box lives (renewed whenever notices raise it to
+/// How many leases an entry with an open box lives (renewed whenever notices raise it to
 /// meet a window). Its staleness is bounded all the same: a transaction's window starts at the cache floor, the
 /// stable snapshot of one lease ago, so an entry is served only if it is exact at a snapshot at or above that. What
 /// the longer life buys is Karma's cache, whose entries live until a write invalidates them, rather than until a
@@ -164,7 +164,7 @@ pub struct Cache {
     samples: VecDeque<(u64, VectorClock)>,
     /// When expired entries are next swept out (reads refuse them at once; the sweep frees their memory).
     next_sweep_us: u64,
-    /// The notices of writes to objects this DC does not hold, as its stabilizer told.
+    /// The notices of writes, as its stabilizer told.
     known: Known,
     /// The deliberate bug [`crate::Bug::CacheExtendsOverWrites`].
     pub extend_blindly: bool,
@@ -335,7 +335,7 @@ impl Cache {
         }
     }
 
-    /// Notices of writes to objects this DC does not hold, in the stretch up to the stable snapshot `stable`
+    /// Notices of writes (to objects held elsewhere, or every write), in the stretch up to the stable snapshot `stable`
     /// ([`crate::away`]). Notices are kept one lease longer than an open entry lives (forgotten every lease): an
     /// entry's box ends near when it was fetched or last raised.
     pub fn learn_away(&mut self, chunk: away::Chunk, stable: &VectorClock) {

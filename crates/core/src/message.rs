@@ -91,9 +91,10 @@ pub struct Fetched {
     pub lo: VectorClock,
     /// Every effect it does not hold, known or still to come, has an entry above `hi`.
     pub hi: VectorClock,
-    /// For a reader at another DC (partial replication), bit `k`: entry `k` of `hi` is only what this partition
-    /// had applied from DC `k`, and every effect left out is left out by another entry, so the reader's DC may
-    /// raise it over a stretch in which DC `k` did not write the object ([`crate::store::visibility_box`],
+    /// For a reader whose DC hears of the writes to the object (at another DC under partial replication; any
+    /// reader with caches otherwise), bit `k`: entry `k` of `hi` is only what this partition had applied from DC
+    /// `k`, and every effect left out is left out by another entry, so the reader's DC may raise it over a stretch
+    /// in which DC `k` did not write the object ([`crate::store::visibility_box`],
     /// [`crate::away`]).
     pub open: u64,
 }
@@ -279,8 +280,8 @@ pub enum Message {
         /// folds no further.
         #[serde(default)]
         frontier: Option<VectorClock>,
-        /// Under partial replication with caches: the notices of writes to objects this DC does not hold that the
-        /// partition collected since its last report ([`crate::away`]).
+        /// With caches: the notices of writes (to objects this DC does not hold; without partial replication, of
+        /// every write) that the partition collected since its last report ([`crate::away`]).
         #[serde(default)]
         away: Option<crate::away::Report>,
     },
@@ -301,8 +302,8 @@ pub enum Message {
         stable: VectorClock,
         /// No running or future transaction of the DC reads below this snapshot.
         gc: VectorClock,
-        /// To coordinators, under partial replication with caches: the notices of writes to objects the DC does not
-        /// hold, in the stretch since the last stable snapshot ([`crate::away`]).
+        /// To coordinators, with caches: the notices of writes the partitions collected, in the stretch since the
+        /// last stable snapshot ([`crate::away`]).
         #[serde(default)]
         away: Option<crate::away::Chunk>,
     },

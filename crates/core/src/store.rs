@@ -81,7 +81,8 @@ pub trait VersionStore {
 
     /// The box of snapshots at which the object reads as at `snapshot` ([`visibility_box`]), given that every
     /// effect of origin `k` up to `known[k]` is in the store and every later one will come above it;
-    /// `extendable`: for a reader at another DC, which may raise the entries no version was cut at.
+    /// `extendable`: for a reader whose DC hears of every write to the object, which may raise the entries no
+    /// version was cut at.
     fn visibility(&self, id: &ObjectId, snapshot: &VectorClock, known: &VectorClock, extendable: bool) -> Visibility;
 
     /// Whether a transaction of DC `dc` committed an effect on the object after `time` (write-write
@@ -130,7 +131,7 @@ pub trait VersionStore {
 /// `lo ≤ snapshot ≤ hi` whenever `frontier ≤ snapshot ≤ known`. With one DC this is the paper's range
 /// `[version, visibility limit]`.
 ///
-/// With `extendable` (a reader at another DC), `open` has bit `k` set for every entry `k` (of the first 64) that
+/// With `extendable` (a reader whose DC hears of the writes, [`crate::away`]), `open` has bit `k` set for every entry `k` (of the first 64) that
 /// no version was cut at: `hi[k]` is what was known. The reader's DC hears of every write to the object
 /// ([`crate::away`]), and may raise such an entry over any stretch in which origin `k` did not write it: effects
 /// the box leaves out stay out by the entries they were cut at, or by their origin's.
@@ -173,7 +174,7 @@ pub struct Visibility {
     pub lo: VectorClock,
     /// The greatest.
     pub hi: VectorClock,
-    /// Bit `k`: entry `k` of `hi` is what was known, uncut by any version (only for a reader at another DC).
+    /// Bit `k`: entry `k` of `hi` is what was known, uncut by any version (only for an extendable read).
     pub open: u64,
 }
 

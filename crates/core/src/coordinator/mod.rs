@@ -676,9 +676,6 @@ impl Coordinator {
     ) {
         let ClientClock { vector: clock, tokens } =
             clock.unwrap_or_else(|| VectorClock::zero(self.config.vector_len()).into());
-        // A transaction that leaves the choice to the node reads past a cache that does not pay (`Cache::bypassing`).
-        let bypass = reads == ReadFrom::Leader && self.cache.as_mut().is_some_and(|c| c.bypassing(now_us));
-        let reads = if bypass { ReadFrom::Fresh } else { reads };
         if let Err(e) = self.validate_clock(now_us, &clock).and_then(|()| self.validate_tokens(&tokens)) {
             self.reply(client, request, Err(e));
             return;
@@ -688,6 +685,9 @@ impl Coordinator {
             return;
         }
         let deadline_us = now_us + self.config.op_timeout_us;
+        // A transaction that leaves the choice to the node reads past a cache that does not pay (`Cache::bypassing`).
+        let bypass = reads == ReadFrom::Leader && self.cache.as_mut().is_some_and(|c| c.bypassing(now_us));
+        let reads = if bypass { ReadFrom::Fresh } else { reads };
         // A transaction that does not read the buffer starts once what was buffered before it is at the owners.
         let reads_buffer = self.reads_buffer(reads);
         let after_round = match &mut self.buffering {
@@ -899,7 +899,7 @@ impl Coordinator {
         }
         self.stable.merge_max(&stable);
         if let Some(cache) = &mut self.cache {
-            // Notices of writes to objects held elsewhere (`crate::away`), before the window's stable moves on.
+            // Notices of writes (`crate::away`), before the window's stable moves on.
             if let Some(chunk) = away {
                 cache.learn_away(chunk, &stable);
             }

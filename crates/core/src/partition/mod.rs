@@ -204,8 +204,8 @@ pub struct Partition<S = Store> {
     next_gc_us: u64,
     /// Writes shipped to other DCs (each write once per DC it went to, resends included), and their encoded bytes.
     shipped: (u64, u64),
-    /// Under partial replication with caches: notices of writes to objects this DC does not hold, for the
-    /// coordinators' caches ([`crate::away`]).
+    /// With caches: notices of writes (to objects this DC does not hold; without partial replication, of every
+    /// write), for the coordinators' caches ([`crate::away`]).
     away: Option<away::Stream>,
     store: S,
     prepared: BTreeMap<TxId, PreparedTx>,
@@ -757,6 +757,15 @@ impl<S: VersionStore> Partition<S> {
     /// replication the caches keep only objects held elsewhere, and hear only of those.
     pub(super) fn notices_held_writes(&self) -> bool {
         self.away.is_some() && !self.topology.placement().partial()
+    }
+
+    /// A write of origin `origin` to `object`, committed at `at` there, applied or left out here: a notice for the
+    /// caches if they hear of it ([`Partition::notices_held_writes`]; writes to objects held elsewhere always).
+    pub(super) fn notice_write(&mut self, origin: DcId, object: &crate::ObjectId, at: Timestamp) {
+        let heard = self.notices_held_writes() || !self.holds(object);
+        if let Some(stream) = self.away.as_mut().filter(|_| heard) {
+            stream.notice(origin, object.fingerprint(), at);
+        }
     }
 
     fn send_after_durable(&mut self, lsn: Lsn, to: Address, msg: Message) {

@@ -204,13 +204,9 @@ impl<S: VersionStore> Partition<S> {
         }
         // Objects another DC holds (partial replication) are not stored here: the replicator ships them there. The
         // caches hear of writes to them, and, without partial replication, of every write (`crate::away`).
-        let notices = self.notices_held_writes();
         for (id, effect) in p.writes {
-            let held = self.holds(&id);
-            if let Some(away) = self.away.as_mut().filter(|_| notices || !held) {
-                away.notice(self.config.dc, id.fingerprint(), commit.get(self.config.dc));
-            }
-            if held {
+            self.notice_write(self.config.dc, &id, commit.get(self.config.dc));
+            if self.holds(&id) {
                 self.store.insert(&id, &commit, stamp, effect);
             }
         }

@@ -73,12 +73,9 @@ impl<S: VersionStore> Partition<S> {
         *last = (*last).max(position);
         let stamp = Stamp { time: tx.commit.sum(), tx: tx.tx.tag() };
         // The origin sends only what this DC holds; anything else (an origin placing differently) is left out.
-        let notices = self.notices_held_writes();
         for (id, effect) in tx.writes {
             if self.holds(&id) {
-                if let Some(stream) = self.away.as_mut().filter(|_| notices) {
-                    stream.notice(origin, id.fingerprint(), tx.commit.get(origin));
-                }
+                self.notice_write(origin, &id, tx.commit.get(origin));
                 self.store.insert(&id, &tx.commit, stamp, effect);
             }
         }
