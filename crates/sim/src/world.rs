@@ -1209,6 +1209,20 @@ impl World {
                     }
                 }
             }
+            for (n, node) in dc.nodes.iter().enumerate() {
+                let shards = node.shards.iter();
+                let (progressing, parked) = shards.fold((0, 0), |(t, m), s| {
+                    (t + s.coordinator().progressing_transactions(), m + s.parked_messages())
+                });
+                // A transaction whose client gave up (in doubt) may still commit, its prepare parked at a node
+                // that has not heard of its partition's leader yet, say: every DC's final read must come after it,
+                // or one DC reads it and another does not (seed 871).
+                if progressing + parked > 0 {
+                    reasons.push(format!(
+                        "DC {d}: node {n} still runs {progressing} transactions and holds {parked} messages parked"
+                    ));
+                }
+            }
             for p in dc.partitions() {
                 if p.prepared_count() > 0 {
                     let undecided = p.undecided();
@@ -1229,6 +1243,10 @@ impl World {
         let in_flight = in_flight.count();
         if in_flight > 0 {
             reasons.push(format!("{in_flight} messages of coordinators to partitions still on their way"));
+        }
+        let requests = self.slots.iter().flatten().filter(|e| matches!(e, Event::Request { .. })).count();
+        if requests > 0 {
+            reasons.push(format!("{requests} client requests still on their way"));
         }
         reasons
     }

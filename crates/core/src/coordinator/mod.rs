@@ -416,6 +416,12 @@ impl Coordinator {
         self.txs.len()
     }
 
+    /// Open transactions that go on without their client (reading, preparing, committing, aborting, flushing):
+    /// one its client gave up on may still commit. (An idle one waits for its client's next request.)
+    pub fn progressing_transactions(&self) -> usize {
+        self.txs.values().filter(|t| !matches!(t.phase, Phase::Idle { .. })).count()
+    }
+
     /// The stable snapshot as last heard.
     pub fn stable_snapshot(&self) -> &VectorClock {
         &self.stable
