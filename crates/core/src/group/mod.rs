@@ -299,7 +299,8 @@ pub struct DurableState {
     /// The log, consecutive, from `compacted.index + 1` (from 1 without compaction).
     pub entries: Vec<Entry>,
     /// Entries up to here were already applied by the driver (say, covered by its checkpoint): they are not
-    /// reported [`GroupOutput::Committed`] again. At most `hard_state.commit`.
+    /// reported [`GroupOutput::Committed`] again. Within the log; the stored commit index may lag it (it is not
+    /// written on every commit), and is raised to it at recovery.
     pub applied: Lsn,
     /// The membership as of `applied` ([`Group::membership_at`], kept with the driver's state); `None`: the
     /// configured voters (nothing applied changed them, or the log holds every change from the first entry on).
@@ -566,6 +567,14 @@ pub struct Group {
     proposals: BTreeSet<(u64, u64)>,
     /// The last role reported.
     role: (Option<ReplicaId>, u64, bool),
+    /// The term, vote and commit index of the last hard state handed out in a Write (or recovered). Raft's
+    /// commit index is volatile state (Raft §5.1, Fig. 2): a Ready whose hard state moved only the commit index
+    /// writes nothing, which spares every replica a storage round trip per commit (the leader's commit and each
+    /// follower's learning of it were each a Write of their own). The index rides along when entries, a snapshot
+    /// or a new term or vote are written anyway, and is written when it passes a membership change: a restarted
+    /// replica heeds only its members' messages ([`Group::decode`]), so it must find its latest membership
+    /// committed. [`Group::new`] raises the recovered index to what the driver applied.
+    stored: ((u64, Option<ReplicaId>), Lsn),
     /// A snapshot being installed: the number of the Write carrying it, its index and term.
     restoring: Option<(u64, u64, u64)>,
     /// Replicas sent a snapshot since the last Ready: raft hears that it left once the Ready is done.
@@ -598,9 +607,12 @@ impl std::fmt::Debug for Group {
 impl Group {
     /// Starts a replica at local time `now_us` from what its disk holds (empty for a new replica). A restarted
     /// replica reports every committed entry after `durable.applied` again.
-    pub fn new(config: GroupConfig, now_us: u64, durable: DurableState) -> Result<Self, GroupError> {
+    pub fn new(config: GroupConfig, now_us: u64, mut durable: DurableState) -> Result<Self, GroupError> {
         let GroupConfig { id, voters, tick_us, .. } = config.clone();
         check_config(&config)?;
+        // The commit index is written only along with entries, a snapshot or a new term or vote (`pump`), so the
+        // stored one may lag what this replica applied: everything applied was committed.
+        durable.hard_state.commit = durable.hard_state.commit.max(durable.applied);
         check_durable(&durable)?;
         let membership = durable.membership.clone().unwrap_or_else(|| Membership::of_voters(&voters));
         let raft_config = raft::Config {
@@ -648,6 +660,7 @@ impl Group {
             held: BTreeMap::new(),
             proposals: BTreeSet::new(),
             role: (None, hard_state.term, false),
+            stored: ((hard_state.term, hard_state.vote), hard_state.commit),
             restoring: None,
             snapshots_out: Vec::new(),
             report_snapshots_above: config.report_snapshots_above,
@@ -1038,6 +1051,17 @@ impl Group {
             for entry in ready.take_committed_entries() {
                 self.deliver(entry);
             }
+            // (A membership change delivered in a later Ready than the commit that covered it has no hard state
+            // of its own: raft's current one is written then.)
+            let membership_passed = self.membership_index() > self.stored.1;
+            let hard_state = hard_state.or_else(|| membership_passed.then(|| self.raw.raft.hard_state()));
+            let hard_state = hard_state.map(|hs| from_raft_hard_state(&hs)).filter(|hs| {
+                let written = !entries.is_empty() || snapshot.is_some();
+                written || (hs.term, hs.vote) != self.stored.0 || membership_passed
+            });
+            if let Some(hs) = &hard_state {
+                self.stored = ((hs.term, hs.vote), hs.commit);
+            }
             let held = ready.take_persisted_messages();
             let number = ready.number();
             self.raw.advance_append_async(ready);
@@ -1055,7 +1079,7 @@ impl Group {
                     ready: number,
                     snapshot: snapshot.map(Box::new),
                     entries: entries.iter().map(from_raft_entry).collect(),
-                    hard_state: hard_state.as_ref().map(from_raft_hard_state),
+                    hard_state,
                 });
             } else if self.written == self.last_write {
                 // Nothing to write and nothing outstanding: tell raft this Ready is "persisted", or its record
@@ -1297,9 +1321,6 @@ fn check_durable(durable: &DurableState) -> Result<(), GroupError> {
     }
     if hs.commit.0 > last {
         return bad(format!("commit {} beyond the last entry {last}", hs.commit.0));
-    }
-    if durable.applied > hs.commit {
-        return bad(format!("applied {} beyond commit {}", durable.applied.0, hs.commit.0));
     }
     Ok(())
 }

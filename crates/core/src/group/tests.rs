@@ -134,6 +134,8 @@ struct Sim {
     /// A lost proposal is proposed again at once (else only counted).
     retry_lost: bool,
     committed_outputs: usize,
+    /// Writes with neither entries nor a snapshot (a hard state alone).
+    hard_state_writes: usize,
     /// Crashes and cuts scheduled (or retried) after this are ignored.
     faults_until: u64,
     /// Entries a leader keeps before the snapshot it offers (the application reads them back).
@@ -172,6 +174,7 @@ impl Sim {
             proposals_lost: 0,
             retry_lost: true,
             committed_outputs: 0,
+            hard_state_writes: 0,
             faults_until: u64::MAX,
             offer_keep: 0,
             bootstrap: n,
@@ -245,6 +248,9 @@ impl Sim {
             (self.now, id, r.incarnation, &output).hash(&mut self.trace);
             match output {
                 GroupOutput::Write { ready, snapshot, entries, hard_state } => {
+                    if entries.is_empty() && snapshot.is_none() {
+                        self.hard_state_writes += 1;
+                    }
                     r.disk.pending.push_back((ready, snapshot, entries, hard_state));
                     if r.disk.syncing == 0 {
                         self.start_fsync(id);
@@ -532,6 +538,31 @@ fn three_replicas_elect_one_leader_and_commit() {
 }
 
 #[test]
+fn a_commit_alone_is_not_written_and_a_restart_learns_it_again() {
+    let mut sim = Sim::new(1, 3);
+    sim.workload("v", 30, 300 * MS, 20 * MS);
+    sim.run(2_000 * MS);
+    sim.assert_converged(values("v", 30));
+    // An election writes each voter's term and vote (a few Writes); the 30 commits write no hard state of their
+    // own: before, the leader's commit and each follower's learning of it were each a Write.
+    assert!(sim.hard_state_writes <= 6, "{} Writes of a hard state alone", sim.hard_state_writes);
+    // So the stored commit index lags: the last entry is known committed everywhere, but stored with the entry,
+    // before it was.
+    let last = sim.canon.last().expect("committed").0;
+    for (id, r) in &sim.replicas {
+        assert!(r.disk.durable.hard_state.commit < last, "replica {id} stored commit {:?}", r.disk.durable.hard_state);
+    }
+    // Every replica restarts at once: the commit index is learnt again, and nothing committed is reported twice
+    // or lost.
+    for id in 1..=3 {
+        sim.step(Event::Crash { id, restart_after_us: Some(50 * MS) });
+    }
+    sim.workload("w", 5, sim.now + 500 * MS, 20 * MS);
+    sim.run(sim.now + 2_000 * MS);
+    sim.assert_converged(values("v", 30).chain(values("w", 5)));
+}
+
+#[test]
 fn leader_crash_loses_unsynced_writes_and_nothing_committed() {
     let mut lost = 0;
     for seed in 0..6 {
@@ -791,7 +822,10 @@ fn recovery_rejects_an_inconsistent_log() {
     assert!(Group::new(config(1, 3, 0), 0, ok.clone()).is_ok());
     let gap = DurableState { entries: vec![entry(1, 1), entry(3, 2)], ..ok.clone() };
     let commit = DurableState { hard_state: HardState { commit: Lsn(5), ..hs }, ..ok.clone() };
-    let applied = DurableState { applied: Lsn(2), ..ok.clone() };
+    // Applied beyond the stored commit index is fine (the index is not written on every commit: it is raised to
+    // what was applied), beyond the log is not.
+    assert!(Group::new(config(1, 3, 0), 0, DurableState { applied: Lsn(2), ..ok.clone() }).is_ok());
+    let applied = DurableState { applied: Lsn(3), ..ok.clone() };
     let term = DurableState { entries: vec![entry(1, 3)], ..ok.clone() };
     for bad in [gap, commit, applied, term] {
         assert!(matches!(Group::new(config(1, 3, 0), 0, bad), Err(GroupError::Durable(_))));
