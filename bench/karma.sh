@@ -13,6 +13,8 @@
 #          defaults: 1 repetition, 20 s measured, 5 s warm-up, 0.05 and 0.5 updates, 1000 ms leases,
 #          bench/results/karma, "full cops-pr karma"
 # Reports go to <out_dir>/<ratio>-<variant>-<n>/; the summary to <out_dir>/summary.md.
+# DC_CPU_SHARE=0.22 caps each DC's processes at that share of one core (cgroups; needs root), as if each DC ran on
+# its own machine; unset, all DCs and the load generator share the machine's cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repeat=${1:-1}
@@ -41,6 +43,24 @@ for ratio in $ratios; do
       dir=$(mktemp -d /tmp/causet-karma-XXXXXX)
       $bin cluster start --dcs 8 --wan-matrix aws-8dc --partitions 12 --sync periodic --no-tls --base-port 0 \
         --dir "$dir" "${config[@]}" > /dev/null
+      if [ -n "${DC_CPU_SHARE:-}" ]; then
+        # Each DC's processes get at most this share of one core (cgroups, needs root), as if each DC ran on its
+        # own machine: otherwise the DCs that serve everything locally take the CPU the others wait for.
+        python3 - "$dir/cluster.json" "$DC_CPU_SHARE" <<'EOF'
+import json, os, sys
+cluster, share = json.load(open(sys.argv[1])), float(sys.argv[2])
+v1 = os.path.isdir("/sys/fs/cgroup/cpu")
+for node in cluster["nodes"]:
+    group = f"/sys/fs/cgroup/{'cpu/' if v1 else ''}causet-bench-dc{node['dc']}"
+    os.makedirs(group, exist_ok=True)
+    if v1:
+        open(f"{group}/cpu.cfs_period_us", "w").write("100000")
+        open(f"{group}/cpu.cfs_quota_us", "w").write(str(int(share * 100000)))
+    else:
+        open(f"{group}/cpu.max", "w").write(f"{int(share * 100000)} 100000")
+    open(f"{group}/cgroup.procs", "w").write(str(node["pid"]))
+EOF
+      fi
       $bin bench --workload karma --cluster-dir "$dir" --update-ratio "$ratio" --duration-s "$duration" \
         --warmup-s "$warmup" --out "$run" > /dev/null || { $bin cluster stop --dir "$dir" || true; exit 1; }
       python3 - "$dir/cluster.json" "$run/metrics.json" <<'EOF'
