@@ -111,6 +111,9 @@ pub trait VersionStore {
     /// The number of objects that were ever written.
     fn objects(&self) -> usize;
 
+    /// The number of objects with versions not folded into their base yet (what [`VersionStore::collect`] visits).
+    fn unfolded_objects(&self) -> usize;
+
     /// Up to `limit` ids of objects ever written, ascending, all above `after` (a backup pages through them).
     fn ids_after(&self, after: Option<&ObjectId>, limit: usize) -> Vec<ObjectId>;
 
@@ -244,6 +247,10 @@ impl VersionStore for Store {
     /// The number of objects that were ever written.
     fn objects(&self) -> usize {
         self.objects.len()
+    }
+
+    fn unfolded_objects(&self) -> usize {
+        self.unfolded.len()
     }
 
     fn ids_after(&self, after: Option<&ObjectId>, limit: usize) -> Vec<ObjectId> {
