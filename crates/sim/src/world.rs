@@ -1200,6 +1200,7 @@ impl World {
                 }
             }
             for (n, node) in dc.nodes.iter().enumerate() {
+                let (mut progressing, mut parked) = (0, 0);
                 for shard in &node.shards {
                     if let Some(h) =
                         shard.coordinator().handover_stats().filter(|h| h.buffer.components + h.in_flight > 0)
@@ -1207,13 +1208,9 @@ impl World {
                         let objects = h.buffer.objects;
                         reasons.push(format!("DC {d}: node {n} still buffers writes to {objects} objects"));
                     }
+                    progressing += shard.coordinator().progressing_transactions();
+                    parked += shard.parked_messages();
                 }
-            }
-            for (n, node) in dc.nodes.iter().enumerate() {
-                let shards = node.shards.iter();
-                let (progressing, parked) = shards.fold((0, 0), |(t, m), s| {
-                    (t + s.coordinator().progressing_transactions(), m + s.parked_messages())
-                });
                 // A transaction whose client gave up (in doubt) may still commit, its prepare parked at a node
                 // that has not heard of its partition's leader yet, say: every DC's final read must come after it,
                 // or one DC reads it and another does not (seed 871).
@@ -1234,17 +1231,19 @@ impl World {
                 }
             }
         }
-        let in_flight = self.slots.iter().flatten().filter(|e| match e {
-            Event::Deliver(_, e) | Event::DeliverLate(_, e) | Event::DeliverForGone(_, e) => {
-                matches!((e.from, e.to), (Address::Coordinator(_), Address::Partition(_)))
+        let (mut in_flight, mut requests) = (0, 0);
+        for event in self.slots.iter().flatten() {
+            match event {
+                Event::Deliver(_, e) | Event::DeliverLate(_, e) | Event::DeliverForGone(_, e) => {
+                    in_flight += usize::from(matches!((e.from, e.to), (Address::Coordinator(_), Address::Partition(_))))
+                }
+                Event::Request { .. } => requests += 1,
+                _ => {}
             }
-            _ => false,
-        });
-        let in_flight = in_flight.count();
+        }
         if in_flight > 0 {
             reasons.push(format!("{in_flight} messages of coordinators to partitions still on their way"));
         }
-        let requests = self.slots.iter().flatten().filter(|e| matches!(e, Event::Request { .. })).count();
         if requests > 0 {
             reasons.push(format!("{requests} client requests still on their way"));
         }

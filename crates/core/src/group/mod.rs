@@ -610,8 +610,8 @@ impl Group {
     pub fn new(config: GroupConfig, now_us: u64, mut durable: DurableState) -> Result<Self, GroupError> {
         let GroupConfig { id, voters, tick_us, .. } = config.clone();
         check_config(&config)?;
-        // The commit index is written only along with entries, a snapshot or a new term or vote (`pump`), so the
-        // stored one may lag what this replica applied: everything applied was committed.
+        // The commit index is not written on every commit (`Group::stored`), so the stored one may lag what this
+        // replica applied: everything applied was committed.
         durable.hard_state.commit = durable.hard_state.commit.max(durable.applied);
         check_durable(&durable)?;
         let membership = durable.membership.clone().unwrap_or_else(|| Membership::of_voters(&voters));
@@ -1054,11 +1054,10 @@ impl Group {
             // (A membership change delivered in a later Ready than the commit that covered it has no hard state
             // of its own: raft's current one is written then.)
             let membership_passed = self.membership_index() > self.stored.1;
-            let hard_state = hard_state.or_else(|| membership_passed.then(|| self.raw.raft.hard_state()));
-            let hard_state = hard_state.map(|hs| from_raft_hard_state(&hs)).filter(|hs| {
-                let written = !entries.is_empty() || snapshot.is_some();
-                written || (hs.term, hs.vote) != self.stored.0 || membership_passed
-            });
+            let written = !entries.is_empty() || snapshot.is_some();
+            let hard_state = (hard_state.or_else(|| membership_passed.then(|| self.raw.raft.hard_state())))
+                .map(|hs| from_raft_hard_state(&hs))
+                .filter(|hs| written || membership_passed || (hs.term, hs.vote) != self.stored.0);
             if let Some(hs) = &hard_state {
                 self.stored = ((hs.term, hs.vote), hs.commit);
             }
@@ -1073,7 +1072,7 @@ impl Group {
             if let Some(s) = &snapshot {
                 self.restoring = Some((number, s.index.0, s.term));
             }
-            if !entries.is_empty() || hard_state.is_some() || snapshot.is_some() {
+            if written || hard_state.is_some() {
                 self.last_write = number;
                 self.outputs.push_back(GroupOutput::Write {
                     ready: number,
