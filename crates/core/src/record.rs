@@ -72,7 +72,8 @@ pub enum LogRecord {
         until: crate::Timestamp,
     },
     /// What each peer DC acknowledged of this partition's transactions (a replicated partition's leader logs it
-    /// when it changed, at most every [`ACKS_LOG_INTERVAL_US`]): followers forget what every peer has, so their
+    /// when it changed while the last record left some local transaction out, at most every
+    /// [`ACKS_LOG_INTERVAL_US`]; an idle partition logs none): followers forget what every peer has, so their
     /// checkpoints let the log be compacted, and a new leader resumes replication from there rather than from
     /// its last checkpoint.
     PeerAcked {

@@ -308,6 +308,33 @@ mod peer_acks {
     use crate::{Address, ClockKind, Config, CoordinatorId, DcId, Message, ObjectId, PartitionId, TxId, VectorClock};
     use causet_crdt::{Crdt, CrdtType, EffectCtx, Op};
 
+    /// Commits transaction `seq` of coordinator 0 (an increment) at `leader` at `now`: its local commit time.
+    fn commit_increment(
+        leader: &mut Partition,
+        log: &mut Vec<(Lsn, LogRecord)>,
+        seq: u64,
+        now: u64,
+    ) -> crate::Timestamp {
+        let t = TxId { dc: DcId(0), coordinator: CoordinatorId(0), seq };
+        let object = ObjectId::new("k", "b", CrdtType::CounterPn);
+        let effect =
+            Crdt::new(CrdtType::CounterPn).generate(&Op::Increment(1), &mut EffectCtx::new(t.tag(), 0)).expect("fits");
+        let msg = Message::PrepareAndCommit {
+            tx: t,
+            snapshot: VectorClock::zero(2),
+            writes: vec![(object, effect)],
+            oldest_open: seq - 1,
+        };
+        leader.handle_message(now, Address::Coordinator(CoordinatorId(0)), msg);
+        let sent = settle(leader, log, now);
+        sent.iter()
+            .find_map(|m| match m {
+                Message::Committed { commit, .. } => Some(commit.get(DcId(0))),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("not committed: {sent:?} {log:?}"))
+    }
+
     #[test]
     fn a_leader_logs_what_peer_dcs_acknowledged_so_that_followers_let_the_log_go() {
         let mut config = Config::new(2, DcId(0), 1);
@@ -317,25 +344,7 @@ mod peer_acks {
         leader.take_lead(1_000, Lsn(0));
         let mut log = Vec::new();
         settle(&mut leader, &mut log, 1_000);
-        let t = TxId { dc: DcId(0), coordinator: CoordinatorId(0), seq: 1 };
-        let object = ObjectId::new("k", "b", CrdtType::CounterPn);
-        let effect =
-            Crdt::new(CrdtType::CounterPn).generate(&Op::Increment(1), &mut EffectCtx::new(t.tag(), 0)).expect("fits");
-        let msg = Message::PrepareAndCommit {
-            tx: t,
-            snapshot: VectorClock::zero(2),
-            writes: vec![(object, effect)],
-            oldest_open: 0,
-        };
-        leader.handle_message(2_000, Address::Coordinator(CoordinatorId(0)), msg);
-        let sent = settle(&mut leader, &mut log, 2_000);
-        let commit = sent
-            .iter()
-            .find_map(|m| match m {
-                Message::Committed { commit, .. } => Some(commit.get(DcId(0))),
-                _ => None,
-            })
-            .unwrap_or_else(|| panic!("not committed: {sent:?} {log:?}"));
+        let commit = commit_increment(&mut leader, &mut log, 1, 2_000);
         // A follower that applied the log holds the transaction for the peer DC: its checkpoint keeps the log.
         let follower_of = |log: &[(Lsn, LogRecord)]| {
             let mut f = Partition::replica(p0, config.clone(), 3_000);
@@ -366,5 +375,28 @@ mod peer_acks {
         let checkpoint = follower_of(&log).take_checkpoint();
         assert_eq!(checkpoint.keep_log_from, None);
         assert_eq!(checkpoint.peer_acked, vec![(DcId(1), commit)]);
+
+        // The peer's acknowledgements keep moving with its heartbeats while nothing new commits here: they cover
+        // no transaction the logged image does not, so nothing more is logged (an idle group's Raft log would
+        // otherwise take one record per interval for nothing; fails without the check on `newest`).
+        for i in 1..=5u64 {
+            let at = 4_000 + (3 + 2 * i) * ACKS_LOG_INTERVAL_US;
+            let up_to = crate::Timestamp::from_micros(at - 1_000);
+            leader.handle_message(at, peer, Message::ReplicateAck { up_to, gap: false });
+            leader.handle_timeout(at + ACKS_LOG_INTERVAL_US);
+            settle(&mut leader, &mut log, at + ACKS_LOG_INTERVAL_US);
+        }
+        assert_eq!(log.iter().filter(|(_, r)| matches!(r, LogRecord::PeerAcked { .. })).count(), 1);
+        // A new commit, acknowledged: logged again.
+        let now = 4_000 + 20 * ACKS_LOG_INTERVAL_US;
+        let second = commit_increment(&mut leader, &mut log, 2, now);
+        leader.handle_message(now + 1_000, peer, Message::ReplicateAck { up_to: second, gap: false });
+        leader.handle_timeout(now + 1_000 + ACKS_LOG_INTERVAL_US);
+        settle(&mut leader, &mut log, now + 1_000 + ACKS_LOG_INTERVAL_US);
+        let last = log.iter().rev().find_map(|(_, r)| match r {
+            LogRecord::PeerAcked { acked } => Some(acked.clone()),
+            _ => None,
+        });
+        assert_eq!(last, Some(vec![(DcId(1), second)]), "the new transaction's acknowledgement is logged");
     }
 }

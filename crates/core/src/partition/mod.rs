@@ -528,7 +528,14 @@ impl<S: VersionStore> Partition<S> {
         if self.replicated && now_us >= self.next_acks_log_us {
             self.next_acks_log_us = now_us + crate::record::ACKS_LOG_INTERVAL_US;
             let acked = self.replicator.acked_image();
-            if acked != self.acks_logged {
+            // Only while the logged image leaves some local transaction out: once it covers every commit, the
+            // acknowledgements that keep moving with the peers' heartbeats tell a follower or a new leader nothing
+            // it does not know (no transaction lies between), and an idle group's log takes no record for them.
+            let logged =
+                |peer: DcId| self.acks_logged.iter().find(|(d, _)| *d == peer).map_or(Timestamp::ZERO, |a| a.1);
+            let newest = self.replicator.newest();
+            let uncovered = acked.iter().any(|(peer, _)| logged(*peer) < newest);
+            if acked != self.acks_logged && uncovered {
                 self.persist(LogRecord::PeerAcked { acked: acked.clone() });
                 self.acks_logged = acked;
             }
