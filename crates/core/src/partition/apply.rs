@@ -400,3 +400,103 @@ mod peer_acks {
         assert_eq!(last, Some(vec![(DcId(1), second)]), "the new transaction's acknowledgement is logged");
     }
 }
+
+#[cfg(test)]
+mod refusals {
+    use super::super::Partition;
+    use super::tests::settle;
+    use crate::record::{LogRecord, Lsn};
+    use crate::{Address, ClockKind, Config, CoordinatorId, DcId, Message, ObjectId, PartitionId, TxId, VectorClock};
+    use causet_crdt::{Crdt, CrdtType, Effect, EffectCtx, Op};
+
+    fn increment(tx: TxId) -> Vec<(ObjectId, Effect)> {
+        let object = ObjectId::new("k", "b", CrdtType::CounterPn);
+        let effect =
+            Crdt::new(CrdtType::CounterPn).generate(&Op::Increment(1), &mut EffectCtx::new(tx.tag(), 0)).expect("fits");
+        vec![(object, effect)]
+    }
+
+    /// With write-write certification, a prepare-and-commit refused for a conflict with a transaction that was only
+    /// prepared is the client's abort. The conflict then goes away (the other transaction aborts) and the partition
+    /// changes leader; a late copy of the refused prepare reaching the new leader must not commit (fails without the
+    /// refusal's record: the new leader finds no conflict and commits a transaction its client was told aborted;
+    /// simulator seed 750 with bounds renewed at a quarter).
+    #[test]
+    fn a_refused_prepare_and_commit_is_remembered_by_the_next_leader() {
+        let mut config = Config::new(1, DcId(0), 1);
+        config.clock = ClockKind::Physical;
+        config.certify_writes = true;
+        let p0 = PartitionId(0);
+        let coordinator = Address::Coordinator(CoordinatorId(0));
+        let mut leader = Partition::replica(p0, config.clone(), 1_000);
+        leader.take_lead(1_000, Lsn(0));
+        let mut log = Vec::new();
+        settle(&mut leader, &mut log, 1_000);
+        // T1 prepares (two-phase) on the object; T2, single-partition on the same object, is refused meanwhile.
+        let t1 = TxId { dc: DcId(0), coordinator: CoordinatorId(0), seq: 1 };
+        let t2 = TxId { seq: 2, ..t1 };
+        let snapshot = VectorClock::zero(1);
+        let prepare = Message::Prepare { tx: t1, snapshot: snapshot.clone(), writes: increment(t1), oldest_open: 1 };
+        leader.handle_message(2_000, coordinator, prepare);
+        settle(&mut leader, &mut log, 2_000);
+        let refused =
+            Message::PrepareAndCommit { tx: t2, snapshot: snapshot.clone(), writes: increment(t2), oldest_open: 1 };
+        leader.handle_message(3_000, coordinator, refused.clone());
+        let sent = settle(&mut leader, &mut log, 3_000);
+        assert!(sent.iter().any(|m| matches!(m, Message::PrepareRefused { tx, .. } if *tx == t2)), "{sent:?}");
+        assert!(log.iter().any(|(_, r)| matches!(r, LogRecord::Aborted { tx } if *tx == t2)), "the refusal is logged");
+        // T1 aborts.
+        leader.handle_message(4_000, coordinator, Message::Abort { tx: t1 });
+        settle(&mut leader, &mut log, 4_000);
+        // A new leader from the log; T2's late copy reaches it.
+        let mut next = Partition::replica(p0, config, 5_000);
+        for (lsn, record) in log.iter().cloned() {
+            next.apply_committed(5_000, lsn, record);
+        }
+        let last = log.last().map(|(lsn, _)| *lsn).expect("records");
+        next.take_lead(5_000, last);
+        let mut next_log = log.clone();
+        settle(&mut next, &mut next_log, 5_000);
+        next.handle_message(6_000, coordinator, refused);
+        let sent = settle(&mut next, &mut next_log, 6_000);
+        assert!(!sent.iter().any(|m| matches!(m, Message::Committed { .. })), "the late copy committed: {sent:?}");
+        assert!(
+            !next_log.iter().any(|(_, r)| matches!(r, LogRecord::CommittedAlone { tx, .. } if *tx == t2)),
+            "the late copy was logged as committed"
+        );
+    }
+
+    /// Certification cannot see a write already folded into its object's base state: a prepare whose snapshot is
+    /// below the garbage-collection frontier is refused (fails without the check: T2 commits over T1's write,
+    /// which its snapshot does not contain).
+    #[test]
+    fn a_snapshot_below_the_collection_frontier_is_not_certified() {
+        let mut config = Config::new(1, DcId(0), 1);
+        config.clock = ClockKind::Physical;
+        config.certify_writes = true;
+        let p0 = PartitionId(0);
+        let coordinator = Address::Coordinator(CoordinatorId(0));
+        let mut p = Partition::replica(p0, config, 1_000);
+        p.take_lead(1_000, Lsn(0));
+        let mut log = Vec::new();
+        settle(&mut p, &mut log, 1_000);
+        let t1 = TxId { dc: DcId(0), coordinator: CoordinatorId(0), seq: 1 };
+        let zero = VectorClock::zero(1);
+        let first = Message::PrepareAndCommit { tx: t1, snapshot: zero.clone(), writes: increment(t1), oldest_open: 1 };
+        p.handle_message(2_000, coordinator, first);
+        let sent = settle(&mut p, &mut log, 2_000);
+        assert!(sent.iter().any(|m| matches!(m, Message::Committed { .. })), "{sent:?}");
+        // The DC's frontier passes T1's commit: its version is folded.
+        let gc = VectorClock::from_entries(vec![crate::Timestamp::from_micros(3_000)]);
+        p.handle_message(3_500, Address::Stabilizer, Message::Stable { stable: gc.clone(), gc, away: None });
+        settle(&mut p, &mut log, 3_500);
+        let t2 = TxId { seq: 2, ..t1 };
+        let late = Message::PrepareAndCommit { tx: t2, snapshot: zero, writes: increment(t2), oldest_open: 2 };
+        p.handle_message(4_000, coordinator, late);
+        let sent = settle(&mut p, &mut log, 4_000);
+        assert!(
+            sent.iter().any(|m| matches!(m, Message::PrepareRefused { tx, .. } if *tx == t2)),
+            "a snapshot below the frontier was certified: {sent:?}"
+        );
+    }
+}

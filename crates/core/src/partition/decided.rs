@@ -13,9 +13,11 @@
 //! what each coordinator has open (at most its idle timeout's worth of transactions).
 //!
 //! Commits are remembered through [`Partition::apply`](super::Partition), so every replica of a group, and
-//! recovery, rebuild the same memory from the log; the marks travel in the prepare records. Aborts and refusals are
-//! remembered where they happen, on the leader: forgetting one costs liveness only (a duplicate prepare is held
-//! until its outcome query is answered with an abort), never safety.
+//! recovery, rebuild the same memory from the log; the marks travel in the prepare records. So are refusals of a
+//! prepare-and-commit, which are its transaction's abort (an `Aborted` record, logged before the refusal leaves):
+//! a late copy committed by the next leader would commit a transaction its client was told aborted. Other aborts
+//! and refusals are remembered where they happen, on the leader: forgetting one costs liveness only (a duplicate
+//! two-phase prepare is held until its outcome query is answered with an abort), never safety.
 
 use crate::{CoordinatorId, Timestamp, TxId};
 use serde::{Deserialize, Serialize};

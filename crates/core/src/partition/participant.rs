@@ -62,8 +62,7 @@ impl<S: VersionStore> Partition<S> {
             return;
         }
         if let Err(reason) = self.certify(tx, &snapshot, &writes) {
-            self.decided.record(tx, Outcome::Settled);
-            self.send(from, Message::PrepareRefused { tx, reason });
+            self.refuse_prepare(from, tx, alone, reason);
             return;
         }
         let prepare_time = self.clock.tick(now_us);
@@ -102,10 +101,35 @@ impl<S: VersionStore> Partition<S> {
         self.send_after_durable(lsn, from, Message::Prepared { tx, prepare_time });
     }
 
+    /// Refuses a prepare, and remembers that the transaction ended here. A prepare-and-commit's refusal is the
+    /// transaction's abort, which its client learns at once: it is logged before the answer leaves, so that every
+    /// later leader turns away a copy of the prepare that arrives late (passed on by a deposed leader, parked at a
+    /// node that did not know the leader) instead of committing it. Before, only this leader remembered it: seed
+    /// 750 of the simulator, with bounds renewed at a quarter, committed such a copy a second after its client was
+    /// told the transaction aborted. A two-phase prepare's refusal needs no record: a late copy is prepared and
+    /// then asks its coordinator, which answers with the abort.
+    pub(super) fn refuse_prepare(&mut self, from: Address, tx: TxId, alone: bool, reason: RemoteError) {
+        self.decided.record(tx, Outcome::Settled);
+        let msg = Message::PrepareRefused { tx, reason };
+        if alone {
+            let lsn = self.persist(LogRecord::Aborted { tx });
+            self.send_after_durable(lsn, from, msg);
+        } else {
+            self.send(from, msg);
+        }
+    }
+
     /// Checks that the transaction's effects may commit on top of what is already committed or prepared here:
     /// write-write certification when configured, and the bounded counter's rights in any case.
     fn certify(&self, tx: TxId, snapshot: &VectorClock, writes: &[(ObjectId, Effect)]) -> Result<(), RemoteError> {
         let local = self.config.dc;
+        if self.config.certify_writes && !writes.is_empty() && self.store.frontier().get(local) > snapshot.get(local) {
+            // Versions this DC committed after the snapshot may already be folded into their objects' base states,
+            // where certification cannot see them: a snapshot below the frontier cannot be certified. No running
+            // transaction's snapshot is (the frontier waits for every coordinator's oldest); a late copy of a
+            // prepare can be.
+            return Err(RemoteError::SnapshotTooOld);
+        }
         if self.config.certify_writes {
             for (id, _) in writes {
                 let prepared_conflict =

@@ -283,7 +283,7 @@ impl<S: VersionStore> Partition<S> {
                 };
                 self.send(*from, msg);
             }
-            Request::Prepare(Prepare { from, tx, .. }) => self.send(*from, Message::PrepareRefused { tx: *tx, reason }),
+            Request::Prepare(Prepare { from, tx, alone, .. }) => self.refuse_prepare(*from, *tx, *alone, reason),
         }
     }
 }
