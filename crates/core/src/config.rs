@@ -39,8 +39,8 @@ pub struct Config {
     pub max_clock_ahead_us: u64,
     /// How far ahead of a hybrid clock the partition logs its clock bound ([`crate::record::LogRecord::ClockBound`]):
     /// a restarted partition starts its clock at most this far past what it exposed before the crash. A new bound
-    /// is logged when the clock comes within half of this of the last one (so about twice per this interval while
-    /// the clock follows physical time).
+    /// is logged when the clock comes within a quarter of this of the last one (so about every three quarters of
+    /// this interval while the clock follows physical time; [`crate::partition::BOUND_RENEW_DIVISOR`]).
     pub clock_bound_us: u64,
     /// Write-write certification of concurrent local updates to one object (AntidoteDB's `txn_cert`): a
     /// transaction that updates an object another transaction updated after its snapshot aborts. Off by default:

@@ -500,3 +500,28 @@ mod refusals {
         );
     }
 }
+
+#[cfg(test)]
+mod clock_bounds {
+    use super::super::Partition;
+    use super::tests::settle;
+    use crate::record::LogRecord;
+    use crate::{Config, DcId, PartitionId};
+
+    /// An idle partition on a hybrid clock renews its clock bound when the clock comes within a quarter of the last
+    /// one: about every three quarters of `clock_bound_us`, 13 or 14 times a second with the default 100 ms (20 at
+    /// half the distance, the rule before; fails with it).
+    #[test]
+    fn an_idle_partition_renews_its_clock_bound_every_three_quarters_of_the_bound() {
+        let config = Config::new(2, DcId(0), 1);
+        assert_eq!(config.clock_bound_us, 100_000);
+        let mut p = Partition::new(PartitionId(0), config, 1_000);
+        let mut log = Vec::new();
+        for now in (1_000..=1_001_000).step_by(1_000) {
+            p.handle_timeout(now);
+            settle(&mut p, &mut log, now);
+        }
+        let bounds = log.iter().filter(|(_, r)| matches!(r, LogRecord::ClockBound { .. })).count();
+        assert!((13..=15).contains(&bounds), "{bounds} clock bounds logged in one second");
+    }
+}

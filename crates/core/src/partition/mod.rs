@@ -51,6 +51,13 @@ pub const COLLECT_EAGER_OBJECTS: usize = 1_024;
 /// See [`COLLECT_EAGER_OBJECTS`].
 pub const COLLECT_INTERVALS: u64 = 10;
 
+/// A partition renews its clock bound once the clock comes within `clock_bound_us / BOUND_RENEW_DIVISOR` of the
+/// last one logged, so about every three quarters of `clock_bound_us` while the clock follows physical time. A
+/// quarter (25 ms by default) leaves a new bound many times a log write's time to become durable before a
+/// message would have to wait for it; renewing at half the distance, as before, logged half as many bounds again
+/// (each a Raft entry written by every replica of a replicated partition, the larger part of an idle group's log).
+pub const BOUND_RENEW_DIVISOR: u64 = 4;
+
 /// A transaction prepared at a partition, as a checkpoint keeps it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PreparedImage {
@@ -731,7 +738,7 @@ impl<S: VersionStore> Partition<S> {
     /// Renews the clock bound ahead of the clock, so that messages need not wait for one.
     fn renew_bound(&mut self) {
         let clock = self.clock.last();
-        if self.keeps_bound() && self.bound.due(clock, self.config.clock_bound_us / 2) {
+        if self.keeps_bound() && self.bound.due(clock, self.config.clock_bound_us / BOUND_RENEW_DIVISOR) {
             self.log_bound(clock);
         }
     }
