@@ -169,6 +169,14 @@ mod tests {
         (ObjectId::new(key, "b", CrdtType::SetAw), Crdt::new(CrdtType::SetAw).generate(&op, &mut ctx).expect("fits"))
     }
 
+    /// Transaction `t`'s increment by one of the counter `k`: its writes at the partition.
+    pub(super) fn increment(t: TxId) -> Vec<(ObjectId, Effect)> {
+        let object = ObjectId::new("k", "b", CrdtType::CounterPn);
+        let effect =
+            Crdt::new(CrdtType::CounterPn).generate(&Op::Increment(1), &mut EffectCtx::new(t.tag(), 0)).expect("fits");
+        vec![(object, effect)]
+    }
+
     fn vc(entries: [u64; 2]) -> VectorClock {
         VectorClock::from_entries(entries.iter().map(|m| Timestamp::from_micros(*m)).collect())
     }
@@ -303,10 +311,9 @@ mod tests {
 #[cfg(test)]
 mod peer_acks {
     use super::super::Partition;
-    use super::tests::settle;
+    use super::tests::{increment, settle};
     use crate::record::{LogRecord, Lsn, ACKS_LOG_INTERVAL_US};
-    use crate::{Address, ClockKind, Config, CoordinatorId, DcId, Message, ObjectId, PartitionId, TxId, VectorClock};
-    use causet_crdt::{Crdt, CrdtType, EffectCtx, Op};
+    use crate::{Address, ClockKind, Config, CoordinatorId, DcId, Message, PartitionId, TxId, VectorClock};
 
     /// Commits transaction `seq` of coordinator 0 (an increment) at `leader` at `now`: its local commit time.
     fn commit_increment(
@@ -316,13 +323,10 @@ mod peer_acks {
         now: u64,
     ) -> crate::Timestamp {
         let t = TxId { dc: DcId(0), coordinator: CoordinatorId(0), seq };
-        let object = ObjectId::new("k", "b", CrdtType::CounterPn);
-        let effect =
-            Crdt::new(CrdtType::CounterPn).generate(&Op::Increment(1), &mut EffectCtx::new(t.tag(), 0)).expect("fits");
         let msg = Message::PrepareAndCommit {
             tx: t,
             snapshot: VectorClock::zero(2),
-            writes: vec![(object, effect)],
+            writes: increment(t),
             oldest_open: seq - 1,
         };
         leader.handle_message(now, Address::Coordinator(CoordinatorId(0)), msg);
@@ -404,17 +408,9 @@ mod peer_acks {
 #[cfg(test)]
 mod refusals {
     use super::super::Partition;
-    use super::tests::settle;
+    use super::tests::{increment, settle};
     use crate::record::{LogRecord, Lsn};
-    use crate::{Address, ClockKind, Config, CoordinatorId, DcId, Message, ObjectId, PartitionId, TxId, VectorClock};
-    use causet_crdt::{Crdt, CrdtType, Effect, EffectCtx, Op};
-
-    fn increment(tx: TxId) -> Vec<(ObjectId, Effect)> {
-        let object = ObjectId::new("k", "b", CrdtType::CounterPn);
-        let effect =
-            Crdt::new(CrdtType::CounterPn).generate(&Op::Increment(1), &mut EffectCtx::new(tx.tag(), 0)).expect("fits");
-        vec![(object, effect)]
-    }
+    use crate::{Address, ClockKind, Config, CoordinatorId, DcId, Message, PartitionId, TxId, VectorClock};
 
     /// With write-write certification, a prepare-and-commit refused for a conflict with a transaction that was only
     /// prepared is the client's abort. The conflict then goes away (the other transaction aborts) and the partition

@@ -123,14 +123,14 @@ impl<S: VersionStore> Partition<S> {
     /// write-write certification when configured, and the bounded counter's rights in any case.
     fn certify(&self, tx: TxId, snapshot: &VectorClock, writes: &[(ObjectId, Effect)]) -> Result<(), RemoteError> {
         let local = self.config.dc;
-        if self.config.certify_writes && !writes.is_empty() && self.store.frontier().get(local) > snapshot.get(local) {
-            // Versions this DC committed after the snapshot may already be folded into their objects' base states,
-            // where certification cannot see them: a snapshot below the frontier cannot be certified. No running
-            // transaction's snapshot is (the frontier waits for every coordinator's oldest); a late copy of a
-            // prepare can be.
-            return Err(RemoteError::SnapshotTooOld);
-        }
         if self.config.certify_writes {
+            if !writes.is_empty() && self.store.frontier().get(local) > snapshot.get(local) {
+                // Versions this DC committed after the snapshot may already be folded into their objects' base
+                // states, where certification cannot see them: a snapshot below the frontier cannot be certified.
+                // No running transaction's snapshot is (the frontier waits for every coordinator's oldest); a late
+                // copy of a prepare can be.
+                return Err(RemoteError::SnapshotTooOld);
+            }
             for (id, _) in writes {
                 let prepared_conflict =
                     self.prepared.iter().any(|(other, p)| *other != tx && p.writes.iter().any(|(o, _)| o == id));
