@@ -5,6 +5,13 @@ use clap::{Parser, Subcommand};
 
 use causet::cluster;
 
+/// Every `causet` process (server, load generator, middleware proxy) allocates through mimalloc: the servers allocate
+/// and free many small buffers per message and per transaction, where glibc's allocator took about 15% of a loaded
+/// cluster's CPU. One node ran 12% faster with it (median of 14 alternating pairs) at 8% more resident memory
+/// (`bench/RESULTS-replication.md`, 2026-11-27).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(name = "causet", version, about = "Causet: a geo-replicated database with transactional causal consistency")]
 struct Cli {
