@@ -632,7 +632,8 @@ impl<S: Store> Middleware<S> {
 
     /// Makes `root` stable: one [`StabilizeOp`] walk against the store.
     pub async fn stabilize(&self, root: Vertex) -> Result<bool, Error> {
-        let (mut op, mut step) = StabilizeOp::start(root, STABILIZE_BUDGET, &self.stable.lock().expect("stable lock"));
+        let (mut op, mut step) =
+            StabilizeOp::start(root, STABILIZE_BUDGET, &mut self.stable.lock().expect("stable lock"));
         loop {
             let input = match step {
                 StabilizeStep::Fetch(copy) => StabilizeInput::Fetched(self.get_record(&copy).await?),

@@ -114,7 +114,7 @@ impl Session {
 /// The versions this middleware instance knows to be resolved: for each copy, the newest such version (which
 /// covers the older ones, see [`Record`]). Bounded: when full it forgets everything, which costs only repeated
 /// resolution.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Marks {
     resolved: HashMap<Copy, u64>,
     capacity: usize,
@@ -543,8 +543,12 @@ impl WriteCache {
 pub struct StabilizeOp {
     /// Vertices to visit; `true` once their requirements are on the stack above them.
     stack: Vec<(Vertex, bool)>,
-    expanded: std::collections::HashSet<Vertex>,
+    /// The vertices read in this walk, with the requirements their records gave that were not known stable.
+    expanded: HashMap<Vertex, Vec<Vertex>>,
+    /// The vertices the store confirmed in this walk, marked only when the walk ends ([`StabilizeOp::finish`]).
+    confirmed: std::collections::HashSet<Vertex>,
     current: Option<Vertex>,
+    root: Vertex,
     budget: usize,
 }
 
@@ -571,18 +575,20 @@ pub enum StabilizeInput {
 impl StabilizeOp {
     /// Starts making `root` stable, visiting at most `budget` versions (what it confirms before running out stays
     /// marked, so a later attempt goes further).
-    pub fn start(root: Vertex, budget: usize, stable: &Marks) -> (StabilizeOp, StabilizeStep) {
+    pub fn start(root: Vertex, budget: usize, stable: &mut Marks) -> (StabilizeOp, StabilizeStep) {
         let mut op = StabilizeOp {
-            stack: vec![(root, false)],
-            expanded: std::collections::HashSet::new(),
+            stack: vec![(root.clone(), false)],
+            expanded: HashMap::new(),
+            confirmed: std::collections::HashSet::new(),
             current: None,
+            root,
             budget,
         };
         let step = op.advance(stable);
         (op, step)
     }
 
-    fn advance(&mut self, stable: &Marks) -> StabilizeStep {
+    fn advance(&mut self, stable: &mut Marks) -> StabilizeStep {
         while let Some((v, expanded)) = self.stack.pop() {
             if stable.covers(&v) {
                 continue;
@@ -591,19 +597,54 @@ impl StabilizeOp {
                 self.current = Some(v.clone());
                 return StabilizeStep::Confirm(v);
             }
-            if !self.expanded.insert(v.clone()) {
-                // Already expanded in this walk: its confirmation is pending below, or it was confirmed.
+            if self.expanded.contains_key(&v) {
+                // Already read in this walk: its confirmation is pending below (a cycle, see `finish`), or done.
                 continue;
             }
             if self.budget == 0 {
-                return StabilizeStep::Done(false);
+                return self.finish(stable);
             }
             self.budget -= 1;
             let copy = v.copy();
             self.current = Some(v);
             return StabilizeStep::Fetch(copy);
         }
-        StabilizeStep::Done(true)
+        self.finish(stable)
+    }
+
+    /// Ends the walk: marks the confirmed versions whose requirements are all stable or marked with them.
+    ///
+    /// Not each version as soon as it is confirmed: a record's requirements over-approximate a version's causal
+    /// past (the folded set of an older version may name versions written after it), so the graph a walk reads can
+    /// have cycles, and a depth-first walk reaches a version whose requirement is still waiting below it on the
+    /// stack. Marking it at once (as this walk did until 2026-11-27) made a version stable while a version of its
+    /// true causal past was not in every local set, when that requirement's own confirmation then failed (the
+    /// middleware simulator's ground-truth check found it: `crates/middleware/src/sim.rs`). The set marked is the
+    /// largest set of confirmed versions each of whose requirements is stable or in the set: every version in it
+    /// is in every local set with everything its record requires, so with its whole causal past.
+    fn finish(&mut self, stable: &mut Marks) -> StabilizeStep {
+        let mut marked = std::mem::take(&mut self.confirmed);
+        loop {
+            let unsupported: Vec<Vertex> = (marked.iter())
+                .filter(|v| {
+                    let reqs = self.expanded.get(*v).expect("a confirmed version was read first");
+                    !reqs.iter().all(|r| marked.contains(r) || stable.covers(r))
+                })
+                .cloned()
+                .collect();
+            if unsupported.is_empty() {
+                break;
+            }
+            for v in unsupported {
+                marked.remove(&v);
+            }
+        }
+        let mut marked: Vec<Vertex> = marked.into_iter().collect();
+        marked.sort();
+        for v in &marked {
+            stable.mark(v.copy(), v.seq);
+        }
+        StabilizeStep::Done(stable.covers(&self.root))
     }
 
     /// Resumes the walk with the store's answer to its last step.
@@ -612,20 +653,19 @@ impl StabilizeOp {
         match input {
             StabilizeInput::Fetched(Some(record)) if record.seq() >= v.seq => {
                 self.stack.push((v.clone(), true));
-                for d in record.requirements(v.seq) {
-                    if !stable.covers(&d.vertex) {
-                        self.stack.push((d.vertex, false));
-                    }
-                }
+                let reqs: Vec<Vertex> =
+                    record.requirements(v.seq).map(|d| d.vertex).filter(|d| !stable.covers(d)).collect();
+                self.stack.extend(reqs.iter().map(|d| (d.clone(), false)));
+                self.expanded.insert(v, reqs);
                 self.advance(stable)
             }
             // Not present here: nothing in this instance's causal past is like that, but a stale queue entry may be.
-            StabilizeInput::Fetched(_) => StabilizeStep::Done(false),
+            StabilizeInput::Fetched(_) => self.finish(stable),
             StabilizeInput::Confirmed(true) => {
-                stable.mark(v.copy(), v.seq);
+                self.confirmed.insert(v);
                 self.advance(stable)
             }
-            StabilizeInput::Confirmed(false) => StabilizeStep::Done(false),
+            StabilizeInput::Confirmed(false) => self.finish(stable),
         }
     }
 
@@ -651,6 +691,7 @@ impl StabilizeOp {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::VersionDeps;
 
     type Store = HashMap<Copy, Record>;
 
@@ -835,6 +876,36 @@ mod tests {
         let fetched = Input::Fetched(copies.iter().map(|c| here.get(c).cloned()).collect());
         let Step::Cas { record, .. } = op.resume(&p, fetched, &mut alice, &Marks::new(1)) else { panic!() };
         assert_eq!(record.versions[0].deps.len(), 1);
+    }
+
+    #[test]
+    fn a_version_is_not_marked_stable_while_its_causal_past_is_not_everywhere_even_through_a_cycle() {
+        // Records over-approximate: k2's folded set names what its dropped versions 5..7 required (k0@0.4 among
+        // them), so it is also what k2@0.4 requires as read, though k0@0.4 itself came after k2@0.4. The walk from
+        // k0@0.4 reaches k2@0.5 while k0@0.4 waits below it on the stack.
+        let v = |key: &str, seq| Vertex { key: key.as_bytes().to_vec(), ls: 0, seq };
+        let record = |seq, deps: Vec<Vertex>, folded| Record {
+            value: Vec::new(),
+            clock: vec![seq],
+            versions: vec![VersionDeps {
+                seq,
+                deps: deps.into_iter().map(|vertex| Dep { vertex, level: 1 }).collect(),
+            }],
+            folded,
+        };
+        let mut here = Store::new();
+        here.insert(v("k0", 4).copy(), record(4, vec![v("k2", 4)], vec![]));
+        here.insert(v("k2", 8).copy(), record(8, vec![], vec![v("k0", 4), v("k3", 6)]));
+        here.insert(v("k3", 6).copy(), record(6, vec![v("k2", 5)], vec![]));
+        // k0@0.4 has not reached every local set; everything else has.
+        let everywhere = |x: &Vertex| x.key != b"k0";
+        let mut stable = Marks::new(16);
+        assert!(!StabilizeOp::run(v("k0", 4), 16, &mut stable, |c| here.get(c).cloned(), everywhere));
+        assert!(!stable.covers(&v("k2", 5)), "k2@0.5 requires k0@0.4, which is not everywhere");
+        assert!(stable.is_empty(), "nothing here is stable without k0@0.4");
+        // Once it is, the whole cycle is marked together.
+        assert!(StabilizeOp::run(v("k0", 4), 16, &mut stable, |c| here.get(c).cloned(), |_| true));
+        assert!(stable.covers(&v("k0", 4)) && stable.covers(&v("k2", 5)) && stable.covers(&v("k3", 6)));
     }
 
     #[test]

@@ -133,6 +133,11 @@ struct World {
     /// Exclusive writers: each instance's write cache.
     caches: Vec<Vec<WriteCache>>,
     max_record_bytes: usize,
+    /// Every version written, with what it truly depends on: the versions its writer's session had seen (as its
+    /// record first stored them) and its copy's previous version. Records fold older versions' dependencies into an
+    /// over-approximation, which may even name versions written after; this is the ground truth the stability
+    /// check follows.
+    truth: HashMap<Vertex, Vec<Vertex>>,
 }
 
 impl World {
@@ -146,6 +151,12 @@ impl World {
             return false;
         }
         self.max_record_bytes = self.max_record_bytes.max(record.encode().len());
+        if let Some(newest) = record.versions.last() {
+            let v = Vertex { key: copy.key.clone(), ls: copy.ls, seq: newest.seq };
+            let mut deps: Vec<Vertex> = newest.deps.iter().map(|d| d.vertex.clone()).collect();
+            deps.extend((v.seq > 1).then(|| Vertex { seq: v.seq - 1, ..v.clone() }));
+            self.truth.insert(v, deps);
+        }
         for to in 0..self.stores.len() as LocalSet {
             if to != ls {
                 self.in_flight.push((to, copy.clone(), record.clone()));
@@ -165,6 +176,23 @@ impl World {
     /// Whether every local set holds version `seq` of the copy or a later one (what a store confirms).
     fn everywhere(&self, v: &Vertex) -> bool {
         self.stores.iter().all(|s| s.get(&v.copy()).is_some_and(|r| r.seq() >= v.seq))
+    }
+
+    /// The first version of `v`'s causal past, `v` included, that some local set does not hold (following the
+    /// ground truth, not the records), not looking past versions `known` covers (made stable before, and checked
+    /// then).
+    fn missing_past(&self, v: &Vertex, known: &Marks) -> Option<Vertex> {
+        let (mut stack, mut seen) = (vec![v.clone()], std::collections::HashSet::new());
+        while let Some(x) = stack.pop() {
+            if !seen.insert(x.clone()) {
+                continue;
+            }
+            if !self.everywhere(&x) {
+                return Some(x);
+            }
+            stack.extend(self.truth.get(&x).into_iter().flatten().filter(|d| !known.covers(d)).cloned());
+        }
+        None
     }
 
     /// Delivers one replication message; a record older than the one present is ignored (last writer wins).
@@ -206,6 +234,7 @@ pub fn run(seed: u64, cfg: &SimConfig) -> SimOutcome {
             .map(|_| (0..cfg.instances_per_set).map(|_| WriteCache::new(cfg.mark_capacity)).collect())
             .collect(),
         max_record_bytes: 0,
+        truth: HashMap::new(),
     };
     let mut clients: Vec<Client> = (0..cfg.local_sets * cfg.sessions_per_set)
         .map(|i| Client {
@@ -412,7 +441,8 @@ fn stabilize_one(world: &mut World, cfg: &SimConfig, rng: &mut ChaCha8Rng, out: 
     let root = q.swap_remove(rng.random_range(0..q.len()));
     let mut stable = std::mem::replace(&mut world.stable[ls][i], Marks::new(1));
     let store = &world.stores[ls];
-    let mut confirmed = 0;
+    let before = stable.clone();
+    let mut confirmed = Vec::new();
     StabilizeOp::run(
         root,
         64,
@@ -420,11 +450,20 @@ fn stabilize_one(world: &mut World, cfg: &SimConfig, rng: &mut ChaCha8Rng, out: 
         |copy| store.get(copy).cloned(),
         |v| {
             let ok = world.everywhere(v);
-            confirmed += u64::from(ok);
+            if ok {
+                confirmed.push(v.clone());
+            }
             ok
         },
     );
-    out.stabilized += confirmed;
+    // The invariant that lets records leave stable versions out: a version marked stable is, with its whole causal
+    // past, in every local set's store.
+    for v in confirmed.iter().filter(|v| stable.covers(v) && !before.covers(v)) {
+        if let Some(missing) = world.missing_past(v, &before) {
+            panic!("{v} was marked stable, but {missing} in its causal past is not in every local set");
+        }
+    }
+    out.stabilized += confirmed.len() as u64;
     world.stable[ls][i] = stable;
 }
 
