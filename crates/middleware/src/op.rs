@@ -639,6 +639,7 @@ impl StabilizeOp {
                 marked.remove(&v);
             }
         }
+        // In a fixed order: a full set of marks forgets everything, and the simulator replays a seed exactly.
         let mut marked: Vec<Vertex> = marked.into_iter().collect();
         marked.sort();
         for v in &marked {

@@ -412,6 +412,25 @@ mod refusals {
     use crate::record::{LogRecord, Lsn};
     use crate::{Address, ClockKind, Config, CoordinatorId, DcId, Message, PartitionId, TxId, VectorClock};
 
+    const COORDINATOR: Address = Address::Coordinator(CoordinatorId(0));
+
+    /// One DC, write-write certification on, a physical clock.
+    fn certifying() -> Config {
+        let mut config = Config::new(1, DcId(0), 1);
+        config.clock = ClockKind::Physical;
+        config.certify_writes = true;
+        config
+    }
+
+    /// Partition 0 leading from the start (at 1 ms), with the log it wrote so far.
+    fn leader(config: Config) -> (Partition, Vec<(Lsn, LogRecord)>) {
+        let mut p = Partition::replica(PartitionId(0), config, 1_000);
+        p.take_lead(1_000, Lsn(0));
+        let mut log = Vec::new();
+        settle(&mut p, &mut log, 1_000);
+        (p, log)
+    }
+
     /// With write-write certification, a prepare-and-commit refused for a conflict with a transaction that was only
     /// prepared is the client's abort. The conflict then goes away (the other transaction aborts) and the partition
     /// changes leader; a late copy of the refused prepare reaching the new leader must not commit (fails without the
@@ -419,33 +438,25 @@ mod refusals {
     /// simulator seed 750 with bounds renewed at a quarter).
     #[test]
     fn a_refused_prepare_and_commit_is_remembered_by_the_next_leader() {
-        let mut config = Config::new(1, DcId(0), 1);
-        config.clock = ClockKind::Physical;
-        config.certify_writes = true;
-        let p0 = PartitionId(0);
-        let coordinator = Address::Coordinator(CoordinatorId(0));
-        let mut leader = Partition::replica(p0, config.clone(), 1_000);
-        leader.take_lead(1_000, Lsn(0));
-        let mut log = Vec::new();
-        settle(&mut leader, &mut log, 1_000);
+        let (mut leader, mut log) = self::leader(certifying());
         // T1 prepares (two-phase) on the object; T2, single-partition on the same object, is refused meanwhile.
         let t1 = TxId { dc: DcId(0), coordinator: CoordinatorId(0), seq: 1 };
         let t2 = TxId { seq: 2, ..t1 };
         let snapshot = VectorClock::zero(1);
         let prepare = Message::Prepare { tx: t1, snapshot: snapshot.clone(), writes: increment(t1), oldest_open: 1 };
-        leader.handle_message(2_000, coordinator, prepare);
+        leader.handle_message(2_000, COORDINATOR, prepare);
         settle(&mut leader, &mut log, 2_000);
         let refused =
             Message::PrepareAndCommit { tx: t2, snapshot: snapshot.clone(), writes: increment(t2), oldest_open: 1 };
-        leader.handle_message(3_000, coordinator, refused.clone());
+        leader.handle_message(3_000, COORDINATOR, refused.clone());
         let sent = settle(&mut leader, &mut log, 3_000);
         assert!(sent.iter().any(|m| matches!(m, Message::PrepareRefused { tx, .. } if *tx == t2)), "{sent:?}");
         assert!(log.iter().any(|(_, r)| matches!(r, LogRecord::Aborted { tx } if *tx == t2)), "the refusal is logged");
         // T1 aborts.
-        leader.handle_message(4_000, coordinator, Message::Abort { tx: t1 });
+        leader.handle_message(4_000, COORDINATOR, Message::Abort { tx: t1 });
         settle(&mut leader, &mut log, 4_000);
         // A new leader from the log; T2's late copy reaches it.
-        let mut next = Partition::replica(p0, config, 5_000);
+        let mut next = Partition::replica(PartitionId(0), certifying(), 5_000);
         for (lsn, record) in log.iter().cloned() {
             next.apply_committed(5_000, lsn, record);
         }
@@ -453,7 +464,7 @@ mod refusals {
         next.take_lead(5_000, last);
         let mut next_log = log.clone();
         settle(&mut next, &mut next_log, 5_000);
-        next.handle_message(6_000, coordinator, refused);
+        next.handle_message(6_000, COORDINATOR, refused);
         let sent = settle(&mut next, &mut next_log, 6_000);
         assert!(!sent.iter().any(|m| matches!(m, Message::Committed { .. })), "the late copy committed: {sent:?}");
         assert!(
@@ -467,19 +478,11 @@ mod refusals {
     /// which its snapshot does not contain).
     #[test]
     fn a_snapshot_below_the_collection_frontier_is_not_certified() {
-        let mut config = Config::new(1, DcId(0), 1);
-        config.clock = ClockKind::Physical;
-        config.certify_writes = true;
-        let p0 = PartitionId(0);
-        let coordinator = Address::Coordinator(CoordinatorId(0));
-        let mut p = Partition::replica(p0, config, 1_000);
-        p.take_lead(1_000, Lsn(0));
-        let mut log = Vec::new();
-        settle(&mut p, &mut log, 1_000);
+        let (mut p, mut log) = leader(certifying());
         let t1 = TxId { dc: DcId(0), coordinator: CoordinatorId(0), seq: 1 };
         let zero = VectorClock::zero(1);
         let first = Message::PrepareAndCommit { tx: t1, snapshot: zero.clone(), writes: increment(t1), oldest_open: 1 };
-        p.handle_message(2_000, coordinator, first);
+        p.handle_message(2_000, COORDINATOR, first);
         let sent = settle(&mut p, &mut log, 2_000);
         assert!(sent.iter().any(|m| matches!(m, Message::Committed { .. })), "{sent:?}");
         // The DC's frontier passes T1's commit: its version is folded.
@@ -488,7 +491,7 @@ mod refusals {
         settle(&mut p, &mut log, 3_500);
         let t2 = TxId { seq: 2, ..t1 };
         let late = Message::PrepareAndCommit { tx: t2, snapshot: zero, writes: increment(t2), oldest_open: 2 };
-        p.handle_message(4_000, coordinator, late);
+        p.handle_message(4_000, COORDINATOR, late);
         let sent = settle(&mut p, &mut log, 4_000);
         assert!(
             sent.iter().any(|m| matches!(m, Message::PrepareRefused { tx, .. } if *tx == t2)),
