@@ -434,7 +434,9 @@ impl WriteOp {
 /// enters a session's causal past through this instance was read by it — the read, or the resolution that walked
 /// to it, or the one that marked it resolved, fetched the copy — or written by it, so the entry-wise maximum of
 /// the clocks of every copy it has fetched or written dominates them. Entries are created only from a read of the
-/// store made for a write, or from a write; fetches for reads only raise the clocks of existing entries. A missing
+/// store made for a write (the store's copies dominate every version of them read before); fetches for reads and
+/// stored writes only raise the clocks of existing entries, so an entry forgotten between a write's read and its
+/// store stays forgotten. A missing
 /// entry, a failed write, a session that moved from another instance, or a lease that may have passed to
 /// another instance in between: the write reads the store, as without the cache.
 #[derive(Debug)]
@@ -492,24 +494,24 @@ impl WriteCache {
 
     /// Learns from a write's read of the store: every copy of `key`, in local-set order.
     pub fn fetched(&mut self, protocol: &Protocol, key: &[u8], records: &[Option<Record>]) {
-        let own = records[protocol.local_set as usize].as_ref();
-        self.learn(key, own, records.iter().flatten().map(|r| r.clock.as_slice()));
-    }
-
-    /// Learns this local set's copy of `key` as just stored.
-    pub fn stored(&mut self, key: &[u8], record: &Record) {
-        self.learn(key, Some(record), std::iter::once(record.clock.as_slice()));
-    }
-
-    fn learn<'a>(&mut self, key: &[u8], own: Option<&Record>, clocks: impl Iterator<Item = &'a [u64]>) {
         if self.keys.len() >= self.capacity && !self.keys.contains_key(key) {
             self.keys.clear();
         }
-        let own = own.map(|r| Record { value: Vec::new(), ..r.clone() });
+        let own = records[protocol.local_set as usize].as_ref().map(|r| Record { value: Vec::new(), ..r.clone() });
         let entry = self.keys.entry(key.to_vec()).or_insert_with(|| Cached { own: None, seen: Vec::new() });
         entry.own = own;
-        for c in clocks {
-            raise(&mut entry.seen, c);
+        for r in records.iter().flatten() {
+            raise(&mut entry.seen, &r.clock);
+        }
+    }
+
+    /// Learns this local set's copy of `key` as just stored. Only an entry that exists is updated: one that was
+    /// forgotten while the write was in flight missed the reads in between (nothing raised it), and the written
+    /// record's clock covers only what the write itself read, so the next write reads the store instead.
+    pub fn stored(&mut self, key: &[u8], record: &Record) {
+        if let Some(entry) = self.keys.get_mut(key) {
+            entry.own = Some(Record { value: Vec::new(), ..record.clone() });
+            raise(&mut entry.seen, &record.clock);
         }
     }
 
@@ -923,5 +925,56 @@ mod tests {
         assert!(!stable.covers(&last));
         assert!(StabilizeOp::run(last.clone(), 10, &mut stable, fetch, |_| true));
         assert!(stable.covers(&last) && stable.len() == 10);
+    }
+
+    /// A record with `clock` and no dependencies, as a write cache sees it.
+    fn clocked(clock: &[u64], ls: usize) -> Record {
+        Record {
+            value: Vec::new(),
+            clock: clock.to_vec(),
+            versions: vec![VersionDeps { seq: clock[ls], deps: Vec::new() }],
+            folded: Vec::new(),
+        }
+    }
+
+    /// Seed 2428 of the exclusive-writer simulation (3,000 seeds): the cache was cleared while a write was in
+    /// flight (the instance restarted; in the driver, a lease renewal found a gap, or another key filled the
+    /// cache), a read then fetched a newer copy of the key from another local set (nothing to raise: no entry), and
+    /// the write's store recreated the entry from its own record alone. The next write ranked below the version the
+    /// session had read, and the session read that version again after writing over it.
+    #[test]
+    fn a_write_cache_cleared_while_a_write_is_in_flight_does_not_come_back_without_the_reads_in_between() {
+        let p = protocol(0);
+        let key = b"k".as_slice();
+        let copies = p.copies(key);
+        let other_newer = clocked(&[1, 5], 1);
+        for forget in [
+            (|c: &mut WriteCache| c.clear()) as fn(&mut WriteCache),
+            |c: &mut WriteCache| c.fetched(&protocol(0), b"j", &[None, None]), // a full cache forgets everything
+        ] {
+            let mut cache = WriteCache::new(1);
+            cache.fetched(&p, key, &[Some(clocked(&[1, 1], 0)), Some(clocked(&[0, 1], 1))]);
+            forget(&mut cache);
+            cache.observe(&copies, &[Some(clocked(&[1, 1], 0)), Some(other_newer.clone())]);
+            cache.stored(key, &clocked(&[2, 1], 0));
+            if let Some(records) = cache.copies_for_write(&p, key) {
+                let mut seen = vec![0; 2];
+                for r in records.iter().flatten() {
+                    raise(&mut seen, &r.clock);
+                }
+                assert!(
+                    seen[1] >= other_newer.clock[1],
+                    "the cache answers a write with {seen:?}, below the read of {:?}",
+                    other_newer.clock
+                );
+            }
+        }
+        // Without the gap, a stored write keeps what reads raised.
+        let mut cache = WriteCache::new(4);
+        cache.fetched(&p, key, &[Some(clocked(&[1, 1], 0)), Some(clocked(&[0, 1], 1))]);
+        cache.observe(&copies, &[Some(clocked(&[1, 1], 0)), Some(other_newer.clone())]);
+        cache.stored(key, &clocked(&[2, 1], 0));
+        let records = cache.copies_for_write(&p, key).expect("cached");
+        assert_eq!(records[1].as_ref().map(|r| r.clock.clone()), Some(vec![2, 5]));
     }
 }
