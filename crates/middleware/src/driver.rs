@@ -637,14 +637,11 @@ impl<S: Store> Middleware<S> {
         loop {
             let input = match step {
                 StabilizeStep::Fetch(copy) => StabilizeInput::Fetched(self.get_record(&copy).await?),
-                StabilizeStep::Confirm(v) => {
-                    let confirmed = self.store.stabilize(&v.copy(), v.seq).await?;
-                    if confirmed {
-                        self.stats.stabilized.fetch_add(1, Ordering::Relaxed);
-                    }
-                    StabilizeInput::Confirmed(confirmed)
+                StabilizeStep::Confirm(v) => StabilizeInput::Confirmed(self.store.stabilize(&v.copy(), v.seq).await?),
+                StabilizeStep::Done(done) => {
+                    self.stats.stabilized.fetch_add(op.marked as u64, Ordering::Relaxed);
+                    return Ok(done);
                 }
-                StabilizeStep::Done(done) => return Ok(done),
             };
             step = op.resume(input, &mut self.stable.lock().expect("stable lock"));
         }

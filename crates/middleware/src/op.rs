@@ -552,6 +552,9 @@ pub struct StabilizeOp {
     current: Option<Vertex>,
     root: Vertex,
     budget: usize,
+    /// Versions the walk marked stable when it ended (confirmed ones whose requirements were not all stable are
+    /// not counted).
+    pub marked: usize,
 }
 
 /// What a [`StabilizeOp`] asks for next, or its result.
@@ -585,6 +588,7 @@ impl StabilizeOp {
             current: None,
             root,
             budget,
+            marked: 0,
         };
         let step = op.advance(stable);
         (op, step)
@@ -647,6 +651,7 @@ impl StabilizeOp {
         for v in &marked {
             stable.mark(v.copy(), v.seq);
         }
+        self.marked = marked.len();
         StabilizeStep::Done(stable.covers(&self.root))
     }
 

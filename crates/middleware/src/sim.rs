@@ -462,8 +462,8 @@ fn stabilize_one(world: &mut World, cfg: &SimConfig, rng: &mut ChaCha8Rng, out: 
         if let Some(missing) = world.missing_past(v, &before) {
             panic!("{v} was marked stable, but {missing} in its causal past is not in every local set");
         }
+        out.stabilized += 1;
     }
-    out.stabilized += confirmed.len() as u64;
     world.stable[ls][i] = stable;
 }
 
