@@ -272,6 +272,11 @@ pub struct ReplicaStats {
     /// Reads for the nearest replica that this follower passed on to the leader (it had not applied their
     /// snapshot yet).
     pub nearest_reads_passed_on: u64,
+    /// Writes (entries, hard state or a snapshot made durable together) handed to the driver: one per round of
+    /// the group that had something to store, however many entries it carried.
+    pub writes: u64,
+    /// Entries those Writes carried.
+    pub written_entries: u64,
 }
 
 /// One replica of a replicated partition. See the module documentation.
@@ -720,6 +725,8 @@ impl Replica {
                 match out {
                     GroupOutput::Write { ready, snapshot, entries, hard_state } => {
                         self.last_write = ready;
+                        self.stats.writes += 1;
+                        self.stats.written_entries += entries.len() as u64;
                         let snapshot = snapshot.map(|s| Box::new(self.install(*s)));
                         self.outputs.push_back(ReplicaOutput::Write { ready, snapshot, entries, hard_state })
                     }

@@ -70,6 +70,10 @@ pub struct Metrics {
     pub replica_apply_lag: Family<PartitionLabel, Gauge<u64, AtomicU64>>,
     /// Per replica: times it started serving as leader (elections won).
     pub replica_terms_led: Family<PartitionLabel, Counter>,
+    /// Per replica: Writes handed to the storage engine, and the log entries they carried.
+    pub replica_writes: Family<PartitionLabel, Counter>,
+    /// Per replica: log entries its Writes carried.
+    pub replica_written_entries: Family<PartitionLabel, Counter>,
     /// Per replica: times a serving leader stepped down and rebuilt its partition.
     pub replica_step_downs: Family<PartitionLabel, Counter>,
     /// Per replica: times it handed leadership back to the partition's home node.
@@ -164,6 +168,8 @@ impl Metrics {
         let replica_index = Family::<Vec<(&'static str, String)>, Gauge<u64, AtomicU64>>::default();
         let replica_apply_lag = Family::<PartitionLabel, Gauge<u64, AtomicU64>>::default();
         let replica_terms_led = Family::<PartitionLabel, Counter>::default();
+        let replica_writes = Family::<PartitionLabel, Counter>::default();
+        let replica_written_entries = Family::<PartitionLabel, Counter>::default();
         let replica_step_downs = Family::<PartitionLabel, Counter>::default();
         let replica_handovers = Family::<PartitionLabel, Counter>::default();
         let replica_checkpoints = Family::<PartitionLabel, Counter>::default();
@@ -249,6 +255,16 @@ impl Metrics {
             replica_apply_lag.clone(),
         );
         registry.register("replica_terms_led", "Terms this node's replica served as leader", replica_terms_led.clone());
+        registry.register(
+            "replica_writes",
+            "Writes this node's replica handed to the storage engine (one per Raft round with something to store)",
+            replica_writes.clone(),
+        );
+        registry.register(
+            "replica_written_entries",
+            "Raft log entries carried by this node's replica's Writes",
+            replica_written_entries.clone(),
+        );
         registry.register(
             "replica_step_downs",
             "Times a serving leader here stepped down and rebuilt its partition from the log",
@@ -368,6 +384,8 @@ impl Metrics {
             replica_index,
             replica_apply_lag,
             replica_terms_led,
+            replica_writes,
+            replica_written_entries,
             replica_step_downs,
             replica_handovers,
             replica_checkpoints,
@@ -415,6 +433,8 @@ impl Metrics {
             }
             self.replica_apply_lag.get_or_create(&label).set(r.commit.saturating_sub(r.applied));
             raise(&self.replica_terms_led.get_or_create(&label), r.terms_led);
+            raise(&self.replica_writes.get_or_create(&label), r.writes);
+            raise(&self.replica_written_entries.get_or_create(&label), r.written_entries);
             raise(&self.replica_step_downs.get_or_create(&label), r.reloads);
             raise(&self.replica_handovers.get_or_create(&label), r.handovers);
             raise(&self.replica_checkpoints.get_or_create(&label), r.checkpoints);
@@ -555,6 +575,8 @@ mod tests {
             snapshot_streams_received: 0,
             followers: vec![crate::status::FollowerStatus { node: 2, matched: 38, lag: 3, snapshot: false }],
             terms_led,
+            writes: 11,
+            written_entries: 29,
             reloads: 1,
             handovers: 0,
             membership: crate::status::MembershipStatus {
@@ -628,6 +650,8 @@ mod tests {
             "causet_replica_index{partition=\"3\",kind=\"applied\"} 37",
             "causet_replica_apply_lag_entries{partition=\"3\"} 3",
             "causet_replica_terms_led_total{partition=\"3\"} 2",
+            "causet_replica_writes_total{partition=\"3\"} 11",
+            "causet_replica_written_entries_total{partition=\"3\"} 29",
             "causet_replica_step_downs_total{partition=\"3\"} 1",
             "causet_replica_index{partition=\"3\",kind=\"first\"} 12",
             "causet_replica_checkpoints_total{partition=\"3\"} 4",

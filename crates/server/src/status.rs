@@ -112,6 +112,10 @@ pub struct ReplicaStatus {
     pub followers: Vec<FollowerStatus>,
     /// Terms this replica started serving as leader.
     pub terms_led: u64,
+    /// Writes this replica handed to the storage engine (one per group round with something to store).
+    pub writes: u64,
+    /// Log entries those Writes carried.
+    pub written_entries: u64,
     /// Times a serving leader stepped down and rebuilt its partition from the committed log.
     pub reloads: u64,
     /// Times this replica handed leadership back to the partition's home node.
@@ -283,6 +287,8 @@ impl ShardStatus {
                         })
                         .collect(),
                     terms_led: r.stats().terms_led,
+                    writes: r.stats().writes,
+                    written_entries: r.stats().written_entries,
                     reloads: r.stats().reloads,
                     handovers: r.stats().handovers,
                     membership: MembershipStatus::of(r),
