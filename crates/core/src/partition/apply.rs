@@ -523,4 +523,44 @@ mod clock_bounds {
         let bounds = log.iter().filter(|(_, r)| matches!(r, LogRecord::ClockBound { .. })).count();
         assert!((13..=15).contains(&bounds), "{bounds} clock bounds logged in one second");
     }
+
+    /// A partition that logs a record every 10 ms renews its bound right after one of them, never on its own
+    /// (each bound follows a transaction's record, so it takes that record's Raft round); fails when bounds are
+    /// renewed on the timer only. The bound stays at most `clock_bound_us` past the clock.
+    #[test]
+    fn a_busy_partition_renews_its_clock_bound_with_the_records_it_logs() {
+        let config = Config::new(2, DcId(0), 1);
+        let bound_us = config.clock_bound_us;
+        let mut p = Partition::new(PartitionId(0), config, 1_000);
+        let mut log = Vec::new();
+        let mut seq = 0;
+        for now in (1_000..=1_001_000).step_by(1_000) {
+            if now % 10_000 == 0 {
+                seq += 1;
+                let tx = crate::TxId { dc: DcId(0), coordinator: crate::CoordinatorId(0), seq };
+                let snapshot = crate::VectorClock::zero(2);
+                let writes = super::tests::increment(tx);
+                let msg = crate::Message::PrepareAndCommit { tx, snapshot, writes, oldest_open: seq };
+                p.handle_message(now, crate::Address::Coordinator(crate::CoordinatorId(0)), msg);
+            }
+            p.handle_timeout(now);
+            settle(&mut p, &mut log, now);
+        }
+        let committed = log.iter().filter(|(_, r)| matches!(r, LogRecord::CommittedAlone { .. })).count();
+        assert!(committed >= 90, "{committed} transactions committed");
+        let mut alone = 0;
+        let mut bounds = 0;
+        for (i, (_, r)) in log.iter().enumerate() {
+            if let LogRecord::ClockBound { until } = r {
+                bounds += 1;
+                // The first is logged at the start, before any transaction.
+                if i > 0 && !matches!(log[i - 1].1, LogRecord::CommittedAlone { .. }) {
+                    alone += 1;
+                }
+                assert!(until.micros() <= 1_001_000 + bound_us + 1_000, "a bound {until} far past the clock");
+            }
+        }
+        assert!(bounds >= 15, "{bounds} bounds in a second");
+        assert_eq!(alone, 0, "{alone} of {bounds} bounds did not follow a transaction's record");
+    }
 }

@@ -13,7 +13,8 @@
 //! at that moment (the invariant asserted in [`BoundKeeper::release`]). A message that finds the clock above the
 //! durable bound waits for a new bound, `clock_bound_us` past the clock, to be durable; and the partition renews
 //! the bound on its timer once the clock comes within a quarter of that distance ([`super::BOUND_RENEW_DIVISOR`]),
-//! so in steady state no message waits.
+//! so in steady state no message waits; a partition logging other records renews it with one of them once within
+//! half ([`super::BOUND_RIDE_DIVISOR`]), so that the bound shares that record's log write (and Raft round).
 //! Recovery starts the clock at the largest bound in the log or the checkpoint: at most `clock_bound_us` past
 //! what was exposed. (A leader of a replicated partition does the same with its bound in the group's log, so a
 //! new leader starts above whatever the old one exposed.)
