@@ -70,7 +70,7 @@ pub struct Metrics {
     pub replica_apply_lag: Family<PartitionLabel, Gauge<u64, AtomicU64>>,
     /// Per replica: times it started serving as leader (elections won).
     pub replica_terms_led: Family<PartitionLabel, Counter>,
-    /// Per replica: Writes handed to the storage engine, and the log entries they carried.
+    /// Per replica: Writes handed to the storage engine (one per Raft round with something to store).
     pub replica_writes: Family<PartitionLabel, Counter>,
     /// Per replica: log entries its Writes carried.
     pub replica_written_entries: Family<PartitionLabel, Counter>,

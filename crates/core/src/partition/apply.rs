@@ -503,9 +503,9 @@ mod refusals {
 #[cfg(test)]
 mod clock_bounds {
     use super::super::Partition;
-    use super::tests::settle;
+    use super::tests::{increment, settle};
     use crate::record::LogRecord;
-    use crate::{Config, DcId, PartitionId};
+    use crate::{Address, Config, CoordinatorId, DcId, Message, PartitionId, TxId, VectorClock};
 
     /// An idle partition on a hybrid clock renews its clock bound when the clock comes within a quarter of the last
     /// one: about every three quarters of `clock_bound_us`, 13 or 14 times a second with the default 100 ms (20 at
@@ -537,11 +537,14 @@ mod clock_bounds {
         for now in (1_000..=1_001_000).step_by(1_000) {
             if now % 10_000 == 0 {
                 seq += 1;
-                let tx = crate::TxId { dc: DcId(0), coordinator: crate::CoordinatorId(0), seq };
-                let snapshot = crate::VectorClock::zero(2);
-                let writes = super::tests::increment(tx);
-                let msg = crate::Message::PrepareAndCommit { tx, snapshot, writes, oldest_open: seq };
-                p.handle_message(now, crate::Address::Coordinator(crate::CoordinatorId(0)), msg);
+                let tx = TxId { dc: DcId(0), coordinator: CoordinatorId(0), seq };
+                let msg = Message::PrepareAndCommit {
+                    tx,
+                    snapshot: VectorClock::zero(2),
+                    writes: increment(tx),
+                    oldest_open: seq,
+                };
+                p.handle_message(now, Address::Coordinator(CoordinatorId(0)), msg);
             }
             p.handle_timeout(now);
             settle(&mut p, &mut log, now);

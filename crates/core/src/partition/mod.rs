@@ -716,7 +716,7 @@ impl<S: VersionStore> Partition<S> {
         let lsn = self.last_lsn;
         self.outputs.push_back(PartitionOutput::Persist { lsn, record });
         if !upkeep {
-            self.renew_bound_with_record();
+            self.renew_bound_within(BOUND_RIDE_DIVISOR);
         }
         lsn
     }
@@ -749,16 +749,15 @@ impl<S: VersionStore> Partition<S> {
 
     /// Renews the clock bound ahead of the clock, so that messages need not wait for one.
     fn renew_bound(&mut self) {
-        let clock = self.clock.last();
-        if self.keeps_bound() && self.bound.due(clock, self.config.clock_bound_us / BOUND_RENEW_DIVISOR) {
-            self.log_bound(clock);
-        }
+        self.renew_bound_within(BOUND_RENEW_DIVISOR);
     }
 
-    /// Renews the clock bound early, right after a record the partition logs anyway ([`BOUND_RIDE_DIVISOR`]).
-    fn renew_bound_with_record(&mut self) {
+    /// Logs a new clock bound if the clock is within `clock_bound_us / divisor` of the last one: at a quarter on the
+    /// timer ([`BOUND_RENEW_DIVISOR`]), at half right after a record the partition logs anyway
+    /// ([`BOUND_RIDE_DIVISOR`]).
+    fn renew_bound_within(&mut self, divisor: u64) {
         let clock = self.clock.last();
-        if self.keeps_bound() && self.bound.due(clock, self.config.clock_bound_us / BOUND_RIDE_DIVISOR) {
+        if self.keeps_bound() && self.bound.due(clock, self.config.clock_bound_us / divisor) {
             self.log_bound(clock);
         }
     }
