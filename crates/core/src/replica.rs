@@ -248,6 +248,57 @@ enum Role {
     Serving { term: u64 },
 }
 
+/// How many durations fell in each of a fixed set of buckets, cumulatively since the replica started, and their
+/// sum: what a Prometheus histogram exposes. Bucket `i` holds the durations of at most
+/// [`Durations::FIRST_BOUND_US`] · 2^i µs (100 µs to about 1.6 s); the last one holds everything longer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Durations {
+    counts: [u64; Durations::BUCKETS],
+    sum_us: u64,
+}
+
+impl Durations {
+    /// The number of buckets, the last one unbounded.
+    pub const BUCKETS: usize = 16;
+    /// The upper bound of the first bucket, in µs.
+    pub const FIRST_BOUND_US: u64 = 100;
+
+    /// Counts one duration.
+    pub fn record(&mut self, us: u64) {
+        let bucket = (0..Self::BUCKETS - 1).find(|i| us <= Self::FIRST_BOUND_US << i).unwrap_or(Self::BUCKETS - 1);
+        self.counts[bucket] += 1;
+        self.sum_us = self.sum_us.saturating_add(us);
+    }
+
+    /// Adds another replica's counts to these.
+    pub fn merge(&mut self, other: &Durations) {
+        for (mine, theirs) in self.counts.iter_mut().zip(other.counts) {
+            *mine += theirs;
+        }
+        self.sum_us = self.sum_us.saturating_add(other.sum_us);
+    }
+
+    /// The durations counted.
+    pub fn count(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    /// Their sum, in µs.
+    pub fn sum_us(&self) -> u64 {
+        self.sum_us
+    }
+
+    /// Each bucket's upper bound in µs (none: the last, unbounded one) with the durations counted in it.
+    pub fn buckets(&self) -> impl Iterator<Item = (Option<u64>, u64)> + '_ {
+        self.counts.iter().enumerate().map(|(i, n)| ((i < Self::BUCKETS - 1).then(|| Self::FIRST_BOUND_US << i), *n))
+    }
+
+    /// The durations counted that were longer than `bound_us`, one of the buckets' bounds.
+    pub fn longer_than(&self, bound_us: u64) -> u64 {
+        self.buckets().skip_while(|(b, _)| b.is_some_and(|b| b <= bound_us)).map(|(_, n)| n).sum()
+    }
+}
+
 /// Counters of a replica, for status pages.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReplicaStats {
@@ -277,6 +328,12 @@ pub struct ReplicaStats {
     pub writes: u64,
     /// Entries those Writes carried.
     pub written_entries: u64,
+    /// Raft rounds as this replica led them: from proposing a record of its partition to learning it committed (a
+    /// majority stored it), each record counted once.
+    pub rounds: Durations,
+    /// Writes from handing one to the driver to hearing it durable (the storage engine's queue and write, and the
+    /// report's way back).
+    pub write_durations: Durations,
 }
 
 /// One replica of a replicated partition. See the module documentation.
@@ -310,6 +367,11 @@ pub struct Replica {
     installing: Option<Checkpoint>,
     /// The number of the last Write handed out.
     last_write: u64,
+    /// When each Write not yet reported durable was handed out, by number ([`ReplicaStats::write_durations`]).
+    writes_out: VecDeque<(u64, u64)>,
+    /// When each record a serving leader proposed and has not seen commit was proposed, by log position
+    /// ([`ReplicaStats::rounds`]); emptied when it stops serving.
+    proposed_at: VecDeque<(Lsn, u64)>,
     /// The nodes of the DC.
     nodes: NodeIndex,
     /// Until this replica is a voter: the node whose replica it is to replace ([`Hosted::replaces`]).
@@ -383,6 +445,8 @@ impl Replica {
             installing: None,
             parts,
             last_write: 0,
+            writes_out: VecDeque::new(),
+            proposed_at: VecDeque::new(),
             compact_after: None,
             nodes: topology.nodes(topology.dc()),
             replaces: hosted.replaces,
@@ -546,6 +610,9 @@ impl Replica {
         // node, which left its group (Writes of each replica are numbered from 1).
         if ready > self.last_write {
             return;
+        }
+        while let Some((_, at)) = self.writes_out.pop_front_if(|(number, _)| *number <= ready) {
+            self.stats.write_durations.record(now_us.saturating_sub(at));
         }
         self.group.handle_written(ready);
         if let Some((_, through)) = self.compact_after.take_if(|(after, _)| ready > *after) {
@@ -725,6 +792,7 @@ impl Replica {
                 match out {
                     GroupOutput::Write { ready, snapshot, entries, hard_state } => {
                         self.last_write = ready;
+                        self.writes_out.push_back((ready, now_us));
                         self.stats.writes += 1;
                         self.stats.written_entries += entries.len() as u64;
                         let snapshot = snapshot.map(|s| Box::new(self.install(*s)));
@@ -812,7 +880,7 @@ impl Replica {
     fn propose(&mut self, now_us: u64, lsn: Lsn, record: &LogRecord) {
         let data = postcard::to_allocvec(record).expect("a log record serializes");
         match self.group.propose(data) {
-            Ok(proposal) if proposal.index == lsn => {}
+            Ok(proposal) if proposal.index == lsn => self.proposed_at.push_back((lsn, now_us)),
             // Deposed (the role change follows), over the group's uncommitted limit, or the log took another
             // entry at this index: the record will not commit where the partition staged it. Start over from the
             // committed log; the senders of what the record answered retry.
@@ -824,6 +892,9 @@ impl Replica {
     fn committed(&mut self, now_us: u64, index: Lsn, term: u64, data: &[u8]) {
         if let Role::Serving { term: led } = self.role {
             if term == led {
+                while let Some((_, at)) = self.proposed_at.pop_front_if(|(lsn, _)| *lsn <= index) {
+                    self.stats.rounds.record(now_us.saturating_sub(at));
+                }
                 self.partition.handle_persisted(now_us, index);
                 return;
             }
@@ -850,6 +921,7 @@ impl Replica {
         }
         self.role = self.unserved_role();
         self.pending_checkpoint = None;
+        self.proposed_at.clear();
         if self.group.first_index() > Lsn(1) {
             self.stale = true;
             self.load();
@@ -1314,6 +1386,51 @@ mod tests {
         c.hold_writes.remove(&followers[0]);
         c.run(20_000);
         assert!(committed_at(&c.replies(), tx(1)).is_some(), "a majority holds it: acknowledged");
+    }
+
+    #[test]
+    fn durations_fall_in_doubling_buckets() {
+        let mut d = Durations::default();
+        for us in [0, 100, 101, 250, 3_000_000, 10_000_000] {
+            d.record(us);
+        }
+        assert_eq!(d.count(), 6);
+        assert_eq!(d.sum_us(), 13_000_451);
+        let buckets: Vec<_> = d.buckets().collect();
+        assert_eq!(buckets.len(), Durations::BUCKETS);
+        assert_eq!(buckets[0], (Some(100), 2), "0 and 100 µs: at or below the first bound");
+        assert_eq!(buckets[1], (Some(200), 1));
+        assert_eq!(buckets[2], (Some(400), 1));
+        assert_eq!(buckets[Durations::BUCKETS - 2], (Some(100 << 14), 0));
+        assert_eq!(buckets.last().copied(), Some((None, 2)), "3 s and 10 s are above every bound (1.6 s)");
+        assert_eq!((d.longer_than(100), d.longer_than(200), d.longer_than(100 << 14)), (4, 3, 2));
+        let mut merged = d;
+        merged.merge(&d);
+        assert_eq!((merged.count(), merged.sum_us(), merged.longer_than(100)), (12, 26_000_902, 8));
+    }
+
+    #[test]
+    fn a_leader_times_its_rounds_and_each_replica_its_writes() {
+        let mut c = Cluster::new();
+        let leader = c.elect();
+        c.replies();
+        let stats = |c: &Cluster, n: usize| c.replicas[n].as_ref().expect("running").stats();
+        let followers: Vec<usize> = (0..3).filter(|n| *n != leader).collect();
+        assert_eq!(stats(&c, leader).rounds.longer_than(25_600), 0, "nothing held yet: every round is quick");
+        assert!(stats(&c, leader).rounds.count() > 0, "the election's entries were timed");
+        // Both followers' disks hang for 50 ms: the round of the increment's record takes that long.
+        c.hold_writes.extend(followers.iter().copied());
+        c.send(leader, increment(tx(1)));
+        c.run(50_000);
+        c.hold_writes.clear();
+        c.run(20_000);
+        assert!(committed_at(&c.replies(), tx(1)).is_some());
+        assert!(stats(&c, leader).rounds.longer_than(25_600) >= 1, "the held round was timed as such");
+        assert_eq!(stats(&c, leader).write_durations.longer_than(25_600), 0, "the leader's own disk never hung");
+        for f in followers {
+            assert!(stats(&c, f).write_durations.longer_than(25_600) >= 1, "follower {f}'s held Write was timed");
+            assert_eq!(stats(&c, f).rounds.count(), 0, "a follower proposes nothing");
+        }
     }
 
     #[test]

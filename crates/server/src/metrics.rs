@@ -15,6 +15,8 @@ type PartitionLabel = Vec<(&'static str, String)>;
 /// The node's metrics.
 pub struct Metrics {
     registry: Registry,
+    /// The node's replicas' Raft rounds and Writes, timed, summed over its replicas at scrape time.
+    replica_durations: std::sync::Arc<ReplicaDurations>,
     /// Transactions started (interactive and static).
     pub started: Counter,
     /// Transactions committed.
@@ -265,6 +267,8 @@ impl Metrics {
             "Raft log entries carried by this node's replica's Writes",
             replica_written_entries.clone(),
         );
+        let replica_durations = std::sync::Arc::new(ReplicaDurations::default());
+        registry.register_collector(Box::new(replica_durations.clone()));
         registry.register(
             "replica_step_downs",
             "Times a serving leader here stepped down and rebuilt its partition from the log",
@@ -357,6 +361,7 @@ impl Metrics {
         );
         Self {
             registry,
+            replica_durations,
             started,
             committed,
             aborted,
@@ -419,6 +424,12 @@ impl Metrics {
     pub fn observe_shards(&self, shards: &[ShardStatus]) {
         // Only what this node leads now: a partition that moved away leaves no stale follower lag behind.
         self.replica_follower_lag.clear();
+        let (mut rounds, mut writes) = Default::default();
+        for r in shards.iter().flat_map(|s| &s.replicas) {
+            causet_core::replica::Durations::merge(&mut rounds, &r.rounds);
+            causet_core::replica::Durations::merge(&mut writes, &r.write_durations);
+        }
+        *self.replica_durations.0.lock().expect("not poisoned") = (rounds, writes);
         for r in shards.iter().flat_map(|s| &s.replicas) {
             let label = vec![("partition", r.id.to_string())];
             for f in &r.followers {
@@ -518,6 +529,45 @@ impl Metrics {
     }
 }
 
+/// The node's replicas' Raft rounds and Writes, timed in the core ([`causet_core::replica::Durations`]) and
+/// exposed as two histograms. The core counts since each replica started: a replica that leaves the node takes its
+/// counts with it, so these may fall (the status is summed afresh at every scrape).
+#[derive(Debug, Default)]
+struct ReplicaDurations(std::sync::Mutex<(causet_core::replica::Durations, causet_core::replica::Durations)>);
+
+impl prometheus_client::collector::Collector for ReplicaDurations {
+    fn encode(&self, mut encoder: prometheus_client::encoding::DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let (rounds, writes) = *self.0.lock().expect("not poisoned");
+        let described = [
+            (
+                "replica_round_seconds",
+                "Raft rounds led by this node's replicas: from proposing a record to learning that a majority stored \
+                 it",
+                rounds,
+            ),
+            (
+                "replica_write_seconds",
+                "Writes of this node's replicas: from handing one to the storage engine to hearing it durable",
+                writes,
+            ),
+        ];
+        for (name, help, d) in described {
+            // Per bucket: the encoder sums them up.
+            let buckets: Vec<(f64, u64)> =
+                d.buckets().map(|(us, n)| (us.map_or(f64::INFINITY, |us| us as f64 / 1e6), n)).collect();
+            let mut metric =
+                encoder.encode_descriptor(name, help, None, prometheus_client::metrics::MetricType::Histogram)?;
+            metric.encode_histogram::<prometheus_client::encoding::NoLabelSet>(
+                d.sum_us() as f64 / 1e6,
+                d.count(),
+                &buckets,
+                None,
+            )?;
+        }
+        Ok(())
+    }
+}
+
 /// Raises a counter to a total kept elsewhere (the node's status, the storage engine's statistics), read at scrape
 /// time: totals only grow while the process runs, and so does the counter.
 pub fn raise(counter: &Counter, total: u64) {
@@ -556,6 +606,14 @@ mod tests {
     use super::*;
     use crate::status::{PartitionStatus, ReplicaStatus};
 
+    fn durations(us: &[u64]) -> causet_core::replica::Durations {
+        let mut d = causet_core::replica::Durations::default();
+        for u in us {
+            d.record(*u);
+        }
+        d
+    }
+
     fn shard(terms_led: u64, resends: u64, duplicates: u64) -> ShardStatus {
         let replica = ReplicaStatus {
             id: 3,
@@ -577,6 +635,8 @@ mod tests {
             terms_led,
             writes: 11,
             written_entries: 29,
+            rounds: durations(&[150, 3_000]),
+            write_durations: durations(&[80]),
             reloads: 1,
             handovers: 0,
             membership: crate::status::MembershipStatus {
@@ -638,6 +698,21 @@ mod tests {
     }
 
     #[test]
+    fn round_and_write_times_are_summed_over_the_nodes_replicas() {
+        let m = Metrics::new();
+        m.observe_shards(&[shard(1, 2, 0), shard(1, 2, 0)]);
+        let text = m.encode(false);
+        for line in [
+            "causet_replica_round_seconds_count 4",
+            "causet_replica_round_seconds_bucket{le=\"0.0002\"} 2",
+            "causet_replica_write_seconds_count 2",
+            "# TYPE causet_replica_round_seconds histogram",
+        ] {
+            assert!(text.lines().any(|l| l == line), "missing {line:?} in:\n{text}");
+        }
+    }
+
+    #[test]
     fn replica_metrics_follow_the_status_and_counters_rise_to_its_totals() {
         let m = Metrics::new();
         m.observe_shards(&[shard(1, 2, 0)]);
@@ -651,6 +726,14 @@ mod tests {
             "causet_replica_apply_lag_entries{partition=\"3\"} 3",
             "causet_replica_terms_led_total{partition=\"3\"} 2",
             "causet_replica_writes_total{partition=\"3\"} 11",
+            // One replica: rounds of 150 µs and 3 ms, a Write of 80 µs.
+            "causet_replica_round_seconds_count 2",
+            "causet_replica_round_seconds_sum 0.00315",
+            "causet_replica_round_seconds_bucket{le=\"0.0001\"} 0",
+            "causet_replica_round_seconds_bucket{le=\"0.0002\"} 1",
+            "causet_replica_round_seconds_bucket{le=\"0.0032\"} 2",
+            "causet_replica_round_seconds_bucket{le=\"+Inf\"} 2",
+            "causet_replica_write_seconds_bucket{le=\"0.0001\"} 1",
             "causet_replica_written_entries_total{partition=\"3\"} 29",
             "causet_replica_step_downs_total{partition=\"3\"} 1",
             "causet_replica_index{partition=\"3\",kind=\"first\"} 12",

@@ -116,6 +116,12 @@ pub struct ReplicaStatus {
     pub writes: u64,
     /// Log entries those Writes carried.
     pub written_entries: u64,
+    /// Raft rounds this replica led, timed (`/metrics` only: `causet_replica_round_seconds`).
+    #[serde(skip)]
+    pub rounds: causet_core::replica::Durations,
+    /// Its Writes, timed (`/metrics` only: `causet_replica_write_seconds`).
+    #[serde(skip)]
+    pub write_durations: causet_core::replica::Durations,
     /// Times a serving leader stepped down and rebuilt its partition from the committed log.
     pub reloads: u64,
     /// Times this replica handed leadership back to the partition's home node.
@@ -289,6 +295,8 @@ impl ShardStatus {
                     terms_led: r.stats().terms_led,
                     writes: r.stats().writes,
                     written_entries: r.stats().written_entries,
+                    rounds: r.stats().rounds,
+                    write_durations: r.stats().write_durations,
                     reloads: r.stats().reloads,
                     handovers: r.stats().handovers,
                     membership: MembershipStatus::of(r),
