@@ -1144,6 +1144,8 @@ mod tests {
         part_bytes: usize,
         /// Parts of large messages lost on the way, while this is above zero (one each).
         lose_parts: usize,
+        /// DCs in the world (this one is DC 0; the others only send replication messages by hand).
+        dcs: u16,
         now: u64,
     }
 
@@ -1172,6 +1174,7 @@ mod tests {
                 clock_bound_us: 2_000_000,
                 part_bytes: Config::new(1, DcId(0), 1).raft_part_bytes,
                 lose_parts: 0,
+                dcs: 1,
                 now: 1_000_000,
             };
             for n in 0..nodes {
@@ -1189,11 +1192,11 @@ mod tests {
         }
 
         fn start(&self, n: usize) -> Replica {
-            let mut config = Config::new(1, DcId(0), 1);
+            let mut config = Config::new(self.dcs, DcId(0), 1);
             // A bound far ahead of the clock, so that a new leader's clock is above it only if it was raised there.
             config.clock_bound_us = self.clock_bound_us;
             config.raft_part_bytes = self.part_bytes;
-            let topology = Topology::new(DcId(0), 1, 1, self.nodes as NodeIndex).with_replicas(3);
+            let topology = Topology::new(DcId(0), self.dcs, 1, self.nodes as NodeIndex).with_replicas(3);
             let durable = self.disks[n].clone();
             let checkpoint = self.checkpoints[n].clone();
             let generation = self.generations[n];
@@ -1338,8 +1341,12 @@ mod tests {
         }
 
         fn send(&mut self, n: usize, msg: Message) {
+            self.send_from(n, COORD, msg);
+        }
+
+        fn send_from(&mut self, n: usize, from: Address, msg: Message) {
             let r = self.replicas[n].as_mut().expect("up");
-            r.handle_message(self.now, COORD, msg);
+            r.handle_message(self.now, from, msg);
             self.settle();
         }
 
@@ -1576,6 +1583,68 @@ mod tests {
         assert_eq!(r.partition.prepared_count(), 0, "the staged transaction survived the step-down");
         assert!(r.partition.recent_commit(tx(1)).is_none() && r.partition.recent_commit(tx(2)).is_some());
         assert_eq!(committed_at(&c.replies(), tx(1)), None, "a commit that never reached a majority was acknowledged");
+    }
+
+    #[test]
+    fn a_remote_transaction_a_deposed_leader_made_visible_comes_again_and_reads_wait_for_it() {
+        const PEER: DcId = DcId(1);
+        let mut c = Cluster::new();
+        c.dcs = 2;
+        for n in 0..3 {
+            c.restart(n);
+        }
+        let old = c.elect();
+        c.replies();
+        // DC 1's increment of `k`, durable there, reaches a leader cut off from its followers.
+        let t = TxId { dc: PEER, coordinator: CoordinatorId(0), seq: 1 };
+        let effect =
+            Crdt::new(CrdtType::CounterPn).generate(&Op::Increment(1), &mut EffectCtx::new(t.tag(), 0)).expect("fits");
+        let at = Timestamp::from_micros(c.now - 100_000);
+        let commit = VectorClock::from_entries(vec![Timestamp::ZERO, at]);
+        let object = ObjectId::new("k", "b", CrdtType::CounterPn);
+        let remote = crate::replication::ReplicatedTx {
+            tx: t,
+            snapshot: VectorClock::zero(2),
+            commit,
+            writes: vec![(object, effect)],
+        };
+        let replicate =
+            Message::Replicate { since: Timestamp::ZERO, txs: vec![remote], up_to: at, gc: None, away: Vec::new() };
+        let origin = Address::Peer(PEER, P);
+        c.cut.insert(old);
+        c.send_from(old, origin, replicate.clone());
+        // Visible at once where it was logged, though only this replica holds its record.
+        assert!(c.replicas[old].as_ref().expect("up").partition.pvc().get(PEER) >= at, "visible when logged");
+        let acked = |c: &mut Cluster| -> Vec<Timestamp> {
+            let acks = c.out.iter().filter(|e| e.to == origin).filter_map(|e| match &e.msg {
+                Message::ReplicateAck { up_to, .. } => Some(*up_to),
+                _ => None,
+            });
+            let acks = acks.collect();
+            c.out.retain(|e| e.to != origin);
+            acks
+        };
+        c.run(400_000);
+        let new = c.leader().filter(|n| *n != old).expect("the others elect a leader");
+        let early = acked(&mut c);
+        assert!(
+            !early.is_empty() && early.iter().all(|a| *a < at),
+            "acknowledged before a majority held it: {early:?}"
+        );
+        // The new leader has not got it: a read at a snapshot that covers it waits.
+        let snapshot = VectorClock::from_entries(vec![Timestamp::from_micros(c.now), at]);
+        c.send(new, read(snapshot).msg);
+        c.run(20_000);
+        assert!(!c.replies().iter().any(|m| matches!(m, Message::ReadReply { .. })), "served without the transaction");
+        // The origin resends from what this DC acknowledged: the read is served, with it.
+        c.send_from(new, origin, replicate);
+        c.run(20_000);
+        assert!(acked(&mut c).iter().any(|a| *a >= at), "durable at the new leader's majority: acknowledged");
+        let value = c.replies().into_iter().find_map(|m| match m {
+            Message::ReadReply { result, .. } => Some(result.expect("a value")[0].value()),
+            _ => None,
+        });
+        assert_eq!(value, Some(causet_crdt::Value::Counter(1)));
     }
 
     /// Elects a leader and commits transactions 1 to 5 through it (and 6, and compacts every log, if `compacted`).

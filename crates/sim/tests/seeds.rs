@@ -255,13 +255,14 @@ fn seeds_where_followers_serve_reads_pass() {
 
 /// Seeds with the coordinators' lease cache (HoneyPot's reads): transactions read at a window of snapshots
 /// narrowed by the cached states' visibility boxes; every history must still be TCC, with nothing lost. The first
-/// twelve seeds that draw a cache, which mix one and several DCs and nodes, replicated partitions, crashes and
-/// small memory bounds.
+/// sixteen seeds that draw a cache, which mix one and several DCs and nodes, replicated partitions, crashes and
+/// small memory bounds. (Twelve until remote transactions became visible when logged: the timing moved, and the
+/// gate that bypasses a cache with too few hits no longer closed in any of them; it does in seed 35.)
 #[test]
 fn seeds_where_caches_serve_reads_pass() {
     let mut failures = Vec::new();
     let (mut hits, mut fetches, mut bypassed) = (0, 0, 0);
-    let cached: Vec<u64> = (0..).filter(|&s| SimConfig::from_seed(s).cache.is_some()).take(12).collect();
+    let cached: Vec<u64> = (0..).filter(|&s| SimConfig::from_seed(s).cache.is_some()).take(16).collect();
     for seed in cached {
         let r = run_seed(seed, None);
         if !r.passed() {

@@ -8,9 +8,9 @@
 //! A record this partition writes changes its state in two steps. Some of its effect cannot wait for the disk:
 //! a prepared transaction must hold pvc back and take part in certification from the moment its prepare time is
 //! issued, or a read or a conflicting prepare could slip in below it before the record is durable. The rest must
-//! wait for the disk: nothing a client or another DC may observe (a visible commit, a remote transaction's
-//! effects) may be lost by a crash. So the live path *stages* a record when it writes it, and [`Partition::apply`]
-//! does the rest once the record is durable:
+//! wait for the disk: nothing a client or another DC may observe (a visible commit, an acknowledgement) may be lost
+//! by a crash. So the live path *stages* a record when it writes it, and [`Partition::apply`] does the rest once
+//! the record is durable:
 //!
 //! - `Prepared`: staged, the transaction is prepared (it holds pvc back and is certified against). Applied, it is
 //!   prepared unless it was staged; durability adds nothing else.
@@ -19,8 +19,10 @@
 //!   (the store, the replication sender, the clock, the recent commits).
 //! - `CommittedAlone`: staged, the transaction is prepared with its commit recorded. Applied, it is a `Prepared`
 //!   and a `Committed` record in one.
-//! - `Remote`: staged, the transaction was received and its position is pending (holding pvc for its origin below
-//!   it). Applied, it is received unless staged (a duplicate of what was received is skipped), and its effects
+//! - `Remote`: the exception. The live path makes the transaction visible when it logs the record (it is durable
+//!   at its origin, which resends it until this DC acknowledges it) and holds only its acknowledgement until the
+//!   record is durable ([`AfterDurable::RemoteDurable`]); such a record never comes to `apply`. Applied (recovery,
+//!   a follower, a rebuilt leader), it is received unless a duplicate of what was received, and its effects
 //!   become visible.
 //! - `Aborted`: staged, the transaction is no longer prepared. Applied, it is forgotten unless staged.
 //! - `Fenced`: staged, the promise made to a termination is kept (a prepared transaction ignores its dead
@@ -33,7 +35,7 @@
 //!
 //! # Where the live path still differs
 //!
-//! The live path applies its `Committed`, `CommittedAlone` and `Remote` records through `apply` when
+//! The live path applies its `Committed` and `CommittedAlone` records through `apply` when
 //! [`Partition::handle_persisted`] reports them durable (they wait in `after_durable`); recovery applies every
 //! record, and what a checkpoint holds of records not yet applied, through it. Otherwise:
 //!
@@ -50,10 +52,9 @@
 //! - State that does not survive a crash is not rebuilt: an abort also ends a termination this partition leads
 //!   and drops a prepare still waiting for the clock ([`Partition::handle_message`]); a restored partition has
 //!   neither.
-//! - A record is staged at most once, by the partition that wrote it: `apply` recognises a staged `Remote` record
-//!   by the pending position it left, so a partition must not both stage and be handed a record it did not write.
 //!
 //! [`AfterDurable::Send`]: super::AfterDurable::Send
+//! [`AfterDurable::RemoteDurable`]: super::AfterDurable::RemoteDurable
 
 use super::{Outcome, Partition};
 use crate::record::{LogRecord, Lsn};
@@ -87,7 +88,8 @@ impl<S: VersionStore> Partition<S> {
                 self.apply(now_us, lsn, LogRecord::Committed { tx, commit });
             }
             LogRecord::Remote { origin, tx } => {
-                if self.take_staged_remote(origin, &tx) || self.receive_logged_remote(origin, &tx) {
+                // (The live path applied the records it logged itself when it logged them: they never come here.)
+                if self.receive_logged_remote(origin, &tx) {
                     self.apply_remote(origin, tx);
                 }
             }

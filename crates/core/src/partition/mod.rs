@@ -203,6 +203,8 @@ enum AfterDurable {
     /// Apply a record this partition wrote (and staged when it wrote it: see the `apply` module), then release
     /// the reply, if any.
     Apply(LogRecord, Option<Envelope>),
+    /// A remote transaction from this origin, applied when it was logged, is durable: it may be acknowledged.
+    RemoteDurable(DcId),
 }
 
 /// A partition of one DC, over a multi-version object store `S` (the in-memory [`Store`] unless built with
@@ -596,6 +598,7 @@ impl<S: VersionStore> Partition<S> {
             let (lsn_of_action, action) = self.after_durable.pop_front().expect("front exists");
             match action {
                 AfterDurable::Send(envelope) => self.emit(envelope),
+                AfterDurable::RemoteDurable(origin) => self.remote_durable(origin),
                 AfterDurable::Apply(record, reply) => {
                     self.apply(now_us, lsn_of_action, record);
                     if let Some(envelope) = reply {
@@ -694,15 +697,12 @@ impl<S: VersionStore> Partition<S> {
             assert!(candidate >= old, "cure: pvc never moves backwards ({candidate} < {old})");
         }
         self.pvc.set(local, candidate.max(old));
-        // Remote entries: everything of an origin below its queue's head (or below a persisted transaction not yet
-        // applied) is applied, and nothing else is coming at or below the origin's promise.
+        // Remote entries: everything of an origin below its queue's head is applied, and nothing else is coming at
+        // or below the origin's promise.
         for (origin, inbound) in &self.inbound {
             let mut bound = inbound.up_to;
             if let Some(head) = inbound.queue.front() {
                 bound = bound.min(head.commit.get(*origin).prev());
-            }
-            if let Some((first, _)) = self.remote_pending.get(origin).and_then(|p| p.front()) {
-                bound = bound.min(first.prev());
             }
             if bound > self.pvc.get(*origin) {
                 self.pvc.set(*origin, bound);
@@ -805,7 +805,13 @@ impl<S: VersionStore> Partition<S> {
                 None => return,
             }
         }
-        self.store.collect(lowered.as_ref().unwrap_or(&gc));
+        // Never past this partition's own pvc. The DC's frontier is below every pvc reported, but this partition's
+        // may have fallen back below what its predecessor reported (a new leader, a restart: remote transactions
+        // applied before their records were durable come again, `process_inbound`); a version that arrives below
+        // the store's frontier would miss the versions already folded.
+        let mut frontier = lowered.unwrap_or_else(|| gc.clone());
+        frontier.merge_min(&self.pvc);
+        self.store.collect(&frontier);
         self.dc_gc = Some(gc);
     }
 

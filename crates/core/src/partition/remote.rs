@@ -8,6 +8,7 @@ use crate::replication::ReplicatedTx;
 use crate::store::VersionStore;
 use crate::{Address, DcId, Envelope, Message, Timestamp};
 use causet_crdt::Stamp;
+use std::collections::VecDeque;
 
 impl<S: VersionStore> Partition<S> {
     /// Queues a batch of another DC's transactions and applies what it can.
@@ -31,20 +32,25 @@ impl<S: VersionStore> Partition<S> {
         self.serve_waiting(now_us);
     }
 
-    /// Whether this partition logged the remote transaction itself and has not applied it yet (the live path:
-    /// it was received and queued when logged); if so, it is no longer pending.
-    pub(super) fn take_staged_remote(&mut self, origin: DcId, tx: &ReplicatedTx) -> bool {
-        let Some(pending) = self.remote_pending.get_mut(&origin).filter(|p| !p.is_empty()) else { return false };
-        let staged = pending.pop_front();
-        assert_eq!(
-            staged,
-            Some((tx.commit.get(origin), tx.tx)),
-            "remote records become durable in the order they were logged"
-        );
-        true
+    /// A remote transaction this partition logged (and applied when it logged it) is durable: its origin may
+    /// now hear it acknowledged.
+    pub(super) fn remote_durable(&mut self, origin: DcId) {
+        let durable = self.remote_pending.get_mut(&origin).and_then(VecDeque::pop_front);
+        assert!(durable.is_some(), "a remote record became durable that was never logged");
     }
 
-    /// Receives a durable remote transaction this partition did not stage (recovery), and says whether it is new.
+    /// The position up to which this partition holds every transaction of `origin` durably: what it acknowledges.
+    /// Below pvc by the transactions applied but not yet durable (`process_inbound`).
+    pub(super) fn durable_from(&self, origin: DcId) -> Timestamp {
+        let pvc = self.pvc.get(origin);
+        match self.remote_pending.get(&origin).and_then(VecDeque::front) {
+            Some((first, _)) => pvc.min(first.prev()),
+            None => pvc,
+        }
+    }
+
+    /// Receives a durable remote transaction this partition did not log itself (recovery, a follower, a rebuilt
+    /// leader), and says whether it is new.
     /// Remote records are logged in the origin's order, contiguously after what the checkpoint holds, so the
     /// stream is complete up to just below this one (another transaction may share its commit time); a resend
     /// brings the rest.
@@ -63,7 +69,8 @@ impl<S: VersionStore> Partition<S> {
         true
     }
 
-    /// Makes a remote transaction visible. Called by `apply` once its record is durable. pvc for its origin advances in
+    /// Makes a remote transaction visible: on the live path when its record is logged (`process_inbound`), else by
+    /// `apply` for a record this partition did not log. pvc for its origin advances in
     /// [`Partition::refresh_pvc`]: Cure Alg. 4 line 17 sets pvc[i] = T.c[i], which assumes commit times unique per
     /// origin; here another transaction of the same origin may share T's commit time and still be queued, so pvc[i]
     /// stops just below the first transaction not yet applied.
@@ -100,10 +107,19 @@ impl<S: VersionStore> Partition<S> {
                 }
                 let inbound = self.inbound.get_mut(&origin).expect("origins come from the map");
                 let tx = inbound.queue.pop_front().expect("head exists");
-                // Staged: received, and pending until its record is durable (which holds pvc[origin] below it).
+                // Logged, and visible at once; acknowledged to the origin only once durable (the pending position
+                // holds the acknowledgement below it, `durable_from`). The transaction is durable at its origin,
+                // which resends everything past what this DC acknowledged: if this record is lost (a crash, a
+                // deposed leader), the transaction comes again, and meanwhile a read at a snapshot that covered it
+                // waits for it here, as every read waits for pvc. Cure applies a remote transaction on receipt; a
+                // DC that waited for its own log write (and Raft round) before making it visible added that to the
+                // remote visibility delay (docs/cure-in-causet.md, departure 5).
                 let lsn = self.persist(LogRecord::Remote { origin, tx: tx.clone() });
                 self.remote_pending.entry(origin).or_default().push_back((tx.commit.get(origin), tx.tx));
-                self.after_durable.push_back((lsn, AfterDurable::Apply(LogRecord::Remote { origin, tx }, None)));
+                self.after_durable.push_back((lsn, AfterDurable::RemoteDurable(origin)));
+                let position = (tx.commit.get(origin), tx.tx);
+                self.apply_remote(origin, tx);
+                debug_assert_eq!(self.remote_applied.get(&origin), Some(&position));
             }
         }
         self.refresh_pvc(now_us);
@@ -149,8 +165,11 @@ impl<S: VersionStore> Partition<S> {
             self.emit(Envelope { from, to: Address::Peer(o.to, self.id), msg });
         }
         let mut acks = Vec::new();
-        for (d, inbound) in self.inbound.iter_mut() {
-            acks.push((*d, self.pvc.get(*d), std::mem::take(&mut inbound.gap)));
+        let origins: Vec<DcId> = self.inbound.keys().copied().collect();
+        for d in origins {
+            let durable = self.durable_from(d);
+            let inbound = self.inbound.get_mut(&d).expect("origins come from the map");
+            acks.push((d, durable, std::mem::take(&mut inbound.gap)));
         }
         for (origin, up_to, gap) in acks {
             let msg = Message::ReplicateAck { up_to, gap };
@@ -164,5 +183,80 @@ impl<S: VersionStore> Partition<S> {
         if let Some(after) = self.replicator.next_read() {
             self.outputs.push_back(PartitionOutput::ReadLog { after });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Partition, PartitionOutput};
+    use crate::record::{LogRecord, Lsn};
+    use crate::replication::ReplicatedTx;
+    use crate::store::VersionStore;
+    use crate::{Address, ClockKind, Config, CoordinatorId, DcId, Message, ObjectId, PartitionId, Timestamp, TxId};
+    use crate::{Envelope, VectorClock};
+    use causet_crdt::{Crdt, CrdtType, EffectCtx, Op, Value};
+
+    const PEER: DcId = DcId(1);
+
+    fn at(entries: [u64; 2]) -> VectorClock {
+        VectorClock::from_entries(entries.iter().map(|m| Timestamp::from_micros(*m)).collect())
+    }
+
+    /// Runs the partition's timers at `now` and returns the acknowledged position it sent its peer, if any.
+    fn ack(p: &mut Partition, now: u64) -> Option<Timestamp> {
+        p.handle_timeout(now);
+        let mut acked = None;
+        while let Some(out) = p.poll_output() {
+            if let PartitionOutput::Send(Envelope { msg: Message::ReplicateAck { up_to, .. }, .. }) = out {
+                acked = Some(up_to);
+            }
+        }
+        acked
+    }
+
+    #[test]
+    fn a_remote_transaction_is_visible_once_logged_and_acknowledged_only_once_durable() {
+        // A physical clock keeps no clock bound: messages leave without a durable record of their own.
+        let mut config = Config::new(2, DcId(0), 1);
+        config.clock = ClockKind::Physical;
+        let mut p = Partition::new(PartitionId(0), config, 1_000);
+        let t = TxId { dc: PEER, coordinator: CoordinatorId(0), seq: 1 };
+        let id = ObjectId::new("z", "b", CrdtType::SetAw);
+        let effect = Crdt::new(CrdtType::SetAw)
+            .generate(&Op::Add(vec![b"r".to_vec()]), &mut EffectCtx::new(t.tag(), 0))
+            .expect("fits");
+        let commit = at([0, 500]);
+        let remote =
+            ReplicatedTx { tx: t, snapshot: at([0, 0]), commit: commit.clone(), writes: vec![(id.clone(), effect)] };
+        let msg = Message::Replicate {
+            since: Timestamp::ZERO,
+            txs: vec![remote],
+            up_to: Timestamp::from_micros(600),
+            gc: None,
+            away: Vec::new(),
+        };
+        p.handle_message(1_500, Address::Peer(PEER, PartitionId(0)), msg);
+        let mut logged = None;
+        while let Some(out) = p.poll_output() {
+            if let PartitionOutput::Persist { lsn, record: LogRecord::Remote { .. } } = out {
+                logged = Some(lsn);
+            }
+        }
+        let logged: Lsn = logged.expect("the remote transaction is logged");
+
+        // Not durable yet, and visible: pvc covers it, and a read at a snapshot that contains it sees its write.
+        assert!(p.pvc().get(PEER) >= commit.get(PEER), "pvc passes the logged transaction");
+        let value = p.store.read(&id, &at([1_400, 600])).expect("readable").value();
+        assert!(
+            matches!(&value, Value::Set(s) if s.contains(&b"r".to_vec())),
+            "the remote write is visible: {value:?}"
+        );
+        // Acknowledged only below it: the origin resends it if this record is lost.
+        let acked = ack(&mut p, 3_000).expect("an acknowledgement each replication interval");
+        assert!(acked < commit.get(PEER), "acknowledged {acked} before its record ({:?}) is durable", logged);
+
+        p.handle_persisted(3_100, logged);
+        let acked = ack(&mut p, 5_000).expect("an acknowledgement");
+        assert!(acked >= Timestamp::from_micros(600), "durable: acknowledged up to the origin's promise ({acked})");
     }
 }
