@@ -424,13 +424,11 @@ impl Metrics {
     pub fn observe_shards(&self, shards: &[ShardStatus]) {
         // Only what this node leads now: a partition that moved away leaves no stale follower lag behind.
         self.replica_follower_lag.clear();
-        let (mut rounds, mut writes) = Default::default();
+        let mut rounds = causet_core::replica::Durations::default();
+        let mut writes = causet_core::replica::Durations::default();
         for r in shards.iter().flat_map(|s| &s.replicas) {
-            causet_core::replica::Durations::merge(&mut rounds, &r.rounds);
-            causet_core::replica::Durations::merge(&mut writes, &r.write_durations);
-        }
-        *self.replica_durations.0.lock().expect("not poisoned") = (rounds, writes);
-        for r in shards.iter().flat_map(|s| &s.replicas) {
+            rounds.merge(&r.rounds);
+            writes.merge(&r.write_durations);
             let label = vec![("partition", r.id.to_string())];
             for f in &r.followers {
                 let labels = vec![("partition", r.id.to_string()), ("follower", f.node.to_string())];
@@ -460,6 +458,7 @@ impl Metrics {
                 raise(&self.replica_nearest_reads.get_or_create(&labels), total);
             }
         }
+        *self.replica_durations.0.lock().expect("not poisoned") = (rounds, writes);
         let mut lag = std::collections::BTreeMap::new();
         for (peer, ms) in shards.iter().flat_map(|s| &s.partitions).flat_map(|p| &p.replication_lag_ms) {
             let most = lag.entry(*peer).or_insert(0);

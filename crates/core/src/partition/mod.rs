@@ -255,9 +255,9 @@ pub struct Partition<S = Store> {
     duplicate_prepares: u64,
     replicator: Replicator,
     inbound: BTreeMap<DcId, Inbound>,
-    /// Per origin, the stream positions of the remote transactions this partition logged and has not applied yet
-    /// (the records themselves wait in `after_durable`).
-    remote_pending: BTreeMap<DcId, VecDeque<(Timestamp, TxId)>>,
+    /// Per origin, the commit times of the remote transactions this partition logged (and applied) whose records
+    /// are not durable yet, in log order: what it may not acknowledge yet (`Partition::durable_from`).
+    remote_pending: BTreeMap<DcId, VecDeque<Timestamp>>,
     /// Per origin, the stream position of the last remote transaction applied.
     remote_applied: BTreeMap<DcId, (Timestamp, TxId)>,
     next_replication_us: u64,

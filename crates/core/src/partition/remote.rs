@@ -44,7 +44,7 @@ impl<S: VersionStore> Partition<S> {
     pub(super) fn durable_from(&self, origin: DcId) -> Timestamp {
         let pvc = self.pvc.get(origin);
         match self.remote_pending.get(&origin).and_then(VecDeque::front) {
-            Some((first, _)) => pvc.min(first.prev()),
+            Some(first) => pvc.min(first.prev()),
             None => pvc,
         }
     }
@@ -115,11 +115,9 @@ impl<S: VersionStore> Partition<S> {
                 // DC that waited for its own log write (and Raft round) before making it visible added that to the
                 // remote visibility delay (docs/cure-in-causet.md, departure 5).
                 let lsn = self.persist(LogRecord::Remote { origin, tx: tx.clone() });
-                self.remote_pending.entry(origin).or_default().push_back((tx.commit.get(origin), tx.tx));
+                self.remote_pending.entry(origin).or_default().push_back(tx.commit.get(origin));
                 self.after_durable.push_back((lsn, AfterDurable::RemoteDurable(origin)));
-                let position = (tx.commit.get(origin), tx.tx);
                 self.apply_remote(origin, tx);
-                debug_assert_eq!(self.remote_applied.get(&origin), Some(&position));
             }
         }
         self.refresh_pvc(now_us);
