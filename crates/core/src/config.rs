@@ -88,6 +88,11 @@ pub struct Config {
     /// ([`crate::parts`]), so that other messages go between them.
     #[serde(default = "default_raft_part_bytes")]
     pub raft_part_bytes: usize,
+    /// A replicated partition's election timeout: a follower that hears from no leader for this long (plus a
+    /// random part of as much again) campaigns, and a leader that hears from no quorum for this long steps down.
+    /// Rounded up to whole Raft ticks of 10 ms, at least three.
+    #[serde(default = "default_raft_election_timeout_us")]
+    pub raft_election_timeout_us: u64,
     /// A deliberate bug, for checker validation only. Honoured only where the build allows it; the state machines
     /// ask [`crate::bugs`] rather than reading this.
     pub bug: Option<Bug>,
@@ -99,6 +104,10 @@ fn default_ring_failover_us() -> u64 {
 
 fn default_raft_part_bytes() -> usize {
     1 << 20
+}
+
+fn default_raft_election_timeout_us() -> u64 {
+    300_000
 }
 
 impl Config {
@@ -133,6 +142,7 @@ impl Config {
             cache: None,
             placement: crate::placement::Placement::full(),
             raft_part_bytes: default_raft_part_bytes(),
+            raft_election_timeout_us: default_raft_election_timeout_us(),
             bug: None,
         }
     }

@@ -416,6 +416,9 @@ impl Replica {
         let voters = topology.replicas(id).nodes.iter().map(|n| replica_id(*n, 0)).collect();
         let mut group_config = GroupConfig::new(hosted.id, voters);
         group_config.election_seed = election_seed;
+        group_config.election_ticks =
+            config.raft_election_timeout_us.div_ceil(group_config.tick_us).max(group_config.heartbeat_ticks as u64 + 1)
+                as usize;
         // Snapshots that go in parts are reported to raft when they arrived (or did not), not when they left.
         group_config.report_snapshots_above = config.raft_part_bytes;
         // The checkpoint holds every entry up to its lsn applied, and the membership as of it; the group hands out
@@ -1140,6 +1143,7 @@ mod tests {
         nodes: usize,
         /// The partitions' clock bound, µs ahead of the clock.
         clock_bound_us: u64,
+        election_timeout_us: u64,
         /// Raft messages larger than this travel in parts.
         part_bytes: usize,
         /// Parts of large messages lost on the way, while this is above zero (one each).
@@ -1172,6 +1176,7 @@ mod tests {
                 removed: BTreeSet::new(),
                 nodes,
                 clock_bound_us: 2_000_000,
+                election_timeout_us: Config::new(1, DcId(0), 1).raft_election_timeout_us,
                 part_bytes: Config::new(1, DcId(0), 1).raft_part_bytes,
                 lose_parts: 0,
                 dcs: 1,
@@ -1196,6 +1201,7 @@ mod tests {
             // A bound far ahead of the clock, so that a new leader's clock is above it only if it was raised there.
             config.clock_bound_us = self.clock_bound_us;
             config.raft_part_bytes = self.part_bytes;
+            config.raft_election_timeout_us = self.election_timeout_us;
             let topology = Topology::new(DcId(0), self.dcs, 1, self.nodes as NodeIndex).with_replicas(3);
             let durable = self.disks[n].clone();
             let checkpoint = self.checkpoints[n].clone();
@@ -1340,6 +1346,17 @@ mod tests {
             panic!("no leader after 1 s")
         }
 
+        /// Runs until a replica other than `old` serves (the others elect a leader), at most 2 s.
+        fn elect_other(&mut self, old: usize) -> usize {
+            for _ in 0..200 {
+                if let Some(l) = self.leader().filter(|l| *l != old) {
+                    return l;
+                }
+                self.run(10_000);
+            }
+            panic!("the others elected no leader in 2 s")
+        }
+
         fn send(&mut self, n: usize, msg: Message) {
             self.send_from(n, COORD, msg);
         }
@@ -1465,6 +1482,30 @@ mod tests {
         assert!(back.recent_commit(tx(1)).is_some() && back.recent_commit(tx(2)).is_some());
     }
 
+    #[test]
+    fn followers_wait_the_configured_election_timeout_before_they_replace_a_dead_leader() {
+        for (timeout_us, quiet_us) in [(100_000, 90_000), (1_000_000, 950_000)] {
+            let mut c = Cluster::new();
+            c.election_timeout_us = timeout_us;
+            for n in 0..3 {
+                c.restart(n);
+            }
+            let old = c.elect();
+            c.run(100_000);
+            c.crash(old);
+            // A follower campaigns after the timeout and a random part of as much again.
+            c.run(quiet_us);
+            assert_eq!(c.leader(), None, "timeout {timeout_us} µs: elected too soon");
+            for _ in 0..(2 * timeout_us / 10_000 + 50) {
+                if c.leader().is_some() {
+                    break;
+                }
+                c.run(10_000);
+            }
+            assert!(c.leader().is_some_and(|l| l != old), "timeout {timeout_us} µs: no new leader");
+        }
+    }
+
     /// Every live replica checkpoints; one more commit makes the checkpoints' compaction reach memory (a
     /// replica compacts once a Write after its checkpoint is durable, which shows the checkpoint is too).
     fn checkpoint_all(c: &mut Cluster, leader: usize, t: TxId) {
@@ -1547,8 +1588,7 @@ mod tests {
         let loads = c.loads[leader];
         c.cut.insert(leader);
         c.send(leader, increment(tx(7)));
-        c.run(400_000);
-        let new = c.leader().filter(|n| *n != leader).expect("the others elect a leader");
+        let new = c.elect_other(leader);
         c.send(new, increment(tx(8)));
         c.run(20_000);
         c.cut.clear();
@@ -1569,8 +1609,7 @@ mod tests {
         c.cut.insert(old);
         c.send(old, increment(tx(1)));
         assert_eq!(c.replicas[old].as_ref().map(|r| r.partition.prepared_count()), Some(1), "staged");
-        c.run(400_000);
-        let new = c.leader().filter(|n| *n != old).expect("the others elect a leader");
+        let new = c.elect_other(old);
         c.send(new, increment(tx(2)));
         c.run(20_000);
         assert!(committed_at(&c.replies(), tx(2)).is_some());
@@ -1624,8 +1663,7 @@ mod tests {
             c.out.retain(|e| e.to != origin);
             acks
         };
-        c.run(400_000);
-        let new = c.leader().filter(|n| *n != old).expect("the others elect a leader");
+        let new = c.elect_other(old);
         let early = acked(&mut c);
         assert!(
             !early.is_empty() && early.iter().all(|a| *a < at),

@@ -98,6 +98,9 @@ pub struct ServerConfig {
     /// one, each partition is a Raft group: a commit is acknowledged once a majority of its replicas hold it, and
     /// the DC keeps serving it while a majority is up. 1 (the default): each partition lives on one node.
     pub replicas: u16,
+    /// With `replicas` above 1: how long a partition's replica hears from no leader before it campaigns (plus a
+    /// random part of as much again), and a leader from no quorum before it steps down, ms.
+    pub election_timeout_ms: u64,
     /// Where this node accepts links from other DCs and from the other nodes of its DC.
     pub replication_bind: SocketAddr,
     /// The other DCs' nodes, with the emulated WAN delay towards each.
@@ -224,6 +227,7 @@ impl Default for ServerConfig {
             first_nodes: None,
             retired_nodes: Vec::new(),
             replicas: 1,
+            election_timeout_ms: 300,
             replication_bind: "127.0.0.1:8089".parse().expect("a valid address"),
             peers: Vec::new(),
             replication_interval_ms: 1,
@@ -323,6 +327,9 @@ impl ServerConfig {
         if self.clock_bound_ms == 0 || self.clock_bound_ms > 10_000 {
             return bad("clock_bound_ms must be between 1 and 10000");
         }
+        if !(30..=60_000).contains(&self.election_timeout_ms) {
+            return bad("election_timeout_ms must be between 30 and 60000");
+        }
         if self.cache_mb == 0 || self.cache_mb > 1 << 20 {
             return bad("cache_mb must be between 1 and 1048576");
         }
@@ -415,6 +422,7 @@ impl ServerConfig {
         c.retired_nodes = self.retired_nodes.clone();
         c.clock = self.clock;
         c.clock_bound_us = self.clock_bound_ms * 1_000;
+        c.raft_election_timeout_us = self.election_timeout_ms * 1_000;
         c.protocol = self.protocol;
         c.certify_writes = self.certify_writes;
         c.placement = self.placement.placement();
@@ -476,6 +484,9 @@ mod tests {
         let c: ServerConfig = toml::from_str("clock_bound_ms = 20").expect("parses");
         assert_eq!(c.protocol().clock_bound_us, 20_000);
         assert!(ServerConfig { clock_bound_ms: 0, ..ServerConfig::default() }.validate().is_err());
+        let c: ServerConfig = toml::from_str("election_timeout_ms = 1000").expect("parses");
+        assert_eq!(c.protocol().raft_election_timeout_us, 1_000_000);
+        assert!(ServerConfig { election_timeout_ms: 20, ..ServerConfig::default() }.validate().is_err());
         let c: ServerConfig = toml::from_str("memtable_mb = 8\ncache_mb = 32").expect("parses");
         assert_eq!((c.memtable_mb, c.cache_mb), (8, 32));
         assert!(ServerConfig { memtable_mb: 0, ..ServerConfig::default() }.validate().is_err());

@@ -91,6 +91,10 @@ pub struct Metrics {
     pub replica_voters: Family<PartitionLabel, Gauge<u64, AtomicU64>>,
     /// Per replica: membership changes applied.
     pub replica_membership_changes: Family<PartitionLabel, Counter>,
+    /// Elections this node's replica started, per partition.
+    pub replica_campaigns: Family<PartitionLabel, Counter>,
+    /// Times this node's replica stopped leading, per partition and reason (`quorum`, `deposed`).
+    pub replica_leadership_lost: Family<Vec<(&'static str, String)>, Counter>,
     /// Per replica and outcome (`served`, `passed_on`): reads for the nearest replica that reached it as a
     /// follower.
     pub replica_nearest_reads: Family<Vec<(&'static str, String)>, Counter>,
@@ -178,6 +182,8 @@ impl Metrics {
         let replica_snapshots = Family::<Vec<(&'static str, String)>, Counter>::default();
         let replica_voters = Family::<PartitionLabel, Gauge<u64, AtomicU64>>::default();
         let replica_membership_changes = Family::<PartitionLabel, Counter>::default();
+        let replica_campaigns = Family::<PartitionLabel, Counter>::default();
+        let replica_leadership_lost = Family::<Vec<(&'static str, String)>, Counter>::default();
         let replica_nearest_reads = Family::<Vec<(&'static str, String)>, Counter>::default();
         let replica_follower_lag = Family::<Vec<(&'static str, String)>, Gauge<u64, AtomicU64>>::default();
         let resends_to_new_leaders = Counter::default();
@@ -273,6 +279,16 @@ impl Metrics {
             "replica_step_downs",
             "Times a serving leader here stepped down and rebuilt its partition from the log",
             replica_step_downs.clone(),
+        );
+        registry.register(
+            "replica_campaigns",
+            "Elections this node's replica started: it heard from no leader for an election timeout",
+            replica_campaigns.clone(),
+        );
+        registry.register(
+            "replica_leadership_lost",
+            "Times this node's replica stopped leading: reason quorum (no word from a majority for an election timeout) or deposed (a later term seen)",
+            replica_leadership_lost.clone(),
         );
         registry.register(
             "replica_handovers",
@@ -397,6 +413,8 @@ impl Metrics {
             replica_snapshots,
             replica_voters,
             replica_membership_changes,
+            replica_campaigns,
+            replica_leadership_lost,
             replica_nearest_reads,
             replica_follower_lag,
             resends_to_new_leaders,
@@ -453,6 +471,11 @@ impl Metrics {
             }
             self.replica_voters.get_or_create(&label).set(r.membership.voters.len() as u64);
             raise(&self.replica_membership_changes.get_or_create(&label), r.membership_changes);
+            raise(&self.replica_campaigns.get_or_create(&label), r.campaigns);
+            for (reason, total) in [("quorum", r.quorum_lost), ("deposed", r.deposed)] {
+                let labels = vec![("partition", r.id.to_string()), ("reason", reason.to_string())];
+                raise(&self.replica_leadership_lost.get_or_create(&labels), total);
+            }
             for (outcome, total) in [("served", r.nearest_reads), ("passed_on", r.nearest_reads_passed_on)] {
                 let labels = vec![("partition", r.id.to_string()), ("outcome", outcome.to_string())];
                 raise(&self.replica_nearest_reads.get_or_create(&labels), total);
@@ -647,6 +670,9 @@ mod tests {
                 outgoing: Vec::new(),
             },
             membership_changes: 3,
+            campaigns: 2,
+            quorum_lost: 1,
+            deposed: 0,
             membership_proposals: 0,
             join_requests: 0,
             nearest_reads: 9,
@@ -742,6 +768,9 @@ mod tests {
             "causet_replica_snapshots_total{partition=\"3\",direction=\"installed\"} 1",
             "causet_replica_voters{partition=\"3\"} 3",
             "causet_replica_membership_changes_total{partition=\"3\"} 3",
+            "causet_replica_campaigns_total{partition=\"3\"} 2",
+            "causet_replica_leadership_lost_total{partition=\"3\",reason=\"quorum\"} 1",
+            "causet_replica_leadership_lost_total{partition=\"3\",reason=\"deposed\"} 0",
             "causet_replica_nearest_reads_total{partition=\"3\",outcome=\"served\"} 9",
             "causet_replica_nearest_reads_total{partition=\"3\",outcome=\"passed_on\"} 1",
             "causet_resends_to_new_leaders_total 5",

@@ -130,6 +130,12 @@ pub struct ReplicaStatus {
     pub membership: MembershipStatus,
     /// Membership changes this replica applied.
     pub membership_changes: u64,
+    /// Elections it started (it heard from no leader for an election timeout).
+    pub campaigns: u64,
+    /// Times it stopped leading because it had not heard from a quorum for an election timeout.
+    pub quorum_lost: u64,
+    /// Times it stopped leading because it saw a later term.
+    pub deposed: u64,
     /// Membership changes it proposed as leader.
     pub membership_proposals: u64,
     /// Requests to join it sent while not a member (its node came back with an empty disk).
@@ -301,6 +307,9 @@ impl ShardStatus {
                     handovers: r.stats().handovers,
                     membership: MembershipStatus::of(r),
                     membership_changes: g.stats().membership_changes,
+                    campaigns: g.stats().campaigns,
+                    quorum_lost: g.stats().quorum_lost,
+                    deposed: g.stats().deposed,
                     membership_proposals: r.stats().membership_proposals,
                     join_requests: r.stats().join_requests,
                     nearest_reads: r.stats().nearest_reads,

@@ -535,6 +535,14 @@ pub struct GroupStats {
     pub snapshots_wanted: u64,
     /// Membership changes applied.
     pub membership_changes: u64,
+    /// Elections this replica started: it heard from no leader for an election timeout and became a
+    /// (pre-)candidate. With pre-vote, most that cannot win end there without disturbing the term.
+    pub campaigns: u64,
+    /// Times this replica stopped leading because it had not heard from a quorum for an election timeout
+    /// (`check_quorum`), its term unchanged.
+    pub quorum_lost: u64,
+    /// Times this replica stopped leading because it saw a later term (another replica was elected).
+    pub deposed: u64,
 }
 
 /// One replica of a Raft group. See the module documentation.
@@ -565,8 +573,9 @@ pub struct Group {
     held: BTreeMap<u64, Vec<RaftMessage>>,
     /// Proposals this replica made whose index has not committed yet: (index, term).
     proposals: BTreeSet<(u64, u64)>,
-    /// The last role reported.
+    /// The last role reported, and raft's state as last seen (for the counters of campaigns and lost leadership).
     role: (Option<ReplicaId>, u64, bool),
+    state: StateRole,
     /// The term, vote and commit index of the last hard state handed out in a Write (or recovered). Raft's
     /// commit index is volatile state (Raft §5.1, Fig. 2): a Ready whose hard state moved only the commit index
     /// writes nothing, which spares every replica a storage round trip per commit (the leader's commit and each
@@ -660,6 +669,7 @@ impl Group {
             held: BTreeMap::new(),
             proposals: BTreeSet::new(),
             role: (None, hard_state.term, false),
+            state: StateRole::Follower,
             stored: ((hard_state.term, hard_state.vote), hard_state.commit),
             restoring: None,
             snapshots_out: Vec::new(),
@@ -1190,6 +1200,16 @@ impl Group {
 
     /// Reports a change of leader, term or role.
     fn note_role(&mut self) {
+        let state = self.raw.raft.state;
+        if state != self.state {
+            match (self.state, state) {
+                (StateRole::Follower, StateRole::PreCandidate | StateRole::Candidate) => self.stats.campaigns += 1,
+                (StateRole::Leader, _) if self.term() == self.role.1 => self.stats.quorum_lost += 1,
+                (StateRole::Leader, _) => self.stats.deposed += 1,
+                _ => {}
+            }
+            self.state = state;
+        }
         let role = (self.leader(), self.term(), self.is_leader());
         if role != self.role {
             self.role = role;

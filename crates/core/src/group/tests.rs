@@ -660,6 +660,10 @@ fn a_cut_off_leader_commits_nothing_and_the_majority_goes_on() {
         // further.
         let g = sim.replicas[&old].group.as_ref().expect("live");
         assert!(!g.is_leader(), "seed {seed}: still leads alone");
+        // It stopped leading for want of a quorum, not because it saw a later term (it hears nothing).
+        assert_eq!((g.stats().quorum_lost, g.stats().deposed), (1, 0), "seed {seed}");
+        let new = sim.leader().expect("a new leader");
+        assert!(sim.replicas[&new].group.as_ref().expect("live").stats().campaigns >= 1, "seed {seed}");
         assert!(g.committed().0 <= last_at_cut, "seed {seed}: the isolated leader committed a proposal made alone");
         let alone = sim.replicas[&old].proposals.keys().filter(|p| p.index.0 > last_at_cut).count();
         assert!(alone > 0, "seed {seed}: the isolated leader took no proposal: the test does not test that");
@@ -668,6 +672,8 @@ fn a_cut_off_leader_commits_nothing_and_the_majority_goes_on() {
         sim.run(3_000 * MS);
         sim.assert_converged(values("v", 120));
         lost += sim.proposals_lost;
+        // Back among the others, it follows: it started no leadership it could lose again.
+        assert_eq!(sim.replicas[&old].group.as_ref().expect("live").stats().deposed, 0, "seed {seed}");
     }
     assert!(lost > 0, "no proposal of the isolated leader was reported lost");
 }
@@ -710,6 +716,24 @@ fn a_deposed_leader_learns_that_proposals_past_the_new_log_are_lost() {
         sim.assert_converged(values("v", 10));
         assert!(values("w", 5).all(|w| sim.count(&w) == 0), "seed {seed}: a lost proposal committed");
     }
+}
+
+#[test]
+fn a_leader_that_hands_leadership_over_counts_itself_deposed() {
+    let mut sim = Sim::new(7, 3);
+    sim.workload("v", 20, 300 * MS, 10 * MS);
+    sim.run(600 * MS);
+    let old = sim.leader().expect("a leader");
+    let to = (1..=3).find(|id| *id != old).expect("another replica");
+    let campaigns = sim.replicas[&to].group.as_ref().expect("live").stats().campaigns;
+    sim.replicas.get_mut(&old).expect("replica").group.as_mut().expect("live").transfer_leadership(ReplicaId(to));
+    sim.drain(old);
+    sim.run(1_200 * MS);
+    assert_eq!(sim.leader(), Some(to));
+    let stats = sim.replicas[&old].group.as_ref().expect("live").stats();
+    assert_eq!((stats.deposed, stats.quorum_lost), (1, 0));
+    assert_eq!(sim.replicas[&to].group.as_ref().expect("live").stats().campaigns, campaigns + 1);
+    sim.assert_converged(values("v", 20));
 }
 
 #[test]
