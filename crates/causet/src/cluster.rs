@@ -653,10 +653,31 @@ pub fn restart_node(file: &mut ClusterFile, dir: &Path, i: usize) -> anyhow::Res
     if process_alive(file.nodes[i].pid) {
         bail!("DC {} node {} is still running (pid {})", file.nodes[i].dc, file.nodes[i].node, file.nodes[i].pid);
     }
+    let said_before = times_said_serving(&file.nodes[i]);
     let pid = spawn(&file.exe, &file.nodes[i])?;
     file.nodes[i].pid = pid;
     file.save(dir)?;
-    wait_serving(&file.nodes[i], Duration::from_secs(60))
+    let n = &file.nodes[i];
+    wait_serving(n, Duration::from_secs(60))?;
+    // Another process may have taken the node's port while it was down, and answer in its place (the node then
+    // fails to bind it and exits): wait for the node's own word that it serves, in its log.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while times_said_serving(n) <= said_before {
+        if !process_alive(pid) {
+            bail!("DC {} node {} exited at start; see {}", n.dc, n.node, n.log.display());
+        }
+        if Instant::now() > deadline {
+            bail!("DC {} node {} did not say it serves within 60 s; see {}", n.dc, n.node, n.log.display());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
+
+/// How many times node `n`'s log says it serves clients on its address (once per start: the log is appended to).
+fn times_said_serving(n: &ClusterNode) -> usize {
+    let line = format!("causet is serving AntidoteDB's protocol on {}", n.client);
+    std::fs::read_to_string(&n.log).map_or(0, |log| log.matches(&line).count())
 }
 
 /// Sends SIGSTOP (`pause = true`) or SIGCONT to node `i`: a process pause.
