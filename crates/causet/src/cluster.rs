@@ -446,8 +446,13 @@ fn spawn(exe: &Path, n: &ClusterNode) -> anyhow::Result<u32> {
 }
 
 fn wait_serving(n: &ClusterNode, within: Duration) -> anyhow::Result<()> {
+    wait_until(n, within, || TcpStream::connect_timeout(&n.client, Duration::from_millis(200)).is_ok())
+}
+
+/// Waits until `serving` holds for node `n`, failing if its process exits first or `within` passes.
+fn wait_until(n: &ClusterNode, within: Duration, serving: impl Fn() -> bool) -> anyhow::Result<()> {
     let deadline = Instant::now() + within;
-    while TcpStream::connect_timeout(&n.client, Duration::from_millis(200)).is_err() {
+    while !serving() {
         if !process_alive(n.pid) {
             bail!("DC {} node {} exited at start; see {}", n.dc, n.node, n.log.display());
         }
@@ -657,21 +662,11 @@ pub fn restart_node(file: &mut ClusterFile, dir: &Path, i: usize) -> anyhow::Res
     let pid = spawn(&file.exe, &file.nodes[i])?;
     file.nodes[i].pid = pid;
     file.save(dir)?;
+    // Not an answer on the node's port: another process may have taken it while the node was down, and answer in
+    // its place (the node then fails to bind it and exits). The node's own word that it serves, in its log (it
+    // says so once its listeners are bound).
     let n = &file.nodes[i];
-    wait_serving(n, Duration::from_secs(60))?;
-    // Another process may have taken the node's port while it was down, and answer in its place (the node then
-    // fails to bind it and exits): wait for the node's own word that it serves, in its log.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while times_said_serving(n) <= said_before {
-        if !process_alive(pid) {
-            bail!("DC {} node {} exited at start; see {}", n.dc, n.node, n.log.display());
-        }
-        if Instant::now() > deadline {
-            bail!("DC {} node {} did not say it serves within 60 s; see {}", n.dc, n.node, n.log.display());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Ok(())
+    wait_until(n, Duration::from_secs(60), || times_said_serving(n) > said_before)
 }
 
 /// How many times node `n`'s log says it serves clients on its address (once per start: the log is appended to).
