@@ -296,6 +296,7 @@ fn start_once(o: &StartOptions) -> anyhow::Result<ClusterFile> {
             tls_sections.insert(member, tls_section(&tls));
         }
     }
+    let workers = worker_threads_line(count, &o.extra_config);
     let mut nodes = Vec::with_capacity(count);
     for dc in 0..o.dcs {
         for node in 0..o.nodes_per_dc {
@@ -324,7 +325,7 @@ fn start_once(o: &StartOptions) -> anyhow::Result<ClusterFile> {
             let config = format!(
                 "# Written by `causet cluster start`.\ndata_dir = \"{}\"\nclient_bind = \"{client}\"\n\
                  admin_bind = \"{admin}\"\nreplication_bind = \"{replication}\"\ndc = {dc}\ndcs = {}\n{members}\
-                 partitions = {}\nsync = \"{}\"\nprotocol = \"{}\"\nadmin_token = \"{token}\"\n{}\n{}{peers}",
+                 partitions = {}\nsync = \"{}\"\nprotocol = \"{}\"\nadmin_token = \"{token}\"\n{workers}{}\n{}{peers}",
                 data_dir.display(),
                 o.dcs,
                 o.partitions,
@@ -414,6 +415,18 @@ pub fn print_started(file: &ClusterFile, dir: &Path) {
         );
     }
     println!("stop it with: causet cluster stop --dir {}", dir.display());
+}
+
+/// The `worker_threads` line of every node's configuration: the machine's cores shared out among the `nodes` that
+/// run on it (at least one each), so that a local cluster does not run more busy threads than there are cores;
+/// nothing when the caller's own lines (`--node-config`) set it.
+fn worker_threads_line(nodes: usize, extra_config: &str) -> String {
+    let set = toml::from_str::<toml::Table>(extra_config).is_ok_and(|t| t.contains_key("worker_threads"));
+    if set {
+        return String::new();
+    }
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    format!("worker_threads = {}\n", (cores / nodes.max(1)).max(1))
 }
 
 fn spawn(exe: &Path, n: &ClusterNode) -> anyhow::Result<u32> {
@@ -940,6 +953,20 @@ pub fn status(dir: &Path) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn local_nodes_share_the_cores_unless_told_otherwise() {
+        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        let line = |nodes, extra| {
+            let line = worker_threads_line(nodes, extra);
+            let table: toml::Table = toml::from_str(&format!("{line}{extra}")).expect("one valid TOML table");
+            table["worker_threads"].as_integer().expect("set")
+        };
+        assert_eq!(line(1, ""), cores as i64, "one node gets every core");
+        assert_eq!(line(cores * 4, ""), 1, "at least one thread each");
+        assert_eq!(line(9, "worker_threads = 3\nshards = 1\n"), 3, "--node-config's value, written once");
+        assert_eq!(worker_threads_line(9, "worker_threads = 3\n"), "");
+    }
 
     #[test]
     fn a_configurations_keys_and_tls_table_are_replaced_in_place() {

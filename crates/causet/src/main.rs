@@ -250,7 +250,7 @@ struct StartArgs {
     /// Partitions of the DC [default: 8].
     #[arg(long)]
     partitions: Option<u32>,
-    /// Threads running the protocol (0: one per core) [default: 0].
+    /// Tasks running the protocol (0: one per worker thread) [default: 0].
     #[arg(long)]
     shards: Option<usize>,
     /// `always` (every acknowledged commit is fsynced; default) or `periodic` (fsync on a timer; benchmarks only).
@@ -350,7 +350,10 @@ fn start(args: StartArgs) -> anyhow::Result<()> {
     let filter = args.log.clone().or_else(|| std::env::var("RUST_LOG").ok()).unwrap_or_else(|| "info".into());
     tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::new(filter)).init();
     let config = server_config(&args)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(config.worker_thread_count())
+        .enable_all()
+        .build()?;
     runtime.block_on(async move {
         let node = causet_server::Node::start(config).await?;
         println!(

@@ -36,8 +36,12 @@ pub struct ServerConfig {
     pub max_frame_bytes: usize,
     /// Partitions of the DC. Fixed at creation: a data directory remembers its count.
     pub partitions: u32,
-    /// Threads that run the protocol state machines (0: one per core, at most one per partition).
+    /// Tasks that run the protocol state machines (0: one per worker thread, at most one per partition).
     pub shards: usize,
+    /// The runtime's worker threads, which run the shards, the connections and the links (0: one per core). Set it
+    /// lower when several nodes share one machine (`causet cluster start` does), so that they do not oversubscribe
+    /// its cores.
+    pub worker_threads: usize,
     /// Most inputs waiting in one shard's inbox. When it is full, client connections, links from other nodes and
     /// the durability notifier wait for room (back-pressure), and messages between the node's shards are dropped
     /// and counted (`causet_shard_messages_dropped_total`; the protocol resends).
@@ -204,6 +208,7 @@ impl Default for ServerConfig {
             max_frame_bytes: 16 * 1024 * 1024,
             partitions: 8,
             shards: 0,
+            worker_threads: 0,
             shard_inbox: 65_536,
             clock: ClockKind::Hybrid,
             clock_bound_ms: 100,
@@ -381,10 +386,18 @@ impl ServerConfig {
         Ok(())
     }
 
+    /// The runtime's worker threads: `worker_threads`, or one per core.
+    pub fn worker_thread_count(&self) -> usize {
+        match self.worker_threads {
+            0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            n => n,
+        }
+    }
+
     /// The number of shards to run.
     pub fn shard_count(&self) -> usize {
-        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-        let wanted = if self.shards == 0 { cores } else { self.shards };
+        // More shards than threads to run them would only add hops between shards.
+        let wanted = if self.shards == 0 { self.worker_thread_count() } else { self.shards };
         // A node of a replicated DC may come to hold any partition (replicas move), whatever it holds at first.
         let most = if self.replicas > 1 { self.partitions as usize } else { self.own_partitions() };
         wanted.clamp(1, most.clamp(1, 1 << causet_core::CoordinatorId::SHARD_BITS))
@@ -493,6 +506,19 @@ mod tests {
         let tls: ServerConfig =
             toml::from_str("[tls]\nca = \"a\"\ncert = \"c\"\nkey = \"k\"\ncluster = \"x\"").expect("parses");
         assert_eq!(tls.tls.map(|t| t.cluster), Some("x".to_string()));
+    }
+
+    #[test]
+    fn shards_follow_the_worker_threads_unless_set() {
+        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        let c = ServerConfig { partitions: 64, ..ServerConfig::default() };
+        assert_eq!((c.worker_thread_count(), c.shard_count()), (cores, cores), "by default, one of each per core");
+        let one: ServerConfig = toml::from_str("partitions = 64\nworker_threads = 1").expect("parses");
+        assert_eq!((one.worker_thread_count(), one.shard_count()), (1, 1));
+        let set: ServerConfig = toml::from_str("partitions = 64\nworker_threads = 1\nshards = 4").expect("parses");
+        assert_eq!(set.shard_count(), 4, "an explicit shard count stands");
+        let few: ServerConfig = toml::from_str("partitions = 2\nworker_threads = 8").expect("parses");
+        assert_eq!(few.shard_count(), 2, "never more shards than partitions");
     }
 
     #[test]
