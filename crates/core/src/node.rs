@@ -1,8 +1,8 @@
 //! The node layer, free of I/O: the state machines one driver task runs, and every routing decision between them.
 //!
 //! A Causet node (one server process) serves some partitions of one DC. It runs as `shards` independent
-//! [`Node`]s, one per worker thread, each owning a disjoint part of the node's partitions, one coordinator, and, on shard 0,
-//! the node's stabilizer. Every node of a DC runs one: partitions and coordinators report to all of them, and each
+//! [`Node`]s, one per worker thread, each owning a disjoint part of the node's partitions, one coordinator, and, on
+//! shard 0, the node's stabilizer. Every node of a DC runs one: partitions and coordinators report to all of them, and each
 //! tells only its own node's machines the DC's stable snapshot, so the stable snapshot keeps moving while any nodes
 //! are down (with replicated partitions, while a minority is). A [`Node`] routes every message its machines emit, using the
 //! [`Topology`] and its [`Layout`]:
