@@ -346,6 +346,18 @@ fn server_config(args: &StartArgs) -> anyhow::Result<causet_server::config::Serv
     Ok(c)
 }
 
+/// A command that prints for a reader ends quietly when the reader stops reading (`causet cluster status | head`),
+/// as any Unix tool does, instead of panicking at its next line. Not for the servers and the load generator, whose
+/// own sockets must see a closed peer as an error, not a signal.
+fn quiet_when_stdout_closes() {
+    // SAFETY: called first in `main`, before any other thread runs; it only restores SIGPIPE's default action,
+    // which Rust's runtime set to "ignore" at start (processes this one starts set it again themselves).
+    #[cfg(unix)]
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn start(args: StartArgs) -> anyhow::Result<()> {
     let filter = args.log.clone().or_else(|| std::env::var("RUST_LOG").ok()).unwrap_or_else(|| "info".into());
     tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::new(filter)).init();
@@ -403,7 +415,11 @@ fn certs(cluster: &str, dcs: u16, nodes_per_dc: u16, out: &std::path::Path) -> a
 }
 
 fn main() -> anyhow::Result<()> {
-    match Cli::parse().command {
+    let cli = Cli::parse();
+    if !matches!(cli.command, Command::Start(_) | Command::Middleware(_) | Command::Bench(_) | Command::Check(_)) {
+        quiet_when_stdout_closes();
+    }
+    match cli.command {
         Command::Start(args) => start(*args)?,
         Command::Check(args) => std::process::exit(causet::check::main(*args)?),
         Command::Certs { cluster, dcs, nodes_per_dc, out } => certs(&cluster, dcs, nodes_per_dc, &out)?,
