@@ -425,8 +425,7 @@ fn worker_threads_line(nodes: usize, extra_config: &str) -> String {
     if set {
         return String::new();
     }
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    format!("worker_threads = {}\n", (cores / nodes.max(1)).max(1))
+    format!("worker_threads = {}\n", (causet_server::config::machine_cores() / nodes.max(1)).max(1))
 }
 
 fn spawn(exe: &Path, n: &ClusterNode) -> anyhow::Result<u32> {
@@ -671,7 +670,8 @@ pub fn restart_node(file: &mut ClusterFile, dir: &Path, i: usize) -> anyhow::Res
     if process_alive(file.nodes[i].pid) {
         bail!("DC {} node {} is still running (pid {})", file.nodes[i].dc, file.nodes[i].node, file.nodes[i].pid);
     }
-    let said_before = times_said_serving(&file.nodes[i]);
+    // The log is appended to: only what this start writes after `from` counts.
+    let from = std::fs::metadata(&file.nodes[i].log).map_or(0, |m| m.len());
     let pid = spawn(&file.exe, &file.nodes[i])?;
     file.nodes[i].pid = pid;
     file.save(dir)?;
@@ -679,13 +679,17 @@ pub fn restart_node(file: &mut ClusterFile, dir: &Path, i: usize) -> anyhow::Res
     // its place (the node then fails to bind it and exits). The node's own word that it serves, in its log (it
     // says so once its listeners are bound).
     let n = &file.nodes[i];
-    wait_until(n, Duration::from_secs(60), || times_said_serving(n) > said_before)
+    wait_until(n, Duration::from_secs(60), || said_serving_since(n, from))
 }
 
-/// How many times node `n`'s log says it serves clients on its address (once per start: the log is appended to).
-fn times_said_serving(n: &ClusterNode) -> usize {
+/// Whether node `n`'s log, from byte `from` on, says it serves clients on its address.
+fn said_serving_since(n: &ClusterNode, from: u64) -> bool {
+    use std::io::Seek;
     let line = format!("causet is serving AntidoteDB's protocol on {}", n.client);
-    std::fs::read_to_string(&n.log).map_or(0, |log| log.matches(&line).count())
+    let mut tail = Vec::new();
+    let read = std::fs::File::open(&n.log)
+        .and_then(|mut f| f.seek(std::io::SeekFrom::Start(from)).and_then(|_| f.read_to_end(&mut tail)));
+    read.is_ok() && String::from_utf8_lossy(&tail).contains(&line)
 }
 
 /// Sends SIGSTOP (`pause = true`) or SIGCONT to node `i`: a process pause.
@@ -956,7 +960,7 @@ mod tests {
 
     #[test]
     fn local_nodes_share_the_cores_unless_told_otherwise() {
-        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        let cores = causet_server::config::machine_cores();
         let line = |nodes, extra| {
             let line = worker_threads_line(nodes, extra);
             let table: toml::Table = toml::from_str(&format!("{line}{extra}")).expect("one valid TOML table");

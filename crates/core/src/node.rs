@@ -2,10 +2,10 @@
 //!
 //! A Causet node (one server process) serves some partitions of one DC. It runs as `shards` independent
 //! [`Node`]s, one per worker thread, each owning a disjoint part of the node's partitions, one coordinator, and, on
-//! shard 0, the node's stabilizer. Every node of a DC runs one: partitions and coordinators report to all of them, and each
-//! tells only its own node's machines the DC's stable snapshot, so the stable snapshot keeps moving while any nodes
-//! are down (with replicated partitions, while a minority is). A [`Node`] routes every message its machines emit, using the
-//! [`Topology`] and its [`Layout`]:
+//! shard 0, the node's stabilizer. Every node of a DC runs one: partitions and coordinators report to all of them,
+//! and each tells only its own node's machines the DC's stable snapshot, so the stable snapshot keeps moving while
+//! any nodes are down (with replicated partitions, while a minority is). A [`Node`] routes every message its machines
+//! emit, using the [`Topology`] and its [`Layout`]:
 //! - to a machine of its own: delivered at once, inside the same input;
 //! - to another shard of the node, another node of the DC, or a node of another DC:
 //!   [`NodeOutput::Transmit`] with a [`Destination`], which the driver carries (an in-process channel, a link

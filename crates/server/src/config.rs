@@ -19,6 +19,11 @@ pub enum SyncPolicy {
     Periodic,
 }
 
+/// The cores this process may run on (one if that cannot be told).
+pub fn machine_cores() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
 /// The whole configuration.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -389,7 +394,7 @@ impl ServerConfig {
     /// The runtime's worker threads: `worker_threads`, or one per core.
     pub fn worker_thread_count(&self) -> usize {
         match self.worker_threads {
-            0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            0 => machine_cores(),
             n => n,
         }
     }
@@ -510,7 +515,7 @@ mod tests {
 
     #[test]
     fn shards_follow_the_worker_threads_unless_set() {
-        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        let cores = machine_cores();
         let c = ServerConfig { partitions: 64, ..ServerConfig::default() };
         assert_eq!((c.worker_thread_count(), c.shard_count()), (cores, cores), "by default, one of each per core");
         let one: ServerConfig = toml::from_str("partitions = 64\nworker_threads = 1").expect("parses");
