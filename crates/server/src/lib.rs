@@ -355,16 +355,19 @@ impl Node {
             series: console::Series::default(),
         });
 
+        // The admin port is bound before the client port: whoever waits for the client port to accept (scripts,
+        // `causet cluster start`, the tests) may use the admin API next. Bound the other way round, a test once
+        // reached a just-restarted node's admin port in the instant between the two binds and was refused.
+        let admin = TcpListener::bind(config.admin_bind)
+            .await
+            .with_context(|| format!("binding the admin port {}", config.admin_bind))?;
+        let admin_addr = admin.local_addr()?;
         let listener = TcpListener::bind(config.client_bind)
             .await
             .with_context(|| format!("binding the client port {}", config.client_bind))?;
         let client_addr = listener.local_addr()?;
         tasks.push(tokio::spawn(connection::accept_loop(listener, state.clone(), client_tls, stopped.clone())));
 
-        let admin = TcpListener::bind(config.admin_bind)
-            .await
-            .with_context(|| format!("binding the admin port {}", config.admin_bind))?;
-        let admin_addr = admin.local_addr()?;
         tasks.push(tokio::spawn(console::sample(state.clone(), stopped.clone())));
         tasks.push(tokio::spawn(admin::serve(admin, state.clone(), stopped)));
         info!(%client_addr, %admin_addr, ?replication_addr, dc = config.dc, dcs = config.dcs, shards, partitions = config.partitions, "serving");
