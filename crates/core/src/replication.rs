@@ -573,6 +573,9 @@ pub struct Inbound {
     pub up_to: Timestamp,
     /// A message arrived after a gap: ask the origin to resend.
     pub gap: bool,
+    /// The acknowledgement last sent to the origin: up to where, and when (local µs). See
+    /// [`Inbound::ack_due`].
+    pub last_ack: (Timestamp, u64),
 }
 
 impl Inbound {
@@ -609,6 +612,17 @@ impl Inbound {
             self.queue.push_back(tx);
         }
         self.up_to = self.up_to.max(promise);
+    }
+
+    /// Whether to acknowledge `durable` (what this partition holds durably of the origin) now, `every_us` being
+    /// the longest an origin goes without hearing one. At once on a gap (the origin must resend) and when the
+    /// acknowledgement passes transactions received since the last one (the origin may forget them); otherwise
+    /// only every `every_us`: between transactions an acknowledgement moves with the origin's heartbeats alone,
+    /// and one per replication interval per pair of partitions was a quarter of the messages an idle DC sent.
+    pub fn ack_due(&self, durable: Timestamp, now_us: u64, every_us: u64) -> bool {
+        let (acked, at_us) = self.last_ack;
+        let passes_transactions = self.received.0 > acked && durable > acked;
+        self.gap || passes_transactions || now_us >= at_us.saturating_add(every_us)
     }
 
     /// Everything at or below this origin time was received (restore from a checkpoint: nothing below the

@@ -10,6 +10,11 @@ use crate::{Address, DcId, Envelope, Message, Timestamp};
 use causet_crdt::Stamp;
 use std::collections::VecDeque;
 
+/// Between transactions, an origin hears this partition's acknowledgement every this many replication intervals
+/// ([`crate::replication::Inbound::ack_due`]); the origin resends what stays unacknowledged for `resend_after_ms`
+/// (500 ms by default), fifty times longer; never less often than a quarter of that, whatever the settings.
+const ACK_EVERY_INTERVALS: u64 = 10;
+
 impl<S: VersionStore> Partition<S> {
     /// Queues a batch of another DC's transactions and applies what it can.
     pub(super) fn on_replicate(
@@ -164,10 +169,16 @@ impl<S: VersionStore> Partition<S> {
         }
         let mut acks = Vec::new();
         let origins: Vec<DcId> = self.inbound.keys().copied().collect();
+        // (Well inside the origin's patience, whatever the two settings.)
+        let every_us =
+            (ACK_EVERY_INTERVALS * self.config.replication_interval_us).min(self.config.resend_after_us / 4).max(1);
         for d in origins {
             let durable = self.durable_from(d);
             let inbound = self.inbound.get_mut(&d).expect("origins come from the map");
-            acks.push((d, durable, std::mem::take(&mut inbound.gap)));
+            if inbound.ack_due(durable, now_us, every_us) {
+                inbound.last_ack = (durable, now_us);
+                acks.push((d, durable, std::mem::take(&mut inbound.gap)));
+            }
         }
         for (origin, up_to, gap) in acks {
             let msg = Message::ReplicateAck { up_to, gap };
@@ -256,5 +267,54 @@ mod tests {
         p.handle_persisted(3_100, logged);
         let acked = ack(&mut p, 5_000).expect("an acknowledgement");
         assert!(acked >= Timestamp::from_micros(600), "durable: acknowledged up to the origin's promise ({acked})");
+    }
+
+    /// All acknowledgements a partition sends its peer when its timers run at `now`: (up to, gap).
+    fn acks(p: &mut Partition, now: u64) -> Vec<(Timestamp, bool)> {
+        p.handle_timeout(now);
+        std::iter::from_fn(|| p.poll_output())
+            .filter_map(|out| match out {
+                PartitionOutput::Send(Envelope { msg: Message::ReplicateAck { up_to, gap }, .. }) => Some((up_to, gap)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn heartbeat(since: u64, up_to: u64) -> Message {
+        Message::Replicate {
+            since: Timestamp::from_micros(since),
+            txs: Vec::new(),
+            up_to: Timestamp::from_micros(up_to),
+            gc: None,
+            away: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn heartbeats_alone_are_acknowledged_every_ten_intervals_and_a_gap_at_once() {
+        let mut config = Config::new(2, DcId(0), 1);
+        config.clock = ClockKind::Physical;
+        let interval = config.replication_interval_us;
+        let mut p = Partition::new(PartitionId(0), config, 1_000);
+        let from = Address::Peer(PEER, PartitionId(0));
+        // The peer's heartbeats every interval for 100 intervals, this partition's timers after each.
+        let mut sent = Vec::new();
+        for i in 1..=100u64 {
+            let now = 1_000 + i * interval;
+            p.handle_message(now, from, heartbeat((i - 1) * interval, i * interval));
+            sent.extend(acks(&mut p, now + 1));
+        }
+        assert!((9..=11).contains(&sent.len()), "one acknowledgement per ten intervals, not {}", sent.len());
+        assert!(sent.windows(2).all(|w| w[0].0 < w[1].0), "each acknowledges more than the last: {sent:?}");
+        assert!(sent.iter().all(|(_, gap)| !gap));
+
+        // A message that does not continue the stream: the peer hears of the gap at the next interval.
+        let now = 1_000 + 101 * interval;
+        p.handle_message(now, from, heartbeat(500 * interval, 501 * interval));
+        let now = now + 1;
+        let after_gap = acks(&mut p, now);
+        assert_eq!(after_gap.len(), 1, "the gap is reported at once");
+        assert!(after_gap[0].1, "as a gap");
+        assert!(acks(&mut p, now + interval).is_empty(), "and once");
     }
 }
