@@ -215,6 +215,33 @@ fn malformed(snapshot: &InstalledSnapshot) -> Option<String> {
     (last.index != lsn).then(|| format!("snapshot entries end at {}, its checkpoint at {}", last.index.0, lsn.0))
 }
 
+/// The file fjall writes last when it creates a database (fjall's `VERSION_MARKER`): without it, no database was
+/// ever created in the directory.
+const ENGINE_VERSION_MARKER: &str = "version";
+
+/// Removes what a process killed while fjall created the database in `dir` left behind, so that the next open
+/// creates it afresh. fjall 3 creates its journal (`0.jnl`) and its `keyspaces` folder before it writes its
+/// version marker last, and creates them with `create_new`: a kill between the two left a directory that never
+/// opened again ("File exists", found by the crash test with a kill 6 ms after the start). Nothing was written to
+/// such a database (the store writes only once `open` returned), so nothing is lost; with the marker present, this
+/// touches nothing. The store's directory is the node's data directory: only fjall's own files go.
+fn clear_unfinished_creation(dir: &Path) -> std::io::Result<()> {
+    if !dir.exists() || dir.join(ENGINE_VERSION_MARKER).try_exists()? {
+        return Ok(());
+    }
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "jnl") && path.is_file() {
+            std::fs::remove_file(&path)?;
+        }
+    }
+    let keyspaces = dir.join("keyspaces");
+    if keyspaces.is_dir() {
+        std::fs::remove_dir_all(&keyspaces)?;
+    }
+    Ok(())
+}
+
 /// The engine's smallest bound on its journals (it refuses less).
 pub const MIN_JOURNAL_BYTES: u64 = 64 << 20;
 
@@ -224,6 +251,7 @@ impl FjallStore {
     /// Opening scans every partition's log and Raft group log once, to learn their sizes and last positions.
     pub fn open(dir: &Path, options: StorageOptions) -> Result<(FjallStore, DurableReceiver)> {
         validate(&options)?;
+        clear_unfinished_creation(dir).map_err(fjall::Error::from)?;
         let db = Database::builder(dir)
             .cache_size(options.cache_bytes)
             .max_journaling_size(options.journal_bytes.max(MIN_JOURNAL_BYTES))
@@ -1304,6 +1332,28 @@ mod tests {
 
     fn open(dir: &Path) -> (FjallStore, DurableReceiver) {
         FjallStore::open(dir, StorageOptions::default()).unwrap()
+    }
+
+    #[test]
+    fn a_store_whose_creation_was_cut_short_opens_afresh_and_one_with_data_is_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        // Something of the node's own in its data directory, which must survive.
+        std::fs::write(dir.path().join("faults.json"), "{}").unwrap();
+        let (store, _rx) = open(dir.path());
+        drop(store);
+        // What a kill during the engine's creation of the database leaves: its journal and folders, and not the
+        // version marker it writes last. The open used to fail ("File exists": the journal is created new).
+        std::fs::remove_file(dir.path().join(ENGINE_VERSION_MARKER)).unwrap();
+        let (store, mut rx) = FjallStore::open(dir.path(), StorageOptions::default()).expect("opens afresh");
+        let p = PartitionId(0);
+        store.append(p, Lsn(1), record(1)).unwrap();
+        assert_eq!(rx.blocking_recv().unwrap(), Some(vec![(p, Durable::Log(Lsn(1)))]), "and takes writes");
+        store.close().unwrap();
+        assert!(dir.path().join("faults.json").exists(), "the node's own files stay");
+        // A store that was created keeps what it holds.
+        let (store, _rx) = open(dir.path());
+        let log = store.read_log(p, Lsn(0), 10).unwrap();
+        assert_eq!(log, vec![(Lsn(1), record(1))], "the record written after the fresh start is there");
     }
 
     #[test]
