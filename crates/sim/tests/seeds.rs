@@ -7,7 +7,6 @@
 use causet_core::Bug;
 use causet_sim::checker::AnomalyKind;
 use causet_sim::{run_config, run_seed, SimConfig};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 const DEFAULT_SEEDS: u64 = 300;
 
@@ -23,67 +22,23 @@ fn seeds() -> Vec<u64> {
 
 #[test]
 fn fixed_seeds_under_faults_give_tcc_histories_and_lose_no_acknowledged_write() {
-    // The seeds are independent: one thread per core takes the next until none is left (the longest test of the
-    // suite, it would otherwise keep one core busy long after the others finished).
-    let seeds = seeds();
-    let next = AtomicUsize::new(0);
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let totals = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut totals = Totals::default();
-                    while let Some(&seed) = seeds.get(next.fetch_add(1, Ordering::Relaxed)) {
-                        totals.add(seed, run_seed(seed, None));
-                    }
-                    totals
-                })
-            })
-            .collect();
-        let mut all = Totals::default();
-        for worker in workers {
-            all.merge(worker.join().expect("a seed's thread"));
+    let mut failures = Vec::new();
+    let (mut committed, mut crashes, mut reads, mut checkpoints) = (0, 0, 0, 0);
+    for seed in seeds() {
+        let result = run_seed(seed, None);
+        committed += result.stats.committed;
+        crashes += result.stats.crashes;
+        checkpoints += result.stats.checkpoints;
+        reads += result.report.reads_checked;
+        if !result.passed() {
+            failures.push(result.summary());
         }
-        all
-    });
-    let Totals { committed, crashes, reads, checkpoints, mut failures } = totals;
-    failures.sort_by_key(|(seed, _)| *seed);
-    let failures: Vec<String> = failures.into_iter().map(|(_, summary)| summary).collect();
+    }
     eprintln!("{committed} transactions committed and checked, {reads} reads, {crashes} node crashes");
     assert!(committed > 1_000, "the seeds ran too few transactions to mean anything ({committed})");
     assert!(crashes > 10, "the seeds crashed too few nodes to test recovery ({crashes})");
     assert!(checkpoints > 10, "the seeds took too few checkpoints to test restoring them ({checkpoints})");
     assert!(failures.is_empty(), "{} seeds failed:\n{}", failures.len(), failures.join("\n\n"));
-}
-
-/// What the seeds of [`fixed_seeds_under_faults_give_tcc_histories_and_lose_no_acknowledged_write`] add up to.
-#[derive(Default)]
-struct Totals {
-    committed: u64,
-    crashes: u64,
-    reads: usize,
-    checkpoints: u64,
-    failures: Vec<(u64, String)>,
-}
-
-impl Totals {
-    fn add(&mut self, seed: u64, result: causet_sim::SeedResult) {
-        self.committed += result.stats.committed;
-        self.crashes += result.stats.crashes;
-        self.checkpoints += result.stats.checkpoints;
-        self.reads += result.report.reads_checked;
-        if !result.passed() {
-            self.failures.push((seed, result.summary()));
-        }
-    }
-
-    fn merge(&mut self, other: Totals) {
-        self.committed += other.committed;
-        self.crashes += other.crashes;
-        self.checkpoints += other.checkpoints;
-        self.reads += other.reads;
-        self.failures.extend(other.failures);
-    }
 }
 
 /// A configuration that makes the broken variants' anomalies likely: several partitions, multi-object
