@@ -11,8 +11,8 @@ use causet_crdt::Stamp;
 use std::collections::VecDeque;
 
 /// Between transactions, an origin hears this partition's acknowledgement every this many replication intervals
-/// ([`crate::replication::Inbound::ack_due`]); the origin resends what stays unacknowledged for `resend_after_ms`
-/// (500 ms by default), fifty times longer; never less often than a quarter of that, whatever the settings.
+/// ([`crate::replication::Inbound::ack_due`]), and at least every quarter of `resend_after_us` (500 ms by default,
+/// fifty intervals), after which the origin resends what stays unacknowledged.
 const ACK_EVERY_INTERVALS: u64 = 10;
 
 impl<S: VersionStore> Partition<S> {
@@ -169,7 +169,6 @@ impl<S: VersionStore> Partition<S> {
         }
         let mut acks = Vec::new();
         let origins: Vec<DcId> = self.inbound.keys().copied().collect();
-        // (Well inside the origin's patience, whatever the two settings.)
         let every_us =
             (ACK_EVERY_INTERVALS * self.config.replication_interval_us).min(self.config.resend_after_us / 4).max(1);
         for d in origins {
@@ -213,14 +212,7 @@ mod tests {
 
     /// Runs the partition's timers at `now` and returns the acknowledged position it sent its peer, if any.
     fn ack(p: &mut Partition, now: u64) -> Option<Timestamp> {
-        p.handle_timeout(now);
-        let mut acked = None;
-        while let Some(out) = p.poll_output() {
-            if let PartitionOutput::Send(Envelope { msg: Message::ReplicateAck { up_to, .. }, .. }) = out {
-                acked = Some(up_to);
-            }
-        }
-        acked
+        acks(p, now).last().map(|(up_to, _)| *up_to)
     }
 
     #[test]
