@@ -100,6 +100,8 @@ pub struct Metrics {
     pub replica_nearest_reads: Family<Vec<(&'static str, String)>, Counter>,
     /// Requests coordinators sent again to a partition's new leader.
     pub resends_to_new_leaders: Counter,
+    /// Prepares coordinators sent again because they, or their answers, did not arrive in time.
+    pub prepare_resends: Counter,
     /// Prepares partitions turned away as duplicates of transactions that had ended there.
     pub duplicate_prepares: Counter,
     /// The lease cache's reads by outcome: `hit`, `miss` (not cached, or its lease ended), `refetch` (its box
@@ -187,6 +189,7 @@ impl Metrics {
         let replica_nearest_reads = Family::<Vec<(&'static str, String)>, Counter>::default();
         let replica_follower_lag = Family::<Vec<(&'static str, String)>, Gauge<u64, AtomicU64>>::default();
         let resends_to_new_leaders = Counter::default();
+        let prepare_resends = Counter::default();
         let duplicate_prepares = Counter::default();
         let cache_reads = Family::<Labels, Counter>::default();
         let cache_dropped = Family::<Labels, Counter>::default();
@@ -323,6 +326,11 @@ impl Metrics {
             resends_to_new_leaders.clone(),
         );
         registry.register(
+            "prepare_resends",
+            "Prepares coordinators sent again because they, or their answers, did not arrive in time",
+            prepare_resends.clone(),
+        );
+        registry.register(
             "duplicate_prepares",
             "Prepares turned away as duplicates of transactions that had ended at their partition",
             duplicate_prepares.clone(),
@@ -418,6 +426,7 @@ impl Metrics {
             replica_nearest_reads,
             replica_follower_lag,
             resends_to_new_leaders,
+            prepare_resends,
             duplicate_prepares,
             cache_reads,
             cache_dropped,
@@ -491,6 +500,7 @@ impl Metrics {
             self.replication_ack_lag.get_or_create(&vec![("peer", peer.to_string())]).set(ms as f64 / 1000.0);
         }
         raise(&self.resends_to_new_leaders, shards.iter().map(|s| s.resends_to_new_leaders).sum());
+        raise(&self.prepare_resends, shards.iter().map(|s| s.prepare_resends).sum());
         let (remote, failovers) = shards.iter().fold((0, 0), |(r, f), s| (r + s.remote_reads.0, f + s.remote_reads.1));
         if remote > 0 {
             raise(&self.remote_reads.get_or_create(&vec![("outcome", "sent".into())]), remote);
@@ -698,6 +708,7 @@ mod tests {
             shard: 0,
             open_transactions: 0,
             resends_to_new_leaders: resends,
+            prepare_resends: 2 * resends,
             remote_reads: (7 * resends, resends),
             cache: Some(causet_core::cache::CacheStats {
                 hits: 10 * resends,
@@ -774,6 +785,7 @@ mod tests {
             "causet_replica_nearest_reads_total{partition=\"3\",outcome=\"served\"} 9",
             "causet_replica_nearest_reads_total{partition=\"3\",outcome=\"passed_on\"} 1",
             "causet_resends_to_new_leaders_total 5",
+            "causet_prepare_resends_total 10",
             "causet_duplicate_prepares_total 1",
             "causet_replication_ack_lag_seconds{peer=\"1\"} 0.012",
             "causet_cache_reads_total{outcome=\"hit\"} 50",

@@ -12,6 +12,8 @@ pub struct ShardStatus {
     pub open_transactions: usize,
     /// Requests the coordinator sent again to a replicated partition's new leader.
     pub resends_to_new_leaders: u64,
+    /// Prepares the coordinator sent again because they, or their answers, did not arrive in time.
+    pub prepare_resends: u64,
     /// Reads of objects this DC does not hold sent to another DC, and those failed over to another ring.
     pub remote_reads: (u64, u64),
     /// The coordinator's lease cache, if it has one: reads by outcome, entries dropped, size now.
@@ -325,6 +327,7 @@ impl ShardStatus {
             shard: node.shard(),
             open_transactions: coordinator.open_transactions(),
             resends_to_new_leaders: coordinator.resends(),
+            prepare_resends: coordinator.prepare_resends(),
             remote_reads: coordinator.remote_reads(),
             cache: coordinator.cache_stats(),
             buffer: coordinator.handover_stats(),
