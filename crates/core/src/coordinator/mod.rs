@@ -331,6 +331,11 @@ fn backoff(retry_interval_us: u64, resends: u32) -> u64 {
 /// turns away one of a transaction that ended there.
 pub const PREPARE_RESEND_INTERVALS: u64 = 10;
 
+/// The wait before sending unanswered prepares again for the `resends`-th time.
+fn prepare_resend_after(config: &Config, resends: u32) -> u64 {
+    backoff(PREPARE_RESEND_INTERVALS * config.retry_interval_us, resends)
+}
+
 /// How many finished transactions the coordinator remembers, to answer late requests precisely.
 const FINISHED_MEMORY: usize = 10_000;
 
@@ -638,14 +643,12 @@ impl Coordinator {
         let tx = self.txs.get_mut(&id).expect("due transactions are open");
         if let Phase::Preparing { waiting, deadline_us, resend_us, resends, .. } = &mut tx.phase {
             if now_us < *deadline_us {
-                let every = PREPARE_RESEND_INTERVALS * self.config.retry_interval_us;
                 *resends += 1;
-                *resend_us = now_us + backoff(every, *resends);
+                *resend_us = now_us + prepare_resend_after(&self.config, *resends);
                 let waiting = waiting.clone();
                 self.prepare_resends += waiting.len() as u64;
                 for p in waiting {
-                    let writes = self.writes_on(&self.txs[&id], p);
-                    self.send_prepare(id, p, writes);
+                    self.prepare_again(id, p);
                 }
                 return;
             }
@@ -1315,7 +1318,7 @@ impl Coordinator {
             max_prepare: Timestamp::ZERO,
             min_prepare: Timestamp(u64::MAX),
             deadline_us: now_us + timeout_us,
-            resend_us: now_us + backoff(PREPARE_RESEND_INTERVALS * self.config.retry_interval_us, 0),
+            resend_us: now_us + prepare_resend_after(&self.config, 0),
             resends: 0,
         };
         for (p, writes) in by_partition {
@@ -1366,7 +1369,7 @@ impl Coordinator {
         let mut prepares = Vec::new();
         for (id, tx) in &self.txs {
             match &tx.phase {
-                Phase::Preparing { waiting, .. } if waiting.contains(&p) => prepares.push((*id, self.writes_on(tx, p))),
+                Phase::Preparing { waiting, .. } if waiting.contains(&p) => prepares.push(*id),
                 Phase::Committing { commit, unacked, .. } if unacked.contains(&p) => {
                     sends.push(Message::Commit { tx: *id, commit: commit.clone() })
                 }
@@ -1378,9 +1381,16 @@ impl Coordinator {
         for msg in sends {
             self.send(Address::Partition(p), msg);
         }
-        for (id, writes) in prepares {
-            self.send_prepare(id, p, writes);
+        for id in prepares {
+            self.prepare_again(id, p);
         }
+    }
+
+    /// Asks partition `p` again to prepare transaction `id`'s effects on it (the prepare, or its answer, may have
+    /// been lost).
+    fn prepare_again(&mut self, id: TxId, p: PartitionId) {
+        let writes = self.writes_on(&self.txs[&id], p);
+        self.send_prepare(id, p, writes);
     }
 
     fn on_prepared(&mut self, now_us: u64, id: TxId, partition: PartitionId, prepare_time: Timestamp) {
