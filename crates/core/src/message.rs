@@ -275,6 +275,11 @@ pub enum Message {
         /// (of that term) holds every transaction `pvc` covers, and may serve reads at snapshots within it.
         #[serde(default)]
         at: Option<(u64, crate::record::Lsn)>,
+        /// A replicated partition's leader: its group's commit point ([`crate::group::Group::commit_point`]), which
+        /// its followers learn from here within a report interval (raft itself tells them with its next append or
+        /// heartbeat only).
+        #[serde(default)]
+        committed: Option<(u64, crate::record::Lsn)>,
         /// Under partial replication, a partition other DCs read from: its garbage-collection frontier, which
         /// stays below their readers' snapshots (`Partition::collect`). A follower of a replicated partition
         /// folds no further.
@@ -352,6 +357,9 @@ pub enum ReplicaMessage {
         index: crate::record::Lsn,
         /// What the leader's pvc covered then.
         pvc: VectorClock,
+        /// The leader's commit point then: the term of its entry at the index, and the index.
+        #[serde(default)]
+        committed: Option<(u64, crate::record::Lsn)>,
         /// The DC's garbage-collection frontier as the follower's node knows it: no read will come below it, so
         /// the follower folds away the versions it holds under it and under what it applied
         /// ([`crate::partition::Partition::collect_applied`]).

@@ -947,8 +947,10 @@ impl Node {
             Address::Stabilizer => {
                 // A leader's pvc report, with its log position: this node's replica of the partition, if it
                 // follows, may serve reads within that pvc once it applied that far.
-                if let (Address::Partition(p), Message::PvcReport { pvc, at: Some((term, index)), frontier, .. }) =
-                    (e.from, &e.msg)
+                if let (
+                    Address::Partition(p),
+                    Message::PvcReport { pvc, at: Some((term, index)), committed, frontier, .. },
+                ) = (e.from, &e.msg)
                 {
                     let me = self.layout.node;
                     // Every leader reports every few milliseconds: no allocation unless a follower here takes it.
@@ -962,7 +964,8 @@ impl Node {
                         if let Some(f) = frontier {
                             gc.merge_min(f);
                         }
-                        let msg = Message::Replica(ReplicaMessage::Closed { term, index, pvc, gc });
+                        let committed = *committed;
+                        let msg = Message::Replica(ReplicaMessage::Closed { term, index, pvc, committed, gc });
                         self.route(Envelope { from: e.from, to: Address::Replica(p, me), msg });
                     }
                 }

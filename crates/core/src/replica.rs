@@ -556,7 +556,12 @@ impl Replica {
                 self.admit(now_us, replica, replaces)
             }
             Message::Replica(ReplicaMessage::Join { .. }) => {}
-            Message::Replica(ReplicaMessage::Closed { term, index, pvc, gc }) if !self.serving() => {
+            Message::Replica(ReplicaMessage::Closed { term, index, pvc, committed, gc }) if !self.serving() => {
+                // The leader's commit point: raft tells a follower only with its next append or heartbeat
+                // (`GroupConfig::broadcast_commits`), this within a report interval.
+                if let Some((term, index)) = committed {
+                    self.group.learn_commit(term, index);
+                }
                 if self.closed.len() >= MAX_CLOSED_PENDING {
                     self.closed.pop_front();
                 }
@@ -774,10 +779,12 @@ impl Replica {
                 }
                 match out {
                     PartitionOutput::Send(mut envelope) => {
-                        if let (Message::PvcReport { at, .. }, Role::Serving { term }) = (&mut envelope.msg, self.role)
+                        if let (Message::PvcReport { at, committed, .. }, Role::Serving { term }) =
+                            (&mut envelope.msg, self.role)
                         {
                             // Every record this pvc depends on is at or before the last position handed out.
                             *at = Some((term, self.partition.lsns().0));
+                            *committed = self.group.commit_point();
                         }
                         self.outputs.push_back(ReplicaOutput::Send(envelope))
                     }
@@ -1881,7 +1888,7 @@ mod tests {
     /// The leader's report as the follower's node passes it on, with the DC's frontier `gc`.
     fn closed((pvc, term, index): &(VectorClock, u64, Lsn), gc: Timestamp) -> Message {
         let gc = VectorClock::from_entries(vec![gc]);
-        Message::Replica(ReplicaMessage::Closed { term: *term, index: *index, pvc: pvc.clone(), gc })
+        Message::Replica(ReplicaMessage::Closed { term: *term, index: *index, pvc: pvc.clone(), committed: None, gc })
     }
 
     /// The counter a follower serves at `snapshot` for the nearest replica.
@@ -1921,6 +1928,50 @@ mod tests {
         c.run(20_000);
         let s = c.replicas[slow].as_mut().expect("up");
         assert!(s.read_nearest(read(at(second))).is_none(), "served once applied");
+    }
+
+    /// Raft tells followers of a commit only with the leader's next append or heartbeat; the leader's pvc report
+    /// carries its commit point, and a follower given it applies the entry and serves reads within the report
+    /// at once.
+    #[test]
+    fn a_follower_applies_what_the_leaders_report_says_is_committed_before_raft_tells_it() {
+        let mut c = Cluster::new();
+        let leader = c.elect();
+        c.run(30_000);
+        c.out.clear();
+        c.send(leader, increment(tx(1)));
+        let mut waited = 0;
+        while committed_at(&c.replies(), tx(1)).is_none() {
+            c.run(1_000);
+            waited += 1;
+            assert!(waited < 20, "the leader committed within 20 ms");
+        }
+        let report = (0..5)
+            .find_map(|_| {
+                c.run(1_000);
+                c.out.drain(..).rev().find_map(|e| match e.msg {
+                    Message::PvcReport { pvc, at: Some((term, index)), committed: Some(point), .. } => {
+                        Some(((pvc, term, index), point))
+                    }
+                    _ => None,
+                })
+            })
+            .expect("the leader reported its pvc with its commit point");
+        let ((pvc, term, index), point) = report;
+        assert!(point.1 >= index, "the report's position is committed");
+        let applied = |c: &Cluster, n: usize| c.replicas[n].as_ref().expect("up").group.applied();
+        let behind: Vec<usize> = (0..3).filter(|n| *n != leader && applied(&c, *n) < index).collect();
+        assert!(!behind.is_empty(), "raft told every follower of the commit at once");
+        for n in behind {
+            let gc = VectorClock::from_entries(vec![Timestamp::ZERO]);
+            let msg =
+                Message::Replica(ReplicaMessage::Closed { term, index, pvc: pvc.clone(), committed: Some(point), gc });
+            c.replicas[n].as_mut().expect("up").handle_message(c.now, Address::Partition(P), msg);
+            c.settle();
+            assert!(applied(&c, n) >= index, "follower {n} applied what the report says is committed");
+            let r = c.replicas[n].as_mut().expect("up");
+            assert_eq!(served_counter(r, pvc.clone()), causet_crdt::Value::Counter(1));
+        }
     }
 
     /// A follower folds its old versions away under the DC's garbage-collection frontier its leader's reports

@@ -218,7 +218,7 @@ mod tests {
         for p in 0..2 {
             s.handle_message(
                 Address::Partition(PartitionId(p)),
-                Message::PvcReport { pvc: at(100), at: None, frontier: None, away: None },
+                Message::PvcReport { pvc: at(100), at: None, committed: None, frontier: None, away: None },
             );
         }
         let report = |s: &mut Stabilizer, c: CoordinatorId, t: u64| {
@@ -241,7 +241,7 @@ mod tests {
         for p in 0..2 {
             fresh.handle_message(
                 Address::Partition(PartitionId(p)),
-                Message::PvcReport { pvc: at(100), at: None, frontier: None, away: None },
+                Message::PvcReport { pvc: at(100), at: None, committed: None, frontier: None, away: None },
             );
         }
         report(&mut fresh, c0, 90);

@@ -11,7 +11,7 @@ fn vc(micros: u64) -> VectorClock {
 fn report(s: &mut Stabilizer, p: u32, at: u64) {
     s.handle_message(
         Address::Partition(PartitionId(p)),
-        Message::PvcReport { pvc: vc(at), at: None, frontier: None, away: None },
+        Message::PvcReport { pvc: vc(at), at: None, committed: None, frontier: None, away: None },
     );
 }
 

@@ -216,6 +216,11 @@ pub struct GroupConfig {
     /// Pre-vote: a replica that cannot win an election (cut off, or behind) does not disturb the term. On by
     /// default.
     pub pre_vote: bool,
+    /// A leader whose commit index moves sends every follower an append at once to tell it (raft's default).
+    /// Off by default: a follower learns it from the leader's next append or heartbeat, or sooner from the driver
+    /// ([`Group::learn_commit`]). Telling at once is two more messages each way per entry, half of what an entry
+    /// costs the group in messages, and a second round of work on each follower.
+    pub broadcast_commits: bool,
     /// A snapshot message larger than this, encoded, is reported to raft as delivered or not by the driver
     /// ([`Group::report_snapshot`]), which sends it in parts; a smaller one counts as delivered once sent. Until
     /// the report, raft sends that follower no other snapshot.
@@ -239,6 +244,7 @@ impl GroupConfig {
             check_quorum: true,
             report_snapshots_above: usize::MAX,
             pre_vote: true,
+            broadcast_commits: false,
         }
     }
 }
@@ -638,6 +644,7 @@ impl Group {
             max_committed_size_per_ready: config.max_committed_size_per_ready,
             check_quorum: config.check_quorum,
             pre_vote: config.pre_vote,
+            skip_bcast_commit: !config.broadcast_commits,
             ..Default::default()
         };
         raft_config.validate().map_err(|e| GroupError::Config(e.to_string()))?;
@@ -708,6 +715,27 @@ impl Group {
     /// The highest index this replica knows committed by a quorum (it may not hold it durably yet).
     pub fn committed(&self) -> Lsn {
         Lsn(self.raw.raft.raft_log.committed)
+    }
+
+    /// The commit index and the term of the entry there, for another replica's [`Group::learn_commit`] (`None`
+    /// before anything committed, or if the entry was compacted away).
+    pub fn commit_point(&self) -> Option<(u64, Lsn)> {
+        let committed = self.committed();
+        self.term_of(committed).filter(|&term| term > 0).map(|term| (term, committed))
+    }
+
+    /// Another replica's [`Group::commit_point`], from a message outside raft (the leader's pvc reports): this
+    /// replica commits up to it if its own entry at that index has that term. Sound whoever sent it and however
+    /// late: an entry a replica knew committed stays committed, and by log matching a log with the same term at
+    /// that index holds the same entries up to it. A follower learns commits this way without raft's broadcast
+    /// ([`GroupConfig::broadcast_commits`]). Nothing on a leader, whose commit index is its own to move. Whether
+    /// the commit index moved.
+    pub fn learn_commit(&mut self, term: u64, index: Lsn) -> bool {
+        let moved = !self.is_leader() && self.raw.raft.raft_log.maybe_commit(index.0, term);
+        if moved {
+            self.pump();
+        }
+        moved
     }
 
     /// The last index handed out by [`GroupOutput::Committed`] (or applied silently).

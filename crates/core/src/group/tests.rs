@@ -107,6 +107,11 @@ enum Event {
     IsolateLeader,
     Isolate(Vec<u64>),
     Heal,
+    /// A leader's [`Group::commit_point`] reaches replica `to` outside raft (as a pvc report carries it).
+    CommitPoint {
+        to: u64,
+        point: (u64, Lsn),
+    },
 }
 
 struct Sim {
@@ -142,6 +147,11 @@ struct Sim {
     offer_keep: u64,
     /// The group's first voters are replicas `1..=bootstrap`.
     bootstrap: u64,
+    /// Leaders tell followers their commit point outside raft, now and then, late, lost or twice like any
+    /// message ([`Group::learn_commit`]); raft itself does not broadcast commits ([`GroupConfig::broadcast_commits`]).
+    commit_points: bool,
+    /// Commit points that moved a replica's commit index.
+    commits_learned: usize,
 }
 
 fn config(id: u64, n: u64, election_seed: u64) -> GroupConfig {
@@ -178,6 +188,8 @@ impl Sim {
             faults_until: u64::MAX,
             offer_keep: 0,
             bootstrap: n,
+            commit_points: true,
+            commits_learned: 0,
         };
         for id in 1..=n {
             let replica =
@@ -245,6 +257,7 @@ impl Sim {
             let r = self.replicas.get_mut(&id).expect("replica");
             let Some(group) = r.group.as_mut() else { return };
             let Some(output) = group.poll_output() else { return };
+            let point = group.commit_point().filter(|_| self.commit_points && group.is_leader());
             (self.now, id, r.incarnation, &output).hash(&mut self.trace);
             match output {
                 GroupOutput::Write { ready, snapshot, entries, hard_state } => {
@@ -259,6 +272,12 @@ impl Sim {
                 GroupOutput::Send { to, bytes, .. } => {
                     if self.cut(id, to.0) || self.rng.random_bool(self.drop_rate) {
                         continue;
+                    }
+                    if let Some(point) = point {
+                        if self.rng.random_bool(0.5) {
+                            let delay = self.rng.random_range(200..20_000);
+                            self.at(self.now + delay, Event::CommitPoint { to: to.0, point });
+                        }
                     }
                     let delay = self.rng.random_range(200..3_000);
                     if self.rng.random_bool(self.dup_rate) {
@@ -437,6 +456,11 @@ impl Sim {
             },
             Event::Isolate(ids) => self.isolated = ids.into_iter().collect(),
             Event::Heal => self.isolated.clear(),
+            Event::CommitPoint { to, point: (term, index) } => {
+                let Some(g) = self.replicas.get_mut(&to).and_then(|r| r.group.as_mut()) else { return };
+                self.commits_learned += usize::from(g.learn_commit(term, index));
+                self.drain(to);
+            }
         }
     }
 
@@ -960,7 +984,50 @@ proptest! {
     fn random_faults_keep_the_invariants_and_converge(seed in any::<u64>(), five in any::<bool>()) {
         let sim = chaos(seed, if five { 5 } else { 3 });
         sim.assert_converged(values("v", 100));
+        // Commit points outside raft (late, duplicated, from deposed leaders) were taken, and changed nothing.
+        prop_assert!(sim.commits_learned > 0, "no commit point moved a commit index");
     }
+}
+
+/// Raft does not tell followers of a commit at once (`GroupConfig::broadcast_commits` is off): they learn it from
+/// the leader's next append or heartbeat, or, sooner, from its commit point.
+#[test]
+fn a_follower_learns_a_commit_from_the_leaders_commit_point_before_raft_tells_it() {
+    let mut sim = Sim::new(7, 3);
+    sim.commit_points = false;
+    sim.run(1_000 * MS);
+    let l = sim.leader().expect("a leader");
+    sim.at(sim.now, Event::Propose(b"a".to_vec()));
+    let mut t = sim.now;
+    while sim.count("a") == 0 {
+        t += 100;
+        sim.run(t);
+    }
+    // Longer than any message takes (a broadcast would have arrived), shorter than a heartbeat interval.
+    t += 3_500;
+    sim.run(t);
+    let (term, index) = sim.replicas[&l].group.as_ref().expect("live").commit_point().expect("committed");
+    let mut told = 0;
+    for (id, r) in sim.replicas.iter_mut().filter(|(id, _)| **id != l) {
+        let g = r.group.as_mut().expect("live");
+        if g.term_of(index) != Some(term) || g.committed() >= index {
+            continue; // The append has not arrived yet, or raft told it already.
+        }
+        assert!(g.learn_commit(term, index), "replica {id} holds the entry: it commits");
+        assert_eq!(g.committed(), index);
+        assert!(!g.learn_commit(term, index), "only once");
+        told += 1;
+    }
+    assert!(told > 0, "raft broadcast the commit to every follower at once");
+    // A commit point whose term does not match what a replica holds there moves nothing.
+    let f = sim.replicas.keys().copied().find(|id| *id != l).expect("a follower");
+    let g = sim.replicas.get_mut(&f).and_then(|r| r.group.as_mut()).expect("live");
+    assert!(!g.learn_commit(term + 1, Lsn(index.0 + 1)), "an entry it does not hold");
+    for id in [f, l] {
+        sim.drain(id);
+    }
+    sim.run(t + 100 * MS);
+    sim.assert_converged(["a".to_string()]);
 }
 
 /// The replica snapshots were sent to and installed by, over all replicas.

@@ -559,7 +559,10 @@ impl<S: VersionStore> Partition<S> {
         if now_us >= self.next_report_us {
             let frontier = self.topology.readers(self.id).next().map(|_| self.store.frontier().clone());
             let away = self.away.as_mut().map(|a| a.report(&self.pvc, self.config.dc, self.clock.last()));
-            self.send(Address::Stabilizer, Message::PvcReport { pvc: self.pvc.clone(), at: None, frontier, away });
+            self.send(
+                Address::Stabilizer,
+                Message::PvcReport { pvc: self.pvc.clone(), at: None, committed: None, frontier, away },
+            );
             self.next_report_us = now_us + self.config.stable_interval_us.max(1);
         }
         if self.config.dcs > 1 && now_us >= self.next_replication_us {
