@@ -559,8 +559,8 @@ impl Replica {
             Message::Replica(ReplicaMessage::Closed { term, index, pvc, committed, gc }) if !self.serving() => {
                 // The leader's commit point: raft tells a follower only with its next append or heartbeat
                 // (`GroupConfig::broadcast_commits`), this within a report interval.
-                if let Some((term, index)) = committed {
-                    self.group.learn_commit(term, index);
+                if let Some((commit_term, commit_index)) = committed {
+                    self.group.learn_commit(commit_term, commit_index);
                 }
                 if self.closed.len() >= MAX_CLOSED_PENDING {
                     self.closed.pop_front();
@@ -1886,9 +1886,18 @@ mod tests {
     }
 
     /// The leader's report as the follower's node passes it on, with the DC's frontier `gc`.
-    fn closed((pvc, term, index): &(VectorClock, u64, Lsn), gc: Timestamp) -> Message {
+    fn closed(report: &(VectorClock, u64, Lsn), gc: Timestamp) -> Message {
+        closed_committed(report, gc, None)
+    }
+
+    /// [`closed`], carrying the leader's commit point `committed`.
+    fn closed_committed(
+        (pvc, term, index): &(VectorClock, u64, Lsn),
+        gc: Timestamp,
+        committed: Option<(u64, Lsn)>,
+    ) -> Message {
         let gc = VectorClock::from_entries(vec![gc]);
-        Message::Replica(ReplicaMessage::Closed { term: *term, index: *index, pvc: pvc.clone(), committed: None, gc })
+        Message::Replica(ReplicaMessage::Closed { term: *term, index: *index, pvc: pvc.clone(), committed, gc })
     }
 
     /// The counter a follower serves at `snapshot` for the nearest replica.
@@ -1957,15 +1966,14 @@ mod tests {
                 })
             })
             .expect("the leader reported its pvc with its commit point");
-        let ((pvc, term, index), point) = report;
+        let (closed_at, point) = report;
+        let (pvc, index) = (closed_at.0.clone(), closed_at.2);
         assert!(point.1 >= index, "the report's position is committed");
         let applied = |c: &Cluster, n: usize| c.replicas[n].as_ref().expect("up").group.applied();
         let behind: Vec<usize> = (0..3).filter(|n| *n != leader && applied(&c, *n) < index).collect();
         assert!(!behind.is_empty(), "raft told every follower of the commit at once");
         for n in behind {
-            let gc = VectorClock::from_entries(vec![Timestamp::ZERO]);
-            let msg =
-                Message::Replica(ReplicaMessage::Closed { term, index, pvc: pvc.clone(), committed: Some(point), gc });
+            let msg = closed_committed(&closed_at, Timestamp::ZERO, Some(point));
             c.replicas[n].as_mut().expect("up").handle_message(c.now, Address::Partition(P), msg);
             c.settle();
             assert!(applied(&c, n) >= index, "follower {n} applied what the report says is committed");
