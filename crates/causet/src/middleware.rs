@@ -68,6 +68,10 @@ pub struct MiddlewareArgs {
     /// with their causal past in every local set) in the background, and later writes leave them out.
     #[arg(long, default_value_t = 16)]
     pub folded_cap: usize,
+    /// How long after the store acknowledged one of this instance's writes the instance asks the store to confirm
+    /// it in every local set (Cassandra: a read at `ALL`); once confirmed, later records leave it out.
+    #[arg(long, default_value_t = 200)]
+    pub confirm_after_ms: u64,
     /// Exclusive writers: the writer lease's term (renewed every quarter term; a new instance waits for a
     /// previous holder's lease to lapse, up to one term).
     #[arg(long, default_value_t = 12000)]
@@ -118,6 +122,7 @@ fn config(args: &MiddlewareArgs, ls: LocalSet) -> Config {
         },
         lease_term: Duration::from_millis(args.lease_ms),
         folded_cap: args.folded_cap,
+        confirm_after: Duration::from_millis(args.confirm_after_ms),
         ..Config::new(ls, args.local_sets)
     }
 }
@@ -131,7 +136,8 @@ fn summary<S: Store>(ls: LocalSet, m: &Middleware<S>) -> String {
     format!(
         "local set {ls}: {reads} reads ({:.2} store rounds each, {} waited for a dependency, {} failed), {writes} \
          writes ({} compare-and-swap conflicts, {} from the write cache, {:.0} metadata bytes per write, largest \
-         folded set {}; {} versions made stable, {} attempts stopped short)",
+         folded set {}; {} versions made stable, {} of them own writes confirmed with {} requests, {} walks stopped \
+         short)",
         if reads > 0 { rounds as f64 / reads as f64 } else { 0.0 },
         s.unresolved.load(Relaxed),
         s.failed_reads.load(Relaxed),
@@ -140,6 +146,8 @@ fn summary<S: Store>(ls: LocalSet, m: &Middleware<S>) -> String {
         if writes > 0 { (bytes - values) as f64 / writes as f64 } else { 0.0 },
         s.max_folded.load(Relaxed),
         s.stabilized.load(Relaxed),
+        s.confirmed_own.load(Relaxed),
+        s.confirmations.load(Relaxed),
         s.unstabilized.load(Relaxed),
     )
 }

@@ -83,6 +83,7 @@ fn proxy_args(cassandra: &Cassandra, ls: u16, plain: bool, writers: WritersArg) 
         writers,
         lease_ms: 3000,
         folded_cap: 16,
+        confirm_after_ms: 200,
     }
 }
 

@@ -28,6 +28,7 @@ fn args(wan_delay_ms: u64, resolve_wait_ms: u64) -> MiddlewareArgs {
         writers: WritersArg::Exclusive,
         lease_ms: 12_000,
         folded_cap: 16,
+        confirm_after_ms: 200,
     }
 }
 

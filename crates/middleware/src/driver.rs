@@ -9,10 +9,11 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use futures_util::future::try_join_all;
+use futures_util::StreamExt;
 
 use crate::op::{
-    Input, Marks, Protocol, ReadOp, ReadOutcome, Session, StabilizeInput, StabilizeOp, StabilizeStep, Step, WriteCache,
-    WriteOp,
+    Input, Marks, OwnWrites, Protocol, ReadOp, ReadOutcome, Session, StabilizeInput, StabilizeOp, StabilizeStep, Step,
+    WriteCache, WriteOp,
 };
 use crate::record::{Copy, DecodeError, LocalSet, Record, Vertex};
 
@@ -182,6 +183,10 @@ pub struct Config {
     /// When a record's folded dependency set exceeds this many vertices, the instance makes them stable in the
     /// background ([`Middleware::keep_stabilizing`]), and later writes of the key leave them out.
     pub folded_cap: usize,
+    /// How long after the store acknowledged one of its writes the instance asks the store to confirm it in every
+    /// local set ([`Middleware::keep_confirming`]): long enough for the store's own replication to have delivered
+    /// it (the confirmation then repairs nothing), short enough that records soon leave it out.
+    pub confirm_after: Duration,
 }
 
 impl Config {
@@ -199,6 +204,7 @@ impl Config {
             writers: Writers::Shared,
             lease_term: Duration::from_secs(12),
             folded_cap: 16,
+            confirm_after: Duration::from_millis(200),
         }
     }
 }
@@ -233,6 +239,11 @@ pub struct Stats {
     /// Attempts to make a version stable that stopped short (the store could not confirm, or the walk's budget
     /// ran out; what was confirmed stays stable).
     pub unstabilized: AtomicU64,
+    /// Of the versions made stable, those marked after the store confirmed the instance's own write
+    /// ([`Middleware::keep_confirming`]), not by a walk.
+    pub confirmed_own: AtomicU64,
+    /// Confirmations asked of the store for the instance's own writes (one per distinct copy of a batch).
+    pub confirmations: AtomicU64,
 }
 
 /// Versions waiting to be made stable, at most [`STABILIZE_QUEUE`].
@@ -253,6 +264,18 @@ const FETCH_PARALLELISM: usize = 64;
 
 /// Walks making versions stable at once.
 const STABILIZE_WALKS: usize = 16;
+
+/// Own writes waiting for their confirmation, at most (more are not queued: a walk can still make them stable).
+const OWN_WRITES: usize = 1 << 16;
+
+/// Distinct copies one batch of own writes confirms, at most.
+const CONFIRM_BATCH: usize = 256;
+
+/// Confirmations of own writes in flight at once. Each costs the store a read in every local set (Cassandra: at
+/// `ALL`, across the WAN): on two shared cores, 32 at once (1,500 a second) cost a third of the foreground's
+/// throughput where 4 cost nothing measurable (bench/RESULTS-letting-it-be.md, run 4). The queue then drains slowly
+/// after a burst of writes (a preload); what it has not confirmed stays in records, as without it.
+const CONFIRM_PARALLELISM: usize = 4;
 
 /// Exclusive writers: lock stripes ordering the writes of a key inside the instance.
 const STRIPES: usize = 1024;
@@ -289,6 +312,11 @@ pub struct Middleware<S> {
     stable: Mutex<Marks>,
     to_stabilize: Mutex<StabilizeQueue>,
     stabilize_wake: tokio::sync::Notify,
+    /// The instance's own writes, waiting to be confirmed in every local set (stores that can confirm).
+    own_writes: Mutex<OwnWrites>,
+    confirm_after: Duration,
+    /// The instance's start: [`OwnWrites`] counts time in milliseconds since.
+    started: Instant,
     folded_cap: usize,
     lease: Option<WriterLease>,
     /// Exclusive writers only.
@@ -320,6 +348,9 @@ impl<S: Store> Middleware<S> {
             stable: Mutex::new(Marks::new(config.mark_capacity)),
             to_stabilize: Mutex::new(StabilizeQueue::default()),
             stabilize_wake: tokio::sync::Notify::new(),
+            own_writes: Mutex::new(OwnWrites::new(OWN_WRITES)),
+            confirm_after: config.confirm_after,
+            started: Instant::now(),
             folded_cap: if S::CONFIRMS_STABILITY { config.folded_cap } else { usize::MAX },
             lease: (config.writers == Writers::Exclusive).then(|| WriterLease {
                 owner: instance_name(config.local_set),
@@ -388,9 +419,10 @@ impl<S: Store> Middleware<S> {
     }
 
     /// The instance's background work, for ever (run it as a task beside the instance): renewing the writer
-    /// lease ([`Middleware::keep_lease`]) and making folded versions stable ([`Middleware::keep_stabilizing`]).
+    /// lease ([`Middleware::keep_lease`]) and making versions stable ([`Middleware::keep_confirming`] and
+    /// [`Middleware::keep_stabilizing`]).
     pub async fn maintain(&self) {
-        futures_util::future::join(self.keep_lease(), self.keep_stabilizing()).await;
+        futures_util::future::join3(self.keep_lease(), self.keep_confirming(), self.keep_stabilizing()).await;
     }
 
     /// Exclusive writers: stops writing, waits for the writes in flight, and gives the lease up, so that a new
@@ -555,6 +587,7 @@ impl<S: Store> Middleware<S> {
                         }
                     }
                     stored?;
+                    self.own_stored(&copy, &record);
                     self.stats.written_bytes.fetch_add(len, Ordering::Relaxed);
                     self.stats.written_value_bytes.fetch_add(value_len, Ordering::Relaxed);
                     Input::Swapped(true)
@@ -564,6 +597,7 @@ impl<S: Store> Middleware<S> {
                     let len = data.len() as u64;
                     let applied = self.store.cas(&copy, expect, record.seq(), data).await?;
                     if applied {
+                        self.own_stored(&copy, &record);
                         self.stats.written_bytes.fetch_add(len, Ordering::Relaxed);
                         self.stats.written_value_bytes.fetch_add(value_len, Ordering::Relaxed);
                     }
@@ -577,6 +611,51 @@ impl<S: Store> Middleware<S> {
             };
             let stable = self.stable.lock().expect("stable lock");
             step = op.resume(&self.protocol, input, session, &stable);
+        }
+    }
+
+    /// Queues a version the store has just acknowledged for its confirmation ([`Middleware::keep_confirming`]).
+    fn own_stored(&self, copy: &Copy, record: &Record) {
+        if S::CONFIRMS_STABILITY {
+            let at = self.started.elapsed().as_millis() as u64;
+            self.own_writes.lock().expect("own writes").stored(copy, record, at);
+        }
+    }
+
+    /// Makes the instance's own writes stable, for ever (run it as a task beside the instance; see [`OwnWrites`]):
+    /// every few milliseconds, the writes acknowledged at least `confirm_after` ago are confirmed with the store,
+    /// one request per distinct copy, a bounded number at once, and marked stable oldest first. A batch the store
+    /// cannot confirm (another local set unreachable) is asked again after a pause.
+    pub async fn keep_confirming(&self) {
+        if !S::CONFIRMS_STABILITY {
+            return;
+        }
+        loop {
+            let before = self.started.elapsed().saturating_sub(self.confirm_after).as_millis() as u64;
+            let (count, copies) = self.own_writes.lock().expect("own writes").due(before, CONFIRM_BATCH);
+            if count == 0 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+            self.stats.confirmations.fetch_add(copies.len() as u64, Ordering::Relaxed);
+            let answers: Vec<(Vertex, bool)> = futures_util::stream::iter(copies)
+                .map(|v| async move {
+                    // An error is an unconfirmed version: asked again with the next batch.
+                    let ok = self.store.stabilize(&v.copy(), v.seq).await.unwrap_or(false);
+                    (v, ok)
+                })
+                .buffer_unordered(CONFIRM_PARALLELISM)
+                .collect()
+                .await;
+            let outcome = {
+                let mut stable = self.stable.lock().expect("stable lock");
+                self.own_writes.lock().expect("own writes").confirmed(count, &answers, &mut stable)
+            };
+            self.stats.stabilized.fetch_add(outcome.marked as u64, Ordering::Relaxed);
+            self.stats.confirmed_own.fetch_add(outcome.marked as u64, Ordering::Relaxed);
+            if outcome.stopped {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
         }
     }
 

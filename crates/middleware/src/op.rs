@@ -2,7 +2,7 @@
 //! resumed with their results ([`Input`]). The same code runs over a real store ([`crate::Middleware`]) and in the
 //! deterministic simulation ([`crate::sim`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use crate::record::{compact_deps, Copy, Dep, Key, LocalSet, Record, Vertex};
 
@@ -557,6 +557,130 @@ pub struct StabilizeOp {
     pub marked: usize,
 }
 
+/// The versions this instance stored, in the order their stores were acknowledged, waiting to be confirmed in every
+/// local set: the cheap way to make versions stable (the walk of [`StabilizeOp`] is the general one).
+///
+/// A walk must read a version's records and confirm its whole causal past, and a hot key's folded set makes that
+/// past large and cyclic, so walks mark little. But an instance knows its own writes: it confirms each of them once
+/// (one [`StabilizeStep::Confirm`] per distinct copy of a batch, at the newest version stored), oldest first, and
+/// marks a confirmed version stable if every version its record requires is stable already. The order makes that
+/// check enough: a version's requirements of its own local set that this instance wrote were stored (and so queued)
+/// before it, and were marked before it if they could be; what it requires from elsewhere, or from before the
+/// instance started, must have been marked by a walk. The marked version is then in every local set (confirmed)
+/// with its whole causal past (stable), which is the invariant [`Record::without`] relies on. With two local sets,
+/// records carry no dependencies of the other local set (see [`WriteOp::start`]), so a version written here is
+/// typically stable one confirmation after it was stored.
+#[derive(Debug)]
+pub struct OwnWrites {
+    pending: VecDeque<StoredVersion>,
+    capacity: usize,
+    /// Versions not queued because the queue was full (never marked by this mechanism; a walk still can).
+    pub dropped: u64,
+}
+
+#[derive(Debug)]
+struct StoredVersion {
+    version: Vertex,
+    requirements: Vec<Vertex>,
+    /// When the store acknowledged it, in the caller's time unit.
+    at: u64,
+}
+
+/// What [`OwnWrites::confirmed`] did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Confirmation {
+    /// Versions marked stable.
+    pub marked: usize,
+    /// Versions confirmed but not marked: something they require is not known stable.
+    pub unsupported: usize,
+    /// Whether the queue stopped at a version the store did not confirm (it stays queued).
+    pub stopped: bool,
+}
+
+impl OwnWrites {
+    /// An empty queue of at most `capacity` versions.
+    pub fn new(capacity: usize) -> OwnWrites {
+        OwnWrites { pending: VecDeque::new(), capacity: capacity.max(1), dropped: 0 }
+    }
+
+    /// How many versions wait.
+    pub fn len(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Whether no version waits.
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_empty()
+    }
+
+    /// Forgets every queued version (as a restarted instance would).
+    pub fn clear(&mut self) {
+        self.pending.clear();
+    }
+
+    /// Queues `record`'s newest version, which the store has just acknowledged (at time `at`) as version `seq` of
+    /// `copy`. Call it in the order the acknowledgements arrive.
+    pub fn stored(&mut self, copy: &Copy, record: &Record, at: u64) {
+        if self.pending.len() >= self.capacity {
+            self.dropped += 1;
+            return;
+        }
+        let seq = record.seq();
+        let requirements = crate::record::compact(record.requirements(seq).map(|d| d.vertex).collect());
+        self.pending.push_back(StoredVersion {
+            version: Vertex { key: copy.key.clone(), ls: copy.ls, seq },
+            requirements,
+            at,
+        });
+    }
+
+    /// The next batch to confirm: the oldest queued versions stored at or before `before`, as many as cover at most
+    /// `max` distinct copies; returns how many versions the batch covers, and each copy once, at the newest version
+    /// queued (confirming it confirms the older ones).
+    pub fn due(&self, before: u64, max: usize) -> (usize, Vec<Vertex>) {
+        let mut newest: Vec<Vertex> = Vec::new();
+        let mut index: HashMap<Copy, usize> = HashMap::new();
+        let mut count = 0;
+        for s in self.pending.iter().take_while(|s| s.at <= before) {
+            let copy = s.version.copy();
+            match index.get(&copy) {
+                Some(&i) => newest[i].seq = newest[i].seq.max(s.version.seq),
+                None if newest.len() >= max => break,
+                None => {
+                    index.insert(copy, newest.len());
+                    newest.push(s.version.clone());
+                }
+            }
+            count += 1;
+        }
+        (count, newest)
+    }
+
+    /// Takes the store's answers for a batch from [`OwnWrites::due`] (`count` versions; `answers` pairs each copy
+    /// asked with whether every local set holds that version or a later one), oldest version first: marks each
+    /// confirmed version whose requirements are all stable, and stops at the first version not confirmed.
+    pub fn confirmed(&mut self, count: usize, answers: &[(Vertex, bool)], stable: &mut Marks) -> Confirmation {
+        let confirmed: HashMap<Copy, u64> =
+            answers.iter().filter(|(_, ok)| *ok).map(|(v, _)| (v.copy(), v.seq)).collect();
+        let mut outcome = Confirmation::default();
+        for _ in 0..count {
+            let Some(s) = self.pending.front() else { break };
+            if confirmed.get(&s.version.copy()).is_none_or(|&seq| seq < s.version.seq) {
+                outcome.stopped = true;
+                break;
+            }
+            let s = self.pending.pop_front().expect("checked");
+            if s.requirements.iter().all(|r| stable.covers(r)) {
+                stable.mark(s.version.copy(), s.version.seq);
+                outcome.marked += 1;
+            } else {
+                outcome.unsupported += 1;
+            }
+        }
+        outcome
+    }
+}
+
 /// What a [`StabilizeOp`] asks for next, or its result.
 #[derive(Debug, PartialEq, Eq)]
 pub enum StabilizeStep {
@@ -933,6 +1057,66 @@ mod tests {
     }
 
     /// A record with `clock` and no dependencies, as a write cache sees it.
+    /// A record of copy `copy` at version `seq` whose newest version requires `deps`.
+    fn requiring(seq: u64, deps: &[Vertex]) -> Record {
+        Record {
+            value: Vec::new(),
+            clock: vec![seq, 0],
+            versions: vec![VersionDeps {
+                seq,
+                deps: deps.iter().map(|v| Dep { vertex: v.clone(), level: 1 }).collect(),
+            }],
+            folded: Vec::new(),
+        }
+    }
+
+    fn v(key: &str, seq: u64) -> Vertex {
+        Vertex { key: key.as_bytes().to_vec(), ls: 0, seq }
+    }
+
+    #[test]
+    fn own_writes_are_confirmed_once_per_copy_and_marked_oldest_first_when_what_they_require_is_stable() {
+        let mut own = OwnWrites::new(16);
+        let mut stable = Marks::new(16);
+        // x1, then y1 requiring x1, then x2 (requiring x1 through its copy), then z1 requiring w1 (never stable).
+        own.stored(&v("x", 1).copy(), &requiring(1, &[]), 10);
+        own.stored(&v("y", 1).copy(), &requiring(1, &[v("x", 1)]), 11);
+        own.stored(&v("x", 2).copy(), &requiring(2, &[]), 12);
+        own.stored(&v("z", 1).copy(), &requiring(1, &[v("w", 1)]), 13);
+        // Only what was stored by then is due, each copy once at its newest version.
+        assert_eq!(own.due(9, 8), (0, vec![]));
+        assert_eq!(own.due(12, 8), (3, vec![v("x", 2), v("y", 1)]));
+        // A batch limited to one copy stops before the first version of another.
+        assert_eq!(own.due(13, 1), (1, vec![v("x", 1)]));
+        let (count, copies) = own.due(13, 8);
+        assert_eq!((count, copies.len()), (4, 3));
+        let answers: Vec<(Vertex, bool)> = copies.into_iter().map(|c| (c, true)).collect();
+        let outcome = own.confirmed(count, &answers, &mut stable);
+        // y1 is marked because x1 was marked just before it; z1 requires a version nobody made stable.
+        assert_eq!(outcome, Confirmation { marked: 3, unsupported: 1, stopped: false });
+        assert!(stable.covers(&v("x", 2)) && stable.covers(&v("y", 1)) && !stable.covers(&v("z", 1)));
+        assert!(own.is_empty());
+    }
+
+    #[test]
+    fn own_writes_stop_at_the_first_version_the_store_does_not_confirm_and_keep_it() {
+        let mut own = OwnWrites::new(16);
+        let mut stable = Marks::new(16);
+        own.stored(&v("x", 1).copy(), &requiring(1, &[]), 1);
+        own.stored(&v("y", 1).copy(), &requiring(1, &[]), 2);
+        own.stored(&v("x", 2).copy(), &requiring(2, &[]), 3);
+        // x is confirmed at version 1 only (an older answer), y not at all: x1 is marked, y1 and x2 wait.
+        let outcome = own.confirmed(3, &[(v("x", 1), true), (v("y", 1), false)], &mut stable);
+        assert_eq!(outcome, Confirmation { marked: 1, unsupported: 0, stopped: true });
+        assert!(stable.covers(&v("x", 1)) && !stable.covers(&v("x", 2)));
+        assert_eq!(own.due(3, 8), (2, vec![v("y", 1), v("x", 2)]));
+        // A full queue takes nothing more, and says so.
+        let mut full = OwnWrites::new(1);
+        full.stored(&v("x", 1).copy(), &requiring(1, &[]), 1);
+        full.stored(&v("y", 1).copy(), &requiring(1, &[]), 1);
+        assert_eq!((full.len(), full.dropped), (1, 1));
+    }
+
     fn clocked(clock: &[u64], ls: usize) -> Record {
         Record {
             value: Vec::new(),

@@ -18,7 +18,9 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::driver::Writers;
-use crate::op::{Input, Marks, Protocol, ReadOp, ReadOutcome, Session, StabilizeOp, Step, WriteCache, WriteOp};
+use crate::op::{
+    Input, Marks, OwnWrites, Protocol, ReadOp, ReadOutcome, Session, StabilizeOp, Step, WriteCache, WriteOp,
+};
 use crate::record::{Copy, LocalSet, Record, Vertex};
 
 /// What reads do.
@@ -61,6 +63,9 @@ pub struct SimConfig {
     /// With `Some(cap)`, a write whose record folds more than `cap` vertices queues them to be made stable, and
     /// the schedule runs those walks between other steps (`None`: never, as the paper).
     pub folded_cap: Option<usize>,
+    /// Whether instances also confirm their own writes in every local set and mark them stable ([`OwnWrites`]),
+    /// between other steps, whatever replication has delivered by then.
+    pub confirm_own: bool,
 }
 
 impl Default for SimConfig {
@@ -79,6 +84,7 @@ impl Default for SimConfig {
             mode: Mode::Middleware,
             writers: Writers::Shared,
             folded_cap: None,
+            confirm_own: false,
         }
     }
 }
@@ -100,8 +106,12 @@ pub struct SimOutcome {
     pub max_record_bytes: usize,
     /// The largest folded dependency set written.
     pub max_folded: usize,
+    /// Folded dependencies written, summed over writes.
+    pub folded_written: u64,
     /// Versions made stable.
     pub stabilized: u64,
+    /// Of those, versions marked stable after their writer confirmed them ([`OwnWrites`]).
+    pub confirmed_own: u64,
     /// Exclusive writers: writes answered from the instance's cache.
     pub cached_writes: u64,
     /// After replication has quiesced, the value every local set reads for each key (must agree).
@@ -130,6 +140,8 @@ struct World {
     /// Per instance: the versions it knows stable, and those it has queued to make stable.
     stable: Vec<Vec<Marks>>,
     to_stabilize: Vec<Vec<Vec<Vertex>>>,
+    /// Per instance: its own writes waiting to be confirmed.
+    own: Vec<Vec<OwnWrites>>,
     /// Exclusive writers: each instance's write cache.
     caches: Vec<Vec<WriteCache>>,
     max_record_bytes: usize,
@@ -230,6 +242,9 @@ pub fn run(seed: u64, cfg: &SimConfig) -> SimOutcome {
             .map(|_| (0..cfg.instances_per_set).map(|_| Marks::new(cfg.mark_capacity)).collect())
             .collect(),
         to_stabilize: vec![vec![Vec::new(); cfg.instances_per_set]; cfg.local_sets],
+        own: (0..cfg.local_sets)
+            .map(|_| (0..cfg.instances_per_set).map(|_| OwnWrites::new(1 << 12)).collect())
+            .collect(),
         caches: (0..cfg.local_sets)
             .map(|_| (0..cfg.instances_per_set).map(|_| WriteCache::new(cfg.mark_capacity)).collect())
             .collect(),
@@ -254,7 +269,9 @@ pub fn run(seed: u64, cfg: &SimConfig) -> SimOutcome {
         reads: 0,
         max_record_bytes: 0,
         max_folded: 0,
+        folded_written: 0,
         stabilized: 0,
+        confirmed_own: 0,
         cached_writes: 0,
         converged: false,
     };
@@ -271,10 +288,14 @@ pub fn run(seed: u64, cfg: &SimConfig) -> SimOutcome {
             let i = rng.random_range(0..cfg.instances_per_set);
             world.marks[ls][i].clear();
             world.stable[ls][i].clear();
+            world.own[ls][i].clear();
             world.caches[ls][i].clear();
         }
         if cfg.folded_cap.is_some() && rng.random_bool(0.1) {
             stabilize_one(&mut world, cfg, &mut rng, &mut out);
+        }
+        if cfg.confirm_own && rng.random_bool(0.1) {
+            confirm_own(&mut world, cfg, &mut rng, &mut out);
         }
         // Replication competes with client steps; it is sometimes starved for long stretches.
         let replicate = !world.in_flight.is_empty() && (active.is_empty() || rng.random_bool(0.3));
@@ -371,15 +392,23 @@ fn step_client(
                 Step::Fetch(copies) => Input::Fetched(world.fetch(c.ls, &copies)),
                 Step::Cas { copy, expect, record } if cfg.writers == Writers::Exclusive => {
                     world.caches[ls][i].stored(&copy.key, &record);
+                    world.own[ls][i].stored(&copy, &record, now);
                     Input::Swapped(world.put(c.ls, copy, expect, record))
                 }
-                Step::Cas { copy, expect, record } => Input::Swapped(world.cas(c.ls, copy, expect, record)),
+                Step::Cas { copy, expect, record } => {
+                    let applied = world.cas(c.ls, copy.clone(), expect, record.clone());
+                    if applied {
+                        world.own[ls][i].stored(&copy, &record, now);
+                    }
+                    Input::Swapped(applied)
+                }
                 Step::Done(_) => unreachable!("a finished write is not resumed"),
             };
             let step = op.resume(&protocol, input, &mut c.session, &world.stable[c.ls as usize][c.instance]);
-            if let (Step::Cas { record, .. }, Some(cap)) = (&step, cfg.folded_cap) {
+            if let Step::Cas { record, .. } = &step {
                 out.max_folded = out.max_folded.max(record.folded.len());
-                if record.folded.len() > cap {
+                out.folded_written += record.folded.len() as u64;
+                if cfg.folded_cap.is_some_and(|cap| record.folded.len() > cap) {
                     world.to_stabilize[c.ls as usize][c.instance].extend(record.folded.iter().cloned());
                 }
             }
@@ -465,6 +494,29 @@ fn stabilize_one(world: &mut World, cfg: &SimConfig, rng: &mut ChaCha8Rng, out: 
         out.stabilized += 1;
     }
     world.stable[ls][i] = stable;
+}
+
+/// One instance confirms a batch of its own writes against the stores as they are at this step (a version not yet
+/// replicated everywhere is not confirmed; the simulated store does not repair), and marks what it may.
+fn confirm_own(world: &mut World, cfg: &SimConfig, rng: &mut ChaCha8Rng, out: &mut SimOutcome) {
+    let (ls, i) = (rng.random_range(0..cfg.local_sets), rng.random_range(0..cfg.instances_per_set));
+    let (count, copies) = world.own[ls][i].due(u64::MAX, rng.random_range(1..=4));
+    if count == 0 {
+        return;
+    }
+    let answers: Vec<(Vertex, bool)> = copies.into_iter().map(|v| (v.clone(), world.everywhere(&v))).collect();
+    let before = world.stable[ls][i].clone();
+    let outcome = world.own[ls][i].confirmed(count, &answers, &mut world.stable[ls][i]);
+    // The invariant records rely on (as for walks): a version marked stable is in every local set with its whole
+    // causal past.
+    let stable = &world.stable[ls][i];
+    for (v, _) in answers.iter().filter(|(v, ok)| *ok && stable.covers(v) && !before.covers(v)) {
+        if let Some(missing) = world.missing_past(v, &before) {
+            panic!("{v} was marked stable on confirmation, but {missing} in its causal past is not in every local set");
+        }
+    }
+    out.stabilized += outcome.marked as u64;
+    out.confirmed_own += outcome.marked as u64;
 }
 
 fn latest_unresolved(copies: &[Copy], fetched: Vec<Option<Record>>) -> ReadOutcome {

@@ -102,19 +102,25 @@ fn exclusive_writers_stay_causal_without_compare_and_swap() {
     }
 }
 
+/// Few keys and one retained version per record, so that records fold often: the stabilization tests' base.
+fn small_records(local_sets: usize, writers: Writers) -> SimConfig {
+    SimConfig {
+        local_sets,
+        keys: 4,
+        retain: 1,
+        ops_per_session: 60,
+        writers,
+        instances_per_set: if writers == Writers::Exclusive { 1 } else { 2 },
+        ..SimConfig::default()
+    }
+}
+
 #[test]
 fn stable_versions_left_out_of_records_keep_every_seed_causal_and_bound_the_folded_sets() {
     // A cap of one folded vertex: records leave out every version made stable. The same seeds without
     // stabilization fold far more.
     for writers in [Writers::Shared, Writers::Exclusive] {
-        let base = SimConfig {
-            keys: 4,
-            retain: 1,
-            ops_per_session: 60,
-            writers,
-            instances_per_set: if writers == Writers::Exclusive { 1 } else { 2 },
-            ..SimConfig::default()
-        };
+        let base = small_records(3, writers);
         let capped = SimConfig { folded_cap: Some(1), ..base.clone() };
         let (mut stabilized, mut folded_capped, mut folded_free) = (0, 0, 0);
         for seed in 0..seeds() / 2 {
@@ -129,6 +135,41 @@ fn stable_versions_left_out_of_records_keep_every_seed_causal_and_bound_the_fold
         eprintln!("{writers:?}: {stabilized} versions made stable; largest folded sets summed over seeds: {folded_capped} capped, {folded_free} free");
         assert!(stabilized > 0, "no version was ever made stable");
         assert!(folded_capped < folded_free, "stabilization did not shrink the folded sets");
+    }
+}
+
+#[test]
+fn own_writes_confirmed_and_marked_stable_keep_every_seed_causal_and_shrink_the_folded_sets() {
+    // Instances confirm their own writes between other steps (a version replication has not yet delivered
+    // everywhere is not confirmed) and mark them stable, with walks beside them or not; the simulator checks the
+    // ground truth of every mark (the version and its whole causal past in every local set) and the checker every
+    // history. Two local sets (records carry only their own local set's dependencies) and three.
+    for local_sets in [2, 3] {
+        for writers in [Writers::Shared, Writers::Exclusive] {
+            let base = small_records(local_sets, writers);
+            let (mut confirmed, mut folded_confirmed, mut folded_free) = (0, 0, 0);
+            for walks in [None, Some(4)] {
+                let cfg = SimConfig { confirm_own: true, folded_cap: walks, ..base.clone() };
+                for seed in 0..seeds() / 4 {
+                    let out = run(seed, &cfg);
+                    let report = check(&out.history);
+                    assert!(report.is_ok(), "seed {seed} with {cfg:?}: {report}");
+                    assert!(out.converged, "seed {seed}: local sets disagree after replication quiesced");
+                    confirmed += out.confirmed_own;
+                    if walks.is_none() {
+                        folded_confirmed += out.folded_written;
+                        folded_free +=
+                            run(seed, &SimConfig { folded_cap: Some(usize::MAX), ..base.clone() }).folded_written;
+                    }
+                }
+            }
+            eprintln!(
+                "{local_sets} local sets, {writers:?}: {confirmed} own writes marked stable; folded \
+                 dependencies written, over seeds: {folded_confirmed} with confirmations, {folded_free} without"
+            );
+            assert!(confirmed > 0, "no own write was ever marked stable");
+            assert!(folded_confirmed < folded_free, "confirmations did not shrink the folded sets");
+        }
     }
 }
 
