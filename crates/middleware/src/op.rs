@@ -563,11 +563,12 @@ pub struct StabilizeOp {
 /// A walk must read a version's records and confirm its whole causal past, and a hot key's folded set makes that
 /// past large and cyclic, so walks mark little. But an instance knows its own writes: it confirms each of them once
 /// (one [`StabilizeStep::Confirm`] per distinct copy of a batch, at the newest version stored), oldest first, and
-/// marks a confirmed version stable if every version its record requires is stable already. The order makes that
-/// check enough: a version's requirements of its own local set that this instance wrote were stored (and so queued)
-/// before it, and were marked before it if they could be; what it requires from elsewhere, or from before the
-/// instance started, must have been marked by a walk. The marked version is then in every local set (confirmed)
-/// with its whole causal past (stable), which is the invariant [`Record::without`] relies on. With two local sets,
+/// marks a confirmed version stable if every version its record requires is stable already. That check makes the
+/// mark safe: the marked version is in every local set (confirmed) with its whole causal past (each requirement is
+/// there with its own), which is the invariant [`Record::without`] relies on. The order makes marks frequent: a
+/// version's requirements of its own local set that this instance wrote were usually acknowledged (and so queued)
+/// before it and are marked first (one acknowledged later only leaves it unmarked); what it requires from
+/// elsewhere, or from before the instance started, must have been marked by a walk. With two local sets,
 /// records carry no dependencies of the other local set (see [`WriteOp::start`]), so a version written here is
 /// typically stable one confirmation after it was stored.
 #[derive(Debug)]
