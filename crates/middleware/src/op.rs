@@ -1057,8 +1057,7 @@ mod tests {
         assert!(stable.covers(&last) && stable.len() == 10);
     }
 
-    /// A record with `clock` and no dependencies, as a write cache sees it.
-    /// A record of copy `copy` at version `seq` whose newest version requires `deps`.
+    /// A record at version `seq` whose newest version requires `deps`.
     fn requiring(seq: u64, deps: &[Vertex]) -> Record {
         Record {
             value: Vec::new(),
@@ -1118,6 +1117,7 @@ mod tests {
         assert_eq!((full.len(), full.dropped), (1, 1));
     }
 
+    /// A record with `clock` and no dependencies, as a write cache sees it.
     fn clocked(clock: &[u64], ls: usize) -> Record {
         Record {
             value: Vec::new(),

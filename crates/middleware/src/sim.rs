@@ -207,6 +207,20 @@ impl World {
         None
     }
 
+    /// The invariant that lets records leave stable versions out, after a walk or a batch of confirmations: each of
+    /// `confirmed` that `after` covers and `before` did not (newly marked stable) is, with its whole causal past, in
+    /// every local set's store. Returns how many were newly marked.
+    fn assert_marked_stable_hold(&self, confirmed: &[Vertex], before: &Marks, after: &Marks) -> u64 {
+        let mut marked = 0;
+        for v in confirmed.iter().filter(|v| after.covers(v) && !before.covers(v)) {
+            if let Some(missing) = self.missing_past(v, before) {
+                panic!("{v} was marked stable, but {missing} in its causal past is not in every local set");
+            }
+            marked += 1;
+        }
+        marked
+    }
+
     /// Delivers one replication message; a record older than the one present is ignored (last writer wins).
     fn deliver(&mut self, i: usize) {
         let (to, copy, record) = self.in_flight.swap_remove(i);
@@ -485,14 +499,7 @@ fn stabilize_one(world: &mut World, cfg: &SimConfig, rng: &mut ChaCha8Rng, out: 
             ok
         },
     );
-    // The invariant that lets records leave stable versions out: a version marked stable is, with its whole causal
-    // past, in every local set's store.
-    for v in confirmed.iter().filter(|v| stable.covers(v) && !before.covers(v)) {
-        if let Some(missing) = world.missing_past(v, &before) {
-            panic!("{v} was marked stable, but {missing} in its causal past is not in every local set");
-        }
-        out.stabilized += 1;
-    }
+    out.stabilized += world.assert_marked_stable_hold(&confirmed, &before, &stable);
     world.stable[ls][i] = stable;
 }
 
@@ -507,14 +514,8 @@ fn confirm_own(world: &mut World, cfg: &SimConfig, rng: &mut ChaCha8Rng, out: &m
     let answers: Vec<(Vertex, bool)> = copies.into_iter().map(|v| (v.clone(), world.everywhere(&v))).collect();
     let before = world.stable[ls][i].clone();
     let outcome = world.own[ls][i].confirmed(count, &answers, &mut world.stable[ls][i]);
-    // The invariant records rely on (as for walks): a version marked stable is in every local set with its whole
-    // causal past.
-    let stable = &world.stable[ls][i];
-    for (v, _) in answers.iter().filter(|(v, ok)| *ok && stable.covers(v) && !before.covers(v)) {
-        if let Some(missing) = world.missing_past(v, &before) {
-            panic!("{v} was marked stable on confirmation, but {missing} in its causal past is not in every local set");
-        }
-    }
+    let confirmed: Vec<Vertex> = answers.into_iter().filter(|(_, ok)| *ok).map(|(v, _)| v).collect();
+    world.assert_marked_stable_hold(&confirmed, &before, &world.stable[ls][i]);
     out.stabilized += outcome.marked as u64;
     out.confirmed_own += outcome.marked as u64;
 }
