@@ -1,8 +1,12 @@
 //! The store adapter for Apache Cassandra (through the `scylla` driver, which speaks Cassandra 5's native
 //! protocol).
 //!
-//! One table holds every copy: `copies (key, ls) → (seq, data)`, partitioned by key with one row per local set,
-//! so that one single-partition read returns every copy of a key (what every read and write starts with). The
+//! One table holds every copy: `records (key, ls) → (seq, head, meta)`, partitioned by key with one row per local
+//! set, so that one single-partition read returns every copy of a key (what every read and write starts with).
+//! A record's two parts are columns of one row, written together (a row is updated atomically at each replica):
+//! a read selects `head` (clock and value) and never reads the dependency information unless it must resolve, and
+//! a write selects `meta` and never reads the values. (Until 2026-11-29 the table was `copies`, with the whole
+//! record in one column `data`; that table is no longer read.) The
 //! lightweight transactions run at `LOCAL_SERIAL`: Paxos among the local datacenter's replicas only, so under a
 //! network partition between DCs they succeed on both sides independently, and the design relies on exactly
 //! that: only local set `ls` ever writes row `ls` of a key. Reads are `LOCAL_ONE` and go to this local set's datacenter only
@@ -27,9 +31,9 @@ use scylla::statement::prepared::PreparedStatement;
 use scylla::statement::{Consistency, SerialConsistency};
 use scylla::value::{CqlValue, Row};
 
-use crate::driver::{Error, Lease, Store, StoreError};
+use crate::driver::{Error, Lease, Part, Store, StoreError};
 use crate::proxy::Backend;
-use crate::record::{Copy, LocalSet};
+use crate::record::{Copy, Encoded, LocalSet};
 
 /// Where and how to reach Cassandra.
 #[derive(Clone, Debug)]
@@ -48,11 +52,13 @@ pub struct CassandraOptions {
 /// A Cassandra cluster seen from one datacenter.
 pub struct CassandraStore {
     session: Session,
-    get: PreparedStatement,
-    get_all: PreparedStatement,
+    get_head: PreparedStatement,
+    get_meta: PreparedStatement,
+    heads: PreparedStatement,
+    metas: PreparedStatement,
     insert: PreparedStatement,
     update: PreparedStatement,
-    get_all_to_write: PreparedStatement,
+    metas_to_write: PreparedStatement,
     put: PreparedStatement,
     lease_take: PreparedStatement,
     lease_renew: PreparedStatement,
@@ -108,7 +114,7 @@ async fn connect(options: &CassandraOptions) -> Result<Session, StoreError> {
                 replication.join(", ")
             ),
             format!(
-                "CREATE TABLE IF NOT EXISTS {ks}.copies (key blob, ls smallint, seq bigint, data blob, \
+                "CREATE TABLE IF NOT EXISTS {ks}.records (key blob, ls smallint, seq bigint, head blob, meta blob, \
                  PRIMARY KEY (key, ls)) WITH read_repair = 'BLOCKING'"
             ),
             format!("CREATE TABLE IF NOT EXISTS {ks}.plain (key blob PRIMARY KEY, value blob)"),
@@ -131,22 +137,27 @@ impl CassandraStore {
     pub async fn connect(options: &CassandraOptions, local_set: LocalSet) -> Result<CassandraStore, StoreError> {
         let session = connect(options).await?;
         let ks = &options.keyspace;
-        let get = prepare(&session, format!("SELECT seq, data FROM {ks}.copies WHERE key = ? AND ls = ?")).await?;
+        let get_head = prepare(&session, format!("SELECT head FROM {ks}.records WHERE key = ? AND ls = ?")).await?;
+        let get_meta = prepare(&session, format!("SELECT meta FROM {ks}.records WHERE key = ? AND ls = ?")).await?;
         let insert = prepare(
             &session,
-            format!("INSERT INTO {ks}.copies (key, ls, seq, data) VALUES (?, ?, ?, ?) IF NOT EXISTS"),
+            format!("INSERT INTO {ks}.records (key, ls, seq, head, meta) VALUES (?, ?, ?, ?, ?) IF NOT EXISTS"),
         )
         .await?;
-        let update =
-            prepare(&session, format!("UPDATE {ks}.copies SET seq = ?, data = ? WHERE key = ? AND ls = ? IF seq = ?"))
-                .await?;
-        let all_copies = format!("SELECT ls, data, writetime(data) FROM {ks}.copies WHERE key = ?");
-        let get_all = prepare(&session, all_copies.clone()).await?;
-        let mut get_all_to_write = prepare(&session, all_copies).await?;
-        get_all_to_write.set_consistency(Consistency::LocalQuorum);
+        let update = prepare(
+            &session,
+            format!("UPDATE {ks}.records SET seq = ?, head = ?, meta = ? WHERE key = ? AND ls = ? IF seq = ?"),
+        )
+        .await?;
+        let heads =
+            prepare(&session, format!("SELECT ls, head, writetime(head) FROM {ks}.records WHERE key = ?")).await?;
+        let all_metas = format!("SELECT ls, meta, writetime(meta) FROM {ks}.records WHERE key = ?");
+        let metas = prepare(&session, all_metas.clone()).await?;
+        let mut metas_to_write = prepare(&session, all_metas).await?;
+        metas_to_write.set_consistency(Consistency::LocalQuorum);
         let mut put = prepare(
             &session,
-            format!("INSERT INTO {ks}.copies (key, ls, seq, data) VALUES (?, ?, ?, ?) USING TIMESTAMP ?"),
+            format!("INSERT INTO {ks}.records (key, ls, seq, head, meta) VALUES (?, ?, ?, ?, ?) USING TIMESTAMP ?"),
         )
         .await?;
         put.set_consistency(Consistency::LocalQuorum);
@@ -159,17 +170,19 @@ impl CassandraStore {
                 .await?;
         let mut lease_holder = prepare(&session, format!("SELECT owner FROM {ks}.writers WHERE ls = ?")).await?;
         lease_holder.set_consistency(Consistency::LocalQuorum);
-        let mut stabilize = prepare(&session, format!("SELECT seq FROM {ks}.copies WHERE key = ? AND ls = ?")).await?;
+        let mut stabilize = prepare(&session, format!("SELECT seq FROM {ks}.records WHERE key = ? AND ls = ?")).await?;
         stabilize.set_consistency(Consistency::All);
         stabilize.set_request_timeout(Some(Duration::from_secs(5)));
         let lease_release = prepare(&session, format!("DELETE FROM {ks}.writers WHERE ls = ? IF owner = ?")).await?;
         Ok(CassandraStore {
             session,
-            get,
-            get_all,
+            get_head,
+            get_meta,
+            heads,
+            metas,
             insert,
             update,
-            get_all_to_write,
+            metas_to_write,
             put,
             lease_take,
             lease_renew,
@@ -181,8 +194,8 @@ impl CassandraStore {
         })
     }
 
-    /// Every copy of `key` through `statement` (`get_all` or `get_all_to_write`: `ls, data, writetime(data)`),
-    /// with the write time of this local set's copy (`i64::MIN` if it has none).
+    /// One part of every copy of `key` through `statement` (`heads`, `metas` or `metas_to_write`: `ls`, the part
+    /// and its write time), with the write time of this local set's copy (`i64::MIN` if it has none).
     async fn read_copies(
         &self,
         statement: &PreparedStatement,
@@ -223,32 +236,38 @@ fn applied(result: scylla::response::query_result::QueryResult) -> Result<bool, 
 }
 
 impl Store for CassandraStore {
-    async fn get(&self, copy: &Copy) -> Result<Option<Vec<u8>>, StoreError> {
-        let result = self.session.execute_unpaged(&self.get, (&copy.key, copy.ls as i16)).await.map_err(err("read"))?;
+    async fn get(&self, copy: &Copy, part: Part) -> Result<Option<Vec<u8>>, StoreError> {
+        let statement = match part {
+            Part::Head => &self.get_head,
+            Part::Meta => &self.get_meta,
+        };
+        let result = self.session.execute_unpaged(statement, (&copy.key, copy.ls as i16)).await.map_err(err("read"))?;
         let rows = result.into_rows_result().map_err(err("read"))?;
-        let row: Option<(i64, Vec<u8>)> = rows.maybe_first_row().map_err(err("read"))?;
-        Ok(row.map(|(_, data)| data))
+        let row: Option<(Vec<u8>,)> = rows.maybe_first_row().map_err(err("read"))?;
+        Ok(row.map(|(data,)| data))
     }
 
-    async fn get_copies(&self, key: &[u8], local_sets: usize) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
-        Ok(self.read_copies(&self.get_all, key, local_sets).await?.0)
+    async fn get_copies(&self, key: &[u8], local_sets: usize, part: Part) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        let statement = match part {
+            Part::Head => &self.heads,
+            Part::Meta => &self.metas,
+        };
+        Ok(self.read_copies(statement, key, local_sets).await?.0)
     }
 
-    async fn cas(&self, copy: &Copy, expect: Option<u64>, seq: u64, data: Vec<u8>) -> Result<bool, StoreError> {
+    async fn cas(&self, copy: &Copy, expect: Option<u64>, seq: u64, record: Encoded) -> Result<bool, StoreError> {
+        let Encoded { head, meta } = record;
+        let (key, ls, seq) = (&copy.key, copy.ls as i16, seq as i64);
         let result = match expect {
-            None => self.session.execute_unpaged(&self.insert, (&copy.key, copy.ls as i16, seq as i64, data)).await,
-            Some(old) => {
-                self.session
-                    .execute_unpaged(&self.update, (seq as i64, data, &copy.key, copy.ls as i16, old as i64))
-                    .await
-            }
+            None => self.session.execute_unpaged(&self.insert, (key, ls, seq, head, meta)).await,
+            Some(old) => self.session.execute_unpaged(&self.update, (seq, head, meta, key, ls, old as i64)).await,
         }
         .map_err(err("compare-and-swap"))?;
         applied(result)
     }
 
     async fn get_copies_to_write(&self, key: &[u8], local_sets: usize) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
-        let (copies, own_written) = self.read_copies(&self.get_all_to_write, key, local_sets).await?;
+        let (copies, own_written) = self.read_copies(&self.metas_to_write, key, local_sets).await?;
         self.write_floor.fetch_max(own_written, Ordering::Relaxed);
         Ok(copies)
     }
@@ -266,13 +285,13 @@ impl Store for CassandraStore {
         Ok(row.is_some_and(|(s,)| s as u64 >= seq))
     }
 
-    async fn put(&self, copy: &Copy, seq: u64, data: Vec<u8>) -> Result<(), StoreError> {
+    async fn put(&self, copy: &Copy, seq: u64, record: Encoded) -> Result<(), StoreError> {
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros());
         // Above every write time seen: strictly increasing across this instance's writes, whatever its clock does.
         let next = |floor: i64| floor.saturating_add(1).max(now as i64);
         let previous = self.write_floor.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |f| Some(next(f)));
         let at = next(previous.unwrap_or_else(|f| f));
-        let values = (&copy.key, copy.ls as i16, seq as i64, data, at);
+        let values = (&copy.key, copy.ls as i16, seq as i64, record.head, record.meta, at);
         self.session.execute_unpaged(&self.put, values).await.map_err(err("write"))?;
         Ok(())
     }

@@ -2,7 +2,8 @@
 //! with Causet's own Transactional Causal+ Consistency on the same machine.
 //!
 //! A copy is a `register_lww` object (bucket `causet-middleware`, key = the copy's key and local set); its value is
-//! the version (8 bytes, big-endian) followed by the record. Causet in eventual mode replicates every DC's writes
+//! the version (8 bytes, big-endian), the length of the record's head (4 bytes, big-endian), the head and the meta
+//! (one register, so that the two parts are always of one version; a read of either part reads both). Causet in eventual mode replicates every DC's writes
 //! to the others, last writer wins, like Cassandra. It has no compare-and-swap, so it serves exclusive writers only
 //! ([`crate::Writers::Exclusive`]) and cannot fence them: run **one middleware instance per local set** over Causet.
 
@@ -14,8 +15,8 @@ use causet_core::ObjectId;
 use causet_crdt::{CrdtType, Op, Value};
 use tokio::sync::Mutex;
 
-use crate::driver::{Lease, Store, StoreError};
-use crate::record::Copy;
+use crate::driver::{Lease, Part, Store, StoreError};
+use crate::record::{Copy, Encoded};
 
 /// The bucket the middleware's objects live in.
 pub const BUCKET: &[u8] = b"causet-middleware";
@@ -46,32 +47,41 @@ impl CausetStore {
         Ok(CausetStore { pool, next: AtomicUsize::new(0) })
     }
 
-    async fn read(&self, copy: &Copy) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
+    async fn read(&self, copy: &Copy) -> Result<Option<Encoded>, StoreError> {
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.pool.len();
         let mut client = self.pool[i].lock().await;
         let (values, _) = client.static_read(None, &[object(copy)]).await.map_err(err("read"))?;
+        let foreign =
+            |v: &dyn std::fmt::Debug| StoreError(format!("causet: a copy read as {v:?}, not a middleware record"));
         match values.into_iter().next() {
             Some(Value::Register(v)) if v.is_empty() => Ok(None),
-            Some(Value::Register(v)) if v.len() >= 8 => {
-                Ok(Some((u64::from_be_bytes(v[..8].try_into().expect("8 bytes")), v[8..].to_vec())))
+            Some(Value::Register(v)) if v.len() >= 12 => {
+                let head_len = u32::from_be_bytes(v[8..12].try_into().expect("4 bytes")) as usize;
+                let Some(head) = v.get(12..12 + head_len) else { return Err(foreign(&v)) };
+                Ok(Some(Encoded { head: head.to_vec(), meta: v[12 + head_len..].to_vec() }))
             }
-            other => Err(StoreError(format!("causet: a copy read as {other:?}, not a middleware record"))),
+            other => Err(foreign(&other)),
         }
     }
 }
 
 impl Store for CausetStore {
-    async fn get(&self, copy: &Copy) -> Result<Option<Vec<u8>>, StoreError> {
-        Ok(self.read(copy).await?.map(|(_, data)| data))
+    async fn get(&self, copy: &Copy, part: Part) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.read(copy).await?.map(|record| match part {
+            Part::Head => record.head,
+            Part::Meta => record.meta,
+        }))
     }
 
-    async fn cas(&self, _: &Copy, _: Option<u64>, _: u64, _: Vec<u8>) -> Result<bool, StoreError> {
+    async fn cas(&self, _: &Copy, _: Option<u64>, _: u64, _: Encoded) -> Result<bool, StoreError> {
         Err(StoreError("causet: the store has no compare-and-swap; run the middleware with exclusive writers".into()))
     }
 
-    async fn put(&self, copy: &Copy, seq: u64, data: Vec<u8>) -> Result<(), StoreError> {
+    async fn put(&self, copy: &Copy, seq: u64, record: Encoded) -> Result<(), StoreError> {
         let mut value = seq.to_be_bytes().to_vec();
-        value.extend_from_slice(&data);
+        value.extend_from_slice(&(record.head.len() as u32).to_be_bytes());
+        value.extend_from_slice(&record.head);
+        value.extend_from_slice(&record.meta);
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.pool.len();
         let mut client = self.pool[i].lock().await;
         client.static_update(None, [(object(copy), Op::Assign(value))]).await.map_err(err("write"))?;

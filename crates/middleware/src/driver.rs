@@ -15,7 +15,7 @@ use crate::op::{
     Input, Marks, OwnWrites, Protocol, ReadOp, ReadOutcome, Session, StabilizeInput, StabilizeOp, StabilizeStep, Step,
     WriteCache, WriteOp,
 };
-use crate::record::{Copy, DecodeError, LocalSet, Record, Vertex};
+use crate::record::{Copy, DecodeError, Encoded, Head, LocalSet, Meta, Record, Vertex};
 
 /// An eventually consistent store with per-copy compare-and-swap, as seen from one local set.
 ///
@@ -26,46 +26,48 @@ use crate::record::{Copy, DecodeError, LocalSet, Record, Vertex};
 /// With [`Writers::Exclusive`], writes use `get_copies_to_write` and `put` instead of `cas`, and `lease` fences
 /// the local set's one writer.
 pub trait Store: Send + Sync {
-    /// The copy's stored record, if any.
-    fn get(&self, copy: &Copy) -> impl Future<Output = Result<Option<Vec<u8>>, StoreError>> + Send;
+    /// One part of the copy's stored record, if any. The two parts of a record are written together
+    /// ([`Store::cas`], [`Store::put`]); a read of one part must return the part of some record the copy held.
+    fn get(&self, copy: &Copy, part: Part) -> impl Future<Output = Result<Option<Vec<u8>>, StoreError>> + Send;
 
-    /// Every copy of `key` (local sets `0..local_sets`, in order). Stores that keep a key's copies together
-    /// answer with one read; the default reads them one by one, in parallel.
+    /// One part of every copy of `key` (local sets `0..local_sets`, in order). Stores that keep a key's copies
+    /// together answer with one read; the default reads them one by one, in parallel.
     fn get_copies(
         &self,
         key: &[u8],
         local_sets: usize,
+        part: Part,
     ) -> impl Future<Output = Result<Vec<Option<Vec<u8>>>, StoreError>> + Send {
         async move {
             let copies: Vec<Copy> = (0..local_sets as LocalSet).map(|ls| Copy { key: key.to_vec(), ls }).collect();
-            try_join_all(copies.iter().map(|c| self.get(c))).await
+            try_join_all(copies.iter().map(|c| self.get(c, part))).await
         }
     }
 
-    /// Stores `data` (version `seq` of the copy) if the stored version is `expect` (`None`: nothing stored yet).
-    /// Returns whether it applied.
+    /// Stores `record` (version `seq` of the copy, both parts at once) if the stored version is `expect` (`None`:
+    /// nothing stored yet). Returns whether it applied.
     fn cas(
         &self,
         copy: &Copy,
         expect: Option<u64>,
         seq: u64,
-        data: Vec<u8>,
+        record: Encoded,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
-    /// Exclusive writers: every copy of `key`, with this local set's own copy as of the latest [`Store::put`]
-    /// acknowledged to this instance (stores whose reads may miss an acknowledged write of the same DC read more
-    /// replicas here). The default is [`Store::get_copies`].
+    /// Exclusive writers: the [`Part::Meta`] of every copy of `key`, with this local set's own copy as of the
+    /// latest [`Store::put`] acknowledged to this instance (stores whose reads may miss an acknowledged write of
+    /// the same DC read more replicas here). The default is [`Store::get_copies`].
     fn get_copies_to_write(
         &self,
         key: &[u8],
         local_sets: usize,
     ) -> impl Future<Output = Result<Vec<Option<Vec<u8>>>, StoreError>> + Send {
-        self.get_copies(key, local_sets)
+        self.get_copies(key, local_sets, Part::Meta)
     }
 
-    /// Exclusive writers: stores `data` as version `seq` of the copy, unconditionally. Wherever the copy
-    /// replicates, a later version must win over an earlier one, whatever the order of arrival.
-    fn put(&self, copy: &Copy, seq: u64, data: Vec<u8>) -> impl Future<Output = Result<(), StoreError>> + Send;
+    /// Exclusive writers: stores `record` (both parts at once) as version `seq` of the copy, unconditionally.
+    /// Wherever the copy replicates, a later version must win over an earlier one, whatever the order of arrival.
+    fn put(&self, copy: &Copy, seq: u64, record: Encoded) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Whether [`Store::stabilize`] can ever confirm; when not, the instance does not try (and the folded
     /// dependency sets are not bounded).
@@ -90,6 +92,15 @@ pub trait Store: Send + Sync {
         owner: &str,
         term: Duration,
     ) -> impl Future<Output = Result<Lease, StoreError>> + Send;
+}
+
+/// The part of a stored record a read asks for ([`Encoded`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    /// The [`Head`]: clock and value (what every read needs).
+    Head,
+    /// The [`Meta`]: clock and dependency information (what resolution and writes need).
+    Meta,
 }
 
 /// The store's answer to a lease request.
@@ -453,33 +464,50 @@ impl<S: Store> Middleware<S> {
         &self.store
     }
 
-    async fn fetch(&self, copies: &[Copy], to_write: bool) -> Result<Vec<Option<Record>>, Error> {
+    /// One part of each of `copies` from the local store: all of a key's copies in one request when that is what
+    /// is asked for, otherwise at most [`FETCH_PARALLELISM`] single copies at a time.
+    async fn fetch_raw(&self, copies: &[Copy], part: Part, to_write: bool) -> Result<Vec<Option<Vec<u8>>>, Error> {
         let n = self.protocol.local_sets;
         let whole_key = copies.len() == n
             && copies.iter().zip(0..).all(|(c, ls): (&Copy, LocalSet)| c.ls == ls && c.key == copies[0].key);
-        let raw = if whole_key && to_write {
+        Ok(if whole_key && to_write {
             self.store.get_copies_to_write(&copies[0].key, n).await?
         } else if whole_key {
-            self.store.get_copies(&copies[0].key, n).await?
+            self.store.get_copies(&copies[0].key, n, part).await?
         } else {
-            // A large graph's level is fetched at most FETCH_PARALLELISM copies at a time.
             let mut raw = Vec::with_capacity(copies.len());
             for chunk in copies.chunks(FETCH_PARALLELISM) {
-                raw.extend(try_join_all(chunk.iter().map(|c| self.store.get(c))).await?);
+                raw.extend(try_join_all(chunk.iter().map(|c| self.store.get(c, part))).await?);
             }
             raw
-        };
-        let records: Vec<Option<Record>> =
-            raw.into_iter().map(|r| r.map(|b| Record::decode(&b)).transpose()).collect::<Result<_, _>>()?;
-        if let (Some(cache), false) = (&self.cache, to_write) {
-            cache.lock().expect("write cache").observe(copies, &records);
-        }
-        Ok(records)
+        })
     }
 
-    /// One copy's record in the local store.
-    async fn get_record(&self, copy: &Copy) -> Result<Option<Record>, Error> {
-        Ok(self.store.get(copy).await?.map(|b| Record::decode(&b)).transpose()?)
+    /// The metas of `copies` (for resolution, walks and writes).
+    async fn fetch(&self, copies: &[Copy], to_write: bool) -> Result<Vec<Option<Meta>>, Error> {
+        let raw = self.fetch_raw(copies, Part::Meta, to_write).await?;
+        let metas: Vec<Option<Meta>> =
+            raw.into_iter().map(|r| r.map(|b| Meta::decode(&b)).transpose()).collect::<Result<_, _>>()?;
+        if let (Some(cache), false) = (&self.cache, to_write) {
+            cache.lock().expect("write cache").observe(copies, metas.iter().map(|m| m.as_ref().map(|m| &m.clock[..])));
+        }
+        Ok(metas)
+    }
+
+    /// The heads of `copies` (a read's first round).
+    async fn fetch_heads(&self, copies: &[Copy]) -> Result<Vec<Option<Head>>, Error> {
+        let raw = self.fetch_raw(copies, Part::Head, false).await?;
+        let heads: Vec<Option<Head>> =
+            raw.into_iter().map(|r| r.map(|b| Head::decode(&b)).transpose()).collect::<Result<_, _>>()?;
+        if let Some(cache) = &self.cache {
+            cache.lock().expect("write cache").observe(copies, heads.iter().map(|h| h.as_ref().map(|h| &h.clock[..])));
+        }
+        Ok(heads)
+    }
+
+    /// One copy's meta in the local store.
+    async fn get_meta(&self, copy: &Copy) -> Result<Option<Meta>, Error> {
+        Ok(self.store.get(copy, Part::Meta).await?.map(|b| Meta::decode(&b)).transpose()?)
     }
 
     /// Reads `key` for `session`: the causally latest version whose dependencies are all present locally, or
@@ -491,15 +519,13 @@ impl<S: Store> Middleware<S> {
         loop {
             let (mut op, mut step) = ReadOp::start(&self.protocol, key);
             let outcome = loop {
-                match step {
-                    Step::Fetch(copies) => {
-                        let input = Input::Fetched(self.fetch(&copies, false).await?);
-                        let mut marks = self.marks.lock().expect("marks lock");
-                        step = op.resume(input, &mut marks, session);
-                    }
+                let input = match step {
+                    Step::FetchHeads(copies) => Input::Heads(self.fetch_heads(&copies).await?),
+                    Step::Fetch(copies) => Input::Fetched(self.fetch(&copies, false).await?),
                     Step::Done(outcome) => break outcome,
                     Step::Cas { .. } => unreachable!("a read only fetches"),
-                }
+                };
+                step = op.resume(input, &mut self.marks.lock().expect("marks lock"), session);
             };
             match outcome {
                 ReadOutcome::Unresolved { version, missing } => {
@@ -515,7 +541,7 @@ impl<S: Store> Middleware<S> {
                         }
                         tokio::time::sleep(pause).await;
                         pause = (pause * 2).min(Duration::from_millis(50));
-                        if self.get_record(&missing.copy()).await?.is_some_and(|r| r.seq() >= missing.seq) {
+                        if self.get_meta(&missing.copy()).await?.is_some_and(|m| m.seq() >= missing.seq) {
                             break;
                         }
                     }
@@ -557,12 +583,14 @@ impl<S: Store> Middleware<S> {
         let (mut op, mut step) = WriteOp::start(&self.protocol, session, key, value);
         loop {
             if let Step::Cas { record, .. } = &step {
-                self.stats.max_folded.fetch_max(record.folded.len() as u64, Ordering::Relaxed);
-                if record.folded.len() > self.folded_cap {
-                    self.queue_stabilize(&record.folded);
+                let folded = &record.meta.folded;
+                self.stats.max_folded.fetch_max(folded.len() as u64, Ordering::Relaxed);
+                if folded.len() > self.folded_cap {
+                    self.queue_stabilize(folded);
                 }
             }
             let input = match step {
+                Step::FetchHeads(_) => unreachable!("a write reads metas"),
                 Step::Fetch(copies) => match cached.take() {
                     Some(records) => Input::Fetched(records),
                     None => {
@@ -618,7 +646,7 @@ impl<S: Store> Middleware<S> {
     fn own_stored(&self, copy: &Copy, record: &Record) {
         if S::CONFIRMS_STABILITY {
             let at = self.started.elapsed().as_millis() as u64;
-            self.own_writes.lock().expect("own writes").stored(copy, record, at);
+            self.own_writes.lock().expect("own writes").stored(copy, &record.meta, at);
         }
     }
 
@@ -715,7 +743,7 @@ impl<S: Store> Middleware<S> {
             StabilizeOp::start(root, STABILIZE_BUDGET, &mut self.stable.lock().expect("stable lock"));
         loop {
             let input = match step {
-                StabilizeStep::Fetch(copy) => StabilizeInput::Fetched(self.get_record(&copy).await?),
+                StabilizeStep::Fetch(copy) => StabilizeInput::Fetched(self.get_meta(&copy).await?),
                 StabilizeStep::Confirm(v) => StabilizeInput::Confirmed(self.store.stabilize(&v.copy(), v.seq).await?),
                 StabilizeStep::Done(done) => {
                     self.stats.stabilized.fetch_add(op.marked as u64, Ordering::Relaxed);

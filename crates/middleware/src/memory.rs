@@ -5,13 +5,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::driver::{Lease, Store, StoreError};
-use crate::record::{Copy, LocalSet};
+use crate::driver::{Lease, Part, Store, StoreError};
+use crate::record::{Copy, Encoded, LocalSet};
 
-type Copies = HashMap<Copy, (u64, Vec<u8>)>;
+type Copies = HashMap<Copy, (u64, Encoded)>;
 
 /// An update held back by [`MemoryCluster::pause`]: destination, copy, version, record.
-pub type Held = (LocalSet, Copy, u64, Vec<u8>);
+pub type Held = (LocalSet, Copy, u64, Encoded);
 
 /// Every local set's store; replication from one to another takes `delay`, and can be paused.
 #[derive(Clone)]
@@ -70,7 +70,7 @@ impl MemoryCluster {
         }
     }
 
-    fn apply(&self, to: LocalSet, copy: Copy, seq: u64, data: Vec<u8>) {
+    fn apply(&self, to: LocalSet, copy: Copy, seq: u64, data: Encoded) {
         let mut set = self.sets[to as usize].lock().unwrap();
         // Last writer wins: an older version arriving late is ignored.
         if set.get(&copy).is_none_or(|(s, _)| *s < seq) {
@@ -89,7 +89,7 @@ impl MemoryCluster {
         }
     }
 
-    fn replicate(&self, from: LocalSet, copy: Copy, seq: u64, data: Vec<u8>) {
+    fn replicate(&self, from: LocalSet, copy: Copy, seq: u64, data: Encoded) {
         for to in (0..self.sets.len() as LocalSet).filter(|&to| to != from) {
             // Checked when sent and again when due: a pause in between holds the update too.
             let Some(update) = self.hold((to, copy.clone(), seq, data.clone())) else { continue };
@@ -105,11 +105,15 @@ impl MemoryCluster {
 }
 
 impl Store for MemoryStore {
-    async fn get(&self, copy: &Copy) -> Result<Option<Vec<u8>>, StoreError> {
-        Ok(self.cluster.sets[self.ls as usize].lock().unwrap().get(copy).map(|(_, d)| d.clone()))
+    async fn get(&self, copy: &Copy, part: Part) -> Result<Option<Vec<u8>>, StoreError> {
+        let set = self.cluster.sets[self.ls as usize].lock().unwrap();
+        Ok(set.get(copy).map(|(_, d)| match part {
+            Part::Head => d.head.clone(),
+            Part::Meta => d.meta.clone(),
+        }))
     }
 
-    async fn cas(&self, copy: &Copy, expect: Option<u64>, seq: u64, data: Vec<u8>) -> Result<bool, StoreError> {
+    async fn cas(&self, copy: &Copy, expect: Option<u64>, seq: u64, data: Encoded) -> Result<bool, StoreError> {
         {
             let mut set = self.cluster.sets[self.ls as usize].lock().unwrap();
             if set.get(copy).map(|(s, _)| *s) != expect {
@@ -127,7 +131,7 @@ impl Store for MemoryStore {
         Ok(self.cluster.sets.iter().all(|set| set.lock().unwrap().get(copy).is_some_and(|(s, _)| *s >= seq)))
     }
 
-    async fn put(&self, copy: &Copy, seq: u64, data: Vec<u8>) -> Result<(), StoreError> {
+    async fn put(&self, copy: &Copy, seq: u64, data: Encoded) -> Result<(), StoreError> {
         self.cluster.apply(self.ls, copy.clone(), seq, data.clone());
         self.cluster.replicate(self.ls, copy.clone(), seq, data);
         Ok(())
@@ -227,8 +231,8 @@ mod tests {
         for t in tasks {
             t.await.unwrap();
         }
-        let stored = cluster.store(0).get(&Copy { key: b"hot".to_vec(), ls: 0 }).await.unwrap().unwrap();
-        assert_eq!(crate::record::Record::decode(&stored).unwrap().seq(), 160, "every write got its own version");
+        let stored = cluster.store(0).get(&Copy { key: b"hot".to_vec(), ls: 0 }, Part::Meta).await.unwrap().unwrap();
+        assert_eq!(crate::record::Meta::decode(&stored).unwrap().seq(), 160, "every write got its own version");
     }
 
     #[tokio::test]

@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use crate::record::{compact_deps, Copy, Dep, Key, LocalSet, Record, Vertex};
+use crate::record::{compact_deps, Copy, Dep, Head, Key, LocalSet, Meta, Record, Vertex};
 
 /// Protocol settings shared by every operation of one middleware instance.
 #[derive(Clone, Debug)]
@@ -29,7 +29,10 @@ impl Protocol {
 /// What an operation asks the store to do next, or its result.
 #[derive(Debug)]
 pub enum Step<T> {
-    /// Read these copies from the local store (in parallel; each may be missing).
+    /// Read these copies' [`Head`]s (clock and value) from the local store (in parallel; each may be missing).
+    FetchHeads(Vec<Copy>),
+    /// Read these copies' [`Meta`]s (clock and dependency information) from the local store (in parallel; each may
+    /// be missing).
     Fetch(Vec<Copy>),
     /// Compare-and-swap the copy: store `record` if the stored version is `expect` (`None`: no record yet).
     Cas {
@@ -47,8 +50,10 @@ pub enum Step<T> {
 /// The store's answer to the last [`Step`].
 #[derive(Debug)]
 pub enum Input {
-    /// The copies asked for by [`Step::Fetch`], in the same order.
-    Fetched(Vec<Option<Record>>),
+    /// The heads asked for by [`Step::FetchHeads`], in the same order.
+    Heads(Vec<Option<Head>>),
+    /// The metas asked for by [`Step::Fetch`], in the same order.
+    Fetched(Vec<Option<Meta>>),
     /// Whether the [`Step::Cas`] applied.
     Swapped(bool),
 }
@@ -198,15 +203,21 @@ fn known_resolved(local_set: LocalSet, marks: &Marks, v: &Vertex) -> bool {
 
 /// A read with resolution on read (paper §3.2): read every copy of the key, take the causally latest, and unless
 /// it is marked resolved, check its graph level by level, one parallel batch of local reads per level.
+///
+/// The first round reads the copies' [`Head`]s only (clock and value): a version that needs no resolution (written
+/// by this local set, or marked) is returned without reading any dependency information. Otherwise the winner's
+/// [`Meta`] is read next, and its graph's metas after it; a meta older than the winner's head (a store whose
+/// replicas of one DC disagree for a moment) counts as the winner not being present yet, never as a version
+/// without dependencies.
 #[derive(Debug)]
 pub struct ReadOp {
     key: Key,
     levels: u8,
     local_set: LocalSet,
-    /// The winning copy's local set and record, once chosen.
-    winner: Option<(LocalSet, Record)>,
-    /// Copies read during this operation (one snapshot of each is enough: a local copy only moves forward).
-    fetched: HashMap<Copy, Option<Record>>,
+    /// The winning copy's local set and head, once chosen.
+    winner: Option<(LocalSet, Head)>,
+    /// Metas read during this operation (one snapshot of each is enough: a local copy only moves forward).
+    fetched: HashMap<Copy, Option<Meta>>,
     /// For each copy, the newest version whose requirements have been expanded.
     visited: HashMap<Copy, u64>,
     /// Vertices whose presence the next batch checks.
@@ -217,7 +228,7 @@ pub struct ReadOp {
 }
 
 impl ReadOp {
-    /// Starts a read of `key`; the first step fetches every copy of the key.
+    /// Starts a read of `key`; the first step reads the head of every copy of the key.
     pub fn start(protocol: &Protocol, key: &[u8]) -> (ReadOp, Step<ReadOutcome>) {
         let asked = protocol.copies(key);
         let op = ReadOp {
@@ -231,21 +242,23 @@ impl ReadOp {
             asked: asked.clone(),
             work: Work { rounds: 1, reads: asked.len() as u32, conflicts: 0 },
         };
-        (op, Step::Fetch(asked))
+        (op, Step::FetchHeads(asked))
     }
 
-    /// Runs a whole read against a store that answers at once (`fetch` reads copies): the simulation's and the
-    /// tests' driver. [`crate::Middleware`] is the one for real stores.
+    /// Runs a whole read against a store that answers at once (`heads` and `fetch` read copies' heads and metas):
+    /// the simulation's and the tests' driver. [`crate::Middleware`] is the one for real stores.
     pub fn run(
         protocol: &Protocol,
         key: &[u8],
         marks: &mut Marks,
         session: &mut Session,
-        mut fetch: impl FnMut(&[Copy]) -> Vec<Option<Record>>,
+        mut heads: impl FnMut(&[Copy]) -> Vec<Option<Head>>,
+        mut fetch: impl FnMut(&[Copy]) -> Vec<Option<Meta>>,
     ) -> ReadOutcome {
         let (mut op, mut step) = ReadOp::start(protocol, key);
         loop {
             match step {
+                Step::FetchHeads(copies) => step = op.resume(Input::Heads(heads(&copies)), marks, session),
                 Step::Fetch(copies) => step = op.resume(Input::Fetched(fetch(&copies)), marks, session),
                 Step::Done(outcome) => return outcome,
                 Step::Cas { .. } => unreachable!("a read only fetches"),
@@ -253,30 +266,43 @@ impl ReadOp {
         }
     }
 
-    /// Resumes the read with the copies fetched for its last step.
+    /// Resumes the read with the heads or metas fetched for its last step.
     pub fn resume(&mut self, input: Input, marks: &mut Marks, session: &mut Session) -> Step<ReadOutcome> {
-        let Input::Fetched(records) = input else { panic!("a read only fetches") };
-        assert_eq!(records.len(), self.asked.len(), "one answer per copy asked for");
-        for (copy, record) in std::mem::take(&mut self.asked).into_iter().zip(records) {
-            self.fetched.insert(copy, record);
-        }
-        if self.winner.is_none() {
-            let best = self
-                .fetched
-                .iter()
-                .filter(|(c, _)| c.key == self.key)
-                .filter_map(|(c, r)| r.as_ref().map(|r| (c.ls, r)))
-                .max_by_key(|(ls, r)| r.rank(*ls))
-                .map(|(ls, r)| (ls, r.clone()));
-            let Some((ls, record)) = best else { return Step::Done(ReadOutcome::Missing) };
-            let target = Vertex { key: self.key.clone(), ls, seq: record.seq() };
-            if !known_resolved(self.local_set, marks, &target) {
-                self.visited.insert(target.copy(), target.seq);
-                self.pending = record.requirements(target.seq).map(|d| d.vertex).collect();
+        match input {
+            Input::Heads(heads) => {
+                assert!(self.winner.is_none(), "a read takes the heads once, first");
+                assert_eq!(heads.len(), self.asked.len(), "one answer per copy asked for");
+                let best = std::mem::take(&mut self.asked)
+                    .into_iter()
+                    .zip(heads)
+                    .filter_map(|(c, h)| h.map(|h| (c.ls, h)))
+                    .max_by_key(|(ls, h)| h.rank(*ls));
+                let Some((ls, head)) = best else { return Step::Done(ReadOutcome::Missing) };
+                let target = Vertex { key: self.key.clone(), ls, seq: head.seq(ls) };
+                self.winner = Some((ls, head));
+                if !known_resolved(self.local_set, marks, &target) {
+                    // The winner itself is the first vertex to check: its meta must be present, at its version.
+                    self.pending = vec![target];
+                } else if self.levels > 1 {
+                    // Resolved already, but the session's next write embeds the levels below it.
+                    let copy = target.copy();
+                    self.work.rounds += 1;
+                    self.work.reads += 1;
+                    self.asked = vec![copy.clone()];
+                    return Step::Fetch(vec![copy]);
+                }
             }
-            self.winner = Some((ls, record));
-        } else if let Some(missing) = self.expand_pending() {
-            return Step::Done(self.unresolved(missing));
+            Input::Fetched(metas) => {
+                assert!(self.winner.is_some(), "a read takes the heads first");
+                assert_eq!(metas.len(), self.asked.len(), "one answer per copy asked for");
+                for (copy, meta) in std::mem::take(&mut self.asked).into_iter().zip(metas) {
+                    self.fetched.insert(copy, meta);
+                }
+                if let Some(missing) = self.expand_pending() {
+                    return Step::Done(self.unresolved(missing));
+                }
+            }
+            Input::Swapped(_) => panic!("a read only fetches"),
         }
         loop {
             // Drop what is already known resolved or already expanded, and keep one vertex per copy.
@@ -307,11 +333,11 @@ impl ReadOp {
     fn expand_pending(&mut self) -> Option<Vertex> {
         for v in std::mem::take(&mut self.pending) {
             match self.fetched.get(&v.copy()).and_then(Option::as_ref) {
-                Some(r) if r.seq() >= v.seq => {
+                Some(m) if m.seq() >= v.seq => {
                     let seen = self.visited.entry(v.copy()).or_insert(0);
                     if *seen < v.seq {
                         *seen = v.seq;
-                        self.pending.extend(r.requirements(v.seq).map(|d| d.vertex));
+                        self.pending.extend(m.requirements(v.seq).map(|d| d.vertex));
                     }
                 }
                 _ => return Some(v),
@@ -321,21 +347,27 @@ impl ReadOp {
     }
 
     fn unresolved(&self, missing: Vertex) -> ReadOutcome {
-        let (ls, record) = self.winner.as_ref().expect("resolution starts after the winner is chosen");
-        ReadOutcome::Unresolved { version: Vertex { key: self.key.clone(), ls: *ls, seq: record.seq() }, missing }
+        let (ls, head) = self.winner.as_ref().expect("resolution starts after the winner is chosen");
+        ReadOutcome::Unresolved { version: Vertex { key: self.key.clone(), ls: *ls, seq: head.seq(*ls) }, missing }
     }
 
     fn resolved(&mut self, marks: &mut Marks, session: &mut Session) -> ReadOutcome {
-        let (ls, record) = self.winner.take().expect("resolution starts after the winner is chosen");
+        let (ls, head) = self.winner.take().expect("resolution starts after the winner is chosen");
         // Every expanded vertex had its whole graph present: all of them are resolved, not only the winner.
         for (copy, seq) in self.visited.drain() {
             marks.mark(copy, seq);
         }
-        let version = Vertex { key: self.key.clone(), ls, seq: record.seq() };
+        let version = Vertex { key: self.key.clone(), ls, seq: head.seq(ls) };
         marks.mark(version.copy(), version.seq);
-        let below = record.requirements(version.seq).filter(|d| d.level < self.levels).collect();
+        // With `k > 1` the winner's meta was read (for resolution, or for this): its levels below go to the session.
+        let below = match self.fetched.get(&version.copy()).and_then(Option::as_ref) {
+            Some(m) if self.levels > 1 && m.seq() >= version.seq => {
+                m.requirements(version.seq).filter(|d| d.level < self.levels).collect()
+            }
+            _ => Vec::new(),
+        };
         session.saw(Seen { vertex: version.clone(), below });
-        ReadOutcome::Value { value: record.value, version }
+        ReadOutcome::Value { value: head.value, version }
     }
 }
 
@@ -383,7 +415,7 @@ impl WriteOp {
             Input::Fetched(records) => {
                 assert_eq!(records.len(), protocol.local_sets, "a write fetches every copy of its key");
                 let own = records[protocol.local_set as usize].as_ref();
-                let others: Vec<&Record> = (0..)
+                let others: Vec<&Meta> = (0..)
                     .zip(&records)
                     .filter(|&(ls, _)| ls != protocol.local_set)
                     .filter_map(|(_, r)| r.as_ref())
@@ -402,10 +434,11 @@ impl WriteOp {
                 self.work.rounds += 1;
                 Step::Cas {
                     copy: Copy { key: self.key.clone(), ls: protocol.local_set },
-                    expect: own.map(Record::seq),
+                    expect: own.map(Meta::seq),
                     record,
                 }
             }
+            Input::Heads(_) => panic!("a write reads metas only"),
             Input::Swapped(true) => {
                 let seq = self.pending_seq.take().expect("a swap answers a compare-and-swap");
                 let vertex = Vertex { key: self.key.clone(), ls: protocol.local_set, seq };
@@ -447,8 +480,8 @@ pub struct WriteCache {
 
 #[derive(Debug)]
 struct Cached {
-    /// This local set's copy as last stored (value left out), `None` if there is none.
-    own: Option<Record>,
+    /// This local set's copy's meta as last stored, `None` if there is none.
+    own: Option<Meta>,
     /// Entry-wise maximum of the clocks of every copy of the key the instance has fetched or written.
     seen: Vec<u64>,
 }
@@ -471,15 +504,14 @@ impl WriteCache {
     /// What a write of `key` would read from the store, from the cache: this local set's copy, and one stand-in
     /// for the other copies carrying the maximum of their clocks (a write uses them for nothing else). `None`
     /// when the key is not cached.
-    pub fn copies_for_write(&self, protocol: &Protocol, key: &[u8]) -> Option<Vec<Option<Record>>> {
+    pub fn copies_for_write(&self, protocol: &Protocol, key: &[u8]) -> Option<Vec<Option<Meta>>> {
         let entry = self.keys.get(key)?;
-        let mut records = vec![None; protocol.local_sets];
-        records[protocol.local_set as usize] = entry.own.clone();
+        let mut metas = vec![None; protocol.local_sets];
+        metas[protocol.local_set as usize] = entry.own.clone();
         if let Some(other) = (0..protocol.local_sets).find(|&ls| ls != protocol.local_set as usize) {
-            records[other] =
-                Some(Record { value: Vec::new(), clock: entry.seen.clone(), versions: Vec::new(), folded: Vec::new() });
+            metas[other] = Some(Meta { clock: entry.seen.clone(), versions: Vec::new(), folded: Vec::new() });
         }
-        Some(records)
+        Some(metas)
     }
 
     /// Forgets `key` (a write whose outcome is unknown).
@@ -493,15 +525,15 @@ impl WriteCache {
     }
 
     /// Learns from a write's read of the store: every copy of `key`, in local-set order.
-    pub fn fetched(&mut self, protocol: &Protocol, key: &[u8], records: &[Option<Record>]) {
+    pub fn fetched(&mut self, protocol: &Protocol, key: &[u8], metas: &[Option<Meta>]) {
         if self.keys.len() >= self.capacity && !self.keys.contains_key(key) {
             self.keys.clear();
         }
-        let own = records[protocol.local_set as usize].as_ref().map(|r| Record { value: Vec::new(), ..r.clone() });
+        let own = metas[protocol.local_set as usize].clone();
         let entry = self.keys.entry(key.to_vec()).or_insert_with(|| Cached { own: None, seen: Vec::new() });
         entry.own = own;
-        for r in records.iter().flatten() {
-            raise(&mut entry.seen, &r.clock);
+        for m in metas.iter().flatten() {
+            raise(&mut entry.seen, &m.clock);
         }
     }
 
@@ -510,17 +542,17 @@ impl WriteCache {
     /// record's clock covers only what the write itself read, so the next write reads the store instead.
     pub fn stored(&mut self, key: &[u8], record: &Record) {
         if let Some(entry) = self.keys.get_mut(key) {
-            entry.own = Some(Record { value: Vec::new(), ..record.clone() });
-            raise(&mut entry.seen, &record.clock);
+            entry.own = Some(record.meta.clone());
+            raise(&mut entry.seen, &record.meta.clock);
         }
     }
 
-    /// Raises the clocks of keys already cached with what a read fetched (`copies` and their records, as a
-    /// [`Step::Fetch`] asked and was answered).
-    pub fn observe(&mut self, copies: &[Copy], records: &[Option<Record>]) {
-        for (copy, record) in copies.iter().zip(records) {
-            if let (Some(r), Some(entry)) = (record, self.keys.get_mut(&copy.key)) {
-                raise(&mut entry.seen, &r.clock);
+    /// Raises the clocks of keys already cached with what a read fetched: `copies` and the clocks of their heads
+    /// or metas, as a [`Step::FetchHeads`] or [`Step::Fetch`] asked and was answered.
+    pub fn observe<'a>(&mut self, copies: &[Copy], clocks: impl IntoIterator<Item = Option<&'a [u64]>>) {
+        for (copy, clock) in copies.iter().zip(clocks) {
+            if let (Some(clock), Some(entry)) = (clock, self.keys.get_mut(&copy.key)) {
+                raise(&mut entry.seen, clock);
             }
         }
     }
@@ -565,7 +597,7 @@ pub struct StabilizeOp {
 /// (one [`StabilizeStep::Confirm`] per distinct copy of a batch, at the newest version stored), oldest first, and
 /// marks a confirmed version stable if every version its record requires is stable already. That check makes the
 /// mark safe: the marked version is in every local set (confirmed) with its whole causal past (each requirement is
-/// there with its own), which is the invariant [`Record::without`] relies on. The order makes marks frequent: a
+/// there with its own), which is the invariant [`Meta::without`] relies on. The order makes marks frequent: a
 /// version's requirements of its own local set that this instance wrote were usually acknowledged (and so queued)
 /// before it and are marked first (one acknowledged later only leaves it unmarked); what it requires from
 /// elsewhere, or from before the instance started, must have been marked by a walk. With two local sets,
@@ -619,15 +651,15 @@ impl OwnWrites {
         self.pending.clear();
     }
 
-    /// Queues `record`'s newest version, which the store has just acknowledged (at time `at`) as version `seq` of
+    /// Queues `meta`'s newest version, which the store has just acknowledged (at time `at`) as version `seq` of
     /// `copy`. Call it in the order the acknowledgements arrive.
-    pub fn stored(&mut self, copy: &Copy, record: &Record, at: u64) {
+    pub fn stored(&mut self, copy: &Copy, meta: &Meta, at: u64) {
         if self.pending.len() >= self.capacity {
             self.dropped += 1;
             return;
         }
-        let seq = record.seq();
-        let requirements = crate::record::compact(record.requirements(seq).map(|d| d.vertex).collect());
+        let seq = meta.seq();
+        let requirements = crate::record::compact(meta.requirements(seq).map(|d| d.vertex).collect());
         self.pending.push_back(StoredVersion {
             version: Vertex { key: copy.key.clone(), ls: copy.ls, seq },
             requirements,
@@ -685,7 +717,7 @@ impl OwnWrites {
 /// What a [`StabilizeOp`] asks for next, or its result.
 #[derive(Debug, PartialEq, Eq)]
 pub enum StabilizeStep {
-    /// Read this copy from the local store.
+    /// Read this copy's meta from the local store.
     Fetch(Copy),
     /// Ask the store whether every local set holds this version of its copy, or a later one.
     Confirm(Vertex),
@@ -696,8 +728,8 @@ pub enum StabilizeStep {
 /// The answer to a [`StabilizeStep`].
 #[derive(Debug)]
 pub enum StabilizeInput {
-    /// The copy asked for by [`StabilizeStep::Fetch`] (`None`: not in the local store).
-    Fetched(Option<Record>),
+    /// The meta of the copy asked for by [`StabilizeStep::Fetch`] (`None`: not in the local store).
+    Fetched(Option<Meta>),
     /// The store's answer to [`StabilizeStep::Confirm`].
     Confirmed(bool),
 }
@@ -784,10 +816,10 @@ impl StabilizeOp {
     pub fn resume(&mut self, input: StabilizeInput, stable: &mut Marks) -> StabilizeStep {
         let v = self.current.take().expect("a walk is resumed only after a step");
         match input {
-            StabilizeInput::Fetched(Some(record)) if record.seq() >= v.seq => {
+            StabilizeInput::Fetched(Some(meta)) if meta.seq() >= v.seq => {
                 self.stack.push((v.clone(), true));
                 let reqs: Vec<Vertex> =
-                    record.requirements(v.seq).map(|d| d.vertex).filter(|d| !stable.covers(d)).collect();
+                    meta.requirements(v.seq).map(|d| d.vertex).filter(|d| !stable.covers(d)).collect();
                 self.stack.extend(reqs.iter().map(|d| (d.clone(), false)));
                 self.expanded.insert(v, reqs);
                 self.advance(stable)
@@ -807,7 +839,7 @@ impl StabilizeOp {
         root: Vertex,
         budget: usize,
         stable: &mut Marks,
-        mut fetch: impl FnMut(&Copy) -> Option<Record>,
+        mut fetch: impl FnMut(&Copy) -> Option<Meta>,
         mut confirm: impl FnMut(&Vertex) -> bool,
     ) -> bool {
         let (mut op, mut step) = StabilizeOp::start(root, budget, stable);
@@ -833,9 +865,15 @@ mod tests {
     }
 
     fn read(store: &Store, ls: LocalSet, marks: &mut Marks, session: &mut Session, key: &str) -> ReadOutcome {
-        ReadOp::run(&protocol(ls), key.as_bytes(), marks, session, |copies| {
-            copies.iter().map(|c| store.get(c).cloned()).collect()
-        })
+        ReadOp::run(&protocol(ls), key.as_bytes(), marks, session, |c| heads(store, c), |c| metas(store, c))
+    }
+
+    fn heads(store: &Store, copies: &[Copy]) -> Vec<Option<Head>> {
+        copies.iter().map(|c| store.get(c).map(Record::head)).collect()
+    }
+
+    fn metas(store: &Store, copies: &[Copy]) -> Vec<Option<Meta>> {
+        copies.iter().map(|c| store.get(c).map(|r| r.meta.clone())).collect()
     }
 
     fn write(store: &mut Store, ls: LocalSet, session: &mut Session, key: &str, value: &str) -> Vertex {
@@ -843,12 +881,7 @@ mod tests {
         let (mut op, mut step) = WriteOp::start(&p, session, key.as_bytes(), value.as_bytes().to_vec());
         loop {
             step = match step {
-                Step::Fetch(copies) => op.resume(
-                    &p,
-                    Input::Fetched(copies.iter().map(|c| store.get(c).cloned()).collect()),
-                    session,
-                    &Marks::new(1),
-                ),
+                Step::Fetch(copies) => op.resume(&p, Input::Fetched(metas(store, &copies)), session, &Marks::new(1)),
                 Step::Cas { copy, expect, record } => {
                     let ok = store.get(&copy).map(Record::seq) == expect;
                     if ok {
@@ -857,6 +890,7 @@ mod tests {
                     op.resume(&p, Input::Swapped(ok), session, &Marks::new(1))
                 }
                 Step::Done(v) => return v,
+                Step::FetchHeads(_) => unreachable!("a write reads metas"),
             }
         }
     }
@@ -892,6 +926,73 @@ mod tests {
         assert_eq!(value(read(&there, 1, &mut marks, &mut Session::new(), "y")).as_deref(), Some("y1"));
         // Resolution marked both y1 and the x1 it depends on.
         assert!(marks.covers(&Vertex { key: b"x".to_vec(), ls: 0, seq: 1 }));
+    }
+
+    /// The steps of one read of `key` at local set `ls`: heads read from `at`, metas from `metas_at`.
+    fn read_steps(
+        at: &Store,
+        metas_at: &Store,
+        ls: LocalSet,
+        marks: &mut Marks,
+        key: &str,
+    ) -> (Vec<String>, ReadOutcome) {
+        let (mut op, mut step) = ReadOp::start(&protocol(ls), key.as_bytes());
+        let mut steps = Vec::new();
+        loop {
+            step = match step {
+                Step::FetchHeads(copies) => {
+                    steps.push(format!("heads of {}", copies.len()));
+                    op.resume(Input::Heads(heads(at, &copies)), marks, &mut Session::new())
+                }
+                Step::Fetch(copies) => {
+                    steps.push(format!("metas of {}", copies.len()));
+                    op.resume(Input::Fetched(metas(metas_at, &copies)), marks, &mut Session::new())
+                }
+                Step::Done(outcome) => return (steps, outcome),
+                Step::Cas { .. } => unreachable!(),
+            }
+        }
+    }
+
+    #[test]
+    fn a_read_that_needs_no_resolution_reads_no_dependency_information() {
+        let (mut here, mut there) = (Store::new(), Store::new());
+        let mut alice = Session::new();
+        write(&mut here, 0, &mut alice, "x", "x1");
+        write(&mut here, 0, &mut alice, "y", "y1"); // y1 depends on x1
+                                                    // Written by this local set: the heads alone.
+        let (steps, out) = read_steps(&here, &here, 0, &mut Marks::new(10), "y");
+        assert_eq!((steps, value(out).as_deref()), (vec!["heads of 2".to_string()], Some("y1")));
+        // Written elsewhere: the winner's meta, then its dependency's; then marked, and the heads alone again.
+        ship(&here, &mut there, "x", 0);
+        ship(&here, &mut there, "y", 0);
+        let mut marks = Marks::new(10);
+        let (steps, out) = read_steps(&there, &there, 1, &mut marks, "y");
+        assert_eq!(steps, ["heads of 2", "metas of 1", "metas of 1"]);
+        assert_eq!(value(out).as_deref(), Some("y1"));
+        let (steps, _) = read_steps(&there, &there, 1, &mut marks, "y");
+        assert_eq!(steps, ["heads of 2"]);
+    }
+
+    /// A store whose replicas of one DC disagree for a moment can answer the meta from an older version than the
+    /// head: that meta says nothing about the head's version, which must not pass for one without dependencies.
+    #[test]
+    fn a_meta_older_than_the_head_is_the_version_not_yet_present() {
+        let (mut here, mut there, mut stale) = (Store::new(), Store::new(), Store::new());
+        let mut alice = Session::new();
+        write(&mut here, 0, &mut alice, "y", "y1");
+        ship(&here, &mut stale, "y", 0);
+        write(&mut here, 0, &mut alice, "x", "x1");
+        write(&mut here, 0, &mut alice, "y", "y2"); // y2 depends on x1, which `there` lacks
+        ship(&here, &mut there, "y", 0);
+        let (_, out) = read_steps(&there, &stale, 1, &mut Marks::new(10), "y");
+        let y2 = Vertex { key: b"y".to_vec(), ls: 0, seq: 2 };
+        assert_eq!(out, ReadOutcome::Unresolved { version: y2.clone(), missing: y2 });
+        // With the meta of y2 it is x1 that is missing; with x1 too, y2 is returned.
+        let (_, out) = read_steps(&there, &there, 1, &mut Marks::new(10), "y");
+        assert!(matches!(out, ReadOutcome::Unresolved { missing, .. } if missing.key == b"x"));
+        ship(&here, &mut there, "x", 0);
+        assert_eq!(value(read_steps(&there, &there, 1, &mut Marks::new(10), "y").1).as_deref(), Some("y2"));
     }
 
     #[test]
@@ -954,13 +1055,13 @@ mod tests {
         let mut s = Session::new();
         let (mut op, step) = WriteOp::start(&p, &s, b"k", b"mine".to_vec());
         let Step::Fetch(copies) = step else { panic!() };
-        let step = op.resume(&p, Input::Fetched(copies.iter().map(|c| store.get(c).cloned()).collect()), &mut s, &none);
+        let step = op.resume(&p, Input::Fetched(metas(&store, &copies)), &mut s, &none);
         assert!(matches!(step, Step::Cas { expect: None, .. }));
         // Another instance writes first.
         write(&mut store, 0, &mut Session::new(), "k", "theirs");
         let step = op.resume(&p, Input::Swapped(false), &mut s, &none);
         let Step::Fetch(copies) = step else { panic!("a lost swap reads again") };
-        let step = op.resume(&p, Input::Fetched(copies.iter().map(|c| store.get(c).cloned()).collect()), &mut s, &none);
+        let step = op.resume(&p, Input::Fetched(metas(&store, &copies)), &mut s, &none);
         let Step::Cas { expect: Some(1), record, .. } = step else { panic!("retries on version 1") };
         assert_eq!(record.seq(), 2);
         assert_eq!(op.work.conflicts, 1);
@@ -979,7 +1080,7 @@ mod tests {
                 y.clone(),
                 16,
                 stable,
-                |c| here.get(c).cloned(),
+                |c| here.get(c).map(|r| r.meta.clone()),
                 |v| {
                     let everywhere = [here, there].iter().all(|s| s.get(&v.copy()).is_some_and(|r| r.seq() >= v.seq));
                     if everywhere {
@@ -1001,14 +1102,14 @@ mod tests {
         // Alice's next write would depend on y1; it is stable, so the record leaves it out.
         let (mut op, step) = WriteOp::start(&p, &alice, b"z", b"z1".to_vec());
         let Step::Fetch(copies) = step else { panic!() };
-        let fetched = Input::Fetched(copies.iter().map(|c| here.get(c).cloned()).collect());
+        let fetched = Input::Fetched(metas(&here, &copies));
         let Step::Cas { record, .. } = op.resume(&p, fetched, &mut alice, &stable) else { panic!() };
-        assert!(record.versions[0].deps.is_empty(), "{:?}", record.versions);
+        assert!(record.meta.versions[0].deps.is_empty(), "{:?}", record.meta.versions);
         // Without the stable marks it is there.
         let (mut op, _) = WriteOp::start(&p, &alice, b"z", b"z1".to_vec());
-        let fetched = Input::Fetched(copies.iter().map(|c| here.get(c).cloned()).collect());
+        let fetched = Input::Fetched(metas(&here, &copies));
         let Step::Cas { record, .. } = op.resume(&p, fetched, &mut alice, &Marks::new(1)) else { panic!() };
-        assert_eq!(record.versions[0].deps.len(), 1);
+        assert_eq!(record.meta.versions[0].deps.len(), 1);
     }
 
     #[test]
@@ -1019,12 +1120,14 @@ mod tests {
         let v = |key: &str, seq| Vertex { key: key.as_bytes().to_vec(), ls: 0, seq };
         let record = |seq, deps: Vec<Vertex>, folded| Record {
             value: Vec::new(),
-            clock: vec![seq],
-            versions: vec![VersionDeps {
-                seq,
-                deps: deps.into_iter().map(|vertex| Dep { vertex, level: 1 }).collect(),
-            }],
-            folded,
+            meta: Meta {
+                clock: vec![seq],
+                versions: vec![VersionDeps {
+                    seq,
+                    deps: deps.into_iter().map(|vertex| Dep { vertex, level: 1 }).collect(),
+                }],
+                folded,
+            },
         };
         let mut here = Store::new();
         here.insert(v("k0", 4).copy(), record(4, vec![v("k2", 4)], vec![]));
@@ -1033,11 +1136,11 @@ mod tests {
         // k0@0.4 has not reached every local set; everything else has.
         let everywhere = |x: &Vertex| x.key != b"k0";
         let mut stable = Marks::new(16);
-        assert!(!StabilizeOp::run(v("k0", 4), 16, &mut stable, |c| here.get(c).cloned(), everywhere));
+        assert!(!StabilizeOp::run(v("k0", 4), 16, &mut stable, |c| here.get(c).map(|r| r.meta.clone()), everywhere));
         assert!(!stable.covers(&v("k2", 5)), "k2@0.5 requires k0@0.4, which is not everywhere");
         assert!(stable.is_empty(), "nothing here is stable without k0@0.4");
         // Once it is, the whole cycle is marked together.
-        assert!(StabilizeOp::run(v("k0", 4), 16, &mut stable, |c| here.get(c).cloned(), |_| true));
+        assert!(StabilizeOp::run(v("k0", 4), 16, &mut stable, |c| here.get(c).map(|r| r.meta.clone()), |_| true));
         assert!(stable.covers(&v("k0", 4)) && stable.covers(&v("k2", 5)) && stable.covers(&v("k3", 6)));
     }
 
@@ -1050,17 +1153,16 @@ mod tests {
             last = write(&mut here, 0, &mut s, &format!("k{i}"), "v"); // each depends on the one before
         }
         let mut stable = Marks::new(64);
-        let fetch = |c: &Copy| here.get(c).cloned();
+        let fetch = |c: &Copy| here.get(c).map(|r| r.meta.clone());
         assert!(!StabilizeOp::run(last.clone(), 3, &mut stable, fetch, |_| true), "a chain of 10 needs 10 visits");
         assert!(!stable.covers(&last));
         assert!(StabilizeOp::run(last.clone(), 10, &mut stable, fetch, |_| true));
         assert!(stable.covers(&last) && stable.len() == 10);
     }
 
-    /// A record at version `seq` whose newest version requires `deps`.
-    fn requiring(seq: u64, deps: &[Vertex]) -> Record {
-        Record {
-            value: Vec::new(),
+    /// A meta at version `seq` whose newest version requires `deps`.
+    fn requiring(seq: u64, deps: &[Vertex]) -> Meta {
+        Meta {
             clock: vec![seq, 0],
             versions: vec![VersionDeps {
                 seq,
@@ -1117,14 +1219,17 @@ mod tests {
         assert_eq!((full.len(), full.dropped), (1, 1));
     }
 
-    /// A record with `clock` and no dependencies, as a write cache sees it.
-    fn clocked(clock: &[u64], ls: usize) -> Record {
-        Record {
-            value: Vec::new(),
+    /// A meta with `clock` and no dependencies, as a write cache sees it.
+    fn clocked(clock: &[u64], ls: usize) -> Meta {
+        Meta {
             clock: clock.to_vec(),
             versions: vec![VersionDeps { seq: clock[ls], deps: Vec::new() }],
             folded: Vec::new(),
         }
+    }
+
+    fn stored(meta: Meta) -> Record {
+        Record { value: Vec::new(), meta }
     }
 
     /// Seed 2428 of the exclusive-writer simulation (3,000 seeds): the cache was cleared while a write was in
@@ -1145,8 +1250,8 @@ mod tests {
             let mut cache = WriteCache::new(1);
             cache.fetched(&p, key, &[Some(clocked(&[1, 1], 0)), Some(clocked(&[0, 1], 1))]);
             forget(&mut cache);
-            cache.observe(&copies, &[Some(clocked(&[1, 1], 0)), Some(other_newer.clone())]);
-            cache.stored(key, &clocked(&[2, 1], 0));
+            cache.observe(&copies, [Some([1, 1].as_slice()), Some(other_newer.clock.as_slice())]);
+            cache.stored(key, &stored(clocked(&[2, 1], 0)));
             if let Some(records) = cache.copies_for_write(&p, key) {
                 let mut seen = vec![0; 2];
                 for r in records.iter().flatten() {
@@ -1162,8 +1267,8 @@ mod tests {
         // Without the gap, a stored write keeps what reads raised.
         let mut cache = WriteCache::new(4);
         cache.fetched(&p, key, &[Some(clocked(&[1, 1], 0)), Some(clocked(&[0, 1], 1))]);
-        cache.observe(&copies, &[Some(clocked(&[1, 1], 0)), Some(other_newer.clone())]);
-        cache.stored(key, &clocked(&[2, 1], 0));
+        cache.observe(&copies, [Some([1, 1].as_slice()), Some(other_newer.clock.as_slice())]);
+        cache.stored(key, &stored(clocked(&[2, 1], 0)));
         let records = cache.copies_for_write(&p, key).expect("cached");
         assert_eq!(records[1].as_ref().map(|r| r.clock.clone()), Some(vec![2, 5]));
     }

@@ -64,20 +64,47 @@ pub struct VersionDeps {
     pub deps: Vec<Dep>,
 }
 
-/// The stored record of one copy.
+/// What every read needs of a copy: its vector clock (to rank the copies of a key) and its newest value. Stored
+/// apart from the [`Meta`] (Cassandra: its own column), so that a read of a version that needs no resolution (one
+/// its own local set wrote, or one already resolved) reads no dependency information at all.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Head {
+    /// Vector clock over local sets, as in [`Meta::clock`].
+    pub clock: Vec<u64>,
+    /// The value of the newest version.
+    pub value: Vec<u8>,
+}
+
+impl Head {
+    /// The newest version of the copy written by local set `ls`: its own entry of the clock.
+    pub fn seq(&self, ls: LocalSet) -> u64 {
+        self.clock.get(ls as usize).copied().unwrap_or(0)
+    }
+
+    /// See [`Meta::rank`].
+    pub fn rank(&self, ls: LocalSet) -> (u64, LocalSet) {
+        (self.clock.iter().sum(), ls)
+    }
+}
+
+/// What resolution and writes need of a copy: its vector clock and the dependency information of its versions
+/// (no value).
 ///
 /// # Dependencies of a version, and why old ones may be dropped
 ///
 /// Besides the dependencies the paper gives a version (the writer's last write and its reads since), every version
 /// of a copy depends on the copy's previous version. That edge costs no metadata (it is implied) and it is what
 /// makes garbage collection sound: when a record keeps more than its retention limit of versions, the oldest
-/// version's dependencies are *folded* into [`Record::folded`], which every retained version requires. A reader
+/// version's dependencies are *folded* into [`Meta::folded`], which every retained version requires. A reader
 /// that needs a version whose own entry was dropped therefore requires at least what that version required. The
 /// price is a false dependency between successive writers of one copy (usually long resolved by then).
+///
+/// The same property makes a newer `Meta` good for an older version: [`Meta::requirements`] of version `s` read
+/// from a record at a later version still names everything version `s` required (its own entry, or the folded set
+/// it went into), so a read may take a copy's [`Head`] and, in a later request, its `Meta`, as long as the `Meta`
+/// is not older than the head ([`Meta::seq`] at least the head's version).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Record {
-    /// The value of the newest version.
-    pub value: Vec<u8>,
+pub struct Meta {
     /// Vector clock over local sets: entry `ls` of the copy written by `ls` is its newest version's `seq`.
     pub clock: Vec<u64>,
     /// The retained versions' dependency information, oldest first; the last is the newest version.
@@ -87,12 +114,51 @@ pub struct Record {
     pub folded: Vec<Vertex>,
 }
 
-/// A record that cannot be decoded: the store holds something the middleware did not write, or a newer format.
+/// The stored record of one copy: the newest value and the copy's [`Meta`]. The store keeps it as two parts, the
+/// [`Head`] (clock and value) and the `Meta` (clock and dependencies), written together ([`Record::encode`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    /// The value of the newest version.
+    pub value: Vec<u8>,
+    /// Clock and dependency information.
+    pub meta: Meta,
+}
+
+/// A record as the store keeps it: its two parts, encoded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Encoded {
+    /// The encoded [`Head`].
+    pub head: Vec<u8>,
+    /// The encoded [`Meta`].
+    pub meta: Vec<u8>,
+}
+
+impl Encoded {
+    /// Bytes stored: both parts.
+    pub fn len(&self) -> usize {
+        self.head.len() + self.meta.len()
+    }
+
+    /// Whether both parts are empty (never, for an encoded record).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A part of a record that cannot be decoded: the store holds something the middleware did not write, or a newer
+/// format.
 #[derive(Debug, thiserror::Error)]
 #[error("a stored record could not be decoded ({0}); was the table written by something other than the middleware?")]
 pub struct DecodeError(#[from] postcard::Error);
 
-impl Record {
+impl Head {
+    /// Reads a head written by [`Record::encode`].
+    pub fn decode(bytes: &[u8]) -> Result<Head, DecodeError> {
+        Ok(postcard::from_bytes(bytes)?)
+    }
+}
+
+impl Meta {
     /// The newest version of the copy.
     pub fn seq(&self) -> u64 {
         self.versions.last().map_or(0, |v| v.seq)
@@ -106,7 +172,7 @@ impl Record {
 
     /// What a reader must find resolved before returning version `seq` of this copy (or before counting it as
     /// resolved in a graph): the dependencies of every retained version up to `seq` and the folded ones. `seq`
-    /// must be at most [`Record::seq`].
+    /// must be at most [`Meta::seq`].
     pub fn requirements(&self, seq: u64) -> impl Iterator<Item = Dep> + '_ {
         debug_assert!(seq <= self.seq());
         let folded = self.folded.iter().map(|v| Dep { vertex: v.clone(), level: 1 });
@@ -114,22 +180,48 @@ impl Record {
         folded.chain(retained)
     }
 
-    /// Serialises the record for the store.
-    pub fn encode(&self) -> Vec<u8> {
-        postcard::to_allocvec(self).expect("a record always serialises")
-    }
-
-    /// Reads a record written by [`Record::encode`].
-    pub fn decode(bytes: &[u8]) -> Result<Record, DecodeError> {
+    /// Reads a meta written by [`Record::encode`].
+    pub fn decode(bytes: &[u8]) -> Result<Meta, DecodeError> {
         Ok(postcard::from_bytes(bytes)?)
     }
 
-    /// The record after local set `ls` writes `value` with dependencies `deps` over `current` (this copy as read,
-    /// `None` if never written), having seen `others` (the other copies of the key in the local store). Keeps at
-    /// most `retain` versions' dependency information (at least 1).
+    /// The meta without the dependencies `stable` says are stable (present with their whole causal past in every
+    /// local set: no reader needs to check them; see [`crate::op::StabilizeOp`]).
+    pub fn without(mut self, stable: impl Fn(&Vertex) -> bool) -> Meta {
+        self.folded.retain(|v| !stable(v));
+        for version in &mut self.versions {
+            version.deps.retain(|d| !stable(&d.vertex));
+        }
+        self
+    }
+}
+
+impl Record {
+    /// The newest version of the copy.
+    pub fn seq(&self) -> u64 {
+        self.meta.seq()
+    }
+
+    /// The record's [`Head`].
+    pub fn head(&self) -> Head {
+        Head { clock: self.meta.clock.clone(), value: self.value.clone() }
+    }
+
+    /// Serialises the record's two parts for the store.
+    pub fn encode(&self) -> Encoded {
+        let head = (&self.meta.clock, &self.value);
+        Encoded {
+            head: postcard::to_allocvec(&head).expect("a head always serialises"),
+            meta: postcard::to_allocvec(&self.meta).expect("a meta always serialises"),
+        }
+    }
+
+    /// The record after local set `ls` writes `value` with dependencies `deps` over `current` (this copy's meta as
+    /// read, `None` if never written), having seen `others` (the metas, or at least the clocks, of the other copies
+    /// of the key in the local store). Keeps at most `retain` versions' dependency information (at least 1).
     pub fn next(
-        current: Option<&Record>,
-        others: &[&Record],
+        current: Option<&Meta>,
+        others: &[&Meta],
         ls: LocalSet,
         local_sets: usize,
         value: Vec<u8>,
@@ -142,7 +234,7 @@ impl Record {
                 *c = (*c).max(x);
             }
         }
-        let seq = current.map_or(0, Record::seq) + 1;
+        let seq = current.map_or(0, Meta::seq) + 1;
         // Only this local set writes its copy, under compare-and-swap: no other copy can have seen a newer version.
         debug_assert!(clock[ls as usize] < seq, "another copy is ahead of local set {ls}'s own copy");
         clock[ls as usize] = seq;
@@ -159,18 +251,12 @@ impl Record {
             }
             folded = compact(folded);
         }
-        Record { value, clock, versions, folded }
+        Record { value, meta: Meta { clock, versions, folded } }
     }
-}
 
-impl Record {
-    /// The record without the dependencies `stable` says are stable (present with their whole causal past in every
-    /// local set: no reader needs to check them; see [`crate::op::StabilizeOp`]).
+    /// The record without the dependencies `stable` says are stable ([`Meta::without`]).
     pub fn without(mut self, stable: impl Fn(&Vertex) -> bool) -> Record {
-        self.folded.retain(|v| !stable(v));
-        for version in &mut self.versions {
-            version.deps.retain(|d| !stable(&d.vertex));
-        }
+        self.meta = self.meta.without(stable);
         self
     }
 }
@@ -215,29 +301,39 @@ mod tests {
     #[test]
     fn next_merges_clocks_and_bumps_its_own_entry() {
         let a = Record::next(None, &[], 0, 2, b"a".to_vec(), vec![], 4);
-        assert_eq!((a.clock.clone(), a.seq()), (vec![1, 0], 1));
-        let b = Record::next(None, &[&a], 1, 2, b"b".to_vec(), vec![], 4);
-        assert_eq!(b.clock, vec![1, 1]);
-        assert!(b.rank(1) > a.rank(0), "a write that saw another copy ranks above it");
-        let a2 = Record::next(Some(&a), &[&b], 0, 2, b"a2".to_vec(), vec![], 4);
-        assert_eq!((a2.clock.clone(), a2.seq()), (vec![2, 1], 2));
+        assert_eq!((a.meta.clock.clone(), a.seq()), (vec![1, 0], 1));
+        let b = Record::next(None, &[&a.meta], 1, 2, b"b".to_vec(), vec![], 4);
+        assert_eq!(b.meta.clock, vec![1, 1]);
+        assert!(b.meta.rank(1) > a.meta.rank(0), "a write that saw another copy ranks above it");
+        assert_eq!(b.head().rank(1), b.meta.rank(1), "a head ranks as its meta");
+        let a2 = Record::next(Some(&a.meta), &[&b.meta], 0, 2, b"a2".to_vec(), vec![], 4);
+        assert_eq!((a2.meta.clock.clone(), a2.seq(), a2.head().seq(0)), (vec![2, 1], 2, 2));
     }
 
     #[test]
     fn dropped_versions_fold_their_dependencies_and_stay_required() {
         let mut r = Record::next(None, &[], 0, 1, vec![], vec![d("x", 0, 3)], 2);
-        r = Record::next(Some(&r), &[], 0, 1, vec![], vec![d("y", 0, 1)], 2);
-        r = Record::next(Some(&r), &[], 0, 1, vec![], vec![d("x", 0, 5)], 2);
-        r = Record::next(Some(&r), &[], 0, 1, vec![], vec![], 2);
-        assert_eq!(r.versions.iter().map(|v| v.seq).collect::<Vec<_>>(), vec![3, 4]);
-        assert_eq!(r.folded, vec![v("x", 0, 3), v("y", 0, 1)]);
+        r = Record::next(Some(&r.meta), &[], 0, 1, vec![], vec![d("y", 0, 1)], 2);
+        r = Record::next(Some(&r.meta), &[], 0, 1, vec![], vec![d("x", 0, 5)], 2);
+        r = Record::next(Some(&r.meta), &[], 0, 1, vec![], vec![], 2);
+        assert_eq!(r.meta.versions.iter().map(|v| v.seq).collect::<Vec<_>>(), vec![3, 4]);
+        assert_eq!(r.meta.folded, vec![v("x", 0, 3), v("y", 0, 1)]);
         // Version 1's own entry is gone; requiring it requires at least what it required.
-        let req: Vec<Vertex> = r.requirements(1).map(|d| d.vertex).collect();
+        let req: Vec<Vertex> = r.meta.requirements(1).map(|d| d.vertex).collect();
         assert!(req.contains(&v("x", 0, 3)));
         // The newest requires everything older, through the implied edge to the previous version.
-        let req: Vec<Vertex> = r.requirements(4).map(|d| d.vertex).collect();
+        let req: Vec<Vertex> = r.meta.requirements(4).map(|d| d.vertex).collect();
         assert!(req.contains(&v("x", 0, 5)) && req.contains(&v("y", 0, 1)));
-        assert_eq!(Record::decode(&r.encode()).unwrap(), r);
+    }
+
+    #[test]
+    fn a_record_is_stored_as_a_head_without_dependencies_and_a_meta_without_the_value() {
+        let r = Record::next(None, &[], 1, 2, vec![7; 1024], vec![d("x", 0, 3), d("y", 1, 9)], 4);
+        let encoded = r.encode();
+        assert_eq!(Head::decode(&encoded.head).unwrap(), r.head());
+        assert_eq!(Meta::decode(&encoded.meta).unwrap(), r.meta);
+        assert!(encoded.head.len() < 1024 + 16, "the head holds the clock and the value only: {}", encoded.head.len());
+        assert!(encoded.meta.len() < 64, "the meta holds no value: {}", encoded.meta.len());
     }
 
     #[test]
@@ -256,7 +352,8 @@ mod tests {
 
     #[test]
     fn a_foreign_record_is_a_clear_error() {
-        let err = Record::decode(b"\xff\xff\xff").unwrap_err();
-        assert!(err.to_string().contains("could not be decoded"), "{err}");
+        for err in [Head::decode(b"\xff\xff\xff").unwrap_err(), Meta::decode(b"\xff\xff\xff").unwrap_err()] {
+            assert!(err.to_string().contains("could not be decoded"), "{err}");
+        }
     }
 }

@@ -21,7 +21,7 @@ use crate::driver::Writers;
 use crate::op::{
     Input, Marks, OwnWrites, Protocol, ReadOp, ReadOutcome, Session, StabilizeOp, Step, WriteCache, WriteOp,
 };
-use crate::record::{Copy, LocalSet, Record, Vertex};
+use crate::record::{Copy, Head, LocalSet, Meta, Record, Vertex};
 
 /// What reads do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -153,8 +153,12 @@ struct World {
 }
 
 impl World {
-    fn fetch(&self, ls: LocalSet, copies: &[Copy]) -> Vec<Option<Record>> {
-        copies.iter().map(|c| self.stores[ls as usize].get(c).cloned()).collect()
+    fn fetch(&self, ls: LocalSet, copies: &[Copy]) -> Vec<Option<Meta>> {
+        copies.iter().map(|c| self.stores[ls as usize].get(c).map(|r| r.meta.clone())).collect()
+    }
+
+    fn heads(&self, ls: LocalSet, copies: &[Copy]) -> Vec<Option<Head>> {
+        copies.iter().map(|c| self.stores[ls as usize].get(c).map(Record::head)).collect()
     }
 
     fn cas(&mut self, ls: LocalSet, copy: Copy, expect: Option<u64>, record: Record) -> bool {
@@ -163,7 +167,7 @@ impl World {
             return false;
         }
         self.max_record_bytes = self.max_record_bytes.max(record.encode().len());
-        if let Some(newest) = record.versions.last() {
+        if let Some(newest) = record.meta.versions.last() {
             let v = Vertex { key: copy.key.clone(), ls: copy.ls, seq: newest.seq };
             let mut deps: Vec<Vertex> = newest.deps.iter().map(|d| d.vertex.clone()).collect();
             deps.extend((v.seq > 1).then(|| Vertex { seq: v.seq - 1, ..v.clone() }));
@@ -406,24 +410,25 @@ fn step_client(
                 Step::Fetch(copies) => Input::Fetched(world.fetch(c.ls, &copies)),
                 Step::Cas { copy, expect, record } if cfg.writers == Writers::Exclusive => {
                     world.caches[ls][i].stored(&copy.key, &record);
-                    world.own[ls][i].stored(&copy, &record, now);
+                    world.own[ls][i].stored(&copy, &record.meta, now);
                     Input::Swapped(world.put(c.ls, copy, expect, record))
                 }
                 Step::Cas { copy, expect, record } => {
                     let applied = world.cas(c.ls, copy.clone(), expect, record.clone());
                     if applied {
-                        world.own[ls][i].stored(&copy, &record, now);
+                        world.own[ls][i].stored(&copy, &record.meta, now);
                     }
                     Input::Swapped(applied)
                 }
                 Step::Done(_) => unreachable!("a finished write is not resumed"),
+                Step::FetchHeads(_) => unreachable!("a write reads metas"),
             };
             let step = op.resume(&protocol, input, &mut c.session, &world.stable[c.ls as usize][c.instance]);
             if let Step::Cas { record, .. } = &step {
-                out.max_folded = out.max_folded.max(record.folded.len());
-                out.folded_written += record.folded.len() as u64;
-                if cfg.folded_cap.is_some_and(|cap| record.folded.len() > cap) {
-                    world.to_stabilize[c.ls as usize][c.instance].extend(record.folded.iter().cloned());
+                out.max_folded = out.max_folded.max(record.meta.folded.len());
+                out.folded_written += record.meta.folded.len() as u64;
+                if cfg.folded_cap.is_some_and(|cap| record.meta.folded.len() > cap) {
+                    world.to_stabilize[c.ls as usize][c.instance].extend(record.meta.folded.iter().cloned());
                 }
             }
             match step {
@@ -436,14 +441,24 @@ fn step_client(
             }
         }
         Running::Read { mut op, step } => {
-            let Step::Fetch(copies) = step else { unreachable!("a read only fetches") };
-            let fetched = world.fetch(c.ls, &copies);
-            world.caches[c.ls as usize][c.instance].observe(&copies, &fetched);
-            let result = match cfg.mode {
-                Mode::Middleware => {
-                    op.resume(Input::Fetched(fetched), &mut world.marks[c.ls as usize][c.instance], &mut c.session)
+            let (copies, input) = match step {
+                Step::FetchHeads(copies) => {
+                    let heads = world.heads(c.ls, &copies);
+                    world.caches[c.ls as usize][c.instance]
+                        .observe(&copies, heads.iter().map(|h| h.as_ref().map(|h| &h.clock[..])));
+                    (copies, Input::Heads(heads))
                 }
-                Mode::StoreAlone => Step::Done(latest_unresolved(&copies, fetched)),
+                Step::Fetch(copies) => {
+                    let metas = world.fetch(c.ls, &copies);
+                    world.caches[c.ls as usize][c.instance]
+                        .observe(&copies, metas.iter().map(|m| m.as_ref().map(|m| &m.clock[..])));
+                    (copies, Input::Fetched(metas))
+                }
+                _ => unreachable!("a read only fetches"),
+            };
+            let result = match (cfg.mode, input) {
+                (Mode::StoreAlone, Input::Heads(heads)) => Step::Done(latest_unresolved(&copies, heads)),
+                (_, input) => op.resume(input, &mut world.marks[c.ls as usize][c.instance], &mut c.session),
             };
             match result {
                 Step::Done(ReadOutcome::Unresolved { .. }) => {
@@ -490,7 +505,7 @@ fn stabilize_one(world: &mut World, cfg: &SimConfig, rng: &mut ChaCha8Rng, out: 
         root,
         64,
         &mut stable,
-        |copy| store.get(copy).cloned(),
+        |copy| store.get(copy).map(|r| r.meta.clone()),
         |v| {
             let ok = world.everywhere(v);
             if ok {
@@ -520,10 +535,13 @@ fn confirm_own(world: &mut World, cfg: &SimConfig, rng: &mut ChaCha8Rng, out: &m
     out.confirmed_own += outcome.marked as u64;
 }
 
-fn latest_unresolved(copies: &[Copy], fetched: Vec<Option<Record>>) -> ReadOutcome {
-    copies.iter().zip(fetched).filter_map(|(c, r)| r.map(|r| (c, r))).max_by_key(|(c, r)| r.rank(c.ls)).map_or(
+fn latest_unresolved(copies: &[Copy], heads: Vec<Option<Head>>) -> ReadOutcome {
+    copies.iter().zip(heads).filter_map(|(c, h)| h.map(|h| (c, h))).max_by_key(|(c, h)| h.rank(c.ls)).map_or(
         ReadOutcome::Missing,
-        |(c, r)| ReadOutcome::Value { version: Vertex { key: c.key.clone(), ls: c.ls, seq: r.seq() }, value: r.value },
+        |(c, h)| ReadOutcome::Value {
+            version: Vertex { key: c.key.clone(), ls: c.ls, seq: h.seq(c.ls) },
+            value: h.value,
+        },
     )
 }
 
@@ -534,9 +552,14 @@ fn converged(world: &World, cfg: &SimConfig) -> bool {
         let values: Vec<ReadOutcome> = (0..cfg.local_sets as LocalSet)
             .map(|ls| {
                 let protocol = &world.protocol[ls as usize];
-                ReadOp::run(protocol, &key, &mut Marks::new(1024), &mut Session::new(), |copies| {
-                    world.fetch(ls, copies)
-                })
+                ReadOp::run(
+                    protocol,
+                    &key,
+                    &mut Marks::new(1024),
+                    &mut Session::new(),
+                    |copies| world.heads(ls, copies),
+                    |copies| world.fetch(ls, copies),
+                )
             })
             .collect();
         values.iter().all(|v| !matches!(v, ReadOutcome::Unresolved { .. }))
