@@ -1,15 +1,21 @@
 //! The store adapter for Apache Cassandra (through the `scylla` driver, which speaks Cassandra 5's native
 //! protocol).
 //!
-//! One table holds every copy: `records (key, ls) → (seq, head, meta)`, partitioned by key with one row per local
-//! set, so that one single-partition read returns every copy of a key (what every read and write starts with).
+//! One table holds every copy: `records ((key, ls)) → (seq, head, meta)`, one partition of one row per copy, and
+//! one read (`ls IN (…)`) returns every copy of a key (what every read and write starts with). Single-row
+//! partitions matter: Cassandra answers a read of a whole row by name from the newest SSTable that holds it
+//! (reading SSTables in timestamp order and stopping there), and a missing copy costs a Bloom filter lookup; a read of
+//! a multi-row partition (the key with one row per local set, as until 2026-11-29) must instead merge every SSTable
+//! holding any row of it, which for a hot key rewritten all the time is many (`bench/RESULTS-letting-it-be.md`,
+//! run 5).
 //! A record's two parts are columns of one row, written together (a row is updated atomically at each replica):
 //! a read selects `head` (clock and value) and never reads the dependency information unless it must resolve, and
 //! a write selects `meta` and never reads the values. (Until 2026-11-29 the table was `copies`, with the whole
-//! record in one column `data`; that table is no longer read.) The
-//! lightweight transactions run at `LOCAL_SERIAL`: Paxos among the local datacenter's replicas only, so under a
-//! network partition between DCs they succeed on both sides independently, and the design relies on exactly
-//! that: only local set `ls` ever writes row `ls` of a key. Reads are `LOCAL_ONE` and go to this local set's datacenter only
+//! record in one column `data`; that table is no longer read.)
+//!
+//! The lightweight transactions run at `LOCAL_SERIAL`: Paxos among the local datacenter's replicas only, so under
+//! a network partition between DCs they succeed on both sides independently, and the design relies on exactly
+//! that: only local set `ls` ever writes copy `(key, ls)`. Reads are `LOCAL_ONE` and go to this local set's datacenter only
 //! (no failover to another DC: a read served by a remote DC would make the local resolution meaningless).
 //!
 //! Exclusive writers ([`crate::Writers::Exclusive`]) write with plain `LOCAL_QUORUM` inserts instead, after
@@ -115,7 +121,7 @@ async fn connect(options: &CassandraOptions) -> Result<Session, StoreError> {
             ),
             format!(
                 "CREATE TABLE IF NOT EXISTS {ks}.records (key blob, ls smallint, seq bigint, head blob, meta blob, \
-                 PRIMARY KEY (key, ls)) WITH read_repair = 'BLOCKING'"
+                 PRIMARY KEY ((key, ls))) WITH read_repair = 'BLOCKING'"
             ),
             format!("CREATE TABLE IF NOT EXISTS {ks}.plain (key blob PRIMARY KEY, value blob)"),
             format!("CREATE TABLE IF NOT EXISTS {ks}.writers (ls smallint PRIMARY KEY, owner text)"),
@@ -150,8 +156,9 @@ impl CassandraStore {
         )
         .await?;
         let heads =
-            prepare(&session, format!("SELECT ls, head, writetime(head) FROM {ks}.records WHERE key = ?")).await?;
-        let all_metas = format!("SELECT ls, meta, writetime(meta) FROM {ks}.records WHERE key = ?");
+            prepare(&session, format!("SELECT ls, head, writetime(head) FROM {ks}.records WHERE key = ? AND ls IN ?"))
+                .await?;
+        let all_metas = format!("SELECT ls, meta, writetime(meta) FROM {ks}.records WHERE key = ? AND ls IN ?");
         let metas = prepare(&session, all_metas.clone()).await?;
         let mut metas_to_write = prepare(&session, all_metas).await?;
         metas_to_write.set_consistency(Consistency::LocalQuorum);
@@ -202,7 +209,8 @@ impl CassandraStore {
         key: &[u8],
         local_sets: usize,
     ) -> Result<(Vec<Option<Vec<u8>>>, i64), StoreError> {
-        let result = self.session.execute_unpaged(statement, (key,)).await.map_err(err("read"))?;
+        let all: Vec<i16> = (0..local_sets as i16).collect();
+        let result = self.session.execute_unpaged(statement, (key, &all)).await.map_err(err("read"))?;
         let rows = result.into_rows_result().map_err(err("read"))?;
         let (mut copies, mut own_written) = (vec![None; local_sets], i64::MIN);
         for row in rows.rows::<(i16, Vec<u8>, i64)>().map_err(err("read"))? {
