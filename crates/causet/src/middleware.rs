@@ -51,6 +51,13 @@ pub struct MiddlewareArgs {
     /// How long a read waits for a missing dependency before failing (0: fail at once).
     #[arg(long, default_value_t = 2000)]
     pub resolve_wait_ms: u64,
+    /// How long a read waits for a missing dependency to arrive by the store's own replication before it pulls
+    /// it from another local set (Cassandra: a read at `ALL`, whose read repair brings it here).
+    #[arg(long, default_value_t = 100)]
+    pub pull_after_ms: u64,
+    /// Never pull a missing dependency: only wait for the store's replication (the paper's behaviour).
+    #[arg(long)]
+    pub no_pull: bool,
     /// Serve the store alone, without the middleware: plain last-writer-wins reads and writes, not causally
     /// consistent across keys (the baseline the paper compares against). Cassandra only.
     #[arg(long)]
@@ -116,6 +123,7 @@ fn config(args: &MiddlewareArgs, ls: LocalSet) -> Config {
         levels: args.levels,
         retain: args.retain,
         resolve_wait: Duration::from_millis(args.resolve_wait_ms),
+        pull_after: (!args.no_pull).then(|| Duration::from_millis(args.pull_after_ms)),
         writers: match args.writers {
             WritersArg::Exclusive => Writers::Exclusive,
             WritersArg::Shared => Writers::Shared,
@@ -134,12 +142,15 @@ fn summary<S: Store>(ls: LocalSet, m: &Middleware<S>) -> String {
     let (writes, bytes, values) =
         (s.writes.load(Relaxed), s.written_bytes.load(Relaxed), s.written_value_bytes.load(Relaxed));
     format!(
-        "local set {ls}: {reads} reads ({:.2} store rounds each, {} waited for a dependency, {} failed), {writes} \
+        "local set {ls}: {reads} reads ({:.2} store rounds each, {} waited for a dependency, {} pulled one \
+         ({} pulls failed), {} failed), {writes} \
          writes ({} compare-and-swap conflicts, {} from the write cache, {:.0} metadata bytes per write, largest \
          folded set {}; {} versions made stable, {} of them own writes confirmed with {} requests, {} walks stopped \
          short)",
         if reads > 0 { rounds as f64 / reads as f64 } else { 0.0 },
         s.unresolved.load(Relaxed),
+        s.pulled.load(Relaxed),
+        s.pulls_failed.load(Relaxed),
         s.failed_reads.load(Relaxed),
         s.conflicts.load(Relaxed),
         s.cached_writes.load(Relaxed),

@@ -84,6 +84,8 @@ fn proxy_args(cassandra: &Cassandra, ls: u16, plain: bool, writers: WritersArg) 
         lease_ms: 3000,
         folded_cap: 16,
         confirm_after_ms: 200,
+        pull_after_ms: 100,
+        no_pull: false,
     }
 }
 

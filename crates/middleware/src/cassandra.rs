@@ -293,6 +293,14 @@ impl Store for CassandraStore {
         Ok(row.is_some_and(|(s,)| s as u64 >= seq))
     }
 
+    const PULLS: bool = true;
+
+    async fn pull(&self, copy: &Copy, seq: u64) -> Result<bool, StoreError> {
+        // The same read at `ALL`: its blocking read repair writes the newest version into this datacenter's replica
+        // before it answers, so a version it returns is here now.
+        self.stabilize(copy, seq).await
+    }
+
     async fn put(&self, copy: &Copy, seq: u64, record: Encoded) -> Result<(), StoreError> {
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros());
         // Above every write time seen: strictly increasing across this instance's writes, whatever its clock does.

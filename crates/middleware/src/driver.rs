@@ -82,6 +82,19 @@ pub trait Store: Send + Sync {
         async { Ok(false) }
     }
 
+    /// Whether [`Store::pull`] can ever bring a version here; when not, a waiting read only polls.
+    const PULLS: bool = false;
+
+    /// Brings version `seq` of the copy, or a later one, into this local set's store from another local set's,
+    /// if the store can (Cassandra: the read at `ALL` of [`Store::stabilize`], whose blocking read repair writes
+    /// the newest version into the stale replicas before it answers); returns whether this local set holds it
+    /// now. A read whose dependency is late asks for it this way instead of waiting for the store's own
+    /// replication. `false` when the store cannot, or cannot reach another local set.
+    fn pull(&self, copy: &Copy, seq: u64) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        let _ = (copy, seq);
+        async { Ok(false) }
+    }
+
     /// Exclusive writers: takes, or renews, local set `ls`'s writer lease for `owner`, for `term` from now. The
     /// store must make it expire on its own after `term` (measured by the store), so that a holder that stops
     /// renewing loses it. A zero `term` gives the lease up if `owner` holds it (answering [`Lease::Held`] either
@@ -186,6 +199,10 @@ pub struct Config {
     pub mark_capacity: usize,
     /// How long a read waits for a missing dependency before failing; zero fails at once (the paper's behaviour).
     pub resolve_wait: Duration,
+    /// How long a read waits for a missing dependency to arrive by the store's own replication before it pulls
+    /// it from another local set ([`Store::pull`]; stores that can); `None`: never, only wait (the paper's
+    /// behaviour).
+    pub pull_after: Option<Duration>,
     /// How the local set's writers exclude each other.
     pub writers: Writers,
     /// Exclusive writers: the writer lease's term. The holder renews it every quarter term and stops writing when
@@ -212,6 +229,7 @@ impl Config {
             retain: 8,
             mark_capacity: 100_000,
             resolve_wait: Duration::from_secs(2),
+            pull_after: Some(Duration::from_millis(100)),
             writers: Writers::Shared,
             lease_term: Duration::from_secs(12),
             folded_cap: 16,
@@ -235,6 +253,10 @@ pub struct Stats {
     pub unresolved: AtomicU64,
     /// Reads that failed after `resolve_wait`.
     pub failed_reads: AtomicU64,
+    /// Missing dependencies pulled from another local set ([`Store::pull`]) that were then present here.
+    pub pulled: AtomicU64,
+    /// Pulls that did not bring the dependency (another local set unreachable, or it did not have it either).
+    pub pulls_failed: AtomicU64,
     /// Compare-and-swaps lost to another instance.
     pub conflicts: AtomicU64,
     /// Bytes of records written (value and metadata), summed.
@@ -318,6 +340,7 @@ pub struct Middleware<S> {
     store: S,
     protocol: Protocol,
     resolve_wait: Duration,
+    pull_after: Option<Duration>,
     marks: Mutex<Marks>,
     /// Versions known stable (present with their causal past in every local set).
     stable: Mutex<Marks>,
@@ -355,6 +378,7 @@ impl<S: Store> Middleware<S> {
                 retain: config.retain.max(1),
             },
             resolve_wait: config.resolve_wait,
+            pull_after: config.pull_after,
             marks: Mutex::new(Marks::new(config.mark_capacity)),
             stable: Mutex::new(Marks::new(config.mark_capacity)),
             to_stabilize: Mutex::new(StabilizeQueue::default()),
@@ -516,6 +540,8 @@ impl<S: Store> Middleware<S> {
         session.bind(self.id);
         let started = Instant::now();
         let mut pause = Duration::from_millis(1);
+        // Missing versions this read has pulled already (each once: a failed pull is not repeated, the read waits).
+        let mut pulled: Vec<Vertex> = Vec::new();
         loop {
             let (mut op, mut step) = ReadOp::start(&self.protocol, key);
             let outcome = loop {
@@ -531,13 +557,28 @@ impl<S: Store> Middleware<S> {
                 ReadOutcome::Unresolved { version, missing } => {
                     self.stats.unresolved.fetch_add(1, Ordering::Relaxed);
                     // Wait for the missing version alone (one read per poll), then resolve again from the start: a
-                    // large graph is not fetched again on every poll.
+                    // large graph is not fetched again on every poll. A version still missing after `pull_after`
+                    // is pulled from another local set, once.
                     loop {
                         let waited = started.elapsed();
                         if waited + pause > self.resolve_wait {
                             self.stats.failed_reads.fetch_add(1, Ordering::Relaxed);
                             let local_set = self.protocol.local_set;
                             return Err(Error::Unresolved { version, missing, local_set, waited });
+                        }
+                        if self.pull_after.is_some_and(|after| S::PULLS && waited >= after)
+                            && !pulled.contains(&missing)
+                        {
+                            pulled.push(missing.clone());
+                            let copy = missing.copy();
+                            let pull = self.store.pull(&copy, missing.seq);
+                            let here = tokio::time::timeout(self.resolve_wait - waited, pull).await;
+                            if matches!(here, Ok(Ok(true))) {
+                                self.stats.pulled.fetch_add(1, Ordering::Relaxed);
+                                break;
+                            }
+                            self.stats.pulls_failed.fetch_add(1, Ordering::Relaxed);
+                            continue;
                         }
                         tokio::time::sleep(pause).await;
                         pause = (pause * 2).min(Duration::from_millis(50));

@@ -131,6 +131,21 @@ impl Store for MemoryStore {
         Ok(self.cluster.sets.iter().all(|set| set.lock().unwrap().get(copy).is_some_and(|(s, _)| *s >= seq)))
     }
 
+    const PULLS: bool = true;
+
+    /// Copies the newest version any local set holds into this one (what a read at `ALL` with read repair does);
+    /// nothing while [`MemoryCluster::pause`] partitions the local sets.
+    async fn pull(&self, copy: &Copy, seq: u64) -> Result<bool, StoreError> {
+        if self.cluster.paused.lock().unwrap().is_some() {
+            return Ok(false);
+        }
+        let newest =
+            (self.cluster.sets.iter()).filter_map(|set| set.lock().unwrap().get(copy).cloned()).max_by_key(|(s, _)| *s);
+        let Some((newest, data)) = newest.filter(|(s, _)| *s >= seq) else { return Ok(false) };
+        self.cluster.apply(self.ls, copy.clone(), newest, data);
+        Ok(true)
+    }
+
     async fn put(&self, copy: &Copy, seq: u64, data: Encoded) -> Result<(), StoreError> {
         self.cluster.apply(self.ls, copy.clone(), seq, data.clone());
         self.cluster.replicate(self.ls, copy.clone(), seq, data);
@@ -163,7 +178,8 @@ mod tests {
     use crate::op::Session;
 
     fn pair(cluster: &MemoryCluster, wait: Duration) -> (Middleware<MemoryStore>, Middleware<MemoryStore>) {
-        let cfg = |ls| Config { resolve_wait: wait, ..Config::new(ls, 2) };
+        let pull_after = Some(Duration::from_millis(20));
+        let cfg = |ls| Config { resolve_wait: wait, pull_after, ..Config::new(ls, 2) };
         (Middleware::new(cluster.store(0), &cfg(0)), Middleware::new(cluster.store(1), &cfg(1)))
     }
 
@@ -201,6 +217,32 @@ mod tests {
         let (album, photo, b) = reader.await.unwrap();
         assert_eq!((album.as_deref(), photo.as_deref()), (Some(&b"has p1"[..]), Some(&b"p1"[..])));
         assert!(b.stats.unresolved.load(std::sync::atomic::Ordering::Relaxed) > 0);
+        assert!(b.stats.pulls_failed.load(std::sync::atomic::Ordering::Relaxed) > 0, "partitioned: no pull works");
+    }
+
+    /// A dependency the store's replication lost (Cassandra drops a mutation that waited past its timeout, and
+    /// hint replay is slow): the read pulls it from the local set that wrote it, instead of failing after
+    /// `resolve_wait`.
+    #[tokio::test]
+    async fn a_read_pulls_a_dependency_replication_lost_and_answers() {
+        for pull_after in [Some(Duration::from_millis(20)), None] {
+            let cluster = MemoryCluster::new(2, Duration::ZERO);
+            let cfg = |ls| Config { resolve_wait: Duration::from_millis(500), pull_after, ..Config::new(ls, 2) };
+            let (a, b) = (Middleware::new(cluster.store(0), &cfg(0)), Middleware::new(cluster.store(1), &cfg(1)));
+            let lost = second_arrives_first(&cluster, &a, (b"photo", b"p1"), (b"album", b"has p1")).await;
+            cluster.resume(); // the link is up again; the photo's update stays lost
+            let mut bob = Session::new();
+            let album = b.read(&mut bob, b"album").await;
+            let pulled = b.stats.pulled.load(std::sync::atomic::Ordering::Relaxed);
+            match pull_after {
+                Some(_) => {
+                    assert_eq!((album.unwrap().as_deref(), pulled), (Some(&b"has p1"[..]), 1));
+                    assert_eq!(b.read(&mut bob, b"photo").await.unwrap().as_deref(), Some(&b"p1"[..]));
+                }
+                None => assert!(matches!(album, Err(Error::Unresolved { .. })) && pulled == 0, "{album:?}"),
+            }
+            drop(lost);
+        }
     }
 
     #[tokio::test]

@@ -66,6 +66,9 @@ pub struct SimConfig {
     /// Whether instances also confirm their own writes in every local set and mark them stable ([`OwnWrites`]),
     /// between other steps, whatever replication has delivered by then.
     pub confirm_own: bool,
+    /// Whether a read that finds a dependency missing pulls it (the newest version any local set holds of its
+    /// copy is copied into the reader's store, as a read at `ALL` with read repair does) before it retries.
+    pub pull: bool,
 }
 
 impl Default for SimConfig {
@@ -85,6 +88,7 @@ impl Default for SimConfig {
             writers: Writers::Shared,
             folded_cap: None,
             confirm_own: false,
+            pull: false,
         }
     }
 }
@@ -112,6 +116,8 @@ pub struct SimOutcome {
     pub stabilized: u64,
     /// Of those, versions marked stable after their writer confirmed them ([`OwnWrites`]).
     pub confirmed_own: u64,
+    /// Missing dependencies a read pulled from another local set (with [`SimConfig::pull`]).
+    pub pulled: u64,
     /// Exclusive writers: writes answered from the instance's cache.
     pub cached_writes: u64,
     /// After replication has quiesced, the value every local set reads for each key (must agree).
@@ -225,6 +231,19 @@ impl World {
         marked
     }
 
+    /// A pull of `v` into local set `to`: the newest record of its copy any local set holds replaces an older one
+    /// there (what a read at `ALL` with read repair does). Whether `to` holds `v` now.
+    fn pull(&mut self, to: LocalSet, v: &Vertex) -> bool {
+        let copy = v.copy();
+        let newest = self.stores.iter().filter_map(|s| s.get(&copy)).max_by_key(|r| r.seq()).cloned();
+        let Some(newest) = newest.filter(|r| r.seq() >= v.seq) else { return false };
+        let store = &mut self.stores[to as usize];
+        if store.get(&copy).is_none_or(|r| r.seq() < newest.seq()) {
+            store.insert(copy, newest);
+        }
+        true
+    }
+
     /// Delivers one replication message; a record older than the one present is ignored (last writer wins).
     fn deliver(&mut self, i: usize) {
         let (to, copy, record) = self.in_flight.swap_remove(i);
@@ -290,6 +309,7 @@ pub fn run(seed: u64, cfg: &SimConfig) -> SimOutcome {
         folded_written: 0,
         stabilized: 0,
         confirmed_own: 0,
+        pulled: 0,
         cached_writes: 0,
         converged: false,
     };
@@ -461,9 +481,13 @@ fn step_client(
                 (_, input) => op.resume(input, &mut world.marks[c.ls as usize][c.instance], &mut c.session),
             };
             match result {
-                Step::Done(ReadOutcome::Unresolved { .. }) => {
-                    // The client waits and retries (the real middleware does so up to its deadline).
+                Step::Done(ReadOutcome::Unresolved { missing, .. }) => {
+                    // The client waits and retries (the real middleware does so up to its deadline), pulling the
+                    // missing version first if it may.
                     out.unresolved += 1;
+                    if cfg.pull && world.pull(c.ls, &missing) {
+                        out.pulled += 1;
+                    }
                 }
                 Step::Done(outcome) => {
                     out.reads += 1;
