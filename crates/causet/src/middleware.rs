@@ -48,7 +48,8 @@ pub struct MiddlewareArgs {
     /// Versions whose dependency information a record keeps before folding the oldest.
     #[arg(long, default_value_t = 8)]
     pub retain: usize,
-    /// How long a read waits for a missing dependency before failing (0: fail at once).
+    /// How long a read may take to resolve, waiting for missing dependencies included, before failing (0: fail at
+    /// once when a dependency is missing, and no bound on the rest).
     #[arg(long, default_value_t = 2000)]
     pub resolve_wait_ms: u64,
     /// How long a read waits for a missing dependency to arrive by the store's own replication before it pulls

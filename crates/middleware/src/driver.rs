@@ -163,6 +163,20 @@ pub enum Error {
         /// How long the read waited.
         waited: Duration,
     },
+    /// Resolving the key's latest version (a large dependency graph, read level by level) did not finish within
+    /// `resolve_wait`.
+    #[error(
+        "resolving the latest version of the key ({version}) did not finish within resolve_wait: {read} records \
+         read in {waited:?} and more of its dependency graph left to check"
+    )]
+    Unfinished {
+        /// The version being resolved.
+        version: Vertex,
+        /// Records (heads and metas) the last attempt read.
+        read: u32,
+        /// How long the read took.
+        waited: Duration,
+    },
     /// Exclusive writers: this instance does not hold its local set's writer lease, so it refuses to write.
     #[error(
         "this instance does not hold local set {local_set}'s writer lease{}, so it refuses writes: two instances \
@@ -197,7 +211,9 @@ pub struct Config {
     pub retain: usize,
     /// Copies whose resolved version an instance remembers (when full, it forgets all and re-resolves).
     pub mark_capacity: usize,
-    /// How long a read waits for a missing dependency before failing; zero fails at once (the paper's behaviour).
+    /// How long a read may take to resolve, waiting for missing dependencies included, before it fails; zero fails
+    /// at once when a dependency is missing (the paper's behaviour) and puts no bound on the reading of a graph
+    /// that is all present.
     pub resolve_wait: Duration,
     /// How long a read waits for a missing dependency to arrive by the store's own replication before it pulls
     /// it from another local set ([`Store::pull`]; stores that can); `None`: never, only wait (the paper's
@@ -547,6 +563,13 @@ impl<S: Store> Middleware<S> {
             let outcome = loop {
                 let input = match step {
                     Step::FetchHeads(copies) => Input::Heads(self.fetch_heads(&copies).await?),
+                    // A non-zero `resolve_wait` bounds the whole read, also a resolution that is slow without missing
+                    // anything (zero only makes a missing dependency fail at once).
+                    Step::Fetch(_) if !self.resolve_wait.is_zero() && started.elapsed() > self.resolve_wait => {
+                        self.stats.failed_reads.fetch_add(1, Ordering::Relaxed);
+                        let version = op.version().expect("metas are read after the heads");
+                        return Err(Error::Unfinished { version, read: op.work.reads, waited: started.elapsed() });
+                    }
                     Step::Fetch(copies) => Input::Fetched(self.fetch(&copies, false).await?),
                     Step::Done(outcome) => break outcome,
                     Step::Cas { .. } => unreachable!("a read only fetches"),

@@ -220,6 +220,40 @@ mod tests {
         assert!(b.stats.pulls_failed.load(std::sync::atomic::Ordering::Relaxed) > 0, "partitioned: no pull works");
     }
 
+    /// `resolve_wait` bounds a resolution that is slow without missing anything (here: any that reads a meta,
+    /// with a one-microsecond bound); zero bounds nothing but a missing dependency.
+    #[tokio::test]
+    async fn a_resolution_longer_than_resolve_wait_fails_with_a_clear_error() {
+        let cluster = MemoryCluster::new(2, Duration::ZERO);
+        let writer = Middleware::new(cluster.store(0), &Config::new(0, 2));
+        let mut alice = Session::new();
+        for key in [b"x", b"y"] {
+            writer.write(&mut alice, key, b"v".to_vec()).await.unwrap(); // y depends on x
+        }
+        for key in [b"x", b"y"] {
+            let copy = Copy { key: key.to_vec(), ls: 0 };
+            while cluster.store(1).get(&copy, Part::Head).await.unwrap().is_none() {
+                tokio::time::sleep(Duration::from_millis(1)).await; // replication's tasks
+            }
+        }
+        for (wait, resolves) in [(Duration::from_micros(1), false), (Duration::ZERO, true)] {
+            let reader = Middleware::new(cluster.store(1), &Config { resolve_wait: wait, ..Config::new(1, 2) });
+            let read = reader.read(&mut Session::new(), b"y").await;
+            match resolves {
+                true => assert_eq!(read.unwrap().as_deref(), Some(&b"v"[..])),
+                false => {
+                    let err = read.unwrap_err();
+                    assert!(matches!(err, Error::Unfinished { .. }), "{err}");
+                    assert!(err.to_string().contains("y@0.1") && err.to_string().contains("resolve_wait"), "{err}");
+                }
+            }
+        }
+        // A version this local set wrote needs no resolution: within any bound.
+        let own =
+            Middleware::new(cluster.store(0), &Config { resolve_wait: Duration::from_micros(1), ..Config::new(0, 2) });
+        assert_eq!(own.read(&mut Session::new(), b"y").await.unwrap().as_deref(), Some(&b"v"[..]));
+    }
+
     /// A dependency the store's replication lost (Cassandra drops a mutation that waited past its timeout, and
     /// hint replay is slow): the read pulls it from the local set that wrote it, instead of failing after
     /// `resolve_wait`.

@@ -346,6 +346,12 @@ impl ReadOp {
         None
     }
 
+    /// The version being resolved (the causally latest copy of the key), once the heads have been read.
+    pub fn version(&self) -> Option<Vertex> {
+        let (ls, head) = self.winner.as_ref()?;
+        Some(Vertex { key: self.key.clone(), ls: *ls, seq: head.seq(*ls) })
+    }
+
     fn unresolved(&self, missing: Vertex) -> ReadOutcome {
         let (ls, head) = self.winner.as_ref().expect("resolution starts after the winner is chosen");
         ReadOutcome::Unresolved { version: Vertex { key: self.key.clone(), ls: *ls, seq: head.seq(*ls) }, missing }

@@ -96,7 +96,7 @@ impl Tx {
 
 fn tx_error(e: Error) -> TxError {
     match e {
-        Error::Unresolved { .. } => TxError::Timeout(e.to_string()),
+        Error::Unresolved { .. } | Error::Unfinished { .. } => TxError::Timeout(e.to_string()),
         e => TxError::Aborted(e.to_string()),
     }
 }
