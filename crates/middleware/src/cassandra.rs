@@ -4,10 +4,11 @@
 //! One table holds every copy: `records ((key, ls)) → (seq, head, meta)`, one partition of one row per copy, and
 //! one read (`ls IN (…)`) returns every copy of a key (what every read and write starts with). Single-row
 //! partitions matter: Cassandra answers a read of a whole row by name from the newest SSTable that holds it
-//! (reading SSTables in timestamp order and stopping there), and a missing copy costs a Bloom filter lookup; a read of
-//! a multi-row partition (the key with one row per local set, as until 2026-11-29) must instead merge every SSTable
-//! holding any row of it, which for a hot key rewritten all the time is many (`bench/RESULTS-letting-it-be.md`,
-//! run 5).
+//! (reading SSTables in timestamp order and stopping there), and a missing copy costs a Bloom filter lookup; a
+//! read of a multi-row partition (the key with one row per local set, as until 2026-11-29) must instead merge
+//! every SSTable holding any row of it, which for a hot key rewritten all the time is many
+//! (`bench/RESULTS-letting-it-be.md`, run 5).
+//!
 //! A record's two parts are columns of one row, written together (a row is updated atomically at each replica):
 //! a read selects `head` (clock and value) and never reads the dependency information unless it must resolve, and
 //! a write selects `meta` and never reads the values. (Until 2026-11-29 the table was `copies`, with the whole
@@ -15,8 +16,9 @@
 //!
 //! The lightweight transactions run at `LOCAL_SERIAL`: Paxos among the local datacenter's replicas only, so under
 //! a network partition between DCs they succeed on both sides independently, and the design relies on exactly
-//! that: only local set `ls` ever writes copy `(key, ls)`. Reads are `LOCAL_ONE` and go to this local set's datacenter only
-//! (no failover to another DC: a read served by a remote DC would make the local resolution meaningless).
+//! that: only local set `ls` ever writes copy `(key, ls)`. Reads are `LOCAL_ONE` and go to this local set's
+//! datacenter only (no failover to another DC: a read served by a remote DC would make the local resolution
+//! meaningless).
 //!
 //! Exclusive writers ([`crate::Writers::Exclusive`]) write with plain `LOCAL_QUORUM` inserts instead, after
 //! reading the key's copies at `LOCAL_QUORUM` when it does not have them cached (so the instance sees its own last

@@ -3,9 +3,10 @@
 //!
 //! A copy is a `register_lww` object (bucket `causet-middleware`, key = the copy's key and local set); its value is
 //! the version (8 bytes, big-endian), the length of the record's head (4 bytes, big-endian), the head and the meta
-//! (one register, so that the two parts are always of one version; a read of either part reads both). Causet in eventual mode replicates every DC's writes
-//! to the others, last writer wins, like Cassandra. It has no compare-and-swap, so it serves exclusive writers only
-//! ([`crate::Writers::Exclusive`]) and cannot fence them: run **one middleware instance per local set** over Causet.
+//! (one register, so that the two parts are always of one version; a read of either part reads both). Causet in
+//! eventual mode replicates every DC's writes to the others, last writer wins, like Cassandra. It has no
+//! compare-and-swap, so it serves exclusive writers only ([`crate::Writers::Exclusive`]) and cannot fence them: run
+//! **one middleware instance per local set** over Causet.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;

@@ -15,7 +15,8 @@ use crate::op::{
     Input, Marks, OwnWrites, Protocol, ReadOp, ReadOutcome, Session, StabilizeInput, StabilizeOp, StabilizeStep, Step,
     WriteCache, WriteOp,
 };
-use crate::record::{Copy, DecodeError, Encoded, Head, LocalSet, Meta, Record, Vertex};
+pub use crate::record::Part;
+use crate::record::{Copy, DecodeError, Encoded, LocalSet, Meta, Record, RecordPart, Vertex};
 
 /// An eventually consistent store with per-copy compare-and-swap, as seen from one local set.
 ///
@@ -105,15 +106,6 @@ pub trait Store: Send + Sync {
         owner: &str,
         term: Duration,
     ) -> impl Future<Output = Result<Lease, StoreError>> + Send;
-}
-
-/// The part of a stored record a read asks for ([`Encoded`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Part {
-    /// The [`Head`]: clock and value (what every read needs).
-    Head,
-    /// The [`Meta`]: clock and dependency information (what resolution and writes need).
-    Meta,
 }
 
 /// The store's answer to a lease request.
@@ -504,45 +496,30 @@ impl<S: Store> Middleware<S> {
         &self.store
     }
 
-    /// One part of each of `copies` from the local store: all of a key's copies in one request when that is what
-    /// is asked for, otherwise at most [`FETCH_PARALLELISM`] single copies at a time.
-    async fn fetch_raw(&self, copies: &[Copy], part: Part, to_write: bool) -> Result<Vec<Option<Vec<u8>>>, Error> {
+    /// One part ([`Head`](crate::record::Head) or [`Meta`]) of each of `copies` from the local store: all of a
+    /// key's copies in one request when that is what is asked for, otherwise at most [`FETCH_PARALLELISM`] single
+    /// copies at a time. `to_write`: a write's read of a whole key's metas ([`Store::get_copies_to_write`]).
+    async fn fetch<T: RecordPart>(&self, copies: &[Copy], to_write: bool) -> Result<Vec<Option<T>>, Error> {
         let n = self.protocol.local_sets;
         let whole_key = copies.len() == n
             && copies.iter().zip(0..).all(|(c, ls): (&Copy, LocalSet)| c.ls == ls && c.key == copies[0].key);
-        Ok(if whole_key && to_write {
+        let raw = if whole_key && to_write {
             self.store.get_copies_to_write(&copies[0].key, n).await?
         } else if whole_key {
-            self.store.get_copies(&copies[0].key, n, part).await?
+            self.store.get_copies(&copies[0].key, n, T::PART).await?
         } else {
             let mut raw = Vec::with_capacity(copies.len());
             for chunk in copies.chunks(FETCH_PARALLELISM) {
-                raw.extend(try_join_all(chunk.iter().map(|c| self.store.get(c, part))).await?);
+                raw.extend(try_join_all(chunk.iter().map(|c| self.store.get(c, T::PART))).await?);
             }
             raw
-        })
-    }
-
-    /// The metas of `copies` (for resolution, walks and writes).
-    async fn fetch(&self, copies: &[Copy], to_write: bool) -> Result<Vec<Option<Meta>>, Error> {
-        let raw = self.fetch_raw(copies, Part::Meta, to_write).await?;
-        let metas: Vec<Option<Meta>> =
-            raw.into_iter().map(|r| r.map(|b| Meta::decode(&b)).transpose()).collect::<Result<_, _>>()?;
+        };
+        let parts: Vec<Option<T>> =
+            raw.into_iter().map(|r| r.map(|b| T::decode(&b)).transpose()).collect::<Result<_, _>>()?;
         if let (Some(cache), false) = (&self.cache, to_write) {
-            cache.lock().expect("write cache").observe(copies, metas.iter().map(|m| m.as_ref().map(|m| &m.clock[..])));
+            cache.lock().expect("write cache").observe(copies, parts.iter().map(|p| p.as_ref().map(T::clock)));
         }
-        Ok(metas)
-    }
-
-    /// The heads of `copies` (a read's first round).
-    async fn fetch_heads(&self, copies: &[Copy]) -> Result<Vec<Option<Head>>, Error> {
-        let raw = self.fetch_raw(copies, Part::Head, false).await?;
-        let heads: Vec<Option<Head>> =
-            raw.into_iter().map(|r| r.map(|b| Head::decode(&b)).transpose()).collect::<Result<_, _>>()?;
-        if let Some(cache) = &self.cache {
-            cache.lock().expect("write cache").observe(copies, heads.iter().map(|h| h.as_ref().map(|h| &h.clock[..])));
-        }
-        Ok(heads)
+        Ok(parts)
     }
 
     /// One copy's meta in the local store.
@@ -562,7 +539,7 @@ impl<S: Store> Middleware<S> {
             let (mut op, mut step) = ReadOp::start(&self.protocol, key);
             let outcome = loop {
                 let input = match step {
-                    Step::FetchHeads(copies) => Input::Heads(self.fetch_heads(&copies).await?),
+                    Step::FetchHeads(copies) => Input::Heads(self.fetch(&copies, false).await?),
                     // A non-zero `resolve_wait` bounds the whole read, also a resolution that is slow without missing
                     // anything (zero only makes a missing dependency fail at once).
                     Step::Fetch(_) if !self.resolve_wait.is_zero() && started.elapsed() > self.resolve_wait => {

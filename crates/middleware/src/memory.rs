@@ -308,7 +308,11 @@ mod tests {
             t.await.unwrap();
         }
         let stored = cluster.store(0).get(&Copy { key: b"hot".to_vec(), ls: 0 }, Part::Meta).await.unwrap().unwrap();
-        assert_eq!(crate::record::Meta::decode(&stored).unwrap().seq(), 160, "every write got its own version");
+        assert_eq!(
+            <crate::record::Meta as crate::record::RecordPart>::decode(&stored).unwrap().seq(),
+            160,
+            "every write got its own version"
+        );
     }
 
     #[tokio::test]

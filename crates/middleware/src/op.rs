@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use crate::record::{compact_deps, Copy, Dep, Head, Key, LocalSet, Meta, Record, Vertex};
+use crate::record::{compact_deps, Copy, Dep, Head, Key, LocalSet, Meta, Record, RecordPart, Vertex};
 
 /// Protocol settings shared by every operation of one middleware instance.
 #[derive(Clone, Debug)]

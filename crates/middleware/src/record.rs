@@ -75,15 +75,34 @@ pub struct Head {
     pub value: Vec<u8>,
 }
 
+/// The part of a stored record a read asks for ([`Encoded`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    /// The [`Head`]: clock and value (what every read needs).
+    Head,
+    /// The [`Meta`]: clock and dependency information (what resolution and writes need).
+    Meta,
+}
+
+/// What [`Head`] and [`Meta`] have in common: which [`Part`] they are, how they are decoded, and the clock.
+pub trait RecordPart: Sized {
+    /// The part this is.
+    const PART: Part;
+    /// Reads the part written by [`Record::encode`].
+    fn decode(bytes: &[u8]) -> Result<Self, DecodeError>;
+    /// The copy's vector clock.
+    fn clock(&self) -> &[u64];
+    /// Rank in a total order that extends the vector clocks' partial order: the sum of the clock, then the local
+    /// set. A reader returns the copy of highest rank (paper §3.4: "the causally latest, ties by local-set id").
+    fn rank(&self, ls: LocalSet) -> (u64, LocalSet) {
+        (self.clock().iter().sum(), ls)
+    }
+}
+
 impl Head {
     /// The newest version of the copy written by local set `ls`: its own entry of the clock.
     pub fn seq(&self, ls: LocalSet) -> u64 {
         self.clock.get(ls as usize).copied().unwrap_or(0)
-    }
-
-    /// See [`Meta::rank`].
-    pub fn rank(&self, ls: LocalSet) -> (u64, LocalSet) {
-        (self.clock.iter().sum(), ls)
     }
 }
 
@@ -151,10 +170,27 @@ impl Encoded {
 #[error("a stored record could not be decoded ({0}); was the table written by something other than the middleware?")]
 pub struct DecodeError(#[from] postcard::Error);
 
-impl Head {
-    /// Reads a head written by [`Record::encode`].
-    pub fn decode(bytes: &[u8]) -> Result<Head, DecodeError> {
+impl RecordPart for Head {
+    const PART: Part = Part::Head;
+
+    fn decode(bytes: &[u8]) -> Result<Head, DecodeError> {
         Ok(postcard::from_bytes(bytes)?)
+    }
+
+    fn clock(&self) -> &[u64] {
+        &self.clock
+    }
+}
+
+impl RecordPart for Meta {
+    const PART: Part = Part::Meta;
+
+    fn decode(bytes: &[u8]) -> Result<Meta, DecodeError> {
+        Ok(postcard::from_bytes(bytes)?)
+    }
+
+    fn clock(&self) -> &[u64] {
+        &self.clock
     }
 }
 
@@ -162,12 +198,6 @@ impl Meta {
     /// The newest version of the copy.
     pub fn seq(&self) -> u64 {
         self.versions.last().map_or(0, |v| v.seq)
-    }
-
-    /// Rank in a total order that extends the vector clocks' partial order: the sum of the clock, then the local
-    /// set. A reader returns the copy of highest rank (paper §3.4: "the causally latest, ties by local-set id").
-    pub fn rank(&self, ls: LocalSet) -> (u64, LocalSet) {
-        (self.clock.iter().sum(), ls)
     }
 
     /// What a reader must find resolved before returning version `seq` of this copy (or before counting it as
@@ -178,11 +208,6 @@ impl Meta {
         let folded = self.folded.iter().map(|v| Dep { vertex: v.clone(), level: 1 });
         let retained = self.versions.iter().take_while(move |v| v.seq <= seq).flat_map(|v| v.deps.iter().cloned());
         folded.chain(retained)
-    }
-
-    /// Reads a meta written by [`Record::encode`].
-    pub fn decode(bytes: &[u8]) -> Result<Meta, DecodeError> {
-        Ok(postcard::from_bytes(bytes)?)
     }
 
     /// The meta without the dependencies `stable` says are stable (present with their whole causal past in every

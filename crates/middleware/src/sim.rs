@@ -21,7 +21,7 @@ use crate::driver::Writers;
 use crate::op::{
     Input, Marks, OwnWrites, Protocol, ReadOp, ReadOutcome, Session, StabilizeOp, Step, WriteCache, WriteOp,
 };
-use crate::record::{Copy, Head, LocalSet, Meta, Record, Vertex};
+use crate::record::{Copy, Head, LocalSet, Meta, Record, RecordPart, Vertex};
 
 /// What reads do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -465,13 +465,13 @@ fn step_client(
                 Step::FetchHeads(copies) => {
                     let heads = world.heads(c.ls, &copies);
                     world.caches[c.ls as usize][c.instance]
-                        .observe(&copies, heads.iter().map(|h| h.as_ref().map(|h| &h.clock[..])));
+                        .observe(&copies, heads.iter().map(|h| h.as_ref().map(Head::clock)));
                     (copies, Input::Heads(heads))
                 }
                 Step::Fetch(copies) => {
                     let metas = world.fetch(c.ls, &copies);
                     world.caches[c.ls as usize][c.instance]
-                        .observe(&copies, metas.iter().map(|m| m.as_ref().map(|m| &m.clock[..])));
+                        .observe(&copies, metas.iter().map(|m| m.as_ref().map(Meta::clock)));
                     (copies, Input::Fetched(metas))
                 }
                 _ => unreachable!("a read only fetches"),
