@@ -80,6 +80,11 @@ pub struct MiddlewareArgs {
     /// it in every local set (Cassandra: a read at `ALL`); once confirmed, later records leave it out.
     #[arg(long, default_value_t = 200)]
     pub confirm_after_ms: u64,
+    /// Keep no feed of this instance's writes and follow no other local set's (stores that keep feeds: Cassandra
+    /// and `memory`): versions are then resolved only when read, and exclusive writers confirm their writes one by
+    /// one (`--confirm-after-ms`).
+    #[arg(long)]
+    pub no_feed: bool,
     /// Exclusive writers: the writer lease's term (renewed every quarter term; a new instance waits for a
     /// previous holder's lease to lapse, up to one term).
     #[arg(long, default_value_t = 12000)]
@@ -132,6 +137,7 @@ fn config(args: &MiddlewareArgs, ls: LocalSet) -> Config {
         lease_term: Duration::from_millis(args.lease_ms),
         folded_cap: args.folded_cap,
         confirm_after: Duration::from_millis(args.confirm_after_ms),
+        feed: !args.no_feed,
         ..Config::new(ls, args.local_sets)
     }
 }
@@ -146,8 +152,9 @@ fn summary<S: Store>(ls: LocalSet, m: &Middleware<S>) -> String {
         "local set {ls}: {reads} reads ({:.2} store rounds each, {} waited for a dependency, {} pulled one \
          ({} pulls failed), {} failed), {writes} \
          writes ({} compare-and-swap conflicts, {} from the write cache, {:.0} metadata bytes per write, largest \
-         folded set {}; {} versions made stable, {} of them own writes confirmed with {} requests, {} walks stopped \
-         short)",
+         folded set {}; {} versions made stable, {} of them resolved everywhere from the feed ({} versions in {} \
+         batches), {} own writes confirmed with {} requests, {} walks stopped short; {} versions of other local sets' \
+         feeds resolved ahead of reads, {} attempts found one missing)",
         if reads > 0 { rounds as f64 / reads as f64 } else { 0.0 },
         s.unresolved.load(Relaxed),
         s.pulled.load(Relaxed),
@@ -158,9 +165,14 @@ fn summary<S: Store>(ls: LocalSet, m: &Middleware<S>) -> String {
         if writes > 0 { (bytes - values) as f64 / writes as f64 } else { 0.0 },
         s.max_folded.load(Relaxed),
         s.stabilized.load(Relaxed),
+        s.stable_by_feed.load(Relaxed),
+        s.feed_versions.load(Relaxed),
+        s.feed_batches.load(Relaxed),
         s.confirmed_own.load(Relaxed),
         s.confirmations.load(Relaxed),
         s.unstabilized.load(Relaxed),
+        s.followed.load(Relaxed),
+        s.follow_missing.load(Relaxed),
     )
 }
 

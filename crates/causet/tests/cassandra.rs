@@ -65,6 +65,12 @@ impl Drop for Cassandra {
     }
 }
 
+/// The number just before `what` in a proxy's report.
+fn count_before(report: &str, what: &str) -> u64 {
+    let number = report.split(what).next().and_then(|s| s.rsplit(' ').next()).and_then(|n| n.parse().ok());
+    number.unwrap_or_else(|| panic!("no count of{what} in {report:?}"))
+}
+
 fn proxy_args(cassandra: &Cassandra, ls: u16, plain: bool, writers: WritersArg) -> MiddlewareArgs {
     MiddlewareArgs {
         store: format!("cassandra://{}", cassandra.node(ls as u8 + 1)),
@@ -84,6 +90,7 @@ fn proxy_args(cassandra: &Cassandra, ls: u16, plain: bool, writers: WritersArg) 
         lease_ms: 3000,
         folded_cap: 16,
         confirm_after_ms: 200,
+        no_feed: false,
         pull_after_ms: 100,
         no_pull: false,
     }
@@ -115,8 +122,9 @@ async fn cassandra_alone_breaks_causality_and_the_middleware_over_it_does_not() 
     }
     // The middleware over the same Cassandra, with both ways of excluding a local set's writers.
     for (writers, first_id) in [(WritersArg::Shared, 100_000_000), (WritersArg::Exclusive, 200_000_000)] {
-        // Exclusive writers also keep no folded dependencies at all (cap 0, one version retained): every version
-        // folded is made stable through Cassandra (reads at ALL) and left out of later records.
+        // Exclusive writers keep feeds and one version's dependency information: the other local set resolves
+        // each write from the feed, the writer marks it stable and leaves it out of later records. (Shared writers
+        // confirm their writes and walk folded sets with reads at ALL.)
         let args = |ls| match writers {
             WritersArg::Exclusive => {
                 MiddlewareArgs { folded_cap: 0, retain: 1, ..proxy_args(&cassandra, ls, false, writers) }
@@ -136,14 +144,11 @@ async fn cassandra_alone_breaks_causality_and_the_middleware_over_it_does_not() 
         }
         if writers == WritersArg::Exclusive {
             let report = causal[0].report().join(" ");
-            let stable: u64 = report
-                .split(" versions made stable")
-                .next()
-                .and_then(|s| s.rsplit(' ').next())
-                .and_then(|n| n.parse().ok())
-                .unwrap_or_else(|| panic!("no count of versions made stable in {report:?}"));
             eprintln!("{report}");
+            let stable = count_before(&report, " versions made stable");
             assert!(stable > 0, "the writer made no version stable: {report}");
+            let followed = count_before(&causal[1].report().join(" "), " versions of other local sets' feeds");
+            assert!(followed > 0, "local set 1 followed none of local set 0's writes");
             // The writer lease fences a second instance of a local set off, naming the holder.
             let err = start(&proxy_args(&cassandra, 0, false, writers)).await.err().expect("a second writer");
             let err = format!("{err:#}");

@@ -29,6 +29,7 @@ fn args(wan_delay_ms: u64, resolve_wait_ms: u64) -> MiddlewareArgs {
         lease_ms: 12_000,
         folded_cap: 16,
         confirm_after_ms: 200,
+        no_feed: false,
         pull_after_ms: 100,
         no_pull: false,
     }

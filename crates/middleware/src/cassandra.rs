@@ -27,6 +27,10 @@
 //! clock. The writer lease is a row of table
 //! `writers`, written with lightweight transactions and a TTL of one term: Cassandra drops it on its own when the
 //! holder stops renewing.
+//!
+//! Feeds ([`crate::feed`]) are two more tables: `feeds ((ls, epoch, bucket), number) → versions`, batches in number
+//! order inside partitions of 4,096 batches (so no partition grows without bound), kept for a day (TTL); and
+//! `frontiers ((reader, writer)) → (epoch, start, position, next_batch)`, one row per follower and feed.
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
@@ -40,6 +44,7 @@ use scylla::statement::{Consistency, SerialConsistency};
 use scylla::value::{CqlValue, Row};
 
 use crate::driver::{Error, Lease, Part, Store, StoreError};
+use crate::feed::Frontier;
 use crate::proxy::Backend;
 use crate::record::{Copy, Encoded, LocalSet};
 
@@ -73,6 +78,11 @@ pub struct CassandraStore {
     lease_holder: PreparedStatement,
     lease_release: PreparedStatement,
     stabilize: PreparedStatement,
+    feed_append: PreparedStatement,
+    feed_read: PreparedStatement,
+    feed_read_all: PreparedStatement,
+    frontier_put: PreparedStatement,
+    frontier_get: PreparedStatement,
     /// Exclusive writers: the highest write time (µs) of this local set's copies the instance has read or
     /// written; the next insert's timestamp is above it.
     write_floor: AtomicI64,
@@ -83,6 +93,9 @@ pub struct CassandraStore {
 /// write started while the lease was valid lands before another instance can take it. Cassandra's own
 /// `write_request_timeout` (2 s by default) drops a mutation that waited longer at the replica.
 const PUT_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Feed batches per partition of table `feeds`.
+const FEED_BUCKET: u64 = 4096;
 
 /// Turns a driver error into a [`StoreError`] that says what was being done.
 fn err<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> StoreError {
@@ -127,6 +140,15 @@ async fn connect(options: &CassandraOptions) -> Result<Session, StoreError> {
             ),
             format!("CREATE TABLE IF NOT EXISTS {ks}.plain (key blob PRIMARY KEY, value blob)"),
             format!("CREATE TABLE IF NOT EXISTS {ks}.writers (ls smallint PRIMARY KEY, owner text)"),
+            format!(
+                "CREATE TABLE IF NOT EXISTS {ks}.feeds (ls smallint, epoch bigint, bucket bigint, number bigint, \
+                 versions blob, PRIMARY KEY ((ls, epoch, bucket), number)) WITH default_time_to_live = 86400 \
+                 AND read_repair = 'BLOCKING'"
+            ),
+            format!(
+                "CREATE TABLE IF NOT EXISTS {ks}.frontiers (reader smallint, writer smallint, epoch bigint, \
+                 start bigint, position bigint, next_batch bigint, PRIMARY KEY ((reader, writer)))"
+            ),
         ];
         for s in statements {
             session.query_unpaged(s, &[]).await.map_err(err("create schema"))?;
@@ -183,6 +205,31 @@ impl CassandraStore {
         stabilize.set_consistency(Consistency::All);
         stabilize.set_request_timeout(Some(Duration::from_secs(5)));
         let lease_release = prepare(&session, format!("DELETE FROM {ks}.writers WHERE ls = ? IF owner = ?")).await?;
+        let mut feed_append = prepare(
+            &session,
+            format!("INSERT INTO {ks}.feeds (ls, epoch, bucket, number, versions) VALUES (?, ?, ?, ?, ?)"),
+        )
+        .await?;
+        feed_append.set_consistency(Consistency::LocalQuorum);
+        let read = format!(
+            "SELECT number, versions FROM {ks}.feeds WHERE ls = ? AND epoch = ? AND bucket = ? AND number >= ? LIMIT ?"
+        );
+        let feed_read = prepare(&session, read.clone()).await?;
+        let mut feed_read_all = prepare(&session, read).await?;
+        feed_read_all.set_consistency(Consistency::All);
+        let mut frontier_put = prepare(
+            &session,
+            format!(
+                "INSERT INTO {ks}.frontiers (reader, writer, epoch, start, position, next_batch) VALUES (?, ?, ?, ?, ?, ?)"
+            ),
+        )
+        .await?;
+        frontier_put.set_consistency(Consistency::LocalQuorum);
+        let frontier_get = prepare(
+            &session,
+            format!("SELECT epoch, start, position, next_batch FROM {ks}.frontiers WHERE reader = ? AND writer = ?"),
+        )
+        .await?;
         Ok(CassandraStore {
             session,
             get_head,
@@ -198,6 +245,11 @@ impl CassandraStore {
             lease_holder,
             lease_release,
             stabilize,
+            feed_append,
+            feed_read,
+            feed_read_all,
+            frontier_put,
+            frontier_get,
             write_floor: AtomicI64::new(i64::MIN),
             local_set,
         })
@@ -312,6 +364,50 @@ impl Store for CassandraStore {
         let values = (&copy.key, copy.ls as i16, seq as i64, record.head, record.meta, at);
         self.session.execute_unpaged(&self.put, values).await.map_err(err("write"))?;
         Ok(())
+    }
+
+    const FEEDS: bool = true;
+
+    async fn feed_append(&self, ls: LocalSet, epoch: u64, number: u64, batch: Vec<u8>) -> Result<(), StoreError> {
+        let values = (ls as i16, epoch as i64, (number / FEED_BUCKET) as i64, number as i64, batch);
+        self.session.execute_unpaged(&self.feed_append, values).await.map_err(err("feed append"))?;
+        Ok(())
+    }
+
+    async fn feed_read(
+        &self,
+        ls: LocalSet,
+        epoch: u64,
+        from: u64,
+        limit: usize,
+        everywhere: bool,
+    ) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
+        let statement = if everywhere { &self.feed_read_all } else { &self.feed_read };
+        let values = (ls as i16, epoch as i64, (from / FEED_BUCKET) as i64, from as i64, limit as i32);
+        let result = self.session.execute_unpaged(statement, values).await.map_err(err("feed read"))?;
+        let rows = result.into_rows_result().map_err(err("feed read"))?;
+        let rows = rows.rows::<(i64, Vec<u8>)>().map_err(err("feed read"))?;
+        rows.map(|row| row.map(|(n, b)| (n as u64, b)).map_err(err("feed read"))).collect()
+    }
+
+    async fn frontier_put(&self, reader: LocalSet, writer: LocalSet, frontier: Frontier) -> Result<(), StoreError> {
+        let Frontier { epoch, start, position, batch } = frontier;
+        let values = (reader as i16, writer as i16, epoch as i64, start as i64, position as i64, batch as i64);
+        self.session.execute_unpaged(&self.frontier_put, values).await.map_err(err("frontier"))?;
+        Ok(())
+    }
+
+    async fn frontier_get(&self, reader: LocalSet, writer: LocalSet) -> Result<Option<Frontier>, StoreError> {
+        let result = (self.session.execute_unpaged(&self.frontier_get, (reader as i16, writer as i16)).await)
+            .map_err(err("frontier"))?;
+        let rows = result.into_rows_result().map_err(err("frontier"))?;
+        let row: Option<(i64, i64, i64, i64)> = rows.maybe_first_row().map_err(err("frontier"))?;
+        Ok(row.map(|(epoch, start, position, batch)| Frontier {
+            epoch: epoch as u64,
+            start: start as u64,
+            position: position as u64,
+            batch: batch as u64,
+        }))
     }
 
     async fn lease(&self, ls: LocalSet, owner: &str, term: Duration) -> Result<Lease, StoreError> {

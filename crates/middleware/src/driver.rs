@@ -2,6 +2,7 @@
 //! [`Store`], reading the copies each step asks for in parallel, and waits (up to a deadline) for a read whose
 //! dependencies have not arrived yet.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,9 +12,11 @@ use std::time::{Duration, Instant};
 use futures_util::future::try_join_all;
 use futures_util::StreamExt;
 
+use crate::feed::Frontier;
+use crate::feed::{Batch, FeedReader, FeedWriter};
 use crate::op::{
-    Input, Marks, OwnWrites, Protocol, ReadOp, ReadOutcome, Session, StabilizeInput, StabilizeOp, StabilizeStep, Step,
-    WriteCache, WriteOp,
+    Check, Input, Marks, OwnWrites, Protocol, ReadOp, ReadOutcome, Resolution, Session, StabilizeInput, StabilizeOp,
+    StabilizeStep, Step, WriteCache, WriteOp,
 };
 pub use crate::record::Part;
 use crate::record::{Copy, DecodeError, Encoded, LocalSet, Meta, Record, RecordPart, Vertex};
@@ -94,6 +97,63 @@ pub trait Store: Send + Sync {
     fn pull(&self, copy: &Copy, seq: u64) -> impl Future<Output = Result<bool, StoreError>> + Send {
         let _ = (copy, seq);
         async { Ok(false) }
+    }
+
+    /// Whether the store keeps feeds ([`crate::feed`]): [`Store::feed_append`], [`Store::feed_read`],
+    /// [`Store::frontier_put`] and [`Store::frontier_get`]. Without them, exclusive writers confirm their writes one
+    /// by one ([`Store::stabilize`]) and followers resolve nothing ahead of reads.
+    const FEEDS: bool = false;
+
+    /// Appends batch `number` of local set `ls`'s feed in `epoch` (this local set's own feed; replicated to every
+    /// other local set like a record, and kept for at least a day). Idempotent: the same batch may be appended again
+    /// after an error.
+    fn feed_append(
+        &self,
+        ls: LocalSet,
+        epoch: u64,
+        number: u64,
+        batch: Vec<u8>,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let _ = (ls, epoch, number, batch);
+        async { Err(StoreError("this store keeps no feeds".into())) }
+    }
+
+    /// Batches of local set `ls`'s feed in `epoch` numbered `from` and up, at most `limit`, in number order, as this
+    /// local set's store has them (`everywhere`: also from other local sets' stores, bringing them here, for a
+    /// batch that has not arrived; Cassandra: a read at `ALL`). A store may stop early at a boundary of its own
+    /// (the caller reads again from the next number).
+    fn feed_read(
+        &self,
+        ls: LocalSet,
+        epoch: u64,
+        from: u64,
+        limit: usize,
+        everywhere: bool,
+    ) -> impl Future<Output = Result<Vec<(u64, Vec<u8>)>, StoreError>> + Send {
+        let _ = (ls, epoch, from, limit, everywhere);
+        async { Ok(Vec::new()) }
+    }
+
+    /// Publishes follower `reader`'s frontier on `writer`'s feed (`reader == writer`: the writer's announcement of
+    /// its epoch), replicated to every local set; a later put replaces an earlier one.
+    fn frontier_put(
+        &self,
+        reader: LocalSet,
+        writer: LocalSet,
+        frontier: Frontier,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let _ = (reader, writer, frontier);
+        async { Err(StoreError("this store keeps no feeds".into())) }
+    }
+
+    /// Follower `reader`'s frontier on `writer`'s feed as this local set's store has it.
+    fn frontier_get(
+        &self,
+        reader: LocalSet,
+        writer: LocalSet,
+    ) -> impl Future<Output = Result<Option<Frontier>, StoreError>> + Send {
+        let _ = (reader, writer);
+        async { Ok(None) }
     }
 
     /// Exclusive writers: takes, or renews, local set `ls`'s writer lease for `owner`, for `term` from now. The
@@ -201,7 +261,8 @@ pub struct Config {
     pub levels: u8,
     /// Versions whose dependency information a record keeps before folding the oldest into one compacted set.
     pub retain: usize,
-    /// Copies whose resolved version an instance remembers (when full, it forgets all and re-resolves).
+    /// Copies whose resolved (and, apart, stable) version an instance remembers; when full it forgets a quarter
+    /// of them and resolves those again when read. About 100 bytes each.
     pub mark_capacity: usize,
     /// How long a read may take to resolve, waiting for missing dependencies included, before it fails; zero fails
     /// at once when a dependency is missing (the paper's behaviour) and puts no bound on the reading of a graph
@@ -223,10 +284,14 @@ pub struct Config {
     /// local set ([`Middleware::keep_confirming`]): long enough for the store's own replication to have delivered
     /// it (the confirmation then repairs nothing), short enough that records soon leave it out.
     pub confirm_after: Duration,
+    /// Whether the instance keeps a feed of its writes (exclusive writers) and follows the other local sets' feeds
+    /// ([`crate::feed`]; stores that keep feeds). An exclusive writer with a feed marks its writes stable when every
+    /// other local set has resolved them, instead of confirming them one by one.
+    pub feed: bool,
 }
 
 impl Config {
-    /// The defaults for local set `local_set` of `local_sets`: `k = 1`, 8 versions retained, 100,000 marks,
+    /// The defaults for local set `local_set` of `local_sets`: `k = 1`, 8 versions retained, 1,000,000 marks,
     /// reads wait up to 2 s for missing dependencies, and shared writers (compare-and-swap per write; a 12 s
     /// lease term if switched to exclusive writers).
     pub fn new(local_set: LocalSet, local_sets: usize) -> Config {
@@ -235,13 +300,14 @@ impl Config {
             local_sets,
             levels: 1,
             retain: 8,
-            mark_capacity: 100_000,
+            mark_capacity: 1_000_000,
             resolve_wait: Duration::from_secs(2),
             pull_after: Some(Duration::from_millis(100)),
             writers: Writers::Shared,
             lease_term: Duration::from_secs(12),
             folded_cap: 16,
             confirm_after: Duration::from_millis(200),
+            feed: true,
         }
     }
 }
@@ -285,6 +351,16 @@ pub struct Stats {
     pub confirmed_own: AtomicU64,
     /// Confirmations asked of the store for the instance's own writes (one per distinct copy of a batch).
     pub confirmations: AtomicU64,
+    /// Batches appended to this instance's feed.
+    pub feed_batches: AtomicU64,
+    /// Versions appended to this instance's feed.
+    pub feed_versions: AtomicU64,
+    /// Of the versions made stable, those every other local set had resolved from this instance's feed.
+    pub stable_by_feed: AtomicU64,
+    /// Versions of other local sets' feeds resolved here ahead of reads.
+    pub followed: AtomicU64,
+    /// Attempts to resolve the next versions of a feed that found something missing (retried).
+    pub follow_missing: AtomicU64,
 }
 
 /// Versions waiting to be made stable, at most [`STABILIZE_QUEUE`].
@@ -317,6 +393,32 @@ const CONFIRM_BATCH: usize = 256;
 /// throughput where 4 cost nothing measurable (bench/RESULTS-letting-it-be.md, run 4). The queue then drains slowly
 /// after a burst of writes (a preload); what it has not confirmed stays in records, as without it.
 const CONFIRM_PARALLELISM: usize = 4;
+
+/// Exclusive writers: keys whose record the write cache keeps, at most (a record holds a value: the marks' capacity
+/// would be too many).
+const WRITE_CACHE_KEYS: usize = 100_000;
+
+/// Versions a feed writer keeps waiting to be appended or marked stable, and a follower reads ahead, at most.
+const FEED_CAPACITY: usize = 1 << 16;
+
+/// Versions per feed batch, at most.
+const FEED_BATCH: usize = 1024;
+
+/// Feed batches a follower reads at once, at most.
+const FEED_READ: usize = 64;
+
+/// How often a feed writer appends what waits, and reads the followers' frontiers; how often a follower publishes
+/// its frontier, at most.
+const FEED_EVERY: Duration = Duration::from_millis(10);
+
+/// How often a feed writer announces its epoch again, and a follower asks for it.
+const EPOCH_EVERY: Duration = Duration::from_secs(1);
+
+/// How long a follower waits for a batch that a later batch overtook before it reads it from every local set.
+const FEED_GAP_PULL_AFTER: Duration = Duration::from_millis(500);
+
+/// How long a follower waits for a missing version before it pulls it from another local set.
+const FOLLOW_PULL_AFTER: Duration = Duration::from_millis(500);
 
 /// Exclusive writers: lock stripes ordering the writes of a key inside the instance.
 const STRIPES: usize = 1024;
@@ -359,6 +461,13 @@ pub struct Middleware<S> {
     confirm_after: Duration,
     /// The instance's start: [`OwnWrites`] counts time in milliseconds since.
     started: Instant,
+    /// Exclusive writers over a store that keeps feeds: this instance's feed.
+    feed: Option<Mutex<FeedWriter>>,
+    /// The other local sets' feeds, followed (stores that keep feeds).
+    following: Vec<Mutex<FeedReader>>,
+    /// The entries read from followed feeds and not resolved yet, by version: their own requirements, with which
+    /// reads check them ([`Resolution::adopt`]).
+    feed_entries: Mutex<HashMap<Vertex, Vec<Vertex>>>,
     folded_cap: usize,
     lease: Option<WriterLease>,
     /// Exclusive writers only.
@@ -394,6 +503,13 @@ impl<S: Store> Middleware<S> {
             own_writes: Mutex::new(OwnWrites::new(OWN_WRITES)),
             confirm_after: config.confirm_after,
             started: Instant::now(),
+            feed: (S::FEEDS && config.feed && config.writers == Writers::Exclusive)
+                .then(|| Mutex::new(FeedWriter::new(config.local_set, config.local_sets, new_epoch(), FEED_CAPACITY))),
+            following: (0..config.local_sets as LocalSet)
+                .filter(|&w| S::FEEDS && config.feed && w != config.local_set)
+                .map(|w| Mutex::new(FeedReader::new(config.local_set, w, FEED_CAPACITY)))
+                .collect(),
+            feed_entries: Mutex::new(HashMap::new()),
             folded_cap: if S::CONFIRMS_STABILITY { config.folded_cap } else { usize::MAX },
             lease: (config.writers == Writers::Exclusive).then(|| WriterLease {
                 owner: instance_name(config.local_set),
@@ -401,7 +517,8 @@ impl<S: Store> Middleware<S> {
                 standing: Mutex::new(Standing::Lacking { holder: None }),
                 stripes: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
             }),
-            cache: (config.writers == Writers::Exclusive).then(|| Mutex::new(WriteCache::new(config.mark_capacity))),
+            cache: (config.writers == Writers::Exclusive)
+                .then(|| Mutex::new(WriteCache::new(config.mark_capacity.min(WRITE_CACHE_KEYS)))),
             id: INSTANCES.fetch_add(1, Ordering::Relaxed),
             stats: Stats::default(),
         }
@@ -462,10 +579,18 @@ impl<S: Store> Middleware<S> {
     }
 
     /// The instance's background work, for ever (run it as a task beside the instance): renewing the writer
-    /// lease ([`Middleware::keep_lease`]) and making versions stable ([`Middleware::keep_confirming`] and
+    /// lease ([`Middleware::keep_lease`]), keeping its feed and following the others' ([`Middleware::keep_feeding`],
+    /// [`Middleware::keep_following`]), and making versions stable ([`Middleware::keep_confirming`] and
     /// [`Middleware::keep_stabilizing`]).
     pub async fn maintain(&self) {
-        futures_util::future::join3(self.keep_lease(), self.keep_confirming(), self.keep_stabilizing()).await;
+        futures_util::future::join5(
+            self.keep_lease(),
+            self.keep_feeding(),
+            self.keep_following(),
+            self.keep_confirming(),
+            self.keep_stabilizing(),
+        )
+        .await;
     }
 
     /// Exclusive writers: stops writing, waits for the writes in flight, and gives the lease up, so that a new
@@ -551,7 +676,9 @@ impl<S: Store> Middleware<S> {
                     Step::Done(outcome) => break outcome,
                     Step::Cas { .. } => unreachable!("a read only fetches"),
                 };
-                step = op.resume(input, &mut self.marks.lock().expect("marks lock"), session);
+                let entries = self.feed_entries.lock().expect("feed entries");
+                let own = |v: &Vertex| entries.get(v).cloned();
+                step = op.resume_with(input, &mut self.marks.lock().expect("marks lock"), session, &own);
             };
             match outcome {
                 ReadOutcome::Unresolved { version, missing } => {
@@ -626,7 +753,7 @@ impl<S: Store> Middleware<S> {
             if let Step::Cas { record, .. } = &step {
                 let folded = &record.meta.folded;
                 self.stats.max_folded.fetch_max(folded.len() as u64, Ordering::Relaxed);
-                if folded.len() > self.folded_cap {
+                if folded.len() > self.folded_cap && self.feed.is_none() {
                     self.queue_stabilize(folded);
                 }
             }
@@ -683,9 +810,12 @@ impl<S: Store> Middleware<S> {
         }
     }
 
-    /// Queues a version the store has just acknowledged for its confirmation ([`Middleware::keep_confirming`]).
+    /// Queues a version the store has just acknowledged for the feed ([`Middleware::keep_feeding`]), or else for
+    /// its confirmation ([`Middleware::keep_confirming`]).
     fn own_stored(&self, copy: &Copy, record: &Record) {
-        if S::CONFIRMS_STABILITY {
+        if let Some(feed) = &self.feed {
+            feed.lock().expect("feed lock").stored(crate::feed::entry(copy, &record.meta));
+        } else if S::CONFIRMS_STABILITY {
             let at = self.started.elapsed().as_millis() as u64;
             self.own_writes.lock().expect("own writes").stored(copy, &record.meta, at);
         }
@@ -696,7 +826,7 @@ impl<S: Store> Middleware<S> {
     /// one request per distinct copy, a bounded number at once, and marked stable oldest first. A batch the store
     /// cannot confirm (another local set unreachable) is asked again after a pause.
     pub async fn keep_confirming(&self) {
-        if !S::CONFIRMS_STABILITY {
+        if !S::CONFIRMS_STABILITY || self.feed.is_some() {
             return;
         }
         loop {
@@ -728,6 +858,178 @@ impl<S: Store> Middleware<S> {
         }
     }
 
+    /// Keeps this instance's feed, for ever (run it as a task beside the instance; see [`crate::feed`]): announces
+    /// the epoch, appends the acknowledged writes batch by batch (a batch the store refuses is appended again until
+    /// it takes it), and reads the other local sets' frontiers, marking stable what every one of them resolved.
+    pub async fn keep_feeding(&self) {
+        let Some(feed) = &self.feed else { return };
+        let ls = self.protocol.local_set;
+        let mut announced: Option<Instant> = None;
+        loop {
+            if announced.is_none_or(|t| t.elapsed() >= EPOCH_EVERY) {
+                let announcement = feed.lock().expect("feed lock").announcement();
+                if self.store.frontier_put(ls, ls, announcement).await.is_ok() {
+                    announced = Some(Instant::now());
+                }
+            }
+            let (epoch, next) = {
+                let mut feed = feed.lock().expect("feed lock");
+                (feed.epoch, feed.next_batch(FEED_BATCH))
+            };
+            if let Some((number, batch)) = next {
+                let (versions, bytes) = (batch.versions.len() as u64, batch.encode());
+                while self.store.feed_append(ls, epoch, number, bytes.clone()).await.is_err() {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                self.stats.feed_batches.fetch_add(1, Ordering::Relaxed);
+                self.stats.feed_versions.fetch_add(versions, Ordering::Relaxed);
+            }
+            for reader in (0..self.protocol.local_sets as LocalSet).filter(|&r| r != ls) {
+                let Ok(Some(frontier)) = self.store.frontier_get(reader, ls).await else { continue };
+                let marked = {
+                    let mut stable = self.stable.lock().expect("stable lock");
+                    feed.lock().expect("feed lock").frontier(reader, frontier, &mut stable).len() as u64
+                };
+                self.stats.stabilized.fetch_add(marked, Ordering::Relaxed);
+                self.stats.stable_by_feed.fetch_add(marked, Ordering::Relaxed);
+            }
+            tokio::time::sleep(FEED_EVERY).await;
+        }
+    }
+
+    /// Follows every other local set's feed, for ever (run it as a task beside the instance; see [`crate::feed`]).
+    pub async fn keep_following(&self) {
+        futures_util::future::join_all(self.following.iter().map(|f| self.follow(f))).await;
+    }
+
+    /// Follows one feed: learns its epoch, reads its batches in order (a batch overtaken by a later one for long is
+    /// read from every local set), resolves their versions many at a time, and publishes the frontier. A version
+    /// missing for long is pulled, as a read does.
+    async fn follow(&self, reader: &Mutex<FeedReader>) {
+        let writer = reader.lock().expect("feed reader").writer;
+        let ls = self.protocol.local_set;
+        let (mut asked, mut published) = (None::<Instant>, None);
+        let mut published_at = Instant::now();
+        let (mut gap_since, mut missing_since) = (None::<Instant>, None::<(Vertex, Instant)>);
+        let mut pause = Duration::from_millis(1);
+        // Where the writer last said its feed ends (its epoch, the batch after its last).
+        let mut feed_end: Option<(u64, u64)> = None;
+        loop {
+            let following = reader.lock().expect("feed reader").wants().is_some();
+            let every = if following { EPOCH_EVERY } else { FEED_EVERY * 10 };
+            if asked.is_none_or(|t| t.elapsed() >= every) {
+                if let Ok(Some(announcement)) = self.store.frontier_get(writer, writer).await {
+                    feed_end = Some((announcement.epoch, announcement.batch));
+                    if !reader.lock().expect("feed reader").follows(announcement.epoch) {
+                        // Where this local set was on that epoch, if it followed it before (a restart).
+                        if let Ok(own) = self.store.frontier_get(ls, writer).await {
+                            reader.lock().expect("feed reader").announced(announcement, own);
+                            self.feed_entries.lock().expect("feed entries").retain(|v, _| v.ls != writer);
+                        }
+                    }
+                }
+                asked = Some(Instant::now());
+            }
+            let mut progressed = false;
+            let wants = reader.lock().expect("feed reader").wants();
+            if let Some((epoch, from)) = wants {
+                let everywhere = gap_since.is_some_and(|t| t.elapsed() >= FEED_GAP_PULL_AFTER);
+                if let Ok(rows) = self.store.feed_read(writer, epoch, from, FEED_READ, everywhere).await {
+                    // A batch that cannot be decoded ends what is taken: the feed stops there, reads go on.
+                    let batches: Vec<(u64, Batch)> =
+                        rows.iter().map_while(|(n, b)| Batch::decode(b).ok().map(|b| (*n, b))).collect();
+                    let read = !batches.is_empty();
+                    {
+                        let mut entries = self.feed_entries.lock().expect("feed entries");
+                        for e in batches.iter().flat_map(|(_, b)| &b.versions) {
+                            entries.insert(e.version.clone(), e.requires.clone());
+                        }
+                    }
+                    // Nothing read although the writer said its feed goes further: a batch that has not arrived
+                    // (or that the store dropped), like one overtaken by a later batch.
+                    let behind = !read && feed_end.is_some_and(|(e, end)| e == epoch && end > from);
+                    if reader.lock().expect("feed reader").batches(epoch, batches) || behind {
+                        gap_since.get_or_insert_with(Instant::now);
+                    } else {
+                        gap_since = None;
+                        progressed |= read;
+                    }
+                }
+            }
+            let next = reader.lock().expect("feed reader").next();
+            if let Some((n, mut check)) = next {
+                let missing = self.check(&mut check).await.unwrap_or(None);
+                let present = missing.is_none();
+                let resolved = reader.lock().expect("feed reader").checked(n, present);
+                if present {
+                    let mut entries = self.feed_entries.lock().expect("feed entries");
+                    for v in &resolved {
+                        entries.remove(v);
+                    }
+                    drop(entries);
+                    self.stats.followed.fetch_add(n as u64, Ordering::Relaxed);
+                    progressed = true;
+                    missing_since = None;
+                } else {
+                    self.stats.follow_missing.fetch_add(1, Ordering::Relaxed);
+                }
+                if let (Some(v), 1) = (missing, n) {
+                    if let Some((m, since)) = &missing_since {
+                        if *m == v && since.elapsed() >= FOLLOW_PULL_AFTER {
+                            let position = reader.lock().expect("feed reader").frontier();
+                            tracing::warn!(
+                                "following local set {writer}'s feed at {position:?}: {v} has not reached this local \
+                                 set for {:?}",
+                                since.elapsed()
+                            );
+                        }
+                    }
+                    match &missing_since {
+                        Some((m, since)) if *m == v && since.elapsed() >= FOLLOW_PULL_AFTER => {
+                            if S::PULLS && self.pull_after.is_some() {
+                                let _ = self.store.pull(&v.copy(), v.seq).await;
+                            }
+                            missing_since = Some((v, Instant::now()));
+                        }
+                        Some((m, _)) if *m == v => {}
+                        _ => missing_since = Some((v, Instant::now())),
+                    }
+                }
+            }
+            let frontier = reader.lock().expect("feed reader").frontier();
+            if let Some(f) = frontier.filter(|_| frontier != published && published_at.elapsed() >= FEED_EVERY) {
+                if self.store.frontier_put(ls, writer, f).await.is_ok() {
+                    (published, published_at) = (frontier, Instant::now());
+                }
+            }
+            if progressed {
+                pause = Duration::from_millis(1);
+            } else {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(FEED_EVERY * 2);
+            }
+        }
+    }
+
+    /// Runs `check` against the local store; on [`Check::Present`] marks what it checked resolved. Returns the
+    /// version found missing, if one was.
+    async fn check(&self, check: &mut Resolution) -> Result<Option<Vertex>, Error> {
+        loop {
+            let next = {
+                let entries = self.feed_entries.lock().expect("feed entries");
+                check.next_with(&self.marks.lock().expect("marks lock"), &|v: &Vertex| entries.get(v).cloned())
+            };
+            match next {
+                Check::Fetch(copies) => check.fetched(self.fetch(&copies, false).await?),
+                Check::Present => {
+                    check.mark(&mut self.marks.lock().expect("marks lock"));
+                    return Ok(None);
+                }
+                Check::Missing(missing) => return Ok(Some(missing)),
+            }
+        }
+    }
+
     /// Queues versions to be made stable by [`Middleware::keep_stabilizing`].
     fn queue_stabilize(&self, versions: &[Vertex]) {
         let mut q = self.to_stabilize.lock().expect("stabilize queue");
@@ -746,6 +1048,12 @@ impl<S: Store> Middleware<S> {
     /// Makes queued versions stable, for ever (run it as a task beside the instance; see [`StabilizeOp`]). This is
     /// what bounds the folded dependency sets of the records this instance writes.
     pub async fn keep_stabilizing(&self) {
+        if self.feed.is_some() {
+            // The feed makes this instance's writes stable, and only versions every other local set has resolved
+            // (which their instances fetched, so their write caches know those versions' clocks: see
+            // `crate::feed`); a walk would mark versions no other instance has fetched.
+            return;
+        }
         // Each walk waits on the store's cross-DC confirmations: several run at once.
         futures_util::future::join_all((0..STABILIZE_WALKS).map(|_| self.stabilize_queued())).await;
     }
@@ -794,6 +1102,14 @@ impl<S: Store> Middleware<S> {
             step = op.resume(input, &mut self.stable.lock().expect("stable lock"));
         }
     }
+}
+
+/// A feed epoch: different for every run of a writer (time and process), so that followers start over.
+fn new_epoch() -> u64 {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (nanos, std::process::id(), INSTANCES.load(Ordering::Relaxed)).hash(&mut h);
+    h.finish()
 }
 
 fn stripe(key: &[u8]) -> usize {

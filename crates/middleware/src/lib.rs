@@ -13,6 +13,7 @@
 pub mod cassandra;
 pub mod causet;
 pub mod driver;
+pub mod feed;
 pub mod memory;
 pub mod op;
 pub mod proxy;

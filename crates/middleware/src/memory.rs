@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::driver::{Lease, Part, Store, StoreError};
+use crate::feed::Frontier;
 use crate::record::{Copy, Encoded, LocalSet};
 
 type Copies = HashMap<Copy, (u64, Encoded)>;
@@ -21,6 +22,18 @@ pub struct MemoryCluster {
     paused: Arc<Mutex<Option<Vec<Held>>>>,
     /// Writer leases: local set → holder and end.
     leases: Arc<Mutex<HashMap<LocalSet, (String, Instant)>>>,
+    /// Feed batches and frontier rows, shared by every local set: each is visible in another local set than the
+    /// writer's `delay` after it was written, and not while replication is paused.
+    feeds: Arc<Mutex<Feeds>>,
+}
+
+/// Feed batches ((writer, epoch, number) → written at, batch) and frontier rows ((reader, writer) → every put, when).
+#[derive(Default)]
+struct Feeds {
+    batches: std::collections::BTreeMap<(LocalSet, u64, u64), (Instant, Vec<u8>)>,
+    frontiers: HashMap<(LocalSet, LocalSet), Vec<(Instant, Frontier)>>,
+    /// Since when replication is paused, if it is.
+    paused_at: Option<Instant>,
 }
 
 /// One local set's view of a [`MemoryCluster`].
@@ -38,7 +51,13 @@ impl MemoryCluster {
             delay,
             paused: Arc::new(Mutex::new(None)),
             leases: Arc::new(Mutex::new(HashMap::new())),
+            feeds: Arc::new(Mutex::new(Feeds::default())),
         }
+    }
+
+    /// Whether something local set `from` wrote at `at` is visible in local set `to` now.
+    fn visible(&self, feeds: &Feeds, from: LocalSet, to: LocalSet, at: Instant) -> bool {
+        from == to || (at + self.delay <= Instant::now() && feeds.paused_at.is_none_or(|p| at + self.delay < p))
     }
 
     /// Local set `ls`'s store.
@@ -50,11 +69,13 @@ impl MemoryCluster {
     /// Holds back replication until [`MemoryCluster::resume`] (a network partition between every local set).
     pub fn pause(&self) {
         self.paused.lock().unwrap().get_or_insert_with(Vec::new);
+        self.feeds.lock().unwrap().paused_at.get_or_insert_with(Instant::now);
     }
 
     /// Delivers what was held back and replicates normally again.
     pub fn resume(&self) {
         let held = self.paused.lock().unwrap().take().unwrap_or_default();
+        self.feeds.lock().unwrap().paused_at = None;
         self.deliver(held);
     }
 
@@ -150,6 +171,51 @@ impl Store for MemoryStore {
         self.cluster.apply(self.ls, copy.clone(), seq, data.clone());
         self.cluster.replicate(self.ls, copy.clone(), seq, data);
         Ok(())
+    }
+
+    const FEEDS: bool = true;
+
+    async fn feed_append(&self, ls: LocalSet, epoch: u64, number: u64, batch: Vec<u8>) -> Result<(), StoreError> {
+        let mut feeds = self.cluster.feeds.lock().unwrap();
+        feeds.batches.entry((ls, epoch, number)).or_insert((Instant::now(), batch));
+        Ok(())
+    }
+
+    async fn feed_read(
+        &self,
+        ls: LocalSet,
+        epoch: u64,
+        from: u64,
+        limit: usize,
+        everywhere: bool,
+    ) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
+        let feeds = self.cluster.feeds.lock().unwrap();
+        let everywhere = everywhere && feeds.paused_at.is_none();
+        Ok((feeds.batches.range((ls, epoch, from)..=(ls, epoch, u64::MAX)))
+            .filter(|(_, (at, _))| everywhere || self.cluster.visible(&feeds, ls, self.ls, *at))
+            .take(limit)
+            .map(|((_, _, n), (_, b))| (*n, b.clone()))
+            .collect())
+    }
+
+    async fn frontier_put(&self, reader: LocalSet, writer: LocalSet, frontier: Frontier) -> Result<(), StoreError> {
+        let mut feeds = self.cluster.feeds.lock().unwrap();
+        let puts = feeds.frontiers.entry((reader, writer)).or_default();
+        puts.push((Instant::now(), frontier));
+        // Older puts than the newest one every local set sees are never read again.
+        let delay = self.cluster.delay;
+        if let Some(seen) = puts.iter().rposition(|(at, _)| *at + delay <= Instant::now()) {
+            puts.drain(..seen);
+        }
+        Ok(())
+    }
+
+    async fn frontier_get(&self, reader: LocalSet, writer: LocalSet) -> Result<Option<Frontier>, StoreError> {
+        let feeds = self.cluster.feeds.lock().unwrap();
+        let puts = feeds.frontiers.get(&(reader, writer));
+        Ok(puts
+            .and_then(|p| p.iter().rev().find(|(at, _)| self.cluster.visible(&feeds, reader, self.ls, *at)))
+            .map(|(_, f)| *f))
     }
 
     async fn lease(&self, ls: LocalSet, owner: &str, term: Duration) -> Result<Lease, StoreError> {
@@ -410,5 +476,57 @@ mod tests {
         // A session that moved from a to b is served without b's cache.
         b.write(&mut alice, b"x", b"from a's session".to_vec()).await.unwrap();
         assert_eq!(b.stats.cached_writes.load(Relaxed), 1);
+    }
+
+    async fn eventually(what: &str, done: impl Fn() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !done() {
+            assert!(Instant::now() < deadline, "not within 10 s: {what}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Exclusive writers keep feeds (`crate::feed`): the other local set resolves the writes ahead of its reads (a
+    /// read of the last one reads no dependency information), and the writer marks them stable once it has, so its
+    /// next record leaves them out; while the local sets are partitioned nothing more becomes stable.
+    #[tokio::test]
+    async fn a_feed_resolves_writes_ahead_of_reads_and_makes_them_stable() {
+        use std::sync::atomic::Ordering::Relaxed;
+        let cluster = MemoryCluster::new(2, Duration::from_millis(5));
+        let cfg = |ls| Config { writers: crate::Writers::Exclusive, folded_cap: usize::MAX, ..Config::new(ls, 2) };
+        let a = Arc::new(Middleware::new(cluster.store(0), &cfg(0)));
+        let b = Arc::new(Middleware::new(cluster.store(1), &cfg(1)));
+        a.take_lease().await.unwrap();
+        b.take_lease().await.unwrap();
+        let background: Vec<_> =
+            [a.clone(), b.clone()].into_iter().map(|m| tokio::spawn(async move { m.maintain().await })).collect();
+        let mut alice = Session::new();
+        for i in 0..50 {
+            a.write(&mut alice, format!("k{}", i % 10).as_bytes(), vec![i]).await.unwrap();
+            // each on the last
+        }
+        eventually("b follows a's 50 writes", || b.stats.followed.load(Relaxed) >= 50).await;
+        eventually("a marks them stable", || a.stats.stable_by_feed.load(Relaxed) >= 50).await;
+        let rounds = b.stats.read_rounds.load(Relaxed);
+        assert_eq!(b.read(&mut Session::new(), b"k9").await.unwrap(), Some(vec![49]));
+        assert_eq!(b.stats.read_rounds.load(Relaxed) - rounds, 1, "resolved ahead: the heads only");
+        // The next write depends on alice's last (stable now): its record requires nothing.
+        a.write(&mut alice, b"k0", vec![50]).await.unwrap();
+        let meta = cluster.store(0).get(&Copy { key: b"k0".to_vec(), ls: 0 }, Part::Meta).await.unwrap().unwrap();
+        let meta = <crate::record::Meta as crate::record::RecordPart>::decode(&meta).unwrap();
+        assert!(meta.requirements(meta.seq()).next().is_none(), "stable versions left out: {meta:?}");
+        // Partitioned: b cannot see the feed's next batches, so nothing more becomes stable.
+        cluster.pause();
+        let stable = a.stats.stable_by_feed.load(Relaxed);
+        for i in 51..60 {
+            a.write(&mut alice, b"k1", vec![i]).await.unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(a.stats.stable_by_feed.load(Relaxed), stable, "nothing new is stable during a partition");
+        cluster.resume();
+        eventually("stable again after the partition", || a.stats.stable_by_feed.load(Relaxed) >= stable + 9).await;
+        for task in background {
+            task.abort();
+        }
     }
 }

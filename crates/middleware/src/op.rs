@@ -117,18 +117,20 @@ impl Session {
 }
 
 /// The versions this middleware instance knows to be resolved: for each copy, the newest such version (which
-/// covers the older ones, see [`Record`]). Bounded: when full it forgets everything, which costs only repeated
-/// resolution.
+/// covers the older ones, see [`Record`]). Bounded: when full it forgets about a quarter of its marks, which costs
+/// only repeated resolution of those copies.
 #[derive(Clone, Debug)]
 pub struct Marks {
     resolved: HashMap<Copy, u64>,
     capacity: usize,
+    /// Evictions so far (each forgets a different quarter).
+    evictions: u64,
 }
 
 impl Marks {
     /// An empty set of marks holding at most `capacity` copies.
     pub fn new(capacity: usize) -> Marks {
-        Marks { resolved: HashMap::new(), capacity: capacity.max(1) }
+        Marks { resolved: HashMap::new(), capacity: capacity.max(1), evictions: 0 }
     }
 
     /// Whether version `v` is known resolved.
@@ -139,10 +141,27 @@ impl Marks {
     /// Records that version `seq` of `copy` (and so every older one) is covered.
     pub fn mark(&mut self, copy: Copy, seq: u64) {
         if self.resolved.len() >= self.capacity && !self.resolved.contains_key(&copy) {
-            self.resolved.clear();
+            self.evict();
         }
         let s = self.resolved.entry(copy).or_insert(0);
         *s = (*s).max(seq);
+    }
+
+    /// Forgets about a quarter of the marks, chosen by a hash of the copy that changes with every eviction (the same
+    /// ones whatever the map's order, so a simulation replays exactly). Forgetting every mark at once, as this did
+    /// until 2026-11-29, made every read of a keyspace larger than the capacity walk long graphs again at once.
+    fn evict(&mut self) {
+        use std::hash::{Hash, Hasher};
+        self.evictions += 1;
+        let round = self.evictions;
+        self.resolved.retain(|copy, _| {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            (copy, round).hash(&mut h);
+            !h.finish().is_multiple_of(4)
+        });
+        if self.resolved.len() >= self.capacity {
+            self.resolved.clear();
+        }
     }
 
     /// How many copies have a mark.
@@ -201,8 +220,203 @@ fn known_resolved(local_set: LocalSet, marks: &Marks, v: &Vertex) -> bool {
     v.ls == local_set || marks.covers(v)
 }
 
+/// The check that a set of versions can be returned here: each is present in the local store and so is, level by
+/// level, everything it requires, down to versions known resolved (paper §3.2, resolution on read). One parallel
+/// batch of local meta reads per level ([`Check::Fetch`]); a meta older than the vertex checked counts as the
+/// version not present yet. A read resolves one version this way ([`ReadOp`]); a follower of another local set's
+/// feed resolves that local set's writes in batches ([`crate::feed`]).
+///
+/// A version may come with its *own* requirements (a feed's entry: what its writer required of it when it wrote
+/// it), given at the start ([`Resolution::with_requirements`]) or learnt while checking ([`Resolution::adopt`]).
+/// Such a version is checked present, then its own requirements and its copy's previous version are checked,
+/// instead of the requirements its record gives now. Those over-approximate once the copy has moved on (its folded
+/// set names the newest version of every copy that its dropped versions depended on, see
+/// [`Meta::requirements`]), so checking a version of a hot key written a moment ago from its record walks much of
+/// what was written since. Marking such a version resolved needs exactly its own requirements and its copy's
+/// previous version (its mark covers the older versions too).
+#[derive(Debug, Default)]
+pub struct Resolution {
+    local_set: LocalSet,
+    /// Versions with their own requirements: each must be present, then its requirements and its copy's previous
+    /// version are checked like any vertex.
+    given: Vec<(Vertex, Vec<Vertex>)>,
+    /// The versions of `given`.
+    given_versions: std::collections::HashSet<Vertex>,
+    /// How many of `given` have been checked present and expanded.
+    given_expanded: usize,
+    /// Metas read during this check (one snapshot of each is enough: a local copy only moves forward).
+    fetched: HashMap<Copy, Option<Meta>>,
+    /// For each copy, the newest version whose requirements (from its record) have been expanded.
+    visited: HashMap<Copy, u64>,
+    /// Vertices whose presence the next batch checks.
+    pending: Vec<Vertex>,
+    /// Copies whose meta is wanted although nothing pending needs it (a read's winner, for its levels below).
+    wanted: Vec<Copy>,
+    asked: Vec<Copy>,
+}
+
+/// What a [`Resolution`] needs next, or its result.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Check {
+    /// Read these copies' metas from the local store (in parallel), then call [`Resolution::fetched`].
+    Fetch(Vec<Copy>),
+    /// Everything checked is present with its whole graph: [`Resolution::mark`] records it.
+    Present,
+    /// This vertex of the graph has not reached the local store.
+    Missing(Vertex),
+}
+
+impl Resolution {
+    /// A check of `roots` in `local_set`'s store.
+    pub fn new(local_set: LocalSet, roots: Vec<Vertex>) -> Resolution {
+        Resolution { local_set, pending: roots, ..Resolution::default() }
+    }
+
+    /// A check of versions whose own requirements are known (a feed's entries, without their copies' previous
+    /// versions).
+    pub fn with_requirements(local_set: LocalSet, entries: Vec<(Vertex, Vec<Vertex>)>) -> Resolution {
+        let mut check = Resolution { local_set, ..Resolution::default() };
+        for (v, requires) in entries {
+            check.give(v, requires);
+        }
+        check
+    }
+
+    fn give(&mut self, v: Vertex, requires: Vec<Vertex>) {
+        if self.given_versions.insert(v.clone()) {
+            self.given.push((v, requires));
+        }
+    }
+
+    /// Takes the own requirements `lookup` knows for vertices waiting to be checked (a followed feed's entries not
+    /// resolved yet): those are then checked with them (see the type's documentation).
+    pub fn adopt(&mut self, lookup: &dyn Fn(&Vertex) -> Option<Vec<Vertex>>) {
+        for v in std::mem::take(&mut self.pending) {
+            match lookup(&v) {
+                Some(requires) => self.give(v, requires),
+                None => self.pending.push(v),
+            }
+        }
+    }
+
+    /// Also reads `copy`'s meta, needed or not.
+    fn want(&mut self, copy: Copy) {
+        self.wanted.push(copy);
+    }
+
+    /// The next step, given what is known resolved.
+    pub fn next(&mut self, marks: &Marks) -> Check {
+        self.next_with(marks, &|_| None)
+    }
+
+    /// [`Resolution::next`], taking the own requirements `own` knows for the vertices met ([`Resolution::adopt`]
+    /// at every level, so that a chain of versions that all have their own requirements is followed with them).
+    pub fn next_with(&mut self, marks: &Marks, own: &dyn Fn(&Vertex) -> Option<Vec<Vertex>>) -> Check {
+        loop {
+            self.adopt(own);
+            // Versions with their own requirements: present (their copies read first), then expanded.
+            let unexpanded = &self.given[self.given_expanded..];
+            let mut need: Vec<Copy> = (unexpanded.iter())
+                .filter(|(v, _)| !known_resolved(self.local_set, marks, v))
+                .map(|(v, _)| v.copy())
+                .filter(|c| !self.fetched.contains_key(c))
+                .collect();
+            if need.is_empty() {
+                if let Some(missing) = self.expand_given(marks) {
+                    return Check::Missing(missing);
+                }
+            }
+            // Drop what is already known resolved, expanded, or given, and keep one vertex per copy.
+            let (visited, local_set, given) = (&self.visited, self.local_set, &self.given_versions);
+            self.pending.retain(|v| {
+                !known_resolved(local_set, marks, v)
+                    && visited.get(&v.copy()).is_none_or(|&s| s < v.seq)
+                    && !given.contains(v)
+            });
+            self.pending = crate::record::compact(std::mem::take(&mut self.pending));
+            need.extend(self.pending.iter().map(Vertex::copy).filter(|c| !self.fetched.contains_key(c)));
+            need.extend(std::mem::take(&mut self.wanted).into_iter().filter(|c| !self.fetched.contains_key(c)));
+            if !need.is_empty() {
+                need.sort();
+                need.dedup();
+                self.asked = need.clone();
+                return Check::Fetch(need);
+            }
+            if self.pending.is_empty() && self.given_expanded == self.given.len() {
+                return Check::Present;
+            }
+            // Everything pending was fetched: check it without another round.
+            if let Some(missing) = self.expand_pending() {
+                return Check::Missing(missing);
+            }
+        }
+    }
+
+    /// Takes the metas asked for by the last [`Check::Fetch`], in the same order.
+    pub fn fetched(&mut self, metas: Vec<Option<Meta>>) {
+        assert_eq!(metas.len(), self.asked.len(), "one answer per copy asked for");
+        for (copy, meta) in std::mem::take(&mut self.asked).into_iter().zip(metas) {
+            self.fetched.insert(copy, meta);
+        }
+    }
+
+    /// Checks that every given version not yet expanded is present (its copy fetched, or it is known resolved) and
+    /// replaces it by its requirements and its copy's previous version; returns the first one not present.
+    fn expand_given(&mut self, marks: &Marks) -> Option<Vertex> {
+        while let Some((v, requires)) = self.given.get(self.given_expanded) {
+            self.given_expanded += 1;
+            if known_resolved(self.local_set, marks, v) {
+                continue;
+            }
+            match self.fetched.get(&v.copy()).and_then(Option::as_ref) {
+                Some(m) if m.seq() >= v.seq => {
+                    self.pending.extend(requires.iter().cloned());
+                    self.pending.extend((v.seq > 1).then(|| Vertex { seq: v.seq - 1, ..v.clone() }));
+                }
+                _ => return Some(v.clone()),
+            }
+        }
+        None
+    }
+
+    /// Checks that every pending vertex is present in its fetched copy and replaces it by its requirements;
+    /// returns the first vertex that is not present.
+    fn expand_pending(&mut self) -> Option<Vertex> {
+        for v in std::mem::take(&mut self.pending) {
+            match self.fetched.get(&v.copy()).and_then(Option::as_ref) {
+                Some(m) if m.seq() >= v.seq => {
+                    let seen = self.visited.entry(v.copy()).or_insert(0);
+                    if *seen < v.seq {
+                        *seen = v.seq;
+                        self.pending.extend(m.requirements(v.seq).map(|d| d.vertex));
+                    }
+                }
+                _ => return Some(v),
+            }
+        }
+        None
+    }
+
+    /// After [`Check::Present`]: marks every vertex checked resolved — each had its whole graph present, not only
+    /// the roots.
+    pub fn mark(&mut self, marks: &mut Marks) {
+        for (copy, seq) in self.visited.drain() {
+            marks.mark(copy, seq);
+        }
+        for (v, _) in self.given.drain(..) {
+            marks.mark(v.copy(), v.seq);
+        }
+    }
+
+    /// The meta read for `copy` during this check, if it was read and the copy exists.
+    fn meta(&self, copy: &Copy) -> Option<&Meta> {
+        self.fetched.get(copy).and_then(Option::as_ref)
+    }
+}
+
 /// A read with resolution on read (paper §3.2): read every copy of the key, take the causally latest, and unless
-/// it is marked resolved, check its graph level by level, one parallel batch of local reads per level.
+/// it is marked resolved, check its graph level by level, one parallel batch of local reads per level
+/// ([`Resolution`]).
 ///
 /// The first round reads the copies' [`Head`]s only (clock and value): a version that needs no resolution (written
 /// by this local set, or marked) is returned without reading any dependency information. Otherwise the winner's
@@ -213,15 +427,9 @@ fn known_resolved(local_set: LocalSet, marks: &Marks, v: &Vertex) -> bool {
 pub struct ReadOp {
     key: Key,
     levels: u8,
-    local_set: LocalSet,
     /// The winning copy's local set and head, once chosen.
     winner: Option<(LocalSet, Head)>,
-    /// Metas read during this operation (one snapshot of each is enough: a local copy only moves forward).
-    fetched: HashMap<Copy, Option<Meta>>,
-    /// For each copy, the newest version whose requirements have been expanded.
-    visited: HashMap<Copy, u64>,
-    /// Vertices whose presence the next batch checks.
-    pending: Vec<Vertex>,
+    check: Resolution,
     asked: Vec<Copy>,
     /// Work done so far.
     pub work: Work,
@@ -234,11 +442,8 @@ impl ReadOp {
         let op = ReadOp {
             key: key.to_vec(),
             levels: protocol.levels,
-            local_set: protocol.local_set,
             winner: None,
-            fetched: HashMap::new(),
-            visited: HashMap::new(),
-            pending: Vec::new(),
+            check: Resolution::new(protocol.local_set, Vec::new()),
             asked: asked.clone(),
             work: Work { rounds: 1, reads: asked.len() as u32, conflicts: 0 },
         };
@@ -268,6 +473,18 @@ impl ReadOp {
 
     /// Resumes the read with the heads or metas fetched for its last step.
     pub fn resume(&mut self, input: Input, marks: &mut Marks, session: &mut Session) -> Step<ReadOutcome> {
+        self.resume_with(input, marks, session, &|_| None)
+    }
+
+    /// [`ReadOp::resume`], with the own requirements `own` knows for versions not resolved yet (a followed feed's
+    /// entries, see [`Resolution::adopt`]).
+    pub fn resume_with(
+        &mut self,
+        input: Input,
+        marks: &mut Marks,
+        session: &mut Session,
+        own: &dyn Fn(&Vertex) -> Option<Vec<Vertex>>,
+    ) -> Step<ReadOutcome> {
         match input {
             Input::Heads(heads) => {
                 assert!(self.winner.is_none(), "a read takes the heads once, first");
@@ -280,70 +497,29 @@ impl ReadOp {
                 let Some((ls, head)) = best else { return Step::Done(ReadOutcome::Missing) };
                 let target = Vertex { key: self.key.clone(), ls, seq: head.seq(ls) };
                 self.winner = Some((ls, head));
-                if !known_resolved(self.local_set, marks, &target) {
+                if !known_resolved(self.check.local_set, marks, &target) {
                     // The winner itself is the first vertex to check: its meta must be present, at its version.
-                    self.pending = vec![target];
+                    self.check.pending.push(target);
                 } else if self.levels > 1 {
                     // Resolved already, but the session's next write embeds the levels below it.
-                    let copy = target.copy();
-                    self.work.rounds += 1;
-                    self.work.reads += 1;
-                    self.asked = vec![copy.clone()];
-                    return Step::Fetch(vec![copy]);
+                    self.check.want(target.copy());
                 }
             }
             Input::Fetched(metas) => {
                 assert!(self.winner.is_some(), "a read takes the heads first");
-                assert_eq!(metas.len(), self.asked.len(), "one answer per copy asked for");
-                for (copy, meta) in std::mem::take(&mut self.asked).into_iter().zip(metas) {
-                    self.fetched.insert(copy, meta);
-                }
-                if let Some(missing) = self.expand_pending() {
-                    return Step::Done(self.unresolved(missing));
-                }
+                self.check.fetched(metas);
             }
             Input::Swapped(_) => panic!("a read only fetches"),
         }
-        loop {
-            // Drop what is already known resolved or already expanded, and keep one vertex per copy.
-            let (visited, local_set) = (&self.visited, self.local_set);
-            self.pending
-                .retain(|v| !known_resolved(local_set, marks, v) && visited.get(&v.copy()).is_none_or(|&s| s < v.seq));
-            self.pending = crate::record::compact(std::mem::take(&mut self.pending));
-            if self.pending.is_empty() {
-                return Step::Done(self.resolved(marks, session));
-            }
-            let need: Vec<Copy> =
-                self.pending.iter().map(Vertex::copy).filter(|c| !self.fetched.contains_key(c)).collect();
-            if !need.is_empty() {
+        match self.check.next_with(marks, own) {
+            Check::Fetch(copies) => {
                 self.work.rounds += 1;
-                self.work.reads += need.len() as u32;
-                self.asked = need.clone();
-                return Step::Fetch(need);
+                self.work.reads += copies.len() as u32;
+                Step::Fetch(copies)
             }
-            // Everything pending was fetched earlier in this read: check it without another round.
-            if let Some(missing) = self.expand_pending() {
-                return Step::Done(self.unresolved(missing));
-            }
+            Check::Present => Step::Done(self.resolved(marks, session)),
+            Check::Missing(missing) => Step::Done(self.unresolved(missing)),
         }
-    }
-
-    /// Checks that every pending vertex is present in its fetched copy and replaces it by its requirements;
-    /// returns the first vertex that is not present.
-    fn expand_pending(&mut self) -> Option<Vertex> {
-        for v in std::mem::take(&mut self.pending) {
-            match self.fetched.get(&v.copy()).and_then(Option::as_ref) {
-                Some(m) if m.seq() >= v.seq => {
-                    let seen = self.visited.entry(v.copy()).or_insert(0);
-                    if *seen < v.seq {
-                        *seen = v.seq;
-                        self.pending.extend(m.requirements(v.seq).map(|d| d.vertex));
-                    }
-                }
-                _ => return Some(v),
-            }
-        }
-        None
     }
 
     /// The version being resolved (the causally latest copy of the key), once the heads have been read.
@@ -353,20 +529,17 @@ impl ReadOp {
     }
 
     fn unresolved(&self, missing: Vertex) -> ReadOutcome {
-        let (ls, head) = self.winner.as_ref().expect("resolution starts after the winner is chosen");
-        ReadOutcome::Unresolved { version: Vertex { key: self.key.clone(), ls: *ls, seq: head.seq(*ls) }, missing }
+        let version = self.version().expect("resolution starts after the winner is chosen");
+        ReadOutcome::Unresolved { version, missing }
     }
 
     fn resolved(&mut self, marks: &mut Marks, session: &mut Session) -> ReadOutcome {
         let (ls, head) = self.winner.take().expect("resolution starts after the winner is chosen");
-        // Every expanded vertex had its whole graph present: all of them are resolved, not only the winner.
-        for (copy, seq) in self.visited.drain() {
-            marks.mark(copy, seq);
-        }
+        self.check.mark(marks);
         let version = Vertex { key: self.key.clone(), ls, seq: head.seq(ls) };
         marks.mark(version.copy(), version.seq);
         // With `k > 1` the winner's meta was read (for resolution, or for this): its levels below go to the session.
-        let below = match self.fetched.get(&version.copy()).and_then(Option::as_ref) {
+        let below = match self.check.meta(&version.copy()) {
             Some(m) if self.levels > 1 && m.seq() >= version.seq => {
                 m.requirements(version.seq).filter(|d| d.level < self.levels).collect()
             }
@@ -958,6 +1131,45 @@ mod tests {
                 Step::Cas { .. } => unreachable!(),
             }
         }
+    }
+
+    /// A feed entry is checked with the requirements its writer gave it: its record is read to see it present, then
+    /// its requirements' records (a level later), and its copy's previous version — not its record's requirements
+    /// now (here the record has moved on and requires a version that has not arrived).
+    #[test]
+    fn a_feed_entry_is_checked_with_its_own_requirements_a_level_at_a_time() {
+        let mut here: Store = HashMap::new();
+        let x1 = requiring(1, &[]);
+        let y1 = requiring(1, &[]);
+        // x's record is at version 2 now, which requires a version of z that is not here.
+        let mut x2 = requiring(2, &[v("z", 1)]);
+        x2.versions.insert(0, x1.versions[0].clone());
+        here.insert(v("x", 2).copy(), stored(x2));
+        let fetch = |here: &Store, copies: &[Copy]| -> Vec<Option<Meta>> {
+            copies.iter().map(|c| here.get(c).map(|r| r.meta.clone())).collect()
+        };
+        let check = |here: &Store, marks: &mut Marks| {
+            let mut check = Resolution::with_requirements(1, vec![(v("x", 1), vec![v("y", 1)])]);
+            let mut rounds = 0;
+            loop {
+                match check.next(marks) {
+                    Check::Fetch(copies) => {
+                        rounds += 1;
+                        check.fetched(fetch(here, &copies));
+                    }
+                    Check::Present => {
+                        check.mark(marks);
+                        return (Check::Present, rounds);
+                    }
+                    other => return (other, rounds),
+                }
+            }
+        };
+        let mut marks = Marks::new(10);
+        assert_eq!(check(&here, &mut marks), (Check::Missing(v("y", 1)), 2), "y@0.1 has not arrived");
+        here.insert(v("y", 1).copy(), stored(y1));
+        assert_eq!(check(&here, &mut marks), (Check::Present, 2), "x's record, then y's");
+        assert!(marks.covers(&v("x", 1)) && marks.covers(&v("y", 1)) && !marks.covers(&v("z", 1)));
     }
 
     #[test]

@@ -18,8 +18,10 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::driver::Writers;
+use crate::feed::{Batch, FeedReader, FeedWriter, Frontier};
 use crate::op::{
-    Input, Marks, OwnWrites, Protocol, ReadOp, ReadOutcome, Session, StabilizeOp, Step, WriteCache, WriteOp,
+    Check, Input, Marks, OwnWrites, Protocol, ReadOp, ReadOutcome, Resolution, Session, StabilizeOp, Step, WriteCache,
+    WriteOp,
 };
 use crate::record::{Copy, Head, LocalSet, Meta, Record, RecordPart, Vertex};
 
@@ -69,6 +71,11 @@ pub struct SimConfig {
     /// Whether a read that finds a dependency missing pulls it (the newest version any local set holds of its
     /// copy is copied into the reader's store, as a read at `ALL` with read repair does) before it retries.
     pub pull: bool,
+    /// Exclusive writers with one instance per local set: each keeps a feed of its writes, the other local sets
+    /// follow it (resolving its versions ahead of reads) and publish their frontiers, and the writer marks stable
+    /// what every other local set resolved ([`crate::feed`]). Feed batches and frontier rows replicate like records
+    /// (delayed, reordered), and a restarted instance starts a new epoch.
+    pub feed: bool,
 }
 
 impl Default for SimConfig {
@@ -89,6 +96,7 @@ impl Default for SimConfig {
             folded_cap: None,
             confirm_own: false,
             pull: false,
+            feed: false,
         }
     }
 }
@@ -120,12 +128,16 @@ pub struct SimOutcome {
     pub pulled: u64,
     /// Exclusive writers: writes answered from the instance's cache.
     pub cached_writes: u64,
+    /// Versions marked stable by their writer after every other local set resolved them from its feed.
+    pub stable_by_feed: u64,
+    /// Versions resolved from other local sets' feeds.
+    pub followed: u64,
     /// After replication has quiesced, the value every local set reads for each key (must agree).
     pub converged: bool,
 }
 
 enum Running {
-    Read { op: ReadOp, step: Step<ReadOutcome> },
+    Read { op: Box<ReadOp>, step: Step<ReadOutcome> },
     Write { op: WriteOp, step: Step<Vertex>, id: WriteId },
 }
 
@@ -156,6 +168,21 @@ struct World {
     /// over-approximation, which may even name versions written after; this is the ground truth the stability
     /// check follows.
     truth: HashMap<Vertex, Vec<Vertex>>,
+    /// With [`SimConfig::feed`]: per local set, its writer's feed and its followers of the others' feeds.
+    feeds: Vec<FeedWriter>,
+    following: Vec<Vec<FeedReader>>,
+    /// Per local set's store: feed batches ((writer, epoch, number) → batch) and frontier rows ((reader, writer) →
+    /// when written, frontier; the later write wins).
+    batches: Vec<HashMap<(LocalSet, u64, u64), Batch>>,
+    frontiers: Vec<HashMap<(LocalSet, LocalSet), (u64, Frontier)>>,
+    /// Feed batches and frontier rows on their way to another local set's store.
+    feed_in_flight: Vec<(LocalSet, FeedRow)>,
+}
+
+/// A row of the feed tables, replicated.
+enum FeedRow {
+    Batch { writer: LocalSet, epoch: u64, number: u64, batch: Batch },
+    Frontier { reader: LocalSet, writer: LocalSet, at: u64, frontier: Frontier },
 }
 
 impl World {
@@ -244,6 +271,29 @@ impl World {
         true
     }
 
+    /// Stores a feed row in local set `at`'s store (last writer wins for frontier rows).
+    fn store_row(&mut self, at: LocalSet, row: FeedRow) {
+        match row {
+            FeedRow::Batch { writer, epoch, number, batch } => {
+                self.batches[at as usize].insert((writer, epoch, number), batch);
+            }
+            FeedRow::Frontier { reader, writer, at: when, frontier } => {
+                let row = self.frontiers[at as usize].entry((reader, writer)).or_insert((when, frontier));
+                if row.0 <= when {
+                    *row = (when, frontier);
+                }
+            }
+        }
+    }
+
+    /// Writes a feed row in local set `ls`'s store and sends it to the others.
+    fn put_row(&mut self, ls: LocalSet, row: impl Fn() -> FeedRow) {
+        self.store_row(ls, row());
+        for to in (0..self.stores.len() as LocalSet).filter(|&to| to != ls) {
+            self.feed_in_flight.push((to, row()));
+        }
+    }
+
     /// Delivers one replication message; a record older than the one present is ignored (last writer wins).
     fn deliver(&mut self, i: usize) {
         let (to, copy, record) = self.in_flight.swap_remove(i);
@@ -287,7 +337,19 @@ pub fn run(seed: u64, cfg: &SimConfig) -> SimOutcome {
             .collect(),
         max_record_bytes: 0,
         truth: HashMap::new(),
+        feeds: (0..cfg.local_sets as LocalSet).map(|ls| FeedWriter::new(ls, cfg.local_sets, 0, 1 << 12)).collect(),
+        following: (0..cfg.local_sets as LocalSet)
+            .map(|ls| {
+                let writers = (0..cfg.local_sets as LocalSet).filter(|&w| w != ls);
+                writers.map(|w| FeedReader::new(ls, w, 1 << 12)).collect()
+            })
+            .collect(),
+        batches: vec![HashMap::new(); cfg.local_sets],
+        frontiers: vec![HashMap::new(); cfg.local_sets],
+        feed_in_flight: Vec::new(),
     };
+    let feeding = cfg.feed && cfg.writers == Writers::Exclusive && cfg.instances_per_set == 1;
+    assert_eq!(feeding, cfg.feed, "feeds are kept by exclusive writers, one instance per local set");
     let mut clients: Vec<Client> = (0..cfg.local_sets * cfg.sessions_per_set)
         .map(|i| Client {
             id: i as u64,
@@ -311,6 +373,8 @@ pub fn run(seed: u64, cfg: &SimConfig) -> SimOutcome {
         confirmed_own: 0,
         pulled: 0,
         cached_writes: 0,
+        stable_by_feed: 0,
+        followed: 0,
         converged: false,
     };
     let mut next_write: WriteId = 1;
@@ -318,7 +382,7 @@ pub fn run(seed: u64, cfg: &SimConfig) -> SimOutcome {
     loop {
         now += 1;
         let active: Vec<usize> = (0..clients.len()).filter(|&i| clients[i].done < cfg.ops_per_session).collect();
-        if active.is_empty() && world.in_flight.is_empty() {
+        if active.is_empty() && world.in_flight.is_empty() && world.feed_in_flight.is_empty() {
             break;
         }
         if rng.random_bool(cfg.restart_probability) {
@@ -328,6 +392,19 @@ pub fn run(seed: u64, cfg: &SimConfig) -> SimOutcome {
             world.stable[ls][i].clear();
             world.own[ls][i].clear();
             world.caches[ls][i].clear();
+            // A new run of the instance: a new feed epoch, and its followers start over.
+            world.feeds[ls] = FeedWriter::new(ls as LocalSet, cfg.local_sets, now, 1 << 12);
+            for f in &mut world.following[ls] {
+                *f = FeedReader::new(ls as LocalSet, f.writer, 1 << 12);
+            }
+        }
+        if cfg.feed && !active.is_empty() && rng.random_bool(0.5) {
+            feed_step(&mut world, cfg, &mut rng, now, &mut out);
+        }
+        if !world.feed_in_flight.is_empty() && (active.is_empty() || rng.random_bool(0.2)) {
+            let (to, row) = world.feed_in_flight.swap_remove(rng.random_range(0..world.feed_in_flight.len()));
+            world.store_row(to, row);
+            continue;
         }
         if cfg.folded_cap.is_some() && rng.random_bool(0.1) {
             stabilize_one(&mut world, cfg, &mut rng, &mut out);
@@ -391,7 +468,7 @@ fn step_client(
                 Running::Write { op, step, id }
             } else {
                 let (op, step) = ReadOp::start(&protocol, &key);
-                Running::Read { op, step }
+                Running::Read { op: Box::new(op), step }
             };
             (running, now)
         }
@@ -431,6 +508,9 @@ fn step_client(
                 Step::Cas { copy, expect, record } if cfg.writers == Writers::Exclusive => {
                     world.caches[ls][i].stored(&copy.key, &record);
                     world.own[ls][i].stored(&copy, &record.meta, now);
+                    if cfg.feed {
+                        world.feeds[ls].stored(crate::feed::entry(&copy, &record.meta));
+                    }
                     Input::Swapped(world.put(c.ls, copy, expect, record))
                 }
                 Step::Cas { copy, expect, record } => {
@@ -476,9 +556,12 @@ fn step_client(
                 }
                 _ => unreachable!("a read only fetches"),
             };
+            // Versions waiting in the instance's followers' queues are checked with their own requirements.
+            let following = &world.following[c.ls as usize];
+            let own = |v: &Vertex| following.iter().find_map(|f| f.requirements(v)).filter(|_| cfg.feed);
             let result = match (cfg.mode, input) {
                 (Mode::StoreAlone, Input::Heads(heads)) => Step::Done(latest_unresolved(&copies, heads)),
-                (_, input) => op.resume(input, &mut world.marks[c.ls as usize][c.instance], &mut c.session),
+                (_, input) => op.resume_with(input, &mut world.marks[c.ls as usize][c.instance], &mut c.session, &own),
             };
             match result {
                 Step::Done(ReadOutcome::Unresolved { missing, .. }) => {
@@ -557,6 +640,85 @@ fn confirm_own(world: &mut World, cfg: &SimConfig, rng: &mut ChaCha8Rng, out: &m
     world.assert_marked_stable_hold(&confirmed, &before, &world.stable[ls][i]);
     out.stabilized += outcome.marked as u64;
     out.confirmed_own += outcome.marked as u64;
+}
+
+/// One step of the feeds in one local set (the instance's only one): append a batch, read the followers' frontiers
+/// and mark stable what every one resolved (checking each mark against the ground truth), or follow another local
+/// set's feed one step (learn its epoch, read batches, resolve the next versions, publish the frontier).
+fn feed_step(world: &mut World, cfg: &SimConfig, rng: &mut ChaCha8Rng, now: u64, out: &mut SimOutcome) {
+    let ls = rng.random_range(0..cfg.local_sets) as LocalSet;
+    match rng.random_range(0..3) {
+        0 => {
+            let feed = &mut world.feeds[ls as usize];
+            let (epoch, announcement) = (feed.epoch, feed.announcement());
+            let next = feed.next_batch(rng.random_range(1..=3));
+            if world.frontiers[ls as usize].get(&(ls, ls)).is_none_or(|&(_, f)| f != announcement) {
+                world.put_row(ls, || FeedRow::Frontier { reader: ls, writer: ls, at: now, frontier: announcement });
+            }
+            if let Some((number, batch)) = next {
+                world.put_row(ls, || FeedRow::Batch { writer: ls, epoch, number, batch: batch.clone() });
+            }
+        }
+        1 => {
+            let before = world.stable[ls as usize][0].clone();
+            let mut marked = Vec::new();
+            for reader in (0..cfg.local_sets as LocalSet).filter(|&r| r != ls) {
+                if let Some(&(_, frontier)) = world.frontiers[ls as usize].get(&(reader, ls)) {
+                    let stable = &mut world.stable[ls as usize][0];
+                    marked.extend(world.feeds[ls as usize].frontier(reader, frontier, stable));
+                }
+            }
+            out.stable_by_feed += world.assert_marked_stable_hold(&marked, &before, &world.stable[ls as usize][0]);
+        }
+        _ => {
+            let f = rng.random_range(0..cfg.local_sets - 1);
+            let writer = world.following[ls as usize][f].writer;
+            if let Some(&(_, announced)) = world.frontiers[ls as usize].get(&(writer, writer)) {
+                let own = world.frontiers[ls as usize].get(&(ls, writer)).map(|&(_, f)| f);
+                world.following[ls as usize][f].announced(announced, own);
+            }
+            let reader = &mut world.following[ls as usize][f];
+            if let Some((epoch, from)) = reader.wants() {
+                let rows = &world.batches[ls as usize];
+                let read: Vec<(u64, Batch)> =
+                    (from..from + 4).filter_map(|n| rows.get(&(writer, epoch, n)).map(|b| (n, b.clone()))).collect();
+                reader.batches(epoch, read);
+            }
+            if let Some((n, mut check)) = reader.next() {
+                let mut marks = std::mem::replace(&mut world.marks[ls as usize][0], Marks::new(1));
+                let present = resolve(world, ls, &mut check, &mut marks);
+                world.marks[ls as usize][0] = marks;
+                out.followed += world.following[ls as usize][f].checked(n, present).len() as u64;
+            }
+            let published = world.frontiers[ls as usize].get(&(ls, writer)).map(|&(_, f)| f);
+            match world.following[ls as usize][f].frontier() {
+                Some(frontier) if published != Some(frontier) => {
+                    world.put_row(ls, || FeedRow::Frontier { reader: ls, writer, at: now, frontier });
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Runs a [`Resolution`] against local set `ls`'s store as it is now, for instance 0; marks and returns whether all
+/// was present. Its fetches raise the clocks of the instance's write cache, as every fetch of the driver does (a
+/// version marked resolved may enter a session's causal past without the session fetching it).
+fn resolve(world: &mut World, ls: LocalSet, check: &mut Resolution, marks: &mut Marks) -> bool {
+    loop {
+        match check.next(marks) {
+            Check::Fetch(copies) => {
+                let metas = world.fetch(ls, &copies);
+                world.caches[ls as usize][0].observe(&copies, metas.iter().map(|m| m.as_ref().map(Meta::clock)));
+                check.fetched(metas);
+            }
+            Check::Present => {
+                check.mark(marks);
+                return true;
+            }
+            Check::Missing(_) => return false,
+        }
+    }
 }
 
 fn latest_unresolved(copies: &[Copy], heads: Vec<Option<Head>>) -> ReadOutcome {
