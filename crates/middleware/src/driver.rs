@@ -958,8 +958,10 @@ impl<S: Store> Middleware<S> {
             }
             let next = reader.lock().expect("feed reader").next();
             if let Some((n, mut check)) = next {
-                let missing = self.check(&mut check).await.unwrap_or(None);
-                let present = missing.is_none();
+                // A store error is no answer: the entries stay unresolved (the frontier must not pass them).
+                let outcome = self.check(&mut check).await;
+                let present = matches!(outcome, Ok(None));
+                let missing = outcome.ok().flatten();
                 let resolved = reader.lock().expect("feed reader").checked(n, present);
                 if present {
                     let mut entries = self.feed_entries.lock().expect("feed entries");

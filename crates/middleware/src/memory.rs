@@ -25,6 +25,8 @@ pub struct MemoryCluster {
     /// Feed batches and frontier rows, shared by every local set: each is visible in another local set than the
     /// writer's `delay` after it was written, and not while replication is paused.
     feeds: Arc<Mutex<Feeds>>,
+    /// Local sets whose record reads fail (bit `ls`), to test what errors do.
+    failing: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// Feed batches ((writer, epoch, number) → written at, batch) and frontier rows ((reader, writer) → every put, when).
@@ -52,6 +54,7 @@ impl MemoryCluster {
             paused: Arc::new(Mutex::new(None)),
             leases: Arc::new(Mutex::new(HashMap::new())),
             feeds: Arc::new(Mutex::new(Feeds::default())),
+            failing: Arc::new(std::sync::atomic::AtomicU64::new(0)),
         }
     }
 
@@ -64,6 +67,15 @@ impl MemoryCluster {
     pub fn store(&self, ls: LocalSet) -> MemoryStore {
         assert!((ls as usize) < self.sets.len(), "local set {ls} of {}", self.sets.len());
         MemoryStore { cluster: self.clone(), ls }
+    }
+
+    /// Makes local set `ls`'s record reads fail (`true`) or work again.
+    pub fn fail_reads(&self, ls: LocalSet, fail: bool) {
+        use std::sync::atomic::Ordering::Relaxed;
+        match fail {
+            true => self.failing.fetch_or(1 << ls, Relaxed),
+            false => self.failing.fetch_and(!(1 << ls), Relaxed),
+        };
     }
 
     /// Holds back replication until [`MemoryCluster::resume`] (a network partition between every local set).
@@ -127,6 +139,9 @@ impl MemoryCluster {
 
 impl Store for MemoryStore {
     async fn get(&self, copy: &Copy, part: Part) -> Result<Option<Vec<u8>>, StoreError> {
+        if self.cluster.failing.load(std::sync::atomic::Ordering::Relaxed) & (1 << self.ls) != 0 {
+            return Err(StoreError(format!("local set {}: reads fail (MemoryCluster::fail_reads)", self.ls)));
+        }
         let set = self.cluster.sets[self.ls as usize].lock().unwrap();
         Ok(set.get(copy).map(|(_, d)| match part {
             Part::Head => d.head.clone(),
@@ -525,6 +540,36 @@ mod tests {
         assert_eq!(a.stats.stable_by_feed.load(Relaxed), stable, "nothing new is stable during a partition");
         cluster.resume();
         eventually("stable again after the partition", || a.stats.stable_by_feed.load(Relaxed) >= stable + 9).await;
+        for task in background {
+            task.abort();
+        }
+    }
+
+    /// A follower whose store fails its reads resolves nothing, so its frontier does not move and the writer marks
+    /// nothing stable; once reads work again, it catches up. (Until this test, an error in a follower's check
+    /// counted as "nothing missing": the frontier passed versions never checked, and the writer marked them stable.)
+    #[tokio::test]
+    async fn a_follower_whose_reads_fail_does_not_move_its_frontier() {
+        use std::sync::atomic::Ordering::Relaxed;
+        let cluster = MemoryCluster::new(2, Duration::from_millis(5));
+        let cfg = |ls| Config { writers: crate::Writers::Exclusive, ..Config::new(ls, 2) };
+        let a = Arc::new(Middleware::new(cluster.store(0), &cfg(0)));
+        let b = Arc::new(Middleware::new(cluster.store(1), &cfg(1)));
+        a.take_lease().await.unwrap();
+        b.take_lease().await.unwrap();
+        cluster.fail_reads(1, true);
+        let background: Vec<_> =
+            [a.clone(), b.clone()].into_iter().map(|m| tokio::spawn(async move { m.maintain().await })).collect();
+        let mut alice = Session::new();
+        for i in 0..20 {
+            a.write(&mut alice, format!("k{i}").as_bytes(), vec![i]).await.unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(b.stats.followed.load(Relaxed), 0, "nothing can be checked while reads fail");
+        assert_eq!(a.stats.stable_by_feed.load(Relaxed), 0, "so nothing is stable");
+        cluster.fail_reads(1, false);
+        eventually("b catches up", || b.stats.followed.load(Relaxed) >= 20).await;
+        eventually("a marks the writes stable", || a.stats.stable_by_feed.load(Relaxed) >= 20).await;
         for task in background {
             task.abort();
         }
