@@ -12,18 +12,22 @@
 //! # How
 //!
 //! An exclusive writer (the only instance of its local set) appends each write the store acknowledged to its
-//! *feed*: numbered batches of versions, in acknowledgement order, stored in the store itself (which replicates
-//! them like everything else). A feed belongs to one *epoch* (one run of the writer), announced with the writer's
-//! own frontier row. Every other local set's instance follows the feed: it reads the batches in order and resolves
-//! their versions against its local store, many at a time ([`Resolution`] with many roots), marking them
-//! resolved. A version's requirements written by the same writer were acknowledged before it was written, so they
-//! come earlier in the feed and are usually marked when it is resolved: resolving a feed costs about one meta read
-//! per write. A read of a hot key then usually finds its winner already marked (one round, no dependency
-//! information read), or walks only the last few versions not yet followed.
+//! *feed*: numbered batches of [`Entry`]s (the version and what it required when written), in acknowledgement
+//! order, stored in the store itself (which replicates them like everything else). A feed belongs to one *epoch*
+//! (one run of the writer), announced with the writer's own frontier row. Every other local set's instance follows
+//! the feed: it reads the batches in order and resolves their versions against its local store, up to
+//! [`RESOLVE_SPAN`] at a time, each with its own requirements and its copy's previous version
+//! ([`Resolution::with_requirements`]: a record's requirements for a version its copy has moved past
+//! over-approximate, and would walk everything written since), marking them resolved. A version's requirements
+//! written by the same writer were acknowledged before it was written, so they come earlier in the feed and are
+//! usually marked when it is resolved: following costs about one meta read per write. Reads check a version that
+//! waits in a followed feed with its entry too ([`Resolution::adopt`]). When the follower keeps up, a read of a hot
+//! key finds its winner marked (one round, no dependency information read); when it falls behind (measured: under
+//! saturation on two shared cores, `bench/RESULTS-letting-it-be.md` run 6), reads walk what it has not reached.
 //!
-//! A follower publishes how far it has resolved the feed: its *frontier* (epoch, number of versions resolved
-//! from the start, without a gap). A version resolved in a local set is present there with its whole causal past
-//! (by its records' requirements, which over-approximate it), and the writer's own local set holds it with its
+//! A follower publishes how far it has resolved the feed: its [`Frontier`] (epoch, the range of positions resolved
+//! without a gap, and the batch to read next). A version resolved in a local set is present there with its whole
+//! causal past (by its own or its records' requirements, which contain it), and the writer's own local set holds it with its
 //! causal past too, so a version every other local set has resolved is *stable*: the writer marks it stable when
 //! every other local set's frontier has passed it, and its later records leave it out (the invariant of
 //! [`crate::record::Meta::without`]). This replaces the confirmation of each write by a read in every local set
