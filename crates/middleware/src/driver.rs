@@ -866,7 +866,10 @@ impl<S: Store> Middleware<S> {
         let ls = self.protocol.local_set;
         let mut announced: Option<Instant> = None;
         loop {
-            if announced.is_none_or(|t| t.elapsed() >= EPOCH_EVERY) {
+            // Only the lease holder announces: an instance that lost the lease (and so writes nothing) would
+            // otherwise make the followers switch between its epoch and the holder's.
+            let holds = self.lease.as_ref().is_none_or(|lease| self.check_lease(lease).is_ok());
+            if holds && announced.is_none_or(|t| t.elapsed() >= EPOCH_EVERY) {
                 let announcement = feed.lock().expect("feed lock").announcement();
                 if self.store.frontier_put(ls, ls, announcement).await.is_ok() {
                     announced = Some(Instant::now());

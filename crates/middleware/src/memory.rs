@@ -574,4 +574,33 @@ mod tests {
             task.abort();
         }
     }
+
+    /// An instance that gave its writer lease up stops announcing its feed's epoch, so followers keep to the new
+    /// holder's feed instead of switching between the two every second.
+    #[tokio::test]
+    async fn only_the_lease_holder_announces_its_feed() {
+        let cluster = MemoryCluster::new(2, Duration::from_millis(5));
+        let cfg = |ls| Config { writers: crate::Writers::Exclusive, ..Config::new(ls, 2) };
+        let old = Arc::new(Middleware::new(cluster.store(0), &cfg(0)));
+        old.take_lease().await.unwrap();
+        let m = old.clone();
+        let old_task = tokio::spawn(async move { m.keep_feeding().await });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        old.release_lease().await.unwrap();
+        let new = Arc::new(Middleware::new(cluster.store(0), &cfg(0)));
+        new.take_lease().await.unwrap();
+        let m = new.clone();
+        let new_task = tokio::spawn(async move { m.keep_feeding().await });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let mut epochs = std::collections::HashSet::new();
+        for _ in 0..25 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            if let Some(f) = cluster.store(1).frontier_get(0, 0).await.unwrap() {
+                epochs.insert(f.epoch);
+            }
+        }
+        assert_eq!(epochs.len(), 1, "the announced epoch changed while only the new instance held the lease");
+        old_task.abort();
+        new_task.abort();
+    }
 }
