@@ -154,7 +154,8 @@ fn summary<S: Store>(ls: LocalSet, m: &Middleware<S>) -> String {
          writes ({} compare-and-swap conflicts, {} from the write cache, {:.0} metadata bytes per write, largest \
          folded set {}; {} versions made stable, {} of them resolved everywhere from the feed ({} versions in {} \
          batches), {} own writes confirmed with {} requests, {} walks stopped short; {} versions of other local sets' \
-         feeds resolved ahead of reads, {} attempts found one missing)",
+         feeds resolved ahead of reads, {} attempts found one missing; reads expanded {} versions with feed entries' \
+         own requirements and {} with their records')",
         if reads > 0 { rounds as f64 / reads as f64 } else { 0.0 },
         s.unresolved.load(Relaxed),
         s.pulled.load(Relaxed),
@@ -173,6 +174,8 @@ fn summary<S: Store>(ls: LocalSet, m: &Middleware<S>) -> String {
         s.unstabilized.load(Relaxed),
         s.followed.load(Relaxed),
         s.follow_missing.load(Relaxed),
+        s.read_expanded_own.load(Relaxed),
+        s.read_expanded_records.load(Relaxed),
     )
 }
 

@@ -361,6 +361,10 @@ pub struct Stats {
     pub followed: AtomicU64,
     /// Attempts to resolve the next versions of a feed that found something missing (retried).
     pub follow_missing: AtomicU64,
+    /// Versions that reads (answered or failed) expanded with a feed entry's own requirements.
+    pub read_expanded_own: AtomicU64,
+    /// Versions that reads (answered or failed) expanded with their records' requirements.
+    pub read_expanded_records: AtomicU64,
 }
 
 /// Versions waiting to be made stable, at most [`STABILIZE_QUEUE`].
@@ -669,6 +673,7 @@ impl<S: Store> Middleware<S> {
                     // anything (zero only makes a missing dependency fail at once).
                     Step::Fetch(_) if !self.resolve_wait.is_zero() && started.elapsed() > self.resolve_wait => {
                         self.stats.failed_reads.fetch_add(1, Ordering::Relaxed);
+                        self.count_expanded(&op);
                         let version = op.version().expect("metas are read after the heads");
                         return Err(Error::Unfinished { version, read: op.work.reads, waited: started.elapsed() });
                     }
@@ -680,6 +685,7 @@ impl<S: Store> Middleware<S> {
                 let own = |v: &Vertex| entries.get(v).cloned();
                 step = op.resume_with(input, &mut self.marks.lock().expect("marks lock"), session, &own);
             };
+            self.count_expanded(&op);
             match outcome {
                 ReadOutcome::Unresolved { version, missing } => {
                     self.stats.unresolved.fetch_add(1, Ordering::Relaxed);
@@ -725,6 +731,12 @@ impl<S: Store> Middleware<S> {
                 }
             }
         }
+    }
+
+    fn count_expanded(&self, op: &ReadOp) {
+        let (own, records) = op.expanded();
+        self.stats.read_expanded_own.fetch_add(u64::from(own), Ordering::Relaxed);
+        self.stats.read_expanded_records.fetch_add(u64::from(records), Ordering::Relaxed);
     }
 
     /// Writes `value` to `key` for `session`, with the session's dependencies; returns the version written.

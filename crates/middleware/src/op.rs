@@ -253,6 +253,10 @@ pub struct Resolution {
     /// Copies whose meta is wanted although nothing pending needs it (a read's winner, for its levels below).
     wanted: Vec<Copy>,
     asked: Vec<Copy>,
+    /// Versions expanded with their own requirements (given or adopted), and with their records'.
+    pub expanded_own: u32,
+    /// Versions expanded with their records' requirements.
+    pub expanded_records: u32,
 }
 
 /// What a [`Resolution`] needs next, or its result.
@@ -370,6 +374,7 @@ impl Resolution {
             }
             match self.fetched.get(&v.copy()).and_then(Option::as_ref) {
                 Some(m) if m.seq() >= v.seq => {
+                    self.expanded_own += 1;
                     self.pending.extend(requires.iter().cloned());
                     self.pending.extend((v.seq > 1).then(|| Vertex { seq: v.seq - 1, ..v.clone() }));
                 }
@@ -388,6 +393,7 @@ impl Resolution {
                     let seen = self.visited.entry(v.copy()).or_insert(0);
                     if *seen < v.seq {
                         *seen = v.seq;
+                        self.expanded_records += 1;
                         self.pending.extend(m.requirements(v.seq).map(|d| d.vertex));
                     }
                 }
@@ -520,6 +526,11 @@ impl ReadOp {
             Check::Present => Step::Done(self.resolved(marks, session)),
             Check::Missing(missing) => Step::Done(self.unresolved(missing)),
         }
+    }
+
+    /// Versions this read expanded with their own requirements (feed entries), and with their records'.
+    pub fn expanded(&self) -> (u32, u32) {
+        (self.check.expanded_own, self.check.expanded_records)
     }
 
     /// The version being resolved (the causally latest copy of the key), once the heads have been read.
