@@ -501,6 +501,21 @@ mod tests {
         }
     }
 
+    /// Exclusive writers of both local sets of `cluster`, holding their leases, with their background work running
+    /// (feeds kept and followed; no walks): the feed tests' base. Abort the tasks at the end.
+    async fn feeding_pair(
+        cluster: &MemoryCluster,
+    ) -> (Arc<Middleware<MemoryStore>>, Arc<Middleware<MemoryStore>>, Vec<tokio::task::JoinHandle<()>>) {
+        let cfg = |ls| Config { writers: crate::Writers::Exclusive, folded_cap: usize::MAX, ..Config::new(ls, 2) };
+        let a = Arc::new(Middleware::new(cluster.store(0), &cfg(0)));
+        let b = Arc::new(Middleware::new(cluster.store(1), &cfg(1)));
+        a.take_lease().await.unwrap();
+        b.take_lease().await.unwrap();
+        let background =
+            [a.clone(), b.clone()].into_iter().map(|m| tokio::spawn(async move { m.maintain().await })).collect();
+        (a, b, background)
+    }
+
     /// Exclusive writers keep feeds (`crate::feed`): the other local set resolves the writes ahead of its reads (a
     /// read of the last one reads no dependency information), and the writer marks them stable once it has, so its
     /// next record leaves them out; while the local sets are partitioned nothing more becomes stable.
@@ -508,13 +523,7 @@ mod tests {
     async fn a_feed_resolves_writes_ahead_of_reads_and_makes_them_stable() {
         use std::sync::atomic::Ordering::Relaxed;
         let cluster = MemoryCluster::new(2, Duration::from_millis(5));
-        let cfg = |ls| Config { writers: crate::Writers::Exclusive, folded_cap: usize::MAX, ..Config::new(ls, 2) };
-        let a = Arc::new(Middleware::new(cluster.store(0), &cfg(0)));
-        let b = Arc::new(Middleware::new(cluster.store(1), &cfg(1)));
-        a.take_lease().await.unwrap();
-        b.take_lease().await.unwrap();
-        let background: Vec<_> =
-            [a.clone(), b.clone()].into_iter().map(|m| tokio::spawn(async move { m.maintain().await })).collect();
+        let (a, b, background) = feeding_pair(&cluster).await;
         let mut alice = Session::new();
         for i in 0..50 {
             a.write(&mut alice, format!("k{}", i % 10).as_bytes(), vec![i]).await.unwrap();
@@ -552,14 +561,8 @@ mod tests {
     async fn a_follower_whose_reads_fail_does_not_move_its_frontier() {
         use std::sync::atomic::Ordering::Relaxed;
         let cluster = MemoryCluster::new(2, Duration::from_millis(5));
-        let cfg = |ls| Config { writers: crate::Writers::Exclusive, ..Config::new(ls, 2) };
-        let a = Arc::new(Middleware::new(cluster.store(0), &cfg(0)));
-        let b = Arc::new(Middleware::new(cluster.store(1), &cfg(1)));
-        a.take_lease().await.unwrap();
-        b.take_lease().await.unwrap();
         cluster.fail_reads(1, true);
-        let background: Vec<_> =
-            [a.clone(), b.clone()].into_iter().map(|m| tokio::spawn(async move { m.maintain().await })).collect();
+        let (a, b, background) = feeding_pair(&cluster).await;
         let mut alice = Session::new();
         for i in 0..20 {
             a.write(&mut alice, format!("k{i}").as_bytes(), vec![i]).await.unwrap();
