@@ -85,6 +85,11 @@ pub struct MiddlewareArgs {
     /// one (`--confirm-after-ms`).
     #[arg(long)]
     pub no_feed: bool,
+    /// Feeds: how many records a read may read while resolving a version another local set wrote before it stops
+    /// and waits (within --resolve-wait-ms) for this instance's follower of that local set's feed to resolve it
+    /// (0: wait at once; `max`: never wait, always walk the version's graph).
+    #[arg(long, default_value = "64", value_parser = parse_budget)]
+    pub walk_budget: usize,
     /// Exclusive writers: the writer lease's term (renewed every quarter term; a new instance waits for a
     /// previous holder's lease to lapse, up to one term).
     #[arg(long, default_value_t = 12000)]
@@ -138,7 +143,15 @@ fn config(args: &MiddlewareArgs, ls: LocalSet) -> Config {
         folded_cap: args.folded_cap,
         confirm_after: Duration::from_millis(args.confirm_after_ms),
         feed: !args.no_feed,
+        walk_budget: args.walk_budget,
         ..Config::new(ls, args.local_sets)
+    }
+}
+
+fn parse_budget(s: &str) -> Result<usize, String> {
+    match s {
+        "max" => Ok(usize::MAX),
+        _ => s.parse().map_err(|e| format!("{e}: a number of records, or max")),
     }
 }
 
@@ -155,7 +168,8 @@ fn summary<S: Store>(ls: LocalSet, m: &Middleware<S>) -> String {
          folded set {}; {} versions made stable, {} of them resolved everywhere from the feed ({} versions in {} \
          batches), {} own writes confirmed with {} requests, {} walks stopped short; {} versions of other local sets' \
          feeds resolved ahead of reads, {} attempts found one missing; reads expanded {} versions with feed entries' \
-         own requirements and {} with their records')",
+         own requirements and {} with their records'; {} reads waited for the follower, {:.1} ms on average, {} \
+         of them in vain)",
         if reads > 0 { rounds as f64 / reads as f64 } else { 0.0 },
         s.unresolved.load(Relaxed),
         s.pulled.load(Relaxed),
@@ -176,6 +190,9 @@ fn summary<S: Store>(ls: LocalSet, m: &Middleware<S>) -> String {
         s.follow_missing.load(Relaxed),
         s.read_expanded_own.load(Relaxed),
         s.read_expanded_records.load(Relaxed),
+        s.follower_waits.load(Relaxed),
+        s.follower_wait_ms.load(Relaxed) as f64 / s.follower_waits.load(Relaxed).max(1) as f64,
+        s.follower_waits_failed.load(Relaxed),
     )
 }
 

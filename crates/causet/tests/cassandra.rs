@@ -91,6 +91,7 @@ fn proxy_args(cassandra: &Cassandra, ls: u16, plain: bool, writers: WritersArg) 
         folded_cap: 16,
         confirm_after_ms: 200,
         no_feed: false,
+        walk_budget: 64,
         pull_after_ms: 100,
         no_pull: false,
     }
@@ -123,12 +124,16 @@ async fn cassandra_alone_breaks_causality_and_the_middleware_over_it_does_not() 
     // The middleware over the same Cassandra, with both ways of excluding a local set's writers.
     for (writers, first_id) in [(WritersArg::Shared, 100_000_000), (WritersArg::Exclusive, 200_000_000)] {
         // Exclusive writers keep feeds and one version's dependency information: the other local set resolves
-        // each write from the feed, the writer marks it stable and leaves it out of later records. (Shared writers
-        // confirm their writes and walk folded sets with reads at ALL.)
+        // each write from the feed, the writer marks it stable and leaves it out of later records; reads of a
+        // version the follower has not resolved yet wait for it (no walk budget). (Shared writers confirm their
+        // writes and walk folded sets with reads at ALL.)
         let args = |ls| match writers {
-            WritersArg::Exclusive => {
-                MiddlewareArgs { folded_cap: 0, retain: 1, ..proxy_args(&cassandra, ls, false, writers) }
-            }
+            WritersArg::Exclusive => MiddlewareArgs {
+                folded_cap: 0,
+                retain: 1,
+                walk_budget: 0,
+                ..proxy_args(&cassandra, ls, false, writers)
+            },
             WritersArg::Shared => proxy_args(&cassandra, ls, false, writers),
         };
         let causal = [start(&args(0)).await.unwrap(), start(&args(1)).await.unwrap()];

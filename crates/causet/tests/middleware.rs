@@ -30,6 +30,7 @@ fn args(wan_delay_ms: u64, resolve_wait_ms: u64) -> MiddlewareArgs {
         folded_cap: 16,
         confirm_after_ms: 200,
         no_feed: false,
+        walk_budget: 64,
         pull_after_ms: 100,
         no_pull: false,
     }

@@ -229,6 +229,21 @@ pub enum Error {
         /// How long the read took.
         waited: Duration,
     },
+    /// The key's latest version has a large graph still to check, and this local set's follower of its writer's
+    /// feed had not resolved it within `resolve_wait`.
+    #[error(
+        "the latest version of the key ({version}) was not resolved by local set {local_set}'s follower of its \
+         writer's feed within resolve_wait (waited {waited:?} for it after reading part of its graph): the follower \
+         is behind, or the store's replication is"
+    )]
+    Unfollowed {
+        /// The version that could not be returned.
+        version: Vertex,
+        /// This local set.
+        local_set: LocalSet,
+        /// How long the read waited for the follower.
+        waited: Duration,
+    },
     /// Exclusive writers: this instance does not hold its local set's writer lease, so it refuses to write.
     #[error(
         "this instance does not hold local set {local_set}'s writer lease{}, so it refuses writes: two instances \
@@ -288,6 +303,10 @@ pub struct Config {
     /// ([`crate::feed`]; stores that keep feeds). An exclusive writer with a feed marks its writes stable when every
     /// other local set has resolved them, instead of confirming them one by one.
     pub feed: bool,
+    /// Feeds: how many records a read may read while resolving a version of a followed local set before it stops
+    /// walking that version's graph and waits (within `resolve_wait`) for this instance's follower, which resolves
+    /// the feed's versions in order at about one record each. 0: wait at once; `usize::MAX`: never wait.
+    pub walk_budget: usize,
 }
 
 impl Config {
@@ -308,6 +327,7 @@ impl Config {
             folded_cap: 16,
             confirm_after: Duration::from_millis(200),
             feed: true,
+            walk_budget: 64,
         }
     }
 }
@@ -365,6 +385,12 @@ pub struct Stats {
     pub read_expanded_own: AtomicU64,
     /// Versions that reads (answered or failed) expanded with their records' requirements.
     pub read_expanded_records: AtomicU64,
+    /// Reads that stopped walking a followed local set's version and waited for the follower (`walk_budget`).
+    pub follower_waits: AtomicU64,
+    /// Of those, the ones that the follower had not resolved within `resolve_wait` (they failed).
+    pub follower_waits_failed: AtomicU64,
+    /// Milliseconds reads spent waiting for the follower, summed.
+    pub follower_wait_ms: AtomicU64,
 }
 
 /// Versions waiting to be made stable, at most [`STABILIZE_QUEUE`].
@@ -472,6 +498,9 @@ pub struct Middleware<S> {
     /// The entries read from followed feeds and not resolved yet, by version: their own requirements, with which
     /// reads check them ([`Resolution::adopt`]).
     feed_entries: Mutex<HashMap<Vertex, Vec<Vertex>>>,
+    /// Woken whenever a follower marks versions resolved (reads waiting for it, `walk_budget`).
+    followed: tokio::sync::Notify,
+    walk_budget: usize,
     folded_cap: usize,
     lease: Option<WriterLease>,
     /// Exclusive writers only.
@@ -514,6 +543,8 @@ impl<S: Store> Middleware<S> {
                 .map(|w| Mutex::new(FeedReader::new(config.local_set, w, FEED_CAPACITY)))
                 .collect(),
             feed_entries: Mutex::new(HashMap::new()),
+            followed: tokio::sync::Notify::new(),
+            walk_budget: config.walk_budget,
             folded_cap: if S::CONFIRMS_STABILITY { config.folded_cap } else { usize::MAX },
             lease: (config.writers == Writers::Exclusive).then(|| WriterLease {
                 owner: instance_name(config.local_set),
@@ -664,11 +695,25 @@ impl<S: Store> Middleware<S> {
         let mut pause = Duration::from_millis(1);
         // Missing versions this read has pulled already (each once: a failed pull is not repeated, the read waits).
         let mut pulled: Vec<Vertex> = Vec::new();
+        // Whether this read has waited for a follower already (once: after that it walks).
+        let mut waited_for_follower = false;
         loop {
             let (mut op, mut step) = ReadOp::start(&self.protocol, key);
             let outcome = loop {
                 let input = match step {
                     Step::FetchHeads(copies) => Input::Heads(self.fetch(&copies, false).await?),
+                    Step::Fetch(_) if !waited_for_follower && self.waits_for_follower(&op) => {
+                        waited_for_follower = true;
+                        let version = op.version().expect("metas are read after the heads");
+                        if let Err(e) = self.wait_for_follower(&version, started).await {
+                            self.count_expanded(&op);
+                            return Err(e);
+                        }
+                        let entries = self.feed_entries.lock().expect("feed entries");
+                        let own = |v: &Vertex| entries.get(v).cloned();
+                        step = op.restart(&mut self.marks.lock().expect("marks lock"), session, &own);
+                        continue;
+                    }
                     // A non-zero `resolve_wait` bounds the whole read, also a resolution that is slow without missing
                     // anything (zero only makes a missing dependency fail at once).
                     Step::Fetch(_) if !self.resolve_wait.is_zero() && started.elapsed() > self.resolve_wait => {
@@ -731,6 +776,45 @@ impl<S: Store> Middleware<S> {
                 }
             }
         }
+    }
+
+    /// Whether `op`, about to read more of its winner's graph, should rather wait for this instance's follower of
+    /// the winner's local set: it has read more than `walk_budget` records, a non-zero `resolve_wait` bounds it,
+    /// and that local set's feed is followed here.
+    fn waits_for_follower(&self, op: &ReadOp) -> bool {
+        let Some(v) = op.version() else { return false };
+        op.work.reads as usize > self.walk_budget.saturating_add(self.protocol.local_sets)
+            && !self.resolve_wait.is_zero()
+            && self.following.iter().any(|f| {
+                let f = f.lock().expect("feed reader");
+                f.writer == v.ls && f.wants().is_some()
+            })
+    }
+
+    /// Waits until the follower has marked `version` resolved, or fails when `resolve_wait` since `started` has
+    /// passed first.
+    async fn wait_for_follower(&self, version: &Vertex, started: Instant) -> Result<(), Error> {
+        let since = Instant::now();
+        let until = started + self.resolve_wait;
+        self.stats.follower_waits.fetch_add(1, Ordering::Relaxed);
+        let resolved = loop {
+            // Created before the check, so that a mark made in between still wakes it.
+            let notified = self.followed.notified();
+            if self.marks.lock().expect("marks lock").covers(version) {
+                break true;
+            }
+            if tokio::time::timeout_at(until.into(), notified).await.is_err() {
+                break false;
+            }
+        };
+        let waited = since.elapsed();
+        self.stats.follower_wait_ms.fetch_add(waited.as_millis() as u64, Ordering::Relaxed);
+        if resolved {
+            return Ok(());
+        }
+        self.stats.follower_waits_failed.fetch_add(1, Ordering::Relaxed);
+        self.stats.failed_reads.fetch_add(1, Ordering::Relaxed);
+        Err(Error::Unfollowed { version: version.clone(), local_set: self.protocol.local_set, waited })
     }
 
     fn count_expanded(&self, op: &ReadOp) {
@@ -984,6 +1068,7 @@ impl<S: Store> Middleware<S> {
                         entries.remove(v);
                     }
                     drop(entries);
+                    self.followed.notify_waiters();
                     self.stats.followed.fetch_add(n as u64, Ordering::Relaxed);
                     progressed = true;
                     missing_since = None;

@@ -27,6 +27,8 @@ pub struct MemoryCluster {
     feeds: Arc<Mutex<Feeds>>,
     /// Local sets whose record reads fail (bit `ls`), to test what errors do.
     failing: Arc<std::sync::atomic::AtomicU64>,
+    /// Local sets that read no feed batches (bit `ls`), as if none had arrived, to test waiting for a follower.
+    holding_feeds: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// Feed batches ((writer, epoch, number) → written at, batch) and frontier rows ((reader, writer) → every put, when).
@@ -55,6 +57,7 @@ impl MemoryCluster {
             leases: Arc::new(Mutex::new(HashMap::new())),
             feeds: Arc::new(Mutex::new(Feeds::default())),
             failing: Arc::new(std::sync::atomic::AtomicU64::new(0)),
+            holding_feeds: Arc::new(std::sync::atomic::AtomicU64::new(0)),
         }
     }
 
@@ -71,11 +74,12 @@ impl MemoryCluster {
 
     /// Makes local set `ls`'s record reads fail (`true`) or work again.
     pub fn fail_reads(&self, ls: LocalSet, fail: bool) {
-        use std::sync::atomic::Ordering::Relaxed;
-        match fail {
-            true => self.failing.fetch_or(1 << ls, Relaxed),
-            false => self.failing.fetch_and(!(1 << ls), Relaxed),
-        };
+        set_bit(&self.failing, ls, fail);
+    }
+
+    /// Makes local set `ls` read no feed batches (`true`: as if none had arrived since) or read them again.
+    pub fn hold_feeds(&self, ls: LocalSet, hold: bool) {
+        set_bit(&self.holding_feeds, ls, hold);
     }
 
     /// Holds back replication until [`MemoryCluster::resume`] (a network partition between every local set).
@@ -135,6 +139,14 @@ impl MemoryCluster {
             });
         }
     }
+}
+
+fn set_bit(mask: &std::sync::atomic::AtomicU64, ls: LocalSet, on: bool) {
+    use std::sync::atomic::Ordering::Relaxed;
+    match on {
+        true => mask.fetch_or(1 << ls, Relaxed),
+        false => mask.fetch_and(!(1 << ls), Relaxed),
+    };
 }
 
 impl Store for MemoryStore {
@@ -204,6 +216,9 @@ impl Store for MemoryStore {
         limit: usize,
         everywhere: bool,
     ) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
+        if self.cluster.holding_feeds.load(std::sync::atomic::Ordering::Relaxed) & (1 << self.ls) != 0 {
+            return Ok(Vec::new());
+        }
         let feeds = self.cluster.feeds.lock().unwrap();
         let everywhere = everywhere && feeds.paused_at.is_none();
         Ok((feeds.batches.range((ls, epoch, from)..=(ls, epoch, u64::MAX)))
@@ -506,9 +521,19 @@ mod tests {
     async fn feeding_pair(
         cluster: &MemoryCluster,
     ) -> (Arc<Middleware<MemoryStore>>, Arc<Middleware<MemoryStore>>, Vec<tokio::task::JoinHandle<()>>) {
+        feeding_pair_with(cluster, |_| {}).await
+    }
+
+    /// [`feeding_pair`], with `tune` applied to the second instance's configuration.
+    async fn feeding_pair_with(
+        cluster: &MemoryCluster,
+        tune: impl Fn(&mut Config),
+    ) -> (Arc<Middleware<MemoryStore>>, Arc<Middleware<MemoryStore>>, Vec<tokio::task::JoinHandle<()>>) {
         let cfg = |ls| Config { writers: crate::Writers::Exclusive, folded_cap: usize::MAX, ..Config::new(ls, 2) };
         let a = Arc::new(Middleware::new(cluster.store(0), &cfg(0)));
-        let b = Arc::new(Middleware::new(cluster.store(1), &cfg(1)));
+        let mut b_config = cfg(1);
+        tune(&mut b_config);
+        let b = Arc::new(Middleware::new(cluster.store(1), &b_config));
         a.take_lease().await.unwrap();
         b.take_lease().await.unwrap();
         let background =
@@ -605,5 +630,82 @@ mod tests {
         assert_eq!(epochs.len(), 1, "the announced epoch changed while only the new instance held the lease");
         old_task.abort();
         new_task.abort();
+    }
+
+    /// The second local set reads the last of a chain of 40 writes of the first, whose data has arrived but whose
+    /// feed batches it cannot read (held); the follower then gets them if `release`. Returns the read's result and
+    /// the reading instance.
+    async fn read_ahead_of_the_follower(
+        walk_budget: usize,
+        resolve_wait: Duration,
+        release: bool,
+    ) -> (Result<Option<Vec<u8>>, crate::Error>, Arc<Middleware<MemoryStore>>) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let cluster = MemoryCluster::new(2, Duration::from_millis(5));
+        let (a, b, background) = feeding_pair_with(&cluster, |c| {
+            c.walk_budget = walk_budget;
+            c.resolve_wait = resolve_wait;
+        })
+        .await;
+        let mut alice = Session::new();
+        a.write(&mut alice, b"k0", vec![0]).await.unwrap();
+        eventually("b follows a's feed", || b.stats.followed.load(Relaxed) >= 1).await;
+        cluster.hold_feeds(1, true);
+        for i in 1..=40u8 {
+            a.write(&mut alice, format!("k{}", i % 10).as_bytes(), vec![i]).await.unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let reader = b.clone();
+        let read = tokio::spawn(async move { reader.read(&mut Session::new(), b"k0").await });
+        if release {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            if walk_budget == 0 {
+                assert!(!read.is_finished(), "the read waits for the follower");
+                assert_eq!(b.stats.follower_waits.load(Relaxed), 1);
+            }
+            cluster.hold_feeds(1, false);
+        }
+        let result = read.await.unwrap();
+        for task in background {
+            task.abort();
+        }
+        (result, b)
+    }
+
+    /// With feeds, a read whose version has a graph longer than `walk_budget` to check waits for its local set's
+    /// follower, which resolves the feed's versions in order, instead of walking the graph; once the follower has
+    /// resolved it, the read returns the version it read first without checking anything more.
+    #[tokio::test]
+    async fn a_read_waits_for_the_follower_instead_of_walking_a_long_graph() {
+        use std::sync::atomic::Ordering::Relaxed;
+        let (result, b) = read_ahead_of_the_follower(0, Duration::from_secs(5), true).await;
+        assert_eq!(result.unwrap(), Some(vec![40]));
+        assert_eq!(b.stats.follower_waits.load(Relaxed), 1);
+        assert_eq!(b.stats.follower_waits_failed.load(Relaxed), 0);
+        let expanded = b.stats.read_expanded_own.load(Relaxed) + b.stats.read_expanded_records.load(Relaxed);
+        assert_eq!(expanded, 0, "the read checked none of the graph itself");
+        assert!(b.stats.followed.load(Relaxed) >= 41);
+    }
+
+    /// The same read with no budget (`usize::MAX`, the paper's resolution) walks the graph itself.
+    #[tokio::test]
+    async fn a_read_without_a_walk_budget_checks_the_graph_itself() {
+        use std::sync::atomic::Ordering::Relaxed;
+        let (result, b) = read_ahead_of_the_follower(usize::MAX, Duration::from_secs(5), false).await;
+        assert_eq!(result.unwrap(), Some(vec![40]));
+        assert_eq!(b.stats.follower_waits.load(Relaxed), 0);
+        assert!(b.stats.read_expanded_records.load(Relaxed) >= 10, "the read walked the chain");
+    }
+
+    /// A follower that does not resolve the version within `resolve_wait` fails the read with an error naming it.
+    #[tokio::test]
+    async fn a_read_whose_follower_does_not_come_fails_after_resolve_wait() {
+        use std::sync::atomic::Ordering::Relaxed;
+        let (result, b) = read_ahead_of_the_follower(0, Duration::from_millis(300), false).await;
+        let error = result.unwrap_err();
+        assert!(matches!(error, crate::Error::Unfollowed { .. }), "{error}");
+        assert!(error.to_string().contains("follower"), "{error}");
+        assert_eq!(b.stats.follower_waits_failed.load(Relaxed), 1);
+        assert_eq!(b.stats.failed_reads.load(Relaxed), 1);
     }
 }

@@ -503,13 +503,7 @@ impl ReadOp {
                 let Some((ls, head)) = best else { return Step::Done(ReadOutcome::Missing) };
                 let target = Vertex { key: self.key.clone(), ls, seq: head.seq(ls) };
                 self.winner = Some((ls, head));
-                if !known_resolved(self.check.local_set, marks, &target) {
-                    // The winner itself is the first vertex to check: its meta must be present, at its version.
-                    self.check.pending.push(target);
-                } else if self.levels > 1 {
-                    // Resolved already, but the session's next write embeds the levels below it.
-                    self.check.want(target.copy());
-                }
+                self.check_winner(marks, target);
             }
             Input::Fetched(metas) => {
                 assert!(self.winner.is_some(), "a read takes the heads first");
@@ -517,6 +511,44 @@ impl ReadOp {
             }
             Input::Swapped(_) => panic!("a read only fetches"),
         }
+        self.step(marks, session, own)
+    }
+
+    /// Drops the resolution done so far and starts it again from the winner alone, with what `marks` knows now: a
+    /// read that stopped walking a large graph to wait for a follower that resolves the winner ahead of reads
+    /// ([`crate::feed`]) ends here at once if the follower has marked it meanwhile. The value returned is the head
+    /// read first, which is the version that is now known resolved.
+    pub fn restart(
+        &mut self,
+        marks: &mut Marks,
+        session: &mut Session,
+        own: &dyn Fn(&Vertex) -> Option<Vec<Vertex>>,
+    ) -> Step<ReadOutcome> {
+        let target = self.version().expect("a read restarts after the heads");
+        let mut check = Resolution::new(self.check.local_set, Vec::new());
+        (check.expanded_own, check.expanded_records) = self.expanded();
+        self.check = check;
+        self.check_winner(marks, target);
+        self.step(marks, session, own)
+    }
+
+    /// Puts the winner `target` in the check, unless it is known resolved.
+    fn check_winner(&mut self, marks: &Marks, target: Vertex) {
+        if !known_resolved(self.check.local_set, marks, &target) {
+            // The winner itself is the first vertex to check: its meta must be present, at its version.
+            self.check.pending.push(target);
+        } else if self.levels > 1 {
+            // Resolved already, but the session's next write embeds the levels below it.
+            self.check.want(target.copy());
+        }
+    }
+
+    fn step(
+        &mut self,
+        marks: &mut Marks,
+        session: &mut Session,
+        own: &dyn Fn(&Vertex) -> Option<Vec<Vertex>>,
+    ) -> Step<ReadOutcome> {
         match self.check.next_with(marks, own) {
             Check::Fetch(copies) => {
                 self.work.rounds += 1;
@@ -1181,6 +1213,43 @@ mod tests {
         here.insert(v("y", 1).copy(), stored(y1));
         assert_eq!(check(&here, &mut marks), (Check::Present, 2), "x's record, then y's");
         assert!(marks.covers(&v("x", 1)) && marks.covers(&v("y", 1)) && !marks.covers(&v("z", 1)));
+    }
+
+    /// A read that stopped walking (the driver waits for a follower, `walk_budget`) starts its check again from
+    /// the winner alone: while the winner is not marked it asks for the winner's meta only, whatever it had walked;
+    /// once it is marked (the follower resolved it), the read returns the head it read first, reading nothing more.
+    #[test]
+    fn a_read_restarted_after_a_follower_marked_its_winner_returns_the_head_read_first() {
+        let (mut here, mut there) = (Store::new(), Store::new());
+        let mut alice = Session::new();
+        for i in 0..5 {
+            write(&mut here, 0, &mut alice, &format!("k{i}"), &format!("v{i}"));
+        }
+        for i in 0..5 {
+            ship(&here, &mut there, &format!("k{i}"), 0);
+        }
+        let (mut marks, mut session) = (Marks::new(100), Session::new());
+        let (mut op, step) = ReadOp::start(&protocol(1), b"k4");
+        let Step::FetchHeads(copies) = step else { panic!("{step:?}") };
+        let step = op.resume(Input::Heads(heads(&there, &copies)), &mut marks, &mut session);
+        let Step::Fetch(copies) = step else { panic!("{step:?}") };
+        // One level walked (k4's meta), which leads to k3.
+        let step = op.resume(Input::Fetched(metas(&there, &copies)), &mut marks, &mut session);
+        assert!(matches!(&step, Step::Fetch(c) if *c == [v("k3", 1).copy()]), "{step:?}");
+        // Not marked yet: the restarted check asks for the winner alone.
+        let step = op.restart(&mut marks, &mut session, &|_| None);
+        assert!(matches!(&step, Step::Fetch(c) if *c == [v("k4", 1).copy()]), "{step:?}");
+        // A newer version arrives meanwhile; the follower marks the one the read had chosen.
+        write(&mut here, 0, &mut alice, "k4", "newer");
+        ship(&here, &mut there, "k4", 0);
+        marks.mark(v("k4", 1).copy(), 1);
+        match op.restart(&mut marks, &mut session, &|_| None) {
+            Step::Done(ReadOutcome::Value { value, version }) => {
+                assert_eq!((value.as_slice(), version), (b"v4".as_slice(), v("k4", 1)));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(op.work.rounds, 4, "heads, the winner's meta, k3's meta, the winner's meta again; nothing more");
     }
 
     #[test]

@@ -76,7 +76,14 @@ pub struct SimConfig {
     /// what every other local set resolved ([`crate::feed`]). Feed batches and frontier rows replicate like records
     /// (delayed, reordered), and a restarted instance starts a new epoch.
     pub feed: bool,
+    /// With [`SimConfig::feed`]: a read that has read more than this many records resolving a version of another
+    /// local set stops and waits for its follower to mark that version (up to [`FOLLOWER_WAIT_STEPS`] of its turns,
+    /// then it walks), as `walk_budget` in [`crate::Config`]. `usize::MAX`: never.
+    pub walk_budget: usize,
 }
+
+/// How many of its turns a simulated read waits for its follower before it walks the version's graph itself.
+pub const FOLLOWER_WAIT_STEPS: u32 = 50;
 
 impl Default for SimConfig {
     fn default() -> SimConfig {
@@ -97,6 +104,7 @@ impl Default for SimConfig {
             confirm_own: false,
             pull: false,
             feed: false,
+            walk_budget: usize::MAX,
         }
     }
 }
@@ -132,13 +140,27 @@ pub struct SimOutcome {
     pub stable_by_feed: u64,
     /// Versions resolved from other local sets' feeds.
     pub followed: u64,
+    /// Reads that stopped walking to wait for their follower ([`SimConfig::walk_budget`]).
+    pub follower_waits: u64,
+    /// Of those, the ones whose version the follower marked while they waited.
+    pub follower_waits_resolved: u64,
     /// After replication has quiesced, the value every local set reads for each key (must agree).
     pub converged: bool,
 }
 
 enum Running {
-    Read { op: Box<ReadOp>, step: Step<ReadOutcome> },
-    Write { op: WriteOp, step: Step<Vertex>, id: WriteId },
+    /// `waited`: the turns the read has waited for its follower so far (`Some(FOLLOWER_WAIT_STEPS)` once it
+    /// stopped waiting).
+    Read {
+        op: Box<ReadOp>,
+        step: Step<ReadOutcome>,
+        waited: Option<u32>,
+    },
+    Write {
+        op: WriteOp,
+        step: Step<Vertex>,
+        id: WriteId,
+    },
 }
 
 struct Client {
@@ -375,6 +397,8 @@ pub fn run(seed: u64, cfg: &SimConfig) -> SimOutcome {
         cached_writes: 0,
         stable_by_feed: 0,
         followed: 0,
+        follower_waits: 0,
+        follower_waits_resolved: 0,
         converged: false,
     };
     let mut next_write: WriteId = 1;
@@ -468,7 +492,7 @@ fn step_client(
                 Running::Write { op, step, id }
             } else {
                 let (op, step) = ReadOp::start(&protocol, &key);
-                Running::Read { op: Box::new(op), step }
+                Running::Read { op: Box::new(op), step, waited: None }
             };
             (running, now)
         }
@@ -540,28 +564,56 @@ fn step_client(
                 step => c.running = Some((Running::Write { op, step, id }, started)),
             }
         }
-        Running::Read { mut op, step } => {
-            let (copies, input) = match step {
-                Step::FetchHeads(copies) => {
-                    let heads = world.heads(c.ls, &copies);
-                    world.caches[c.ls as usize][c.instance]
-                        .observe(&copies, heads.iter().map(|h| h.as_ref().map(Head::clock)));
-                    (copies, Input::Heads(heads))
-                }
-                Step::Fetch(copies) => {
-                    let metas = world.fetch(c.ls, &copies);
-                    world.caches[c.ls as usize][c.instance]
-                        .observe(&copies, metas.iter().map(|m| m.as_ref().map(Meta::clock)));
-                    (copies, Input::Fetched(metas))
-                }
-                _ => unreachable!("a read only fetches"),
-            };
+        Running::Read { mut op, mut step, mut waited } => {
             // Versions waiting in the instance's followers' queues are checked with their own requirements.
             let following = &world.following[c.ls as usize];
             let own = |v: &Vertex| following.iter().find_map(|f| f.requirements(v)).filter(|_| cfg.feed);
-            let result = match (cfg.mode, input) {
-                (Mode::StoreAlone, Input::Heads(heads)) => Step::Done(latest_unresolved(&copies, heads)),
-                (_, input) => op.resume_with(input, &mut world.marks[c.ls as usize][c.instance], &mut c.session, &own),
+            if let (true, Step::Fetch(_), Some(v)) = (cfg.feed, &step, op.version()) {
+                let followed = following.iter().any(|f| f.writer == v.ls && f.wants().is_some());
+                let turns = waited.unwrap_or(0);
+                let over = op.work.reads as usize > cfg.walk_budget.saturating_add(cfg.local_sets);
+                if followed && turns < FOLLOWER_WAIT_STEPS && (waited.is_some() || over) {
+                    let marks = &mut world.marks[c.ls as usize][c.instance];
+                    if waited.is_none() {
+                        out.follower_waits += 1;
+                    }
+                    if marks.covers(&v) || turns + 1 == FOLLOWER_WAIT_STEPS {
+                        // Resolved by the follower (the read returns the head it read first), or waited long
+                        // enough: start again from the winner, walking if it is still not marked.
+                        out.follower_waits_resolved += u64::from(marks.covers(&v));
+                        step = op.restart(marks, &mut c.session, &own);
+                        waited = Some(FOLLOWER_WAIT_STEPS);
+                    } else {
+                        c.running = Some((Running::Read { op, step, waited: Some(turns + 1) }, started));
+                        return;
+                    }
+                }
+            }
+            let (copies, result) = match step {
+                Step::Done(outcome) => (Vec::new(), Step::Done(outcome)),
+                step => {
+                    let (copies, input) = match step {
+                        Step::FetchHeads(copies) => {
+                            let heads = world.heads(c.ls, &copies);
+                            world.caches[c.ls as usize][c.instance]
+                                .observe(&copies, heads.iter().map(|h| h.as_ref().map(Head::clock)));
+                            (copies, Input::Heads(heads))
+                        }
+                        Step::Fetch(copies) => {
+                            let metas = world.fetch(c.ls, &copies);
+                            world.caches[c.ls as usize][c.instance]
+                                .observe(&copies, metas.iter().map(|m| m.as_ref().map(Meta::clock)));
+                            (copies, Input::Fetched(metas))
+                        }
+                        _ => unreachable!("a read only fetches"),
+                    };
+                    let marks = &mut world.marks[c.ls as usize][c.instance];
+                    let result = match (cfg.mode, input) {
+                        (Mode::StoreAlone, Input::Heads(heads)) => Step::Done(latest_unresolved(&copies, heads)),
+                        (_, input) => op.resume_with(input, marks, &mut c.session, &own),
+                    };
+                    (copies, result)
+                }
             };
             match result {
                 Step::Done(ReadOutcome::Unresolved { missing, .. }) => {
@@ -586,7 +638,7 @@ fn step_client(
                     let ops = vec![HistOp::Read { object: object(&key), observed: Observed::Register(observed) }];
                     record(c, out, ops);
                 }
-                step => c.running = Some((Running::Read { op, step }, started)),
+                step => c.running = Some((Running::Read { op, step, waited }, started)),
             }
         }
     }

@@ -214,6 +214,24 @@ fn feeds_keep_every_seed_causal_resolve_ahead_of_reads_and_shrink_the_folded_set
     }
 }
 
+#[test]
+fn reads_that_wait_for_their_follower_stay_causal() {
+    // With feeds, a read that has read more than `walk_budget` records resolving a version of another local set stops
+    // and waits for its follower to mark that version, then returns the head it read first (or walks after waiting
+    // too long). Budget 0 waits at once; 1 after one level. The checker holds on every seed, and most waits end
+    // with the follower's mark.
+    for (local_sets, walk_budget) in [(2, 0), (3, 0), (3, 1)] {
+        let cfg = SimConfig { feed: true, walk_budget, ..small_records(local_sets, Writers::Exclusive) };
+        let (mut waits, mut resolved) = (0, 0);
+        for seed in 0..seeds() / 3 {
+            let out = run_checked(seed, &cfg);
+            (waits, resolved) = (waits + out.follower_waits, resolved + out.follower_waits_resolved);
+        }
+        eprintln!("{local_sets} local sets, walk budget {walk_budget}: {waits} reads waited, {resolved} resolved by the follower");
+        assert!(resolved > 0 && resolved * 2 > waits, "{waits} reads waited, {resolved} resolved by the follower");
+    }
+}
+
 /// Found 2026-11-29 with 1,500 seeds, present before feeds, **not fixed**: exclusive writers that confirm their own
 /// writes (no feed) lose read-your-writes. A record leaves out versions its writer knows stable, so a version can
 /// enter a session's causal past at another local set without that local set's instance ever fetching it, and the
