@@ -96,7 +96,9 @@ impl Tx {
 
 fn tx_error(e: Error) -> TxError {
     match e {
-        Error::Unresolved { .. } | Error::Unfinished { .. } => TxError::Timeout(e.to_string()),
+        Error::Unresolved { .. } | Error::Unfinished { .. } | Error::Unfollowed { .. } => {
+            TxError::Timeout(e.to_string())
+        }
         e => TxError::Aborted(e.to_string()),
     }
 }
