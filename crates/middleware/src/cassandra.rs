@@ -179,12 +179,12 @@ impl CassandraStore {
             format!("UPDATE {ks}.records SET seq = ?, head = ?, meta = ? WHERE key = ? AND ls = ? IF seq = ?"),
         )
         .await?;
-        let heads =
-            prepare(&session, format!("SELECT ls, head, writetime(head) FROM {ks}.records WHERE key = ? AND ls IN ?"))
+        // Reads select no write time (a selector Cassandra computes per cell); only a write's read needs it.
+        let heads = prepare(&session, format!("SELECT ls, head FROM {ks}.records WHERE key = ? AND ls IN ?")).await?;
+        let metas = prepare(&session, format!("SELECT ls, meta FROM {ks}.records WHERE key = ? AND ls IN ?")).await?;
+        let mut metas_to_write =
+            prepare(&session, format!("SELECT ls, meta, writetime(meta) FROM {ks}.records WHERE key = ? AND ls IN ?"))
                 .await?;
-        let all_metas = format!("SELECT ls, meta, writetime(meta) FROM {ks}.records WHERE key = ? AND ls IN ?");
-        let metas = prepare(&session, all_metas.clone()).await?;
-        let mut metas_to_write = prepare(&session, all_metas).await?;
         metas_to_write.set_consistency(Consistency::LocalQuorum);
         let mut put = prepare(
             &session,
@@ -255,26 +255,49 @@ impl CassandraStore {
         })
     }
 
-    /// One part of every copy of `key` through `statement` (`heads`, `metas` or `metas_to_write`: `ls`, the part
-    /// and its write time), with the write time of this local set's copy (`i64::MIN` if it has none).
+    /// The rows of `statement` (`heads`, `metas` or `metas_to_write`) for every copy of `key`.
+    async fn copy_rows(
+        &self,
+        statement: &PreparedStatement,
+        key: &[u8],
+        local_sets: usize,
+    ) -> Result<scylla::response::query_result::QueryRowsResult, StoreError> {
+        let all: Vec<i16> = (0..local_sets as i16).collect();
+        let result = self.session.execute_unpaged(statement, (key, &all)).await.map_err(err("read"))?;
+        result.into_rows_result().map_err(err("read"))
+    }
+
+    /// One part of every copy of `key` through `statement` (`heads` or `metas`: `ls` and the part).
     async fn read_copies(
         &self,
         statement: &PreparedStatement,
         key: &[u8],
         local_sets: usize,
+    ) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        let rows = self.copy_rows(statement, key, local_sets).await?;
+        let mut copies = vec![None; local_sets];
+        for row in rows.rows::<(i16, Vec<u8>)>().map_err(err("read"))? {
+            let (ls, data) = row.map_err(err("read"))?;
+            place(&mut copies, ls, data);
+        }
+        Ok(copies)
+    }
+
+    /// Every copy's meta of `key` for a write (`metas_to_write`: `ls`, the meta and its write time), with the
+    /// write time of this local set's copy (`i64::MIN` if it has none).
+    async fn read_copies_to_write(
+        &self,
+        key: &[u8],
+        local_sets: usize,
     ) -> Result<(Vec<Option<Vec<u8>>>, i64), StoreError> {
-        let all: Vec<i16> = (0..local_sets as i16).collect();
-        let result = self.session.execute_unpaged(statement, (key, &all)).await.map_err(err("read"))?;
-        let rows = result.into_rows_result().map_err(err("read"))?;
+        let rows = self.copy_rows(&self.metas_to_write, key, local_sets).await?;
         let (mut copies, mut own_written) = (vec![None; local_sets], i64::MIN);
         for row in rows.rows::<(i16, Vec<u8>, i64)>().map_err(err("read"))? {
             let (ls, data, written) = row.map_err(err("read"))?;
             if ls == self.local_set as i16 {
                 own_written = written;
             }
-            if let Some(slot) = usize::try_from(ls).ok().and_then(|ls| copies.get_mut(ls)) {
-                *slot = Some(data);
-            }
+            place(&mut copies, ls, data);
         }
         Ok((copies, own_written))
     }
@@ -283,6 +306,13 @@ impl CassandraStore {
     pub async fn execute(&self, cql: &str) -> Result<(), StoreError> {
         self.session.query_unpaged(cql, &[]).await.map_err(err("statement"))?;
         Ok(())
+    }
+}
+
+/// Puts local set `ls`'s copy in its slot (a row of a local set beyond `copies` is ignored).
+fn place(copies: &mut [Option<Vec<u8>>], ls: i16, data: Vec<u8>) {
+    if let Some(slot) = usize::try_from(ls).ok().and_then(|ls| copies.get_mut(ls)) {
+        *slot = Some(data);
     }
 }
 
@@ -314,7 +344,7 @@ impl Store for CassandraStore {
             Part::Head => &self.heads,
             Part::Meta => &self.metas,
         };
-        Ok(self.read_copies(statement, key, local_sets).await?.0)
+        self.read_copies(statement, key, local_sets).await
     }
 
     async fn cas(&self, copy: &Copy, expect: Option<u64>, seq: u64, record: Encoded) -> Result<bool, StoreError> {
@@ -329,7 +359,7 @@ impl Store for CassandraStore {
     }
 
     async fn get_copies_to_write(&self, key: &[u8], local_sets: usize) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
-        let (copies, own_written) = self.read_copies(&self.metas_to_write, key, local_sets).await?;
+        let (copies, own_written) = self.read_copies_to_write(key, local_sets).await?;
         self.write_floor.fetch_max(own_written, Ordering::Relaxed);
         Ok(copies)
     }
