@@ -782,12 +782,11 @@ impl<S: Store> Middleware<S> {
     /// the winner's local set: it has read more than `walk_budget` records, a non-zero `resolve_wait` bounds it,
     /// and that local set's feed is followed here.
     fn waits_for_follower(&self, op: &ReadOp) -> bool {
-        let Some(v) = op.version() else { return false };
-        op.work.reads as usize > self.walk_budget.saturating_add(self.protocol.local_sets)
-            && !self.resolve_wait.is_zero()
+        let Some(writer) = op.walked_past(self.walk_budget) else { return false };
+        !self.resolve_wait.is_zero()
             && self.following.iter().any(|f| {
                 let f = f.lock().expect("feed reader");
-                f.writer == v.ls && f.wants().is_some()
+                f.writer == writer && f.wants().is_some()
             })
     }
 

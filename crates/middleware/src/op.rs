@@ -437,6 +437,8 @@ pub struct ReadOp {
     winner: Option<(LocalSet, Head)>,
     check: Resolution,
     asked: Vec<Copy>,
+    /// How many heads the first round read.
+    heads: u32,
     /// Work done so far.
     pub work: Work,
 }
@@ -451,6 +453,7 @@ impl ReadOp {
             winner: None,
             check: Resolution::new(protocol.local_set, Vec::new()),
             asked: asked.clone(),
+            heads: asked.len() as u32,
             work: Work { rounds: 1, reads: asked.len() as u32, conflicts: 0 },
         };
         (op, Step::FetchHeads(asked))
@@ -563,6 +566,14 @@ impl ReadOp {
     /// Versions this read expanded with their own requirements (feed entries), and with their records'.
     pub fn expanded(&self) -> (u32, u32) {
         (self.check.expanded_own, self.check.expanded_records)
+    }
+
+    /// Whether the read has read more than `budget` records of its winner's graph (beyond the heads), and the
+    /// local set that wrote the winner: a driver waits for its follower of that local set's feed rather than walk
+    /// further (`crate::Config::walk_budget`).
+    pub fn walked_past(&self, budget: usize) -> Option<LocalSet> {
+        let walked = (self.work.reads - self.heads) as usize;
+        self.winner.as_ref().filter(|_| walked > budget).map(|(ls, _)| *ls)
     }
 
     /// The version being resolved (the causally latest copy of the key), once the heads have been read.

@@ -571,7 +571,7 @@ fn step_client(
             if let (true, Step::Fetch(_), Some(v)) = (cfg.feed, &step, op.version()) {
                 let followed = following.iter().any(|f| f.writer == v.ls && f.wants().is_some());
                 let turns = waited.unwrap_or(0);
-                let over = op.work.reads as usize > cfg.walk_budget.saturating_add(cfg.local_sets);
+                let over = op.walked_past(cfg.walk_budget).is_some();
                 if followed && turns < FOLLOWER_WAIT_STEPS && (waited.is_some() || over) {
                     let marks = &mut world.marks[c.ls as usize][c.instance];
                     if waited.is_none() {
