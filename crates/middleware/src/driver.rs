@@ -519,6 +519,7 @@ impl<S: Store> Middleware<S> {
             config.local_set,
             config.local_sets
         );
+        let feeds = S::FEEDS && config.feed && config.writers == Writers::Exclusive;
         Middleware {
             store,
             protocol: Protocol {
@@ -536,7 +537,7 @@ impl<S: Store> Middleware<S> {
             own_writes: Mutex::new(OwnWrites::new(OWN_WRITES)),
             confirm_after: config.confirm_after,
             started: Instant::now(),
-            feed: (S::FEEDS && config.feed && config.writers == Writers::Exclusive)
+            feed: feeds
                 .then(|| Mutex::new(FeedWriter::new(config.local_set, config.local_sets, new_epoch(), FEED_CAPACITY))),
             following: (0..config.local_sets as LocalSet)
                 .filter(|&w| S::FEEDS && config.feed && w != config.local_set)
@@ -552,7 +553,7 @@ impl<S: Store> Middleware<S> {
                 standing: Mutex::new(Standing::Lacking { holder: None }),
                 stripes: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
             }),
-            cache: (config.writers == Writers::Exclusive)
+            cache: (config.writers == Writers::Exclusive && WriteCache::is_sound(feeds, S::CONFIRMS_STABILITY))
                 .then(|| Mutex::new(WriteCache::new(config.mark_capacity.min(WRITE_CACHE_KEYS)))),
             id: INSTANCES.fetch_add(1, Ordering::Relaxed),
             stats: Stats::default(),

@@ -508,6 +508,23 @@ mod tests {
         assert_eq!(b.stats.cached_writes.load(Relaxed), 1);
     }
 
+    #[tokio::test]
+    async fn an_exclusive_writer_without_a_feed_keeps_no_write_cache() {
+        // It confirms its writes with the store, so records leave out versions no instance of another local set
+        // fetched, and a cached write could rank below one of them (`WriteCache::is_sound`).
+        use std::sync::atomic::Ordering::Relaxed;
+        let cluster = MemoryCluster::new(2, Duration::ZERO);
+        let cfg = Config { writers: crate::Writers::Exclusive, feed: false, ..Config::new(0, 2) };
+        let a = Middleware::new(cluster.store(0), &cfg);
+        a.take_lease().await.unwrap();
+        let mut alice = Session::new();
+        for v in 0..3u8 {
+            a.write(&mut alice, b"x", vec![v]).await.unwrap();
+        }
+        assert_eq!(a.stats.cached_writes.load(Relaxed), 0, "every write read the store");
+        assert_eq!(a.read(&mut alice, b"x").await.unwrap(), Some(vec![2]));
+    }
+
     async fn eventually(what: &str, done: impl Fn() -> bool) {
         let deadline = Instant::now() + Duration::from_secs(10);
         while !done() {

@@ -705,6 +705,12 @@ impl WriteOp {
 /// store stays forgotten. A missing
 /// entry, a failed write, a session that moved from another instance, or a lease that may have passed to
 /// another instance in between: the write reads the store, as without the cache.
+///
+/// The argument needs one more thing: records leave out dependencies on stable versions ([`StabilizeOp`]), so a
+/// version can also enter a session's causal past *behind* a record that left it out, fetched by no instance of
+/// this local set. That is sound only where "stable" implies that every other local set's instance has fetched
+/// the version, which feeds guarantee (a version is stable once every follower resolved it) and a store's
+/// confirmation does not (it only says every store holds it). [`WriteCache::is_sound`] says when to keep one.
 #[derive(Debug)]
 pub struct WriteCache {
     keys: HashMap<Key, Cached>,
@@ -729,6 +735,17 @@ fn raise(clock: &mut Vec<u64>, other: &[u64]) {
 }
 
 impl WriteCache {
+    /// Whether an exclusive writer may answer writes from a cache: when versions become stable only through
+    /// feeds (`feeds`), or never (`confirms_stability` false: records leave nothing out). When an instance
+    /// confirms stability with the store (its own writes, or walks of folded dependencies) without feeds, a
+    /// session at local set A can read a record of another local set that left out a stable version V of key
+    /// `k`, which A's instance never fetched; a cached write of `k` would then rank below V and the session would
+    /// read V after its own write (read-your-writes broken: simulator seed 311). Writes read the store instead,
+    /// which holds V (stable means present in every local set).
+    pub fn is_sound(feeds: bool, confirms_stability: bool) -> bool {
+        feeds || !confirms_stability
+    }
+
     /// An empty cache of at most `capacity` keys (when full it forgets everything).
     pub fn new(capacity: usize) -> WriteCache {
         WriteCache { keys: HashMap::new(), capacity: capacity.max(1) }

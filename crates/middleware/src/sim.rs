@@ -514,7 +514,11 @@ fn step_client(
         Running::Write { mut op, step, id } => {
             let (ls, i) = (c.ls as usize, c.instance);
             let input = match step {
-                Step::Fetch(copies) if cfg.writers == Writers::Exclusive => {
+                // As the driver: the cache only where stability cannot outrun what its instance fetched.
+                Step::Fetch(copies)
+                    if cfg.writers == Writers::Exclusive
+                        && WriteCache::is_sound(cfg.feed, cfg.confirm_own || cfg.folded_cap.is_some()) =>
+                {
                     let key = &copies[0].key;
                     match world.caches[ls][i].copies_for_write(&protocol, key) {
                         Some(records) => {

@@ -232,14 +232,12 @@ fn reads_that_wait_for_their_follower_stay_causal() {
     }
 }
 
-/// Found 2026-11-29 with 1,500 seeds, present before feeds, **not fixed**: exclusive writers that confirm their own
-/// writes (no feed) lose read-your-writes. A record leaves out versions its writer knows stable, so a version can
-/// enter a session's causal past at another local set without that local set's instance ever fetching it, and the
-/// write cache, which ranks a cached write above what the instance has fetched, then ranks the session's next write
-/// of that key below it. With feeds a version is stable only once every other local set's instance has resolved
-/// (so fetched) it, which keeps the cache's invariant; `causet middleware` keeps feeds by default.
+/// Found 2026-11-29 with 1,500 seeds, present before feeds, fixed 2026-11-29 (`WriteCache::is_sound`): exclusive
+/// writers that confirm their own writes (no feed) lost read-your-writes. A record leaves out versions its writer
+/// knows stable, so a version entered a session's causal past at another local set without that local set's
+/// instance ever fetching it, and the write cache, which ranks a cached write above what the instance has fetched,
+/// then ranked the session's next write of that key below it. Without feeds such writers now keep no write cache.
 #[test]
-#[ignore = "known bug: exclusive writers confirming without a feed (docs/middleware.md, Limits)"]
 fn exclusive_writers_confirming_without_a_feed_keep_read_your_writes_seed_311() {
     let cfg = SimConfig { confirm_own: true, ..small_records(2, Writers::Exclusive) };
     run_checked(311, &cfg);
