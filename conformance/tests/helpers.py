@@ -1,7 +1,10 @@
 """Small helpers over the `antidotedb` client, written the way its README uses it (sessions through
 `min_snapshot=clt.last_commit`)."""
 
+import re
 import struct
+
+from conftest import http_get
 
 
 def write(client, ops):
@@ -58,3 +61,16 @@ def concurrent(pairs, clock):
     for c, tx in txs:
         assert tx.commit() is True, "a concurrent transaction failed to commit"
     return merge_clocks(*[c.last_commit for c, _ in txs])
+
+
+def metric(text, name):
+    """The value of an unlabelled sample `name` in Prometheus text, or None."""
+    m = re.search(rf"^{re.escape(name)}(?:\{{\}})? (\S+)$", text, re.M)
+    return float(m.group(1)) if m else None
+
+
+def metrics(admin_url):
+    """The node's /metrics page."""
+    status, text = http_get(f"{admin_url}/metrics")
+    assert status == 200
+    return text

@@ -1,7 +1,6 @@
 """The admin port (/status, /metrics, /health) and the server's lifecycle as an operator sees it."""
 
 import json
-import re
 import signal
 import urllib.request
 
@@ -11,19 +10,7 @@ from antidotedb.antidoteclient import InteractiveTransaction
 
 import wire
 from conftest import http_get
-from helpers import read1, write
-
-
-def metric(text, name):
-    """The value of an unlabelled sample `name` in Prometheus text, or None."""
-    m = re.search(rf"^{re.escape(name)}(?:\{{\}})? (\S+)$", text, re.M)
-    return float(m.group(1)) if m else None
-
-
-def metrics(admin_url):
-    status, text = http_get(f"{admin_url}/metrics")
-    assert status == 200
-    return text
+from helpers import metric, metrics, read1, write
 
 
 def test_status_is_json(server, client, key):

@@ -11,7 +11,7 @@ import pytest
 from antidotedb import AntidoteClient, AntidoteException, Counter, Flag, Key, Map, Register, Set
 
 import wire
-from helpers import read1
+from helpers import metric, metrics, read1
 
 
 @pytest.fixture
@@ -400,6 +400,11 @@ def test_a_dc_of_another_node_count_than_configured_is_refused_clearly(raw):
 
 def test_connection_over_the_limit_gets_an_error_and_is_closed(start_server):
     srv = start_server(extra_args=["--max-connections", "2"])
+    # The fixture's readiness probe held a slot until the server saw it close: start once none is open.
+    deadline = time.monotonic() + 5
+    while metric(metrics(srv.admin_url), "causet_connections") != 0:
+        assert time.monotonic() < deadline, "the readiness probe's connection was never released"
+        time.sleep(0.02)
     first, second = wire.RawConnection(srv.host, srv.port), wire.RawConnection(srv.host, srv.port)
     wire.assert_usable(first)
     wire.assert_usable(second)
