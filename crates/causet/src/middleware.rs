@@ -241,7 +241,7 @@ pub async fn start(args: &MiddlewareArgs) -> anyhow::Result<Running> {
             let report = move || format!("local set {ls}: Cassandra alone (no causal consistency)");
             serve(&mut running, ls, args.listen, store, report, &stopped).await?;
         } else {
-            let store = CassandraStore::connect(&options, ls, args.local_sets).await.map_err(anyhow::Error::msg)?;
+            let store = CassandraStore::connect(&options, ls).await.map_err(anyhow::Error::msg)?;
             serve_middleware(&mut running, ls, args.listen, store, args, &stopped).await?;
         }
     } else if let Some(addr) = args.store.strip_prefix("causet://") {

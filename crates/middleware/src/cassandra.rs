@@ -1,26 +1,22 @@
 //! The store adapter for Apache Cassandra (through the `scylla` driver, which speaks Cassandra 5's native
 //! protocol).
 //!
-//! One table holds every copy: `key_records (key) → (seq0, head0, meta0, seq1, head1, meta1, …)`, one partition
-//! of one row per key, with copy `(key, ls)` in the columns numbered `ls` (created for the number of local sets
-//! the schema is created with). Only local set `ls` writes columns `ls`, and Cassandra reconciles each cell on
-//! its own (last write wins per cell), so the copies stay independent records, as the paper's "one record per
-//! key per local set" requires, and one single-row read by name returns every copy of a key (what every read
-//! and write starts with) — the same work for Cassandra as a read of Cassandra alone's row. Cassandra answers it
-//! from the newest SSTables that hold the requested cells, reading in timestamp order and stopping when every
-//! column is found. Until 2026-11-30 every copy was a partition of its own (`records ((key, ls))`, read with
-//! `ls IN (…)`): two partition reads per key read, which cost Cassandra about twice the local reads of Cassandra
-//! alone per operation (`bench/RESULTS-letting-it-be.md`, run 8); before that (run 5), a key's copies were rows
-//! of one partition, whose reads merged every SSTable holding any row of it.
+//! One table holds every copy: `records ((key, ls)) → (seq, head, meta)`, one partition of one row per copy, and
+//! one read (`ls IN (…)`) returns every copy of a key (what every read and write starts with). Single-row
+//! partitions matter: Cassandra answers a read of a whole row by name from the newest SSTable that holds it
+//! (reading SSTables in timestamp order and stopping there), and a missing copy costs a Bloom filter lookup; a
+//! read of a multi-row partition (the key with one row per local set, as until 2026-11-29) must instead merge
+//! every SSTable holding any row of it, which for a hot key rewritten all the time is many
+//! (`bench/RESULTS-letting-it-be.md`, run 5).
 //!
-//! A record's two parts are columns of the row, written together (a row is updated atomically at each replica):
-//! a read selects the `head` columns (clock and value) and never reads the dependency information unless it must
-//! resolve, and a write selects the `meta` columns and never reads the values. (Tables of earlier versions,
-//! `copies` and `records`, are no longer read.)
+//! A record's two parts are columns of one row, written together (a row is updated atomically at each replica):
+//! a read selects `head` (clock and value) and never reads the dependency information unless it must resolve, and
+//! a write selects `meta` and never reads the values. (Until 2026-11-29 the table was `copies`, with the whole
+//! record in one column `data`; that table is no longer read.)
 //!
 //! The lightweight transactions run at `LOCAL_SERIAL`: Paxos among the local datacenter's replicas only, so under
 //! a network partition between DCs they succeed on both sides independently, and the design relies on exactly
-//! that: only local set `ls` ever writes copy `(key, ls)`, and a transaction's condition is on its own columns. Reads are `LOCAL_ONE` and go to this local set's
+//! that: only local set `ls` ever writes copy `(key, ls)`. Reads are `LOCAL_ONE` and go to this local set's
 //! datacenter only (no failover to another DC: a read served by a remote DC would make the local resolution
 //! meaningless).
 //!
@@ -62,29 +58,15 @@ pub struct CassandraOptions {
     /// The keyspace holding the middleware's table.
     pub keyspace: String,
     /// When set, create the keyspace (if missing) with `NetworkTopologyStrategy` and one replica in each of these
-    /// datacenters, and the tables (with columns for as many local sets as datacenters).
+    /// datacenters, and the table.
     pub create_in: Option<Vec<String>>,
-}
-
-/// The table of records, and its columns of copy `ls`.
-const RECORDS: &str = "key_records";
-
-fn seq_column(ls: usize) -> String {
-    format!("seq{ls}")
-}
-
-/// `head0, head1, …` (or `meta…`) for `local_sets` local sets.
-fn columns(part: &str, local_sets: usize) -> String {
-    (0..local_sets).map(|ls| format!("{part}{ls}")).collect::<Vec<_>>().join(", ")
 }
 
 /// A Cassandra cluster seen from one datacenter.
 pub struct CassandraStore {
     session: Session,
-    /// Per local set: one copy's head, meta, and (at `ALL`) sequence number.
-    get_head: Vec<PreparedStatement>,
-    get_meta: Vec<PreparedStatement>,
-    stabilize: Vec<PreparedStatement>,
+    get_head: PreparedStatement,
+    get_meta: PreparedStatement,
     heads: PreparedStatement,
     metas: PreparedStatement,
     insert: PreparedStatement,
@@ -95,6 +77,7 @@ pub struct CassandraStore {
     lease_renew: PreparedStatement,
     lease_holder: PreparedStatement,
     lease_release: PreparedStatement,
+    stabilize: PreparedStatement,
     feed_append: PreparedStatement,
     feed_read: PreparedStatement,
     feed_read_all: PreparedStatement,
@@ -104,7 +87,6 @@ pub struct CassandraStore {
     /// written; the next insert's timestamp is above it.
     write_floor: AtomicI64,
     local_set: LocalSet,
-    local_sets: usize,
 }
 
 /// How long a plain write may stay in flight: a third of the shortest lease term the driver accepts (3 s), so a
@@ -153,11 +135,8 @@ async fn connect(options: &CassandraOptions) -> Result<Session, StoreError> {
                 replication.join(", ")
             ),
             format!(
-                "CREATE TABLE IF NOT EXISTS {ks}.{RECORDS} (key blob PRIMARY KEY, {}) WITH read_repair = 'BLOCKING'",
-                (0..dcs.len())
-                    .map(|ls| format!("seq{ls} bigint, head{ls} blob, meta{ls} blob"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                "CREATE TABLE IF NOT EXISTS {ks}.records (key blob, ls smallint, seq bigint, head blob, meta blob, \
+                 PRIMARY KEY ((key, ls))) WITH read_repair = 'BLOCKING'"
             ),
             format!("CREATE TABLE IF NOT EXISTS {ks}.plain (key blob PRIMARY KEY, value blob)"),
             format!("CREATE TABLE IF NOT EXISTS {ks}.writers (ls smallint PRIMARY KEY, owner text)"),
@@ -184,39 +163,34 @@ async fn prepare(session: &Session, cql: String) -> Result<PreparedStatement, St
 }
 
 impl CassandraStore {
-    /// Connects for local set `local_set` of `local_sets`, creates the schema if asked, and prepares the statements.
-    pub async fn connect(
-        options: &CassandraOptions,
-        local_set: LocalSet,
-        local_sets: usize,
-    ) -> Result<CassandraStore, StoreError> {
+    /// Connects for local set `local_set`, creates the schema if asked, and prepares the statements.
+    pub async fn connect(options: &CassandraOptions, local_set: LocalSet) -> Result<CassandraStore, StoreError> {
         let session = connect(options).await?;
         let ks = &options.keyspace;
-        let n = local_sets;
-        let (mut get_head, mut get_meta, mut stabilize) = (Vec::new(), Vec::new(), Vec::new());
-        for ls in 0..n {
-            let (head, meta, stable) = copy_statements(&session, ks, ls).await?;
-            get_head.push(head);
-            get_meta.push(meta);
-            stabilize.push(stable);
-        }
-        let own = local_set as usize;
-        let (seq, head, meta) = (seq_column(own), format!("head{own}"), format!("meta{own}"));
-        let set = format!("SET {seq} = ?, {head} = ?, {meta} = ? WHERE key = ?");
-        let insert = prepare(&session, format!("UPDATE {ks}.{RECORDS} {set} IF {seq} = null")).await?;
-        let update = prepare(&session, format!("UPDATE {ks}.{RECORDS} {set} IF {seq} = ?")).await?;
-        // Reads select no write time (a selector Cassandra computes per cell); only a write's read needs it.
-        let heads =
-            prepare(&session, format!("SELECT {} FROM {ks}.{RECORDS} WHERE key = ?", columns("head", n))).await?;
-        let metas =
-            prepare(&session, format!("SELECT {} FROM {ks}.{RECORDS} WHERE key = ?", columns("meta", n))).await?;
-        let mut metas_to_write = prepare(
+        let get_head = prepare(&session, format!("SELECT head FROM {ks}.records WHERE key = ? AND ls = ?")).await?;
+        let get_meta = prepare(&session, format!("SELECT meta FROM {ks}.records WHERE key = ? AND ls = ?")).await?;
+        let insert = prepare(
             &session,
-            format!("SELECT {}, writetime({meta}) FROM {ks}.{RECORDS} WHERE key = ?", columns("meta", n)),
+            format!("INSERT INTO {ks}.records (key, ls, seq, head, meta) VALUES (?, ?, ?, ?, ?) IF NOT EXISTS"),
         )
         .await?;
+        let update = prepare(
+            &session,
+            format!("UPDATE {ks}.records SET seq = ?, head = ?, meta = ? WHERE key = ? AND ls = ? IF seq = ?"),
+        )
+        .await?;
+        // Reads select no write time (a selector Cassandra computes per cell); only a write's read needs it.
+        let heads = prepare(&session, format!("SELECT ls, head FROM {ks}.records WHERE key = ? AND ls IN ?")).await?;
+        let metas = prepare(&session, format!("SELECT ls, meta FROM {ks}.records WHERE key = ? AND ls IN ?")).await?;
+        let mut metas_to_write =
+            prepare(&session, format!("SELECT ls, meta, writetime(meta) FROM {ks}.records WHERE key = ? AND ls IN ?"))
+                .await?;
         metas_to_write.set_consistency(Consistency::LocalQuorum);
-        let mut put = prepare(&session, format!("UPDATE {ks}.{RECORDS} USING TIMESTAMP ? {set}")).await?;
+        let mut put = prepare(
+            &session,
+            format!("INSERT INTO {ks}.records (key, ls, seq, head, meta) VALUES (?, ?, ?, ?, ?) USING TIMESTAMP ?"),
+        )
+        .await?;
         put.set_consistency(Consistency::LocalQuorum);
         put.set_request_timeout(Some(PUT_TIMEOUT));
         let lease_take =
@@ -227,6 +201,9 @@ impl CassandraStore {
                 .await?;
         let mut lease_holder = prepare(&session, format!("SELECT owner FROM {ks}.writers WHERE ls = ?")).await?;
         lease_holder.set_consistency(Consistency::LocalQuorum);
+        let mut stabilize = prepare(&session, format!("SELECT seq FROM {ks}.records WHERE key = ? AND ls = ?")).await?;
+        stabilize.set_consistency(Consistency::All);
+        stabilize.set_request_timeout(Some(Duration::from_secs(5)));
         let lease_release = prepare(&session, format!("DELETE FROM {ks}.writers WHERE ls = ? IF owner = ?")).await?;
         let mut feed_append = prepare(
             &session,
@@ -275,72 +252,54 @@ impl CassandraStore {
             frontier_get,
             write_floor: AtomicI64::new(i64::MIN),
             local_set,
-            local_sets,
         })
     }
 
-    /// The row of `statement` (`heads`, `metas` or `metas_to_write`): one column per copy of `key`, in local-set
-    /// order, then whatever else the statement selects; `None` when no local set has written the key.
-    async fn copies_row(
+    /// The rows of `statement` (`heads`, `metas` or `metas_to_write`) for every copy of `key`.
+    async fn copy_rows(
         &self,
         statement: &PreparedStatement,
         key: &[u8],
         local_sets: usize,
-    ) -> Result<Option<Row>, StoreError> {
-        if local_sets != self.local_sets {
-            return Err(StoreError(format!(
-                "cassandra: asked for {local_sets} local sets' copies, but the statements were prepared for {}",
-                self.local_sets
-            )));
-        }
-        let result = self.session.execute_unpaged(statement, (key,)).await.map_err(err("read"))?;
-        let rows = result.into_rows_result().map_err(err("read"))?;
-        rows.maybe_first_row::<Row>().map_err(err("read"))
+    ) -> Result<scylla::response::query_result::QueryRowsResult, StoreError> {
+        let all: Vec<i16> = (0..local_sets as i16).collect();
+        let result = self.session.execute_unpaged(statement, (key, &all)).await.map_err(err("read"))?;
+        result.into_rows_result().map_err(err("read"))
     }
 
-    /// One part of every copy of `key` through `statement` (`heads` or `metas`).
+    /// One part of every copy of `key` through `statement` (`heads` or `metas`: `ls` and the part).
     async fn read_copies(
         &self,
         statement: &PreparedStatement,
         key: &[u8],
         local_sets: usize,
     ) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
-        let row = self.copies_row(statement, key, local_sets).await?;
-        Ok(row.map_or_else(|| vec![None; local_sets], |row| blobs(row.columns, local_sets)))
+        let rows = self.copy_rows(statement, key, local_sets).await?;
+        let mut copies = vec![None; local_sets];
+        for row in rows.rows::<(i16, Vec<u8>)>().map_err(err("read"))? {
+            let (ls, data) = row.map_err(err("read"))?;
+            place(&mut copies, ls, data);
+        }
+        Ok(copies)
     }
 
-    /// Every copy's meta of `key` for a write (`metas_to_write`: the metas and this local set's meta's write time),
-    /// with the write time of this local set's copy (`i64::MIN` if it has none).
+    /// Every copy's meta of `key` for a write (`metas_to_write`: `ls`, the meta and its write time), with the
+    /// write time of this local set's copy (`i64::MIN` if it has none).
     async fn read_copies_to_write(
         &self,
         key: &[u8],
         local_sets: usize,
     ) -> Result<(Vec<Option<Vec<u8>>>, i64), StoreError> {
-        let Some(mut row) = self.copies_row(&self.metas_to_write, key, local_sets).await? else {
-            return Ok((vec![None; local_sets], i64::MIN));
-        };
-        let own_written = match row.columns.pop().flatten() {
-            Some(CqlValue::BigInt(t)) => t,
-            _ => i64::MIN,
-        };
-        Ok((blobs(row.columns, local_sets), own_written))
-    }
-
-    /// The error for a copy of a local set beyond those the statements were prepared for.
-    fn beyond(&self, ls: LocalSet) -> StoreError {
-        StoreError(format!("cassandra: local set {ls} is beyond the {} this instance was set up for", self.local_sets))
-    }
-
-    /// Checks that `copy` is this local set's: the only copy it writes (its statements name its own columns).
-    fn own(&self, copy: &Copy) -> Result<(), StoreError> {
-        if copy.ls == self.local_set {
-            Ok(())
-        } else {
-            Err(StoreError(format!(
-                "cassandra: local set {} cannot write local set {}'s copy",
-                self.local_set, copy.ls
-            )))
+        let rows = self.copy_rows(&self.metas_to_write, key, local_sets).await?;
+        let (mut copies, mut own_written) = (vec![None; local_sets], i64::MIN);
+        for row in rows.rows::<(i16, Vec<u8>, i64)>().map_err(err("read"))? {
+            let (ls, data, written) = row.map_err(err("read"))?;
+            if ls == self.local_set as i16 {
+                own_written = written;
+            }
+            place(&mut copies, ls, data);
         }
+        Ok((copies, own_written))
     }
 
     /// Runs a statement on the underlying session (for tests and tools: truncation, inspection).
@@ -350,41 +309,11 @@ impl CassandraStore {
     }
 }
 
-/// The statements that read copy `ls` alone: its head, its meta, and its sequence number at `ALL`.
-async fn copy_statements(
-    session: &Session,
-    ks: &str,
-    ls: usize,
-) -> Result<(PreparedStatement, PreparedStatement, PreparedStatement), StoreError> {
-    let (seq, head, meta) = (seq_column(ls), format!("head{ls}"), format!("meta{ls}"));
-    // A table created for fewer local sets lacks columns: say how to add them.
-    let missing = |e: StoreError| {
-        StoreError(format!(
-            "{e} (does {ks}.{RECORDS} have columns for local set {ls}? A table created for fewer local sets needs \
-             `ALTER TABLE {ks}.{RECORDS} ADD ({seq} bigint, {head} blob, {meta} blob)`)"
-        ))
-    };
-    let mut stabilize =
-        prepare(session, format!("SELECT {seq} FROM {ks}.{RECORDS} WHERE key = ?")).await.map_err(missing)?;
-    stabilize.set_consistency(Consistency::All);
-    stabilize.set_request_timeout(Some(Duration::from_secs(5)));
-    let head = prepare(session, format!("SELECT {head} FROM {ks}.{RECORDS} WHERE key = ?")).await?;
-    let meta = prepare(session, format!("SELECT {meta} FROM {ks}.{RECORDS} WHERE key = ?")).await?;
-    Ok((head, meta, stabilize))
-}
-
-/// The first `local_sets` columns of a row as blobs (a null column, or one of another type, is a copy not written).
-fn blobs(columns: Vec<Option<CqlValue>>, local_sets: usize) -> Vec<Option<Vec<u8>>> {
-    let mut copies: Vec<Option<Vec<u8>>> = columns
-        .into_iter()
-        .take(local_sets)
-        .map(|c| match c {
-            Some(CqlValue::Blob(b)) => Some(b),
-            _ => None,
-        })
-        .collect();
-    copies.resize(local_sets, None);
-    copies
+/// Puts local set `ls`'s copy in its slot (a row of a local set beyond `copies` is ignored).
+fn place(copies: &mut [Option<Vec<u8>>], ls: i16, data: Vec<u8>) {
+    if let Some(slot) = usize::try_from(ls).ok().and_then(|ls| copies.get_mut(ls)) {
+        *slot = Some(data);
+    }
 }
 
 /// Whether a lightweight transaction applied: the first column of its result, `[applied]` (when it did not apply,
@@ -400,15 +329,14 @@ fn applied(result: scylla::response::query_result::QueryResult) -> Result<bool, 
 
 impl Store for CassandraStore {
     async fn get(&self, copy: &Copy, part: Part) -> Result<Option<Vec<u8>>, StoreError> {
-        let statements = match part {
+        let statement = match part {
             Part::Head => &self.get_head,
             Part::Meta => &self.get_meta,
         };
-        let statement = statements.get(copy.ls as usize).ok_or_else(|| self.beyond(copy.ls))?;
-        let result = self.session.execute_unpaged(statement, (&copy.key,)).await.map_err(err("read"))?;
+        let result = self.session.execute_unpaged(statement, (&copy.key, copy.ls as i16)).await.map_err(err("read"))?;
         let rows = result.into_rows_result().map_err(err("read"))?;
-        let row: Option<(Option<Vec<u8>>,)> = rows.maybe_first_row().map_err(err("read"))?;
-        Ok(row.and_then(|(data,)| data))
+        let row: Option<(Vec<u8>,)> = rows.maybe_first_row().map_err(err("read"))?;
+        Ok(row.map(|(data,)| data))
     }
 
     async fn get_copies(&self, key: &[u8], local_sets: usize, part: Part) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
@@ -420,12 +348,11 @@ impl Store for CassandraStore {
     }
 
     async fn cas(&self, copy: &Copy, expect: Option<u64>, seq: u64, record: Encoded) -> Result<bool, StoreError> {
-        self.own(copy)?;
         let Encoded { head, meta } = record;
-        let (key, seq) = (&copy.key, seq as i64);
+        let (key, ls, seq) = (&copy.key, copy.ls as i16, seq as i64);
         let result = match expect {
-            None => self.session.execute_unpaged(&self.insert, (seq, head, meta, key)).await,
-            Some(old) => self.session.execute_unpaged(&self.update, (seq, head, meta, key, old as i64)).await,
+            None => self.session.execute_unpaged(&self.insert, (key, ls, seq, head, meta)).await,
+            Some(old) => self.session.execute_unpaged(&self.update, (seq, head, meta, key, ls, old as i64)).await,
         }
         .map_err(err("compare-and-swap"))?;
         applied(result)
@@ -442,13 +369,12 @@ impl Store for CassandraStore {
     async fn stabilize(&self, copy: &Copy, seq: u64) -> Result<bool, StoreError> {
         // At `ALL`, with the table's blocking read repair, every replica holds what the read returns once it
         // answers. An unreachable datacenter fails the read: the version is not stable yet.
-        let statement = self.stabilize.get(copy.ls as usize).ok_or_else(|| self.beyond(copy.ls))?;
-        let Ok(result) = self.session.execute_unpaged(statement, (&copy.key,)).await else {
+        let Ok(result) = self.session.execute_unpaged(&self.stabilize, (&copy.key, copy.ls as i16)).await else {
             return Ok(false);
         };
         let rows = result.into_rows_result().map_err(err("stabilize"))?;
-        let row: Option<(Option<i64>,)> = rows.maybe_first_row().map_err(err("stabilize"))?;
-        Ok(row.and_then(|(s,)| s).is_some_and(|s| s as u64 >= seq))
+        let row: Option<(i64,)> = rows.maybe_first_row().map_err(err("stabilize"))?;
+        Ok(row.is_some_and(|(s,)| s as u64 >= seq))
     }
 
     const PULLS: bool = true;
@@ -465,8 +391,7 @@ impl Store for CassandraStore {
         let next = |floor: i64| floor.saturating_add(1).max(now as i64);
         let previous = self.write_floor.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |f| Some(next(f)));
         let at = next(previous.unwrap_or_else(|f| f));
-        self.own(copy)?;
-        let values = (at, seq as i64, record.head, record.meta, &copy.key);
+        let values = (&copy.key, copy.ls as i16, seq as i64, record.head, record.meta, at);
         self.session.execute_unpaged(&self.put, values).await.map_err(err("write"))?;
         Ok(())
     }
