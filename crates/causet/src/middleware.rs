@@ -159,6 +159,7 @@ fn summary<S: Store>(ls: LocalSet, m: &Middleware<S>) -> String {
     use std::sync::atomic::Ordering::Relaxed;
     let s = &m.stats;
     let (reads, rounds) = (s.reads.load(Relaxed), s.read_rounds.load(Relaxed));
+    let (unfed, unmarked, unconfirmed) = m.dropped();
     let (writes, bytes, values) =
         (s.writes.load(Relaxed), s.written_bytes.load(Relaxed), s.written_value_bytes.load(Relaxed));
     format!(
@@ -169,7 +170,8 @@ fn summary<S: Store>(ls: LocalSet, m: &Middleware<S>) -> String {
          batches), {} own writes confirmed with {} requests, {} walks stopped short; {} versions of other local sets' \
          feeds resolved ahead of reads, {} attempts found one missing; reads expanded {} versions with feed entries' \
          own requirements and {} with their records'; {} reads waited for the follower, {:.1} ms on average, {} \
-         of them in vain)",
+         of them in vain; dropped from full queues: {unfed} versions kept out of the feed, {unmarked} not kept for \
+         marking, {unconfirmed} own writes not queued for confirmation)",
         if reads > 0 { rounds as f64 / reads as f64 } else { 0.0 },
         s.unresolved.load(Relaxed),
         s.pulled.load(Relaxed),

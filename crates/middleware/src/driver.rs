@@ -906,6 +906,17 @@ impl<S: Store> Middleware<S> {
         }
     }
 
+    /// Versions this instance dropped from bounded queues since it started: kept out of its feed (the store refused
+    /// batches for long), in its feed but not kept for marking (a follower stayed behind for long), and own writes
+    /// not queued for confirmation (the store could not confirm for long).
+    pub fn dropped(&self) -> (u64, u64, u64) {
+        let (unfed, unmarked) = self.feed.as_ref().map_or((0, 0), |f| {
+            let f = f.lock().expect("feed lock");
+            (f.unfed, f.unmarked)
+        });
+        (unfed, unmarked, self.own_writes.lock().expect("own writes").dropped)
+    }
+
     /// Queues a version the store has just acknowledged for the feed ([`Middleware::keep_feeding`]), or else for
     /// its confirmation ([`Middleware::keep_confirming`]).
     fn own_stored(&self, copy: &Copy, record: &Record) {

@@ -117,8 +117,12 @@ pub struct FeedWriter {
     capacity: usize,
     /// Followers' frontiers in this epoch: the range each has resolved.
     frontiers: HashMap<LocalSet, (u64, u64)>,
-    /// Versions not kept for marking because `unstable` was full (still in the feed, never marked by it).
-    pub dropped: u64,
+    /// Versions kept out of the feed because `unbatched` was full (the store refused batches for long): followers
+    /// never resolve them ahead of reads, and a read of one that waits for its follower waits in vain.
+    pub unfed: u64,
+    /// Versions in the feed but not kept for marking because `unstable` was full (another local set's follower
+    /// stayed behind for long): never marked stable by the feed, so records go on depending on them.
+    pub unmarked: u64,
 }
 
 impl FeedWriter {
@@ -134,7 +138,8 @@ impl FeedWriter {
             next_position: 0,
             capacity: capacity.max(1),
             frontiers: HashMap::new(),
-            dropped: 0,
+            unfed: 0,
+            unmarked: 0,
         }
     }
 
@@ -152,7 +157,7 @@ impl FeedWriter {
     pub fn stored(&mut self, entry: Entry) {
         if self.unbatched.len() >= self.capacity {
             // The store is not taking batches: the version stays out of the feed (followers resolve it on demand).
-            self.dropped += 1;
+            self.unfed += 1;
             return;
         }
         self.unbatched.push(entry);
@@ -169,7 +174,7 @@ impl FeedWriter {
         for e in &versions {
             if self.unstable.len() >= self.capacity {
                 self.unstable.pop_front();
-                self.dropped += 1;
+                self.unmarked += 1;
             }
             self.unstable.push_back((self.next_position, e.version.clone()));
             self.next_position += 1;
@@ -390,6 +395,22 @@ mod tests {
         assert!(w.frontier(1, at(0, 5), &mut stable).is_empty());
         assert_eq!(w.frontier(2, at(4, 5), &mut stable), vec![v("a", 5)]);
         assert!(w.is_empty());
+    }
+
+    #[test]
+    fn a_full_writer_counts_what_it_keeps_out_of_the_feed_and_what_it_will_not_mark() {
+        let mut w = FeedWriter::new(0, 2, 7, 2);
+        for s in 1..=3 {
+            w.stored(Entry { version: v("a", s), requires: Vec::new() });
+        }
+        assert_eq!((w.unfed, w.unmarked), (1, 0), "the store took no batch: the third version stays out");
+        assert_eq!(w.next_batch(8).expect("waiting").1.versions.len(), 2);
+        w.stored(Entry { version: v("a", 4), requires: Vec::new() });
+        w.next_batch(8).expect("waiting");
+        assert_eq!((w.unfed, w.unmarked), (1, 1), "no follower resolved anything: the oldest is not kept for marking");
+        let mut stable = Marks::new(10);
+        let marked = w.frontier(1, Frontier { epoch: 7, start: 0, position: 3, batch: 2 }, &mut stable);
+        assert_eq!(marked, vec![v("a", 2), v("a", 4)], "version 1 was not kept");
     }
 
     #[test]
