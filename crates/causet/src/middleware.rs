@@ -94,6 +94,10 @@ pub struct MiddlewareArgs {
     /// previous holder's lease to lapse, up to one term).
     #[arg(long, default_value_t = 12000)]
     pub lease_ms: u64,
+    /// Every this many seconds, print a line per local set: the reads, failed reads, writes and waits for the
+    /// follower of the interval, and how far each follower is behind its writer's feed (0: only the report at exit).
+    #[arg(long, default_value_t = 0)]
+    pub report_every_s: u64,
 }
 
 /// `--writers`.
@@ -277,8 +281,78 @@ async fn serve_middleware<S: Store + 'static>(
             eprintln!("local set {ls}: giving the writer lease up failed ({e}); it lapses on its own");
         }
     }));
+    if args.report_every_s > 0 {
+        let (m, mut stop, every) = (m.clone(), stopped.clone(), Duration::from_secs(args.report_every_s));
+        running.tasks.push(tokio::spawn(async move {
+            let started = tokio::time::Instant::now();
+            let mut tick = tokio::time::interval_at(started + every, every);
+            let mut last = Counts::of(&m.stats);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = stop.wait_for(|s| *s) => return,
+                }
+                let now = Counts::of(&m.stats);
+                println!("{}", progress_line(ls, started.elapsed(), &last, &now, &m.following()));
+                last = now;
+            }
+        }));
+    }
     let counters = m.clone();
     serve(running, ls, addr, m, move || summary(ls, &counters), stopped).await
+}
+
+/// The counters a progress line compares between two instants.
+#[derive(Clone, Copy, Debug, Default)]
+struct Counts {
+    reads: u64,
+    failed: u64,
+    writes: u64,
+    waits: u64,
+    wait_ms: u64,
+}
+
+impl Counts {
+    fn of(s: &causet_middleware::Stats) -> Counts {
+        use std::sync::atomic::Ordering::Relaxed;
+        Counts {
+            reads: s.reads.load(Relaxed),
+            failed: s.failed_reads.load(Relaxed),
+            writes: s.writes.load(Relaxed),
+            waits: s.follower_waits.load(Relaxed),
+            wait_ms: s.follower_wait_ms.load(Relaxed),
+        }
+    }
+}
+
+/// One `--report-every-s` line: what local set `ls` did between `last` and `now`, and where its followers stand.
+fn progress_line(
+    ls: LocalSet,
+    at: Duration,
+    last: &Counts,
+    now: &Counts,
+    following: &[(LocalSet, Option<(u64, u64)>)],
+) -> String {
+    let waits = now.waits - last.waits;
+    let mut line = format!(
+        "local set {ls} at {:.0} s: {} reads ({} failed), {} writes; {waits} reads waited for the follower",
+        at.as_secs_f64(),
+        now.reads - last.reads,
+        now.failed - last.failed,
+        now.writes - last.writes,
+    );
+    if waits > 0 {
+        line += &format!(", {:.0} ms on average", (now.wait_ms - last.wait_ms) as f64 / waits as f64);
+    }
+    for (writer, progress) in following {
+        line += &match progress {
+            Some((resolved, end)) => {
+                format!("; following local set {writer}: {} versions behind ({resolved} of {end})", end - resolved)
+            }
+            None => format!("; following local set {writer}: its feed not announced yet"),
+        };
+    }
+    line
 }
 
 /// Serves local set `ls` with `backend` on `addr`; `report` says what it did.
@@ -312,4 +386,22 @@ pub async fn run(args: MiddlewareArgs, stop: impl std::future::Future<Output = (
     }
     running.stop().await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_progress_line_gives_the_interval_and_the_followers_lag() {
+        let last = Counts { reads: 100, failed: 1, writes: 50, waits: 2, wait_ms: 100 };
+        let now = Counts { reads: 1100, failed: 3, writes: 550, waits: 6, wait_ms: 900 };
+        let line = progress_line(1, Duration::from_secs(10), &last, &now, &[(0, Some((40, 1040))), (2, None)]);
+        assert_eq!(
+            line,
+            "local set 1 at 10 s: 1000 reads (2 failed), 500 writes; 4 reads waited for the follower, 200 ms on \
+             average; following local set 0: 1000 versions behind (40 of 1040); following local set 2: its feed not \
+             announced yet"
+        );
+    }
 }

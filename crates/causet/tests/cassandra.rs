@@ -94,6 +94,7 @@ fn proxy_args(cassandra: &Cassandra, ls: u16, plain: bool, writers: WritersArg) 
         walk_budget: 64,
         pull_after_ms: 100,
         no_pull: false,
+        report_every_s: 0,
     }
 }
 

@@ -33,6 +33,19 @@ fn args(wan_delay_ms: u64, resolve_wait_ms: u64) -> MiddlewareArgs {
         walk_budget: 64,
         pull_after_ms: 100,
         no_pull: false,
+        report_every_s: 0,
+    }
+}
+
+/// A port P of 127.0.0.1 such that P and P + 1 were both free a moment ago.
+fn free_pair() -> std::net::SocketAddr {
+    loop {
+        let first = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = first.local_addr().unwrap();
+        let Some(next) = addr.port().checked_add(1) else { continue };
+        if std::net::TcpListener::bind(("127.0.0.1", next)).is_ok() {
+            return addr;
+        }
     }
 }
 
@@ -54,16 +67,19 @@ async fn put(c: &mut Client, key: &str, value: &str) -> Result<(), ClientError> 
 
 #[tokio::test]
 async fn single_key_operations_replicate_between_local_sets() {
-    // Port 0 for every local set: the memory store binds local set N to the port + N, so ask for one free port.
-    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    // The memory store binds local set N to the --listen port + N: find two free ports in a row, and try again on
+    // another pair if another test takes one between the probe and the bind.
     let mut a = args(20, 2000);
-    a.listen = free;
-    let running = match start(&a).await {
-        Ok(r) => r,
-        Err(_) => {
-            // The port after the free one was taken meanwhile; one retry on another pair.
-            a.listen = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-            start(&a).await.unwrap()
+    let mut attempts = 0;
+    let running = loop {
+        a.listen = free_pair();
+        match start(&a).await {
+            Ok(r) => break r,
+            Err(e) if attempts < 20 => {
+                attempts += 1;
+                eprintln!("starting on {} failed ({e:#}); another pair", a.listen);
+            }
+            Err(e) => panic!("no free pair of ports in 20 attempts: {e:#}"),
         }
     };
     let addrs: Vec<_> = running.listening.iter().map(|(_, a)| *a).collect();

@@ -906,6 +906,13 @@ impl<S: Store> Middleware<S> {
         }
     }
 
+    /// For each other local set's feed this instance follows: the position of its first unresolved version and the
+    /// feed's end as its writer last announced it (`None` before the follower knows the writer's epoch).
+    pub fn following(&self) -> Vec<(LocalSet, Option<(u64, u64)>)> {
+        let readers = self.following.iter().map(|f| f.lock().expect("feed reader"));
+        readers.map(|f| (f.writer, f.progress())).collect()
+    }
+
     /// Versions this instance dropped from bounded queues since it started: kept out of its feed (the store refused
     /// batches for long), in its feed but not kept for marking (a follower stayed behind for long), and own writes
     /// not queued for confirmation (the store could not confirm for long).
@@ -1030,6 +1037,7 @@ impl<S: Store> Middleware<S> {
             if asked.is_none_or(|t| t.elapsed() >= every) {
                 if let Ok(Some(announcement)) = self.store.frontier_get(writer, writer).await {
                     feed_end = Some((announcement.epoch, announcement.batch));
+                    reader.lock().expect("feed reader").saw_end(announcement);
                     if !reader.lock().expect("feed reader").follows(announcement.epoch) {
                         // Where this local set was on that epoch, if it followed it before (a restart).
                         if let Ok(own) = self.store.frontier_get(ls, writer).await {

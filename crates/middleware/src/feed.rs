@@ -237,6 +237,8 @@ pub struct FeedReader {
     capacity: usize,
     /// How many versions the next attempt resolves at once (halved after a failure, doubled after a success).
     span: usize,
+    /// Where the writer last said its feed ends in the followed epoch (versions handed out).
+    end: u64,
 }
 
 /// The most versions one attempt resolves at once.
@@ -256,6 +258,7 @@ impl FeedReader {
             boundaries: VecDeque::new(),
             capacity: capacity.max(1),
             span: RESOLVE_SPAN,
+            end: 0,
         }
     }
 
@@ -282,8 +285,25 @@ impl FeedReader {
             start,
             next_batch,
             resolved,
+            end: writer.position,
             ..FeedReader::new(self.local_set, self.writer, self.capacity)
         };
+    }
+
+    /// Takes the writer's announcement again: where its feed ends now (an announcement of another epoch is
+    /// ignored; [`FeedReader::announced`] starts it).
+    pub fn saw_end(&mut self, writer: Frontier) {
+        if self.follows(writer.epoch) {
+            self.end = self.end.max(writer.position);
+        }
+    }
+
+    /// How far this follower is: the position of its first unresolved version, and the end of the feed as far as
+    /// it knows (the writer's last announcement, or what it has read, whichever is further); `None` before it
+    /// knows an epoch.
+    pub fn progress(&self) -> Option<(u64, u64)> {
+        self.epoch?;
+        Some((self.resolved, self.end.max(self.resolved + self.queue.len() as u64)))
     }
 
     /// The epoch followed and the next batch to read, if the follower knows the epoch and has room.
@@ -395,6 +415,25 @@ mod tests {
         assert!(w.frontier(1, at(0, 5), &mut stable).is_empty());
         assert_eq!(w.frontier(2, at(4, 5), &mut stable), vec![v("a", 5)]);
         assert!(w.is_empty());
+    }
+
+    #[test]
+    fn a_follower_knows_how_far_behind_the_announced_end_it_is() {
+        let mut r = FeedReader::new(1, 0, 100);
+        assert_eq!(r.progress(), None, "no epoch yet");
+        let writer = |epoch, position, batch| Frontier { epoch, start: 0, position, batch };
+        r.announced(writer(7, 3, 2), None);
+        assert_eq!(r.progress(), Some((0, 3)));
+        let batch = |s: &[u64]| Batch {
+            versions: s.iter().map(|&s| Entry { version: v("a", s), requires: Vec::new() }).collect(),
+        };
+        assert!(!r.batches(7, vec![(0, batch(&[1, 2])), (1, batch(&[3])), (2, batch(&[4]))]));
+        assert_eq!(r.progress(), Some((0, 4)), "read further than announced");
+        r.next().expect("waiting");
+        r.checked(2, true);
+        r.saw_end(writer(7, 10, 5));
+        r.saw_end(writer(6, 50, 9));
+        assert_eq!(r.progress(), Some((2, 10)), "two resolved of ten announced; another epoch's end is ignored");
     }
 
     #[test]
