@@ -219,21 +219,38 @@ pub async fn start(args: &MiddlewareArgs) -> anyhow::Result<Running> {
     if args.writers == WritersArg::Shared && args.store.starts_with("causet://") {
         bail!("--writers shared needs compare-and-swap, which Causet in eventual mode does not offer: use --writers exclusive");
     }
-    let (stop, stopped) = watch::channel(false);
-    let mut running = Running { listening: Vec::new(), stop, tasks: Vec::new(), report: Vec::new() };
     if args.plain && !args.store.starts_with("cassandra://") {
         bail!("--plain serves Cassandra alone (a cassandra:// store); over other stores, drive them directly");
     }
     if args.store != "memory" && args.local_set as usize >= args.local_sets {
         bail!("--local-set {} is not below --local-sets {}", args.local_set, args.local_sets);
     }
+    let (stop, stopped) = watch::channel(false);
+    let mut running = Running { listening: Vec::new(), stop, tasks: Vec::new(), report: Vec::new() };
+    match serve_all(&mut running, args, &stopped).await {
+        Ok(()) => Ok(running),
+        Err(e) => {
+            // What started before the failure stops before the error is returned: its listeners are closed and
+            // its writer leases given up, so a retry can use the same ports (and take the leases) at once.
+            running.stop().await;
+            Err(e)
+        }
+    }
+}
+
+/// Starts the proxies `args` asks for into `running`.
+async fn serve_all(
+    running: &mut Running,
+    args: &MiddlewareArgs,
+    stopped: &watch::Receiver<bool>,
+) -> anyhow::Result<()> {
     let ls = args.local_set;
     if args.store == "memory" {
         let cluster = MemoryCluster::new(args.local_sets, Duration::from_millis(args.wan_delay_ms));
         for ls in 0..args.local_sets as LocalSet {
             let mut addr = args.listen;
             addr.set_port(args.listen.port().checked_add(ls).context("--listen port + local set is over 65535")?);
-            serve_middleware(&mut running, ls, addr, cluster.store(ls), args, &stopped).await?;
+            serve_middleware(running, ls, addr, cluster.store(ls), args, stopped).await?;
         }
     } else if let Some(nodes) = args.store.strip_prefix("cassandra://") {
         let options = CassandraOptions {
@@ -245,18 +262,18 @@ pub async fn start(args: &MiddlewareArgs) -> anyhow::Result<Running> {
         if args.plain {
             let store = Arc::new(PlainCassandra::connect(&options).await.map_err(anyhow::Error::msg)?);
             let report = move || format!("local set {ls}: Cassandra alone (no causal consistency)");
-            serve(&mut running, ls, args.listen, store, report, &stopped).await?;
+            serve(running, ls, args.listen, store, report, stopped).await?;
         } else {
             let store = CassandraStore::connect(&options, ls).await.map_err(anyhow::Error::msg)?;
-            serve_middleware(&mut running, ls, args.listen, store, args, &stopped).await?;
+            serve_middleware(running, ls, args.listen, store, args, stopped).await?;
         }
     } else if let Some(addr) = args.store.strip_prefix("causet://") {
         let store = CausetStore::connect(addr, 16).await.map_err(anyhow::Error::msg)?;
-        serve_middleware(&mut running, ls, args.listen, store, args, &stopped).await?;
+        serve_middleware(running, ls, args.listen, store, args, stopped).await?;
     } else {
         bail!("unknown --store {:?}: use cassandra://HOST:PORT, causet://HOST:PORT or memory", args.store);
     }
-    Ok(running)
+    Ok(())
 }
 
 /// Serves local set `ls` with a middleware instance over `store`.

@@ -49,6 +49,21 @@ fn free_pair() -> std::net::SocketAddr {
     }
 }
 
+#[tokio::test]
+async fn a_failed_start_stops_what_it_had_started() {
+    // Local set 1's port is taken: the start fails after local set 0's proxy is listening.
+    let free = free_pair();
+    let blocker = std::net::TcpListener::bind(("127.0.0.1", free.port() + 1)).unwrap();
+    let mut a = args(0, 100);
+    a.listen = free;
+    let err = start(&a).await.err().expect("local set 1's port is taken");
+    assert!(format!("{err:#}").contains("listening on"), "{err:#}");
+    drop(blocker);
+    // Local set 0's proxy was stopped before the error was returned: the same ports serve at once.
+    let running = start(&a).await.expect("the same ports are free again");
+    running.stop().await;
+}
+
 fn reg(key: &str) -> ObjectId {
     ObjectId::new(key, "b", CrdtType::RegisterLww)
 }
