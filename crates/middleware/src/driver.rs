@@ -1037,8 +1037,12 @@ impl<S: Store> Middleware<S> {
             if asked.is_none_or(|t| t.elapsed() >= every) {
                 if let Ok(Some(announcement)) = self.store.frontier_get(writer, writer).await {
                     feed_end = Some((announcement.epoch, announcement.batch));
-                    reader.lock().expect("feed reader").saw_end(announcement);
-                    if !reader.lock().expect("feed reader").follows(announcement.epoch) {
+                    let follows = {
+                        let mut reader = reader.lock().expect("feed reader");
+                        reader.saw_end(announcement);
+                        reader.follows(announcement.epoch)
+                    };
+                    if !follows {
                         // Where this local set was on that epoch, if it followed it before (a restart).
                         if let Ok(own) = self.store.frontier_get(ls, writer).await {
                             reader.lock().expect("feed reader").announced(announcement, own);

@@ -389,6 +389,16 @@ mod tests {
         Vertex { key: key.as_bytes().to_vec(), ls: 0, seq }
     }
 
+    /// The writer's announcement: its epoch and where its feed ends.
+    fn writer(epoch: u64, position: u64, batch: u64) -> Frontier {
+        Frontier { epoch, start: 0, position, batch }
+    }
+
+    /// A batch of versions of key `a`.
+    fn batch(seqs: &[u64]) -> Batch {
+        Batch { versions: seqs.iter().map(|&s| Entry { version: v("a", s), requires: Vec::new() }).collect() }
+    }
+
     #[test]
     fn a_writer_marks_stable_what_every_follower_resolved_in_its_epoch() {
         let mut w = FeedWriter::new(0, 3, 7, 100);
@@ -421,12 +431,8 @@ mod tests {
     fn a_follower_knows_how_far_behind_the_announced_end_it_is() {
         let mut r = FeedReader::new(1, 0, 100);
         assert_eq!(r.progress(), None, "no epoch yet");
-        let writer = |epoch, position, batch| Frontier { epoch, start: 0, position, batch };
         r.announced(writer(7, 3, 2), None);
         assert_eq!(r.progress(), Some((0, 3)));
-        let batch = |s: &[u64]| Batch {
-            versions: s.iter().map(|&s| Entry { version: v("a", s), requires: Vec::new() }).collect(),
-        };
         assert!(!r.batches(7, vec![(0, batch(&[1, 2])), (1, batch(&[3])), (2, batch(&[4]))]));
         assert_eq!(r.progress(), Some((0, 4)), "read further than announced");
         r.next().expect("waiting");
@@ -456,12 +462,8 @@ mod tests {
     fn a_follower_keeps_batches_in_order_and_starts_over_in_a_new_epoch() {
         let mut r = FeedReader::new(1, 0, 100);
         assert_eq!(r.wants(), None, "no epoch announced yet");
-        let writer = |epoch, position, batch| Frontier { epoch, start: 0, position, batch };
         r.announced(writer(7, 0, 0), None);
         assert_eq!(r.wants(), Some((7, 0)));
-        let batch = |s: &[u64]| Batch {
-            versions: s.iter().map(|&s| Entry { version: v("a", s), requires: Vec::new() }).collect(),
-        };
         assert!(r.batches(7, vec![(1, batch(&[3]))]), "batch 0 missing: a gap");
         assert_eq!(r.waiting(), 0);
         assert!(!r.batches(7, vec![(0, batch(&[1, 2])), (1, batch(&[3])), (3, batch(&[5]))]));
