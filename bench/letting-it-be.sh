@@ -11,12 +11,15 @@
 #   causet          Causet's own Transactional Causal+ Consistency (Cure)
 #
 # Each repetition runs every target in turn (a fresh keyspace or a fresh cluster each time); the summary gives
-# medians over repetitions and, per repetition, ratios to Cassandra alone. Before the first repetition, Cassandra
+# medians over repetitions and, per repetition, ratios to Cassandra alone. Each point (update ratio) is measured
+# once the proxies say they have settled (`/settled` on their --admin address: every write resolved in the other
+# DC, every follower at its feed's end), so a measured window does not start with the backlog of the preload or of
+# the point before; --no-settle measures at once, as before 2026-11-30. Before the first repetition, Cassandra
 # alone runs once unrecorded for --jvm-warmup-s (default 30), so that the JVMs' warm-up does not favour later
 # targets over earlier ones.
 #
 #   bench/letting-it-be.sh [--repeat 3] [--duration-s 20] [--warmup-s 5] [--jvm-warmup-s 30] [--out DIR]
-#                          [--targets a,b,...] [--lib-flags "--retain 4 ..."]
+#                          [--targets a,b,...] [--lib-flags "--retain 4 ..."] [--no-settle]
 #
 # --lib-flags passes extra `causet middleware` options to the middleware targets (lib-*).
 #
@@ -30,6 +33,7 @@ WARMUP=5
 OUT="bench-results/letting-it-be-$(date +%s)"
 JVM_WARMUP=30
 LIB_FLAGS=""
+SETTLE=1
 TARGETS="cassandra,lib-cassandra,lib-cassandra-shared,lib-causet,causet"
 RATIOS="0.50,0.05"
 while [[ $# -gt 0 ]]; do
@@ -42,6 +46,7 @@ while [[ $# -gt 0 ]]; do
     --out) OUT="$2"; shift 2 ;;
     --targets) TARGETS="$2"; shift 2 ;;
     --update-ratio) RATIOS="$2"; shift 2 ;;
+    --no-settle) SETTLE=0; shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -53,6 +58,8 @@ OUT="$(cd "$OUT" && pwd)"
 CQL_PORT=29042
 PROXY0=127.0.0.1:28087
 PROXY1=127.0.0.1:28088
+ADMIN0=127.0.0.1:28187
+ADMIN1=127.0.0.1:28188
 CAUSET_BASE=30087            # node i listens on base+3i: DC 0 on 30087, DC 1 on 30090
 CASS_DIR="$OUT/cassandra"
 PROXY_PIDS=()
@@ -77,24 +84,28 @@ trap cleanup EXIT
 # Starts one proxy per DC: $1 run name, $2 store of DC 0, $3 store of DC 1, then extra flags for both.
 start_proxies() {
   local name="$1" s0="$2" s1="$3"; shift 3
-  "$BIN" middleware --store "$s0" --local-set 0 --listen "$PROXY0" "$@" >"$OUT/$name.proxy0.log" 2>&1 &
+  "$BIN" middleware --store "$s0" --local-set 0 --listen "$PROXY0" --admin "$ADMIN0" "$@" >"$OUT/$name.proxy0.log" 2>&1 &
   PROXY_PIDS+=($!)
   # The first proxy creates the schema; give it a moment before the second connects.
   for _ in $(seq 1 100); do grep -q serving "$OUT/$name.proxy0.log" && break; sleep 0.2; done
   grep -q serving "$OUT/$name.proxy0.log" || { cat "$OUT/$name.proxy0.log" >&2; exit 1; }
   local extra=()
   for a in "$@"; do [[ "$a" != --create-schema ]] && extra+=("$a"); done
-  "$BIN" middleware --store "$s1" --local-set 1 --listen "$PROXY1" "${extra[@]}" >"$OUT/$name.proxy1.log" 2>&1 &
+  "$BIN" middleware --store "$s1" --local-set 1 --listen "$PROXY1" --admin "$ADMIN1" "${extra[@]}" \
+    >"$OUT/$name.proxy1.log" 2>&1 &
   PROXY_PIDS+=($!)
   for _ in $(seq 1 100); do grep -q serving "$OUT/$name.proxy1.log" && break; sleep 0.2; done
   grep -q serving "$OUT/$name.proxy1.log" || { cat "$OUT/$name.proxy1.log" >&2; exit 1; }
 }
 
+SETTLE_ARGS=()
+[[ "$SETTLE" == 1 ]] && SETTLE_ARGS=(--admin "$ADMIN0,$ADMIN1")
+
 bench() {
   local name="$1"; shift
   log "$name: causet bench"
   "$BIN" bench -w letting-it-be --update-ratio "$RATIOS" --duration-s "$DURATION" --warmup-s "$WARMUP" \
-    --out "$OUT/$name" "$@" 2>&1 | grep -v '\[measuring\]\|\[warm-up\]' | tail -6 >&2
+    --out "$OUT/$name" "$@" 2>&1 | grep -v '\[measuring\]\|\[warm-up\]\|waiting' | tail -10 >&2
 }
 
 causet_cluster() {
@@ -131,14 +142,14 @@ for rep in $(seq 1 "$REPEAT"); do
         esac
         start_proxies "$name" "cassandra://127.0.0.1:$CQL_PORT" "cassandra://127.0.0.2:$CQL_PORT" \
           --keyspace "lib_r${rep}_${target//-/_}" --create-schema "${mode[@]}"
-        bench "$name" --addr "$PROXY0,$PROXY1"
+        bench "$name" --addr "$PROXY0,$PROXY1" "${SETTLE_ARGS[@]}"
         stop_proxies "$name"
         ;;
       lib-causet)
         causet_cluster "$OUT/causet-$name" eventual
         # shellcheck disable=SC2086
         start_proxies "$name" "causet://127.0.0.1:$CAUSET_BASE" "causet://127.0.0.1:$((CAUSET_BASE + 3))" $LIB_FLAGS
-        bench "$name" --addr "$PROXY0,$PROXY1"
+        bench "$name" --addr "$PROXY0,$PROXY1" "${SETTLE_ARGS[@]}"
         stop_proxies "$name"
         "$BIN" cluster stop --dir "$OUT/causet-$name" >/dev/null
         ;;

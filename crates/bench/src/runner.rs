@@ -564,6 +564,58 @@ fn last_preloaded(keys: u64, batch: u64, connections: u64) -> Vec<u64> {
         .collect()
 }
 
+/// How long [`settle`] waits for a target before measuring anyway.
+const SETTLE_LIMIT: Duration = Duration::from_secs(300);
+
+/// How long every admin address must have answered `/settled` with 200 in a row.
+const SETTLED_FOR: Duration = Duration::from_secs(1);
+
+/// Waits, before a point is measured, until the target has absorbed what came before it (the preload, or the
+/// point before): every admin address that serves `/settled` (the causal middleware's proxies with `--admin`;
+/// Causet's nodes answer 404, and they and addresses that do not answer are not waited for) answers 200 for [`SETTLED_FOR`] in a row. A target that
+/// has not settled after [`SETTLE_LIMIT`] is measured anyway, with a warning. Returns how long it waited.
+pub async fn settle(target: &Target, label: &str) -> Duration {
+    let started = Instant::now();
+    let mut asked: Vec<std::net::SocketAddr> = target.dcs.iter().flat_map(|d| d.admins.iter().copied()).collect();
+    let (mut settled_since, mut said) = (None::<Instant>, started);
+    loop {
+        let mut pending = Vec::new();
+        for &admin in &asked {
+            match visibility::http_get_status(admin, "/settled").await {
+                Ok((200, _)) => {}
+                Ok((503, body)) => pending.push((admin, Some(body))),
+                // No such endpoint (or no answer): nothing to wait for there.
+                Ok(_) | Err(_) => pending.push((admin, None)),
+            }
+        }
+        asked.retain(|a| !pending.iter().any(|(p, body)| p == a && body.is_none()));
+        let waiting: Vec<(std::net::SocketAddr, String)> =
+            pending.into_iter().filter_map(|(a, body)| body.map(|b| (a, b))).collect();
+        if waiting.is_empty() {
+            let since = *settled_since.get_or_insert_with(Instant::now);
+            if since.elapsed() >= SETTLED_FOR || asked.is_empty() {
+                return started.elapsed();
+            }
+        } else {
+            settled_since = None;
+            if said.elapsed() >= Duration::from_secs(5) {
+                said = Instant::now();
+                let (admin, body) = &waiting[0];
+                let body: String = body.chars().take(300).collect();
+                eprintln!(
+                    "{label}: waiting {:.0} s for the target to settle ({admin}/settled: {body})",
+                    started.elapsed().as_secs_f64()
+                );
+            }
+            if started.elapsed() >= SETTLE_LIMIT {
+                eprintln!("{label}: the target did not settle within {SETTLE_LIMIT:?}; measuring anyway");
+                return started.elapsed();
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Writes every key in `0..keys` once, at the target's first DC, in static updates of `preload_batch` keys on 8
 /// connections at a time (a new connection, so a new session, for every transaction)
 /// (not measured), so the run's reads find values; then waits until every DC's snapshot includes all of it, so
@@ -640,6 +692,51 @@ pub async fn preload(workload: &Workload, keys: u64, target: &Target) -> anyhow:
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::target::DcTarget;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// An admin address answering `/settled` with the given status codes in turn (the last one for ever); counts
+    /// the requests.
+    async fn fake_admin(codes: Vec<u16>) -> (std::net::SocketAddr, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let asked = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = asked.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut s, _)) = listener.accept().await else { return };
+                let n = counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let code = codes[n.min(codes.len() - 1)];
+                let mut buf = [0u8; 1024];
+                let _ = s.read(&mut buf).await;
+                let reply = format!("HTTP/1.0 {code} X\r\nContent-Length: 8\r\n\r\nbehind 3");
+                let _ = s.write_all(reply.as_bytes()).await;
+            }
+        });
+        (addr, asked)
+    }
+
+    fn target(admins: Vec<std::net::SocketAddr>) -> Target {
+        let dcs = admins
+            .into_iter()
+            .enumerate()
+            .map(|(i, a)| DcTarget { dc: i as u16, clients: Vec::new(), admins: vec![a] })
+            .collect();
+        Target { dcs, partitions: 1 }
+    }
+
+    #[tokio::test]
+    async fn a_point_waits_until_every_admin_address_has_settled_for_a_while() {
+        let (settling, asked) = fake_admin(vec![503, 503, 503, 200]).await;
+        let (causet_node, _) = fake_admin(vec![404]).await;
+        let waited = settle(&target(vec![settling, causet_node]), "test").await;
+        assert!(asked.load(std::sync::atomic::Ordering::SeqCst) >= 4 + 10, "asked until settled, then for a while");
+        assert!(waited >= SETTLED_FOR, "{waited:?}");
+        // A target without `/settled` anywhere is not waited for.
+        let (only_404, asked) = fake_admin(vec![404]).await;
+        assert!(settle(&target(vec![only_404]), "test").await < SETTLED_FOR);
+        assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
 
     #[test]
     fn the_last_preloaded_key_of_each_connection() {

@@ -229,13 +229,20 @@ pub fn parse_counter_by(text: &str, name: &str, by: &str) -> BTreeMap<String, u6
 
 /// One HTTP/1.0 GET; the body.
 pub async fn http_get(addr: SocketAddr, path: &str) -> anyhow::Result<String> {
+    Ok(http_get_status(addr, path).await?.1)
+}
+
+/// One HTTP/1.0 GET; the status code and the body.
+pub async fn http_get_status(addr: SocketAddr, path: &str) -> anyhow::Result<(u16, String)> {
     let fetch = async {
         let mut s = tokio::net::TcpStream::connect(addr).await?;
         s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes()).await?;
         let mut out = Vec::new();
         s.read_to_end(&mut out).await?;
         let text = String::from_utf8_lossy(&out).into_owned();
-        anyhow::Ok(text.split_once("\r\n\r\n").map(|(_, body)| body.to_string()).unwrap_or_default())
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        let code = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+        anyhow::Ok((code, body.to_string()))
     };
     tokio::time::timeout(Duration::from_secs(5), fetch).await?
 }

@@ -24,7 +24,9 @@ pub struct BenchArgs {
     /// DC: `a+b`).
     #[arg(long, value_delimiter = ',', conflicts_with_all = ["cluster_dir", "compare"])]
     pub addr: Vec<String>,
-    /// With --addr: each DC's admin address, comma-separated, for the server-side visibility metric.
+    /// With --addr: each DC's admin address, comma-separated, for the server-side metrics (visibility, time inside
+    /// the servers); before each point the run also waits until every one that serves `/settled` (the causal
+    /// middleware's proxies, `causet middleware --admin`) says the target has absorbed what came before.
     #[arg(long, value_delimiter = ',', requires = "addr")]
     pub admin: Vec<SocketAddr>,
     /// Drive an existing cluster started by `causet cluster start --dir DIR`.
@@ -315,6 +317,10 @@ fn run_all(
                     if w.file.run.preload && point.keys > preloaded {
                         eprintln!("{label}: writing {} keys first", point.keys);
                         causet_bench::runner::preload(w, point.keys, target).await?;
+                    }
+                    let waited = causet_bench::runner::settle(target, &label).await;
+                    if waited >= std::time::Duration::from_secs(2) {
+                        eprintln!("{label}: the target settled in {:.1} s", waited.as_secs_f64());
                     }
                     causet_bench::run_point(w, *point, target, protocol, &label).await
                 } => r,

@@ -14,6 +14,9 @@ use causet_middleware::{Config, LocalSet, Middleware, Store, Writers};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+pub mod admin;
+use admin::InstanceStatus;
+
 /// Options of `causet middleware`.
 #[derive(clap::Args, Clone, Debug)]
 pub struct MiddlewareArgs {
@@ -98,6 +101,24 @@ pub struct MiddlewareArgs {
     /// follower of the interval, and how far each follower is behind its writer's feed (0: only the report at exit).
     #[arg(long, default_value_t = 0)]
     pub report_every_s: u64,
+    /// Serve HTTP on this address: `/metrics` (Prometheus), `/status` (JSON), `/settled` (200 once every
+    /// instance's own writes are resolved everywhere and its followers are at their feeds' ends, else 503) and
+    /// `/health`. Off by default.
+    #[arg(long)]
+    pub admin: Option<SocketAddr>,
+}
+
+impl MiddlewareArgs {
+    /// The options for `store` with every other option at its default, as `causet middleware --store STORE`
+    /// gives them.
+    pub fn defaults(store: &str) -> MiddlewareArgs {
+        #[derive(clap::Parser)]
+        struct Command {
+            #[command(flatten)]
+            args: MiddlewareArgs,
+        }
+        <Command as clap::Parser>::parse_from(["causet middleware", "--store", store]).args
+    }
 }
 
 /// `--writers`.
@@ -113,15 +134,23 @@ pub enum WritersArg {
 pub struct Running {
     /// Each proxy's local set and address.
     pub listening: Vec<(LocalSet, SocketAddr)>,
+    /// Where `--admin` serves, if asked.
+    pub admin: Option<SocketAddr>,
     stop: watch::Sender<bool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     report: Vec<Box<dyn Fn() -> String + Send + Sync>>,
+    status: Vec<Arc<dyn Fn() -> InstanceStatus + Send + Sync>>,
 }
 
 impl Running {
     /// One line per local set: what its instance did.
     pub fn report(&self) -> Vec<String> {
         self.report.iter().map(|r| r()).collect()
+    }
+
+    /// What each instance's `/status` says now.
+    pub fn status(&self) -> Vec<InstanceStatus> {
+        self.status.iter().map(|s| s()).collect()
     }
 
     /// Stops the proxies.
@@ -226,7 +255,8 @@ pub async fn start(args: &MiddlewareArgs) -> anyhow::Result<Running> {
         bail!("--local-set {} is not below --local-sets {}", args.local_set, args.local_sets);
     }
     let (stop, stopped) = watch::channel(false);
-    let mut running = Running { listening: Vec::new(), stop, tasks: Vec::new(), report: Vec::new() };
+    let mut running =
+        Running { listening: Vec::new(), admin: None, stop, tasks: Vec::new(), report: Vec::new(), status: Vec::new() };
     match serve_all(&mut running, args, &stopped).await {
         Ok(()) => Ok(running),
         Err(e) => {
@@ -262,7 +292,8 @@ async fn serve_all(
         if args.plain {
             let store = Arc::new(PlainCassandra::connect(&options).await.map_err(anyhow::Error::msg)?);
             let report = move || format!("local set {ls}: Cassandra alone (no causal consistency)");
-            serve(running, ls, args.listen, store, report, stopped).await?;
+            let status = move |listen| InstanceStatus::plain(ls, listen);
+            serve(running, ls, args.listen, store, report, status, stopped).await?;
         } else {
             let store = CassandraStore::connect(&options, ls).await.map_err(anyhow::Error::msg)?;
             serve_middleware(running, ls, args.listen, store, args, stopped).await?;
@@ -272,6 +303,12 @@ async fn serve_all(
         serve_middleware(running, ls, args.listen, store, args, stopped).await?;
     } else {
         bail!("unknown --store {:?}: use cassandra://HOST:PORT, causet://HOST:PORT or memory", args.store);
+    }
+    if let Some(addr) = args.admin {
+        let listener = TcpListener::bind(addr).await.with_context(|| format!("--admin: listening on {addr}"))?;
+        running.admin = Some(listener.local_addr()?);
+        let instances: admin::Instances = Arc::new(running.status.clone());
+        running.tasks.push(tokio::spawn(admin::serve(listener, instances, stopped.clone())));
     }
     Ok(())
 }
@@ -315,8 +352,9 @@ async fn serve_middleware<S: Store + 'static>(
             }
         }));
     }
-    let counters = m.clone();
-    serve(running, ls, addr, m, move || summary(ls, &counters), stopped).await
+    let (counters, observed) = (m.clone(), m.clone());
+    let status = move |listen| InstanceStatus::of(ls, listen, &observed);
+    serve(running, ls, addr, m, move || summary(ls, &counters), status, stopped).await
 }
 
 /// The counters a progress line compares between two instants.
@@ -379,12 +417,15 @@ async fn serve<B: Backend>(
     addr: SocketAddr,
     backend: Arc<B>,
     report: impl Fn() -> String + Send + Sync + 'static,
+    status: impl Fn(SocketAddr) -> InstanceStatus + Send + Sync + 'static,
     stopped: &watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
     let listener = TcpListener::bind(addr).await.with_context(|| format!("listening on {addr}"))?;
-    running.listening.push((ls, listener.local_addr()?));
+    let local = listener.local_addr()?;
+    running.listening.push((ls, local));
     running.tasks.push(tokio::spawn(proxy::serve(listener, backend, stopped.clone())));
     running.report.push(Box::new(report));
+    running.status.push(Arc::new(move || status(local)));
     Ok(())
 }
 
@@ -397,6 +438,9 @@ pub async fn run(args: MiddlewareArgs, stop: impl std::future::Future<Output = (
             args.store
         );
     }
+    if let Some(addr) = running.admin {
+        println!("admin HTTP (/metrics, /status, /settled) on {addr}");
+    }
     stop.await;
     for line in running.report() {
         println!("{line}");
@@ -408,6 +452,13 @@ pub async fn run(args: MiddlewareArgs, stop: impl std::future::Future<Output = (
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_defaults_are_the_commands() {
+        let a = MiddlewareArgs::defaults("memory");
+        assert_eq!((a.store.as_str(), a.local_sets, a.walk_budget, a.admin), ("memory", 2, 64, None));
+        assert_eq!(a.listen, "127.0.0.1:8087".parse().unwrap());
+    }
 
     #[test]
     fn a_progress_line_gives_the_interval_and_the_followers_lag() {

@@ -73,28 +73,16 @@ fn count_before(report: &str, what: &str) -> u64 {
 
 fn proxy_args(cassandra: &Cassandra, ls: u16, plain: bool, writers: WritersArg) -> MiddlewareArgs {
     MiddlewareArgs {
-        store: format!("cassandra://{}", cassandra.node(ls as u8 + 1)),
         local_set: ls,
-        local_sets: 2,
         listen: "127.0.0.1:0".parse().unwrap(),
-        datacenter: None,
         // A keyspace per way of writing, so that one phase of the test does not read the other's values.
         keyspace: format!("causet_test_{writers:?}").to_lowercase(),
         create_schema: ls == 0,
-        levels: 1,
-        retain: 8,
         resolve_wait_ms: 5000,
         plain,
-        wan_delay_ms: 0,
         writers,
         lease_ms: 3000,
-        folded_cap: 16,
-        confirm_after_ms: 200,
-        no_feed: false,
-        walk_budget: 64,
-        pull_after_ms: 100,
-        no_pull: false,
-        report_every_s: 0,
+        ..MiddlewareArgs::defaults(&format!("cassandra://{}", cassandra.node(ls as u8 + 1)))
     }
 }
 

@@ -125,21 +125,52 @@ fn every_nodes_metrics_pass_promtool_check_metrics() {
         assert_eq!(sent.len(), 1, "{text}");
         let count: f64 = sent[0].rsplit(' ').next().and_then(|v| v.parse().ok()).expect("a value");
         assert!(count > 0.0, "DC {} node {} sent nothing to its own DC: {}", n.dc, n.node, sent[0]);
-        let mut check = Command::new(&promtool)
-            .args(["check", "metrics"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("promtool runs");
-        check.stdin.take().expect("stdin").write_all(text.as_bytes()).expect("writes the exposition");
-        let out = check.wait_with_output().expect("promtool finishes");
-        let report = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-        assert!(
-            out.status.success() && report.trim().is_empty(),
-            "DC {} node {}: promtool says:\n{report}",
-            n.dc,
-            n.node
-        );
+        let report = check_metrics(&promtool, &text);
+        assert!(report.is_empty(), "DC {} node {}: promtool says:\n{report}", n.dc, n.node);
     }
+}
+
+/// What `promtool check metrics` says of `text` (empty when it passes).
+fn check_metrics(promtool: &std::path::Path, text: &str) -> String {
+    let mut check = Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool runs");
+    check.stdin.take().expect("stdin").write_all(text.as_bytes()).expect("writes the exposition");
+    let out = check.wait_with_output().expect("promtool finishes");
+    let report = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    if out.status.success() {
+        report.trim().to_string()
+    } else {
+        format!("(failed) {report}")
+    }
+}
+
+#[test]
+fn the_causal_middlewares_metrics_pass_promtool_check_metrics() {
+    let Some(promtool) = promtool() else { return };
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a runtime");
+    let text = rt.block_on(async {
+        // The in-process store, one local set, so that one free port is enough.
+        let args = causet::middleware::MiddlewareArgs {
+            local_sets: 1,
+            listen: "127.0.0.1:0".parse().unwrap(),
+            admin: Some("127.0.0.1:0".parse().unwrap()),
+            ..causet::middleware::MiddlewareArgs::defaults("memory")
+        };
+        let running = causet::middleware::start(&args).await.expect("the middleware starts");
+        let mut c = Client::connect(running.listening[0].1).await.expect("connects");
+        let reg = causet_core::ObjectId::new("k", "b", causet_crdt::CrdtType::RegisterLww);
+        c.static_update(None, [(reg, causet_crdt::Op::Assign(b"v".to_vec()))]).await.expect("writes");
+        let admin = running.admin.expect("--admin serves");
+        let text = tokio::task::spawn_blocking(move || cluster::http_get(admin, "/metrics")).await.unwrap();
+        running.stop().await;
+        text.expect("/metrics answers")
+    });
+    assert!(text.contains("causet_middleware_writes_total{local_set=\"0\"} 1"), "{text}");
+    let report = check_metrics(std::path::Path::new(&promtool), &text);
+    assert!(report.is_empty(), "promtool says:\n{report}\n{text}");
 }

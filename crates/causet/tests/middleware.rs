@@ -5,7 +5,6 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use causet::middleware::WritersArg;
 use causet::middleware::{start, MiddlewareArgs};
 use causet_client::{Client, ClientError};
 use causet_core::ObjectId;
@@ -13,27 +12,10 @@ use causet_crdt::{CrdtType, Op, Value};
 
 fn args(wan_delay_ms: u64, resolve_wait_ms: u64) -> MiddlewareArgs {
     MiddlewareArgs {
-        store: "memory".into(),
-        local_set: 0,
-        local_sets: 2,
         listen: "127.0.0.1:0".parse().unwrap(),
-        datacenter: None,
-        keyspace: "unused".into(),
-        create_schema: false,
-        levels: 1,
-        retain: 8,
         resolve_wait_ms,
-        plain: false,
         wan_delay_ms,
-        writers: WritersArg::Exclusive,
-        lease_ms: 12_000,
-        folded_cap: 16,
-        confirm_after_ms: 200,
-        no_feed: false,
-        walk_budget: 64,
-        pull_after_ms: 100,
-        no_pull: false,
-        report_every_s: 0,
+        ..MiddlewareArgs::defaults("memory")
     }
 }
 
@@ -80,23 +62,27 @@ async fn put(c: &mut Client, key: &str, value: &str) -> Result<(), ClientError> 
     c.static_update(None, [(reg(key), Op::Assign(value.as_bytes().to_vec()))]).await.map(|_| ())
 }
 
-#[tokio::test]
-async fn single_key_operations_replicate_between_local_sets() {
-    // The memory store binds local set N to the --listen port + N: find two free ports in a row, and try again on
-    // another pair if another test takes one between the probe and the bind.
-    let mut a = args(20, 2000);
+/// Starts a memory-store middleware of two local sets. The memory store binds local set N to the --listen port +
+/// N: find two free ports in a row, and try again on another pair if another test takes one between the probe and
+/// the bind.
+async fn start_two(mut a: MiddlewareArgs) -> causet::middleware::Running {
     let mut attempts = 0;
-    let running = loop {
+    loop {
         a.listen = free_pair();
         match start(&a).await {
-            Ok(r) => break r,
+            Ok(r) => return r,
             Err(e) if attempts < 20 => {
                 attempts += 1;
                 eprintln!("starting on {} failed ({e:#}); another pair", a.listen);
             }
             Err(e) => panic!("no free pair of ports in 20 attempts: {e:#}"),
         }
-    };
+    }
+}
+
+#[tokio::test]
+async fn single_key_operations_replicate_between_local_sets() {
+    let running = start_two(args(20, 2000)).await;
     let addrs: Vec<_> = running.listening.iter().map(|(_, a)| *a).collect();
     let mut here = Client::connect(addrs[0]).await.unwrap();
     let mut there = Client::connect(addrs[1]).await.unwrap();
@@ -114,6 +100,65 @@ async fn single_key_operations_replicate_between_local_sets() {
     assert_eq!(tx.read_one(&reg("k")).await.unwrap(), Value::Register(b"v2".to_vec()));
     tx.commit().await.unwrap();
     assert_eq!(get(&mut there, "k").await.unwrap(), b"v2");
+    running.stop().await;
+}
+
+/// `GET path` on the admin address: the status code and the body.
+async fn admin_get(addr: std::net::SocketAddr, path: &'static str) -> (u16, String) {
+    let (code, body) = tokio::task::spawn_blocking(move || {
+        causet::cluster::http_request(addr, "GET", path, None, &[], Duration::from_secs(5))
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    (code, String::from_utf8(body).unwrap())
+}
+
+#[tokio::test]
+async fn the_admin_endpoints_say_when_every_write_is_resolved_everywhere() {
+    // 400 ms between the local sets: a write cannot be resolved at the other one for that long.
+    let running = start_two(MiddlewareArgs { admin: Some("127.0.0.1:0".parse().unwrap()), ..args(400, 5000) }).await;
+    let admin = running.admin.expect("--admin serves");
+    assert_eq!(admin_get(admin, "/health").await, (200, "ok\n".to_string()));
+    // Both feeds are announced and empty before anything is written.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while admin_get(admin, "/settled").await.0 != 200 {
+        assert!(Instant::now() < deadline, "never settled with nothing written: {:?}", running.status());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut here = Client::connect(running.listening[0].1).await.unwrap();
+    for i in 0..20 {
+        put(&mut here, &format!("k{i}"), "v").await.unwrap();
+    }
+    // Acknowledged here, not yet resolved at local set 1: local set 0 waits on it.
+    let (code, body) = admin_get(admin, "/settled").await;
+    assert_eq!(code, 503, "{body}");
+    let status: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(status[0]["local_set"], 0);
+    assert!(status[0]["unsettled"].as_u64().unwrap() > 0, "{body}");
+    assert_eq!(status[0]["counters"]["writes"], 20);
+    // Settles once local set 1's follower has resolved all 20 and local set 0 has heard so.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (code, body) = admin_get(admin, "/settled").await;
+        if code == 200 {
+            let status: serde_json::Value = serde_json::from_str(&body).unwrap();
+            assert_eq!(status[1]["following"][0]["writer"], 0);
+            assert_eq!(status[1]["following"][0]["behind"], 0, "{body}");
+            assert!(status[1]["following"][0]["resolved"].as_u64().unwrap() >= 20, "{body}");
+            assert_eq!(status[0]["unsettled"], 0, "{body}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "never settled after 20 writes: {body}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (code, metrics) = admin_get(admin, "/metrics").await;
+    assert_eq!(code, 200);
+    assert!(metrics.contains("causet_middleware_writes_total{local_set=\"0\"} 20"), "{metrics}");
+    assert!(
+        metrics.contains("causet_middleware_follower_behind_versions{local_set=\"1\",writer=\"0\"} 0"),
+        "{metrics}"
+    );
     running.stop().await;
 }
 

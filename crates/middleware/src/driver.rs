@@ -913,6 +913,12 @@ impl<S: Store> Middleware<S> {
         readers.map(|f| (f.writer, f.progress())).collect()
     }
 
+    /// This instance's own writes not yet known resolved in every other local set (acknowledged and waiting to
+    /// enter its feed, or in it and not yet past every follower's published frontier); `None` without a feed.
+    pub fn unsettled(&self) -> Option<usize> {
+        self.feed.as_ref().map(|f| f.lock().expect("feed lock").len())
+    }
+
     /// Versions this instance dropped from bounded queues since it started: kept out of its feed (the store refused
     /// batches for long), in its feed but not kept for marking (a follower stayed behind for long), and own writes
     /// not queued for confirmation (the store could not confirm for long).

@@ -72,16 +72,7 @@ async fn metrics(State(state): State<Arc<NodeState>>, headers: axum::http::Heade
     m.log_records.set(stats.logs.values().map(|l| l.records).sum());
     m.log_bytes.set(stats.logs.values().map(|l| l.bytes).sum());
     raise(&m.fsyncs, stats.fsyncs);
-    // Prometheus asks for OpenMetrics first in its Accept header; a plain request gets the classic text format.
-    let openmetrics = headers
-        .get(header::ACCEPT)
-        .and_then(|a| a.to_str().ok())
-        .is_some_and(|a| a.contains("application/openmetrics-text"));
-    let content_type = if openmetrics {
-        "application/openmetrics-text; version=1.0.0; charset=utf-8"
-    } else {
-        "text/plain; version=0.0.4; charset=utf-8"
-    };
+    let (openmetrics, content_type) = crate::metrics::content_type(&headers);
     ([(header::CONTENT_TYPE, content_type)], m.encode(openmetrics))
 }
 

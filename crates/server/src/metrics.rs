@@ -550,15 +550,35 @@ impl Metrics {
     /// The exposition: OpenMetrics text (`openmetrics`), or else Prometheus' text format 0.0.4, which scrapers and
     /// `promtool` take when they do not ask for OpenMetrics.
     pub fn encode(&self, openmetrics: bool) -> String {
-        let mut out = String::new();
-        // Writing to a String cannot fail.
-        prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("encoding to a String");
-        if openmetrics {
-            out
-        } else {
-            prometheus_text(&out)
-        }
+        encode(&self.registry, openmetrics)
     }
+}
+
+/// `registry` as a scrape's body: OpenMetrics text, or Prometheus' text format 0.0.4 (see [`content_type`]).
+pub fn encode(registry: &Registry, openmetrics: bool) -> String {
+    let mut out = String::new();
+    // Writing to a String cannot fail.
+    prometheus_client::encoding::text::encode(&mut out, registry).expect("encoding to a String");
+    if openmetrics {
+        out
+    } else {
+        prometheus_text(&out)
+    }
+}
+
+/// Whether a scrape asked for OpenMetrics (Prometheus asks for it first in its Accept header; a plain request gets
+/// the classic text format), and the content type of the answer.
+pub fn content_type(headers: &axum::http::HeaderMap) -> (bool, &'static str) {
+    let openmetrics = headers
+        .get(axum::http::header::ACCEPT)
+        .and_then(|a| a.to_str().ok())
+        .is_some_and(|a| a.contains("application/openmetrics-text"));
+    let content_type = if openmetrics {
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    } else {
+        "text/plain; version=0.0.4; charset=utf-8"
+    };
+    (openmetrics, content_type)
 }
 
 /// The node's replicas' Raft rounds and Writes, timed in the core ([`causet_core::replica::Durations`]) and
