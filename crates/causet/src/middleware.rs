@@ -101,6 +101,14 @@ pub struct MiddlewareArgs {
     /// follower of the interval, and how far each follower is behind its writer's feed (0: only the report at exit).
     #[arg(long, default_value_t = 0)]
     pub report_every_s: u64,
+    /// Exclusive writers with feeds and --levels 1: how long a read's answer may be served again from the
+    /// instance's read cache, without reading the store, while no newer version of the key is known resolved here
+    /// (the follower resolves the other local sets' writes as they come); 0: no read cache.
+    #[arg(long, default_value_t = 1000)]
+    pub read_cache_ms: u64,
+    /// The read cache's size bound, in MiB.
+    #[arg(long, default_value_t = 64)]
+    pub read_cache_mb: usize,
     /// Serve HTTP on this address: `/metrics` (Prometheus), `/status` (JSON), `/settled` (200 once every
     /// instance's own writes are resolved everywhere and its followers are at their feeds' ends, else 503) and
     /// `/health`. Off by default.
@@ -177,6 +185,8 @@ fn config(args: &MiddlewareArgs, ls: LocalSet) -> Config {
         confirm_after: Duration::from_millis(args.confirm_after_ms),
         feed: !args.no_feed,
         walk_budget: args.walk_budget,
+        read_cache_ttl: Duration::from_millis(args.read_cache_ms),
+        read_cache_bytes: args.read_cache_mb << 20,
         ..Config::new(ls, args.local_sets)
     }
 }
@@ -192,11 +202,12 @@ fn summary<S: Store>(ls: LocalSet, m: &Middleware<S>) -> String {
     use std::sync::atomic::Ordering::Relaxed;
     let s = &m.stats;
     let (reads, rounds) = (s.reads.load(Relaxed), s.read_rounds.load(Relaxed));
+    let (hits, fallbacks) = (s.read_cache_hits.load(Relaxed), s.read_cache_fallbacks.load(Relaxed));
     let (unfed, unmarked, unconfirmed) = m.dropped();
     let (writes, bytes, values) =
         (s.writes.load(Relaxed), s.written_bytes.load(Relaxed), s.written_value_bytes.load(Relaxed));
     format!(
-        "local set {ls}: {reads} reads ({:.2} store rounds each, {} waited for a dependency, {} pulled one \
+        "local set {ls}: {reads} reads ({} from the read cache at once and {} instead of waiting, {:.2} store rounds each, {} waited for a dependency, {} pulled one \
          ({} pulls failed), {} failed), {writes} \
          writes ({} compare-and-swap conflicts, {} from the write cache, {:.0} metadata bytes per write, largest \
          folded set {}; {} versions made stable, {} of them resolved everywhere from the feed ({} versions in {} \
@@ -205,7 +216,9 @@ fn summary<S: Store>(ls: LocalSet, m: &Middleware<S>) -> String {
          own requirements and {} with their records'; {} reads waited for the follower, {:.1} ms on average, {} \
          of them in vain; dropped from full queues: {unfed} versions kept out of the feed, {unmarked} not kept for \
          marking, {unconfirmed} own writes not queued for confirmation)",
-        if reads > 0 { rounds as f64 / reads as f64 } else { 0.0 },
+        hits,
+        fallbacks,
+        if reads > hits + fallbacks { rounds as f64 / (reads - hits - fallbacks) as f64 } else { 0.0 },
         s.unresolved.load(Relaxed),
         s.pulled.load(Relaxed),
         s.pulls_failed.load(Relaxed),

@@ -15,8 +15,8 @@ use futures_util::StreamExt;
 use crate::feed::Frontier;
 use crate::feed::{Batch, FeedReader, FeedWriter};
 use crate::op::{
-    Check, Input, Marks, OwnWrites, Protocol, ReadOp, ReadOutcome, Resolution, Session, StabilizeInput, StabilizeOp,
-    StabilizeStep, Step, WriteCache, WriteOp,
+    Check, Input, Marks, OwnWrites, Protocol, ReadCache, ReadOp, ReadOutcome, Resolution, Session, StabilizeInput,
+    StabilizeOp, StabilizeStep, Step, WriteCache, WriteOp,
 };
 pub use crate::record::Part;
 use crate::record::{Copy, DecodeError, Encoded, LocalSet, Meta, Record, RecordPart, Vertex};
@@ -307,6 +307,11 @@ pub struct Config {
     /// walking that version's graph and waits (within `resolve_wait`) for this instance's follower, which resolves
     /// the feed's versions in order at about one record each. 0: wait at once; `usize::MAX`: never wait.
     pub walk_budget: usize,
+    /// Exclusive writers with feeds and `k = 1`: how long a read's answer may be served again from the instance's
+    /// read cache ([`ReadCache`]) while nothing newer of its key is known resolved here; zero: no read cache.
+    pub read_cache_ttl: Duration,
+    /// The read cache's size bound (keys, values and bookkeeping), in bytes.
+    pub read_cache_bytes: usize,
 }
 
 impl Config {
@@ -328,6 +333,8 @@ impl Config {
             confirm_after: Duration::from_millis(200),
             feed: true,
             walk_budget: 64,
+            read_cache_ttl: Duration::from_secs(1),
+            read_cache_bytes: 64 << 20,
         }
     }
 }
@@ -391,6 +398,11 @@ pub struct Stats {
     pub follower_waits_failed: AtomicU64,
     /// Milliseconds reads spent waiting for the follower, summed.
     pub follower_wait_ms: AtomicU64,
+    /// Reads answered from the read cache, without reading the store (counted in `reads` too).
+    pub read_cache_hits: AtomicU64,
+    /// Reads answered from the read cache after the store's newest version turned out not to be resolved yet
+    /// (counted in `reads` too): they did not wait for it.
+    pub read_cache_fallbacks: AtomicU64,
 }
 
 /// Versions waiting to be made stable, at most [`STABILIZE_QUEUE`].
@@ -505,6 +517,9 @@ pub struct Middleware<S> {
     lease: Option<WriterLease>,
     /// Exclusive writers only.
     cache: Option<Mutex<WriteCache>>,
+    /// Exclusive writers with feeds and `k = 1`, unless switched off; locked after `marks` when both are.
+    read_cache: Option<Mutex<ReadCache>>,
+    read_cache_ttl_ms: u64,
     id: u64,
     /// What the instance has done.
     pub stats: Stats,
@@ -555,6 +570,10 @@ impl<S: Store> Middleware<S> {
             }),
             cache: (config.writers == Writers::Exclusive && WriteCache::is_sound(feeds, S::CONFIRMS_STABILITY))
                 .then(|| Mutex::new(WriteCache::new(config.mark_capacity.min(WRITE_CACHE_KEYS)))),
+            read_cache: (ReadCache::is_sound(config.writers == Writers::Exclusive, feeds, config.levels.max(1))
+                && !config.read_cache_ttl.is_zero())
+            .then(|| Mutex::new(ReadCache::new(config.read_cache_bytes))),
+            read_cache_ttl_ms: config.read_cache_ttl.as_millis() as u64,
             id: INSTANCES.fetch_add(1, Ordering::Relaxed),
             stats: Stats::default(),
         }
@@ -691,7 +710,17 @@ impl<S: Store> Middleware<S> {
     /// Reads `key` for `session`: the causally latest version whose dependencies are all present locally, or
     /// `None` if the key was never written. Waits up to `resolve_wait` for missing dependencies.
     pub async fn read(&self, session: &mut Session, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
-        session.bind(self.id);
+        // A session that moved from another instance may have seen versions this instance never marked.
+        let bound = session.bind(self.id);
+        if let Some(value) = self.answer_from_read_cache(session, key, bound, Some(self.read_cache_ttl_ms)) {
+            self.stats.read_cache_hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(Some(value));
+        }
+        let began = self.read_cache.as_ref().map(|cache| {
+            // Marks first, then the read cache, as everywhere (the other order deadlocked, 2026-11-30).
+            let marks = self.marks.lock().expect("marks lock");
+            cache.lock().expect("read cache").begin(&marks)
+        });
         let started = Instant::now();
         let mut pause = Duration::from_millis(1);
         // Missing versions this read has pulled already (each once: a failed pull is not repeated, the read waits).
@@ -704,6 +733,12 @@ impl<S: Store> Middleware<S> {
                 let input = match step {
                     Step::FetchHeads(copies) => Input::Heads(self.fetch(&copies, false).await?),
                     Step::Fetch(_) if !waited_for_follower && self.waits_for_follower(&op) => {
+                        // Rather than wait for the newer version, the cached answer, if it still may be returned.
+                        if let Some(value) = self.answer_from_read_cache(session, key, bound, None) {
+                            self.stats.read_cache_fallbacks.fetch_add(1, Ordering::Relaxed);
+                            self.count_expanded(&op);
+                            return Ok(Some(value));
+                        }
                         waited_for_follower = true;
                         let version = op.version().expect("metas are read after the heads");
                         if let Err(e) = self.wait_for_follower(&version, started).await {
@@ -734,6 +769,10 @@ impl<S: Store> Middleware<S> {
             self.count_expanded(&op);
             match outcome {
                 ReadOutcome::Unresolved { version, missing } => {
+                    if let Some(value) = self.answer_from_read_cache(session, key, bound, None) {
+                        self.stats.read_cache_fallbacks.fetch_add(1, Ordering::Relaxed);
+                        return Ok(Some(value));
+                    }
                     self.stats.unresolved.fetch_add(1, Ordering::Relaxed);
                     // Wait for the missing version alone (one read per poll), then resolve again from the start: a
                     // large graph is not fetched again on every poll. A version still missing after `pull_after`
@@ -771,12 +810,40 @@ impl<S: Store> Middleware<S> {
                     self.stats.read_rounds.fetch_add(u64::from(op.work.rounds), Ordering::Relaxed);
                     self.stats.read_records.fetch_add(u64::from(op.work.reads), Ordering::Relaxed);
                     return Ok(match outcome {
-                        ReadOutcome::Value { value, .. } => Some(value),
+                        ReadOutcome::Value { value, version } => {
+                            if let (Some(cache), Some(began)) = (&self.read_cache, began) {
+                                let marks = self.marks.lock().expect("marks lock");
+                                let now = self.started.elapsed().as_millis() as u64;
+                                let found = op.found();
+                                let mut cache = cache.lock().expect("read cache");
+                                cache.fill(key, began, found, version, value.clone(), &marks, now);
+                            }
+                            Some(value)
+                        }
                         _ => None,
                     });
                 }
             }
         }
+    }
+
+    /// The read cache's answer to a read of `key` by `session` (bound to this instance or not), if it has one and
+    /// may give it: younger than `ttl_ms`, or of any age (`None`). Counts the read.
+    fn answer_from_read_cache(
+        &self,
+        session: &mut Session,
+        key: &[u8],
+        bound: bool,
+        ttl_ms: Option<u64>,
+    ) -> Option<Vec<u8>> {
+        let cache = self.read_cache.as_ref().filter(|_| bound)?;
+        let marks = self.marks.lock().expect("marks lock");
+        let cache = cache.lock().expect("read cache");
+        let now = self.started.elapsed().as_millis() as u64;
+        let (version, value) = cache.lookup(self.protocol.local_set, key, &marks, now, ttl_ms)?;
+        ReadCache::served(session, version);
+        self.stats.reads.fetch_add(1, Ordering::Relaxed);
+        Some(value.to_vec())
     }
 
     /// Whether `op`, about to read more of its winner's graph, should rather wait for this instance's follower of
@@ -835,6 +902,13 @@ impl<S: Store> Middleware<S> {
             }
             None => None,
         };
+        // Reads that began before this write do not fill the read cache with what it replaces.
+        let began = self.read_cache.as_ref().map(|cache| {
+            let marks = self.marks.lock().expect("marks lock");
+            let mut cache = cache.lock().expect("read cache");
+            cache.wrote(key);
+            cache.begin(&marks)
+        });
         // A session that moved from another instance may have seen versions this instance's cache never saw.
         let bound = session.bind(self.id);
         let mut cached = match &self.cache {
@@ -870,6 +944,21 @@ impl<S: Store> Middleware<S> {
                     let data = record.encode();
                     let len = data.len() as u64;
                     let stored = self.store.put(&copy, record.seq(), data).await;
+                    // Nor do reads that began while it was in flight (they may have read the head it replaces); the
+                    // write is what later reads of the key may be answered.
+                    if let (Some(cache), Some(began)) = (&self.read_cache, began) {
+                        let marks = self.marks.lock().expect("marks lock");
+                        let mut cache = cache.lock().expect("read cache");
+                        match &stored {
+                            Ok(()) => {
+                                let version = Vertex { key: key.to_vec(), ls: copy.ls, seq: record.seq() };
+                                let now = self.started.elapsed().as_millis() as u64;
+                                let (value, clock) = (record.value.clone(), &record.meta.clock);
+                                cache.wrote_through(key, began, version, value, clock, &marks, now);
+                            }
+                            _ => cache.wrote(key),
+                        }
+                    }
                     if let Some(cache) = &self.cache {
                         let mut cache = cache.lock().expect("write cache");
                         match &stored {

@@ -22,7 +22,7 @@ pub mod sim;
 
 pub use driver::{Config, Error, Lease, Middleware, Stats, Store, StoreError, Writers};
 pub use op::{
-    Input, Marks, Protocol, ReadOp, ReadOutcome, Session, StabilizeInput, StabilizeOp, StabilizeStep, Step, WriteCache,
-    WriteOp,
+    Input, Marks, Protocol, ReadCache, ReadOp, ReadOutcome, Session, StabilizeInput, StabilizeOp, StabilizeStep, Step,
+    WriteCache, WriteOp,
 };
 pub use record::{Copy, Dep, Key, LocalSet, Record, Vertex};

@@ -177,6 +177,18 @@ impl Marks {
     /// Forgets every mark (as a restarted instance would).
     pub fn clear(&mut self) {
         self.resolved.clear();
+        self.evictions += 1;
+    }
+
+    /// The newest version of `copy` known resolved, if any is.
+    pub fn resolved(&self, copy: &Copy) -> Option<u64> {
+        self.resolved.get(copy).copied()
+    }
+
+    /// Changes whenever marks are forgotten (an eviction, or [`Marks::clear`]): while it stays the same, every
+    /// version marked since an instant is still covered.
+    pub fn epoch(&self) -> u64 {
+        self.evictions
     }
 }
 
@@ -439,6 +451,8 @@ pub struct ReadOp {
     asked: Vec<Copy>,
     /// How many heads the first round read.
     heads: u32,
+    /// The version of each local set's copy's head the first round found (0: no such copy).
+    found: Vec<u64>,
     /// Work done so far.
     pub work: Work,
 }
@@ -454,6 +468,7 @@ impl ReadOp {
             check: Resolution::new(protocol.local_set, Vec::new()),
             asked: asked.clone(),
             heads: asked.len() as u32,
+            found: Vec::new(),
             work: Work { rounds: 1, reads: asked.len() as u32, conflicts: 0 },
         };
         (op, Step::FetchHeads(asked))
@@ -498,6 +513,12 @@ impl ReadOp {
             Input::Heads(heads) => {
                 assert!(self.winner.is_none(), "a read takes the heads once, first");
                 assert_eq!(heads.len(), self.asked.len(), "one answer per copy asked for");
+                for (c, h) in self.asked.iter().zip(&heads) {
+                    if self.found.len() <= c.ls as usize {
+                        self.found.resize(c.ls as usize + 1, 0);
+                    }
+                    self.found[c.ls as usize] = h.as_ref().map_or(0, |h| h.seq(c.ls));
+                }
                 let best = std::mem::take(&mut self.asked)
                     .into_iter()
                     .zip(heads)
@@ -574,6 +595,12 @@ impl ReadOp {
     pub fn walked_past(&self, budget: usize) -> Option<LocalSet> {
         let walked = (self.work.reads - self.heads) as usize;
         self.winner.as_ref().filter(|_| walked > budget).map(|(ls, _)| *ls)
+    }
+
+    /// The version of each local set's copy's head the first round found (0 where there is none), for
+    /// [`ReadCache::fill`].
+    pub fn found(&self) -> Vec<u64> {
+        self.found.clone()
     }
 
     /// The version being resolved (the causally latest copy of the key), once the heads have been read.
@@ -689,6 +716,230 @@ impl WriteOp {
                 Step::Fetch(protocol.copies(&self.key))
             }
         }
+    }
+}
+
+/// Exclusive writers with feeds and `k = 1`: the versions this instance's reads returned lately, returned again
+/// without reading the store while nothing newer of their keys is known resolved here.
+///
+/// **Why it is sound.** A read must return a resolved version that ranks at least as high as every version of its
+/// key in the session's causal past. Take an entry filled by a read that found, in the local store, heads at
+/// versions `F[ls]` of the key's copies and returned `E`, the highest ranked of them. Every version `u` of copy
+/// `ls` in a session's causal past was resolved here (reads and their resolutions mark what they return and walk,
+/// and with feeds a stable version is one this instance's follower resolved, so marked) — or, for this local set's
+/// own copy, written here by this instance, the copy's only writer. If `u` entered a past before the fill, it was
+/// present locally then, so `u.seq <= F[ls]` and `E` ranks at least as high as `u`. If it entered after, it is
+/// marked: while the marks forget nothing ([`Marks::epoch`] unchanged) the entry is served only if
+/// `marks.resolved(copy ls) <= F[ls]` for every other local set's copy, and an own write of the key drops the
+/// entry (at its start and when acknowledged, and a fill that began before either is refused). `E` itself is
+/// resolved (its read resolved it). So a hit returns what a store read at the fill could have returned, and that
+/// is still a legitimate answer. Sessions that moved between instances are not served from it ([`Session::bind`]),
+/// nor are `k > 1` reads (a hit has no metadata to hand the session's next write).
+///
+/// **Freshness.** A newer version of another local set is served once it is resolved here (the follower resolves
+/// the feed's versions in order, and then the entry is refused); entries are also dropped after the caller's
+/// time-to-live, so a version kept out of a feed is read within that time too.
+#[derive(Debug)]
+pub struct ReadCache {
+    entries: HashMap<Key, CachedRead>,
+    /// Own writes: key, and the generation of its last write's start or acknowledgement.
+    written: HashMap<Key, u64>,
+    generation: u64,
+    /// Fills that began before this generation are refused (`written` was forgotten then).
+    floor: u64,
+    bytes: usize,
+    capacity_bytes: usize,
+    /// Times the cache was full (each forgets a different quarter of the entries).
+    evictions: u64,
+}
+
+/// Where a read stood when it started ([`ReadCache::begin`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Began {
+    generation: u64,
+    marks_epoch: u64,
+}
+
+#[derive(Debug)]
+struct CachedRead {
+    version: Vertex,
+    value: Vec<u8>,
+    /// The version of each copy's head the filling read found (0: no such copy).
+    heads: Vec<u64>,
+    marks_epoch: u64,
+    /// When it was filled, in the caller's milliseconds.
+    at_ms: u64,
+}
+
+impl CachedRead {
+    fn bytes(&self, key: &[u8]) -> usize {
+        key.len() * 2 + self.value.len() + self.heads.len() * 8 + 64
+    }
+}
+
+impl ReadCache {
+    /// Whether a read cache is sound for an instance: an exclusive writer (its own copies change only through it),
+    /// with feeds (a stable version is one its follower resolved, so marked), and `k = 1` (see the type).
+    pub fn is_sound(exclusive: bool, feeds: bool, levels: u8) -> bool {
+        exclusive && feeds && levels == 1
+    }
+
+    /// An empty cache of at most about `capacity_bytes` of keys, values and bookkeeping.
+    pub fn new(capacity_bytes: usize) -> ReadCache {
+        ReadCache {
+            entries: HashMap::new(),
+            written: HashMap::new(),
+            generation: 0,
+            floor: 0,
+            bytes: 0,
+            capacity_bytes,
+            evictions: 0,
+        }
+    }
+
+    /// A read is starting, before it reads the heads: what to hand [`ReadCache::fill`] when it ends.
+    pub fn begin(&self, marks: &Marks) -> Began {
+        Began { generation: self.generation, marks_epoch: marks.epoch() }
+    }
+
+    /// This instance is writing `key` (call when the write starts and again when the store acknowledges it):
+    /// drops its entry, and refuses fills by reads that began before.
+    pub fn wrote(&mut self, key: &[u8]) {
+        self.generation += 1;
+        if let Some(e) = self.entries.remove(key) {
+            self.bytes -= e.bytes(key);
+        }
+        if self.written.len() >= 1 << 16 && !self.written.contains_key(key) {
+            self.written.clear();
+            self.floor = self.generation;
+        }
+        self.written.insert(key.to_vec(), self.generation);
+    }
+
+    /// This instance's write of `key`, begun when [`ReadCache::begin`] returned `began`, was acknowledged as
+    /// `version` with `value` and vector clock `clock`: drops what was cached (as [`ReadCache::wrote`]) and keeps
+    /// the write instead. Sound as a read's answer: the write's clock merged every copy of the key this instance had
+    /// fetched (its write cache's clocks, or the store's copies), so it is at least every version of another local
+    /// set's copy resolved here before the write began, and ranks above them; what is resolved after is checked as
+    /// for any entry. Not kept if marks were forgotten since the write began.
+    #[allow(clippy::too_many_arguments)]
+    pub fn wrote_through(
+        &mut self,
+        key: &[u8],
+        began: Began,
+        version: Vertex,
+        value: Vec<u8>,
+        clock: &[u64],
+        marks: &Marks,
+        now_ms: u64,
+    ) {
+        self.wrote(key);
+        if marks.epoch() == began.marks_epoch {
+            self.insert(
+                key,
+                CachedRead { version, value, heads: clock.to_vec(), marks_epoch: began.marks_epoch, at_ms: now_ms },
+            );
+        }
+    }
+
+    /// A read that [`ReadCache::begin`] returned `began` for found heads at versions `heads` (one per local set,
+    /// 0 where a copy does not exist) and returned `version`, with `value`: keeps it, unless the key was written
+    /// here or marks were forgotten since the read began.
+    #[allow(clippy::too_many_arguments)]
+    pub fn fill(
+        &mut self,
+        key: &[u8],
+        began: Began,
+        heads: Vec<u64>,
+        version: Vertex,
+        value: Vec<u8>,
+        marks: &Marks,
+        now_ms: u64,
+    ) {
+        let written = self.written.get(key).is_some_and(|&g| g > began.generation);
+        if began.generation < self.floor || written || marks.epoch() != began.marks_epoch {
+            return;
+        }
+        self.insert(key, CachedRead { version, value, heads, marks_epoch: began.marks_epoch, at_ms: now_ms });
+    }
+
+    fn insert(&mut self, key: &[u8], entry: CachedRead) {
+        let size = entry.bytes(key);
+        if size > self.capacity_bytes {
+            return;
+        }
+        if let Some(old) = self.entries.remove(key) {
+            self.bytes -= old.bytes(key);
+        }
+        while self.bytes + size > self.capacity_bytes && !self.entries.is_empty() {
+            self.evict();
+        }
+        self.bytes += size;
+        self.entries.insert(key.to_vec(), entry);
+    }
+
+    /// Forgets about a quarter of the entries (chosen by a hash that changes with every eviction, so that a
+    /// simulation replays exactly).
+    fn evict(&mut self) {
+        use std::hash::{Hash, Hasher};
+        self.evictions += 1;
+        let round = self.evictions;
+        let mut freed = 0;
+        self.entries.retain(|key, e| {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            (key, round).hash(&mut h);
+            let keep = !h.finish().is_multiple_of(4);
+            if !keep {
+                freed += e.bytes(key);
+            }
+            keep
+        });
+        self.bytes -= freed;
+    }
+
+    /// The version and value to return for a read of `key` by an instance of `local_set`, if the cache may answer
+    /// it (see the type): its entry is younger than `ttl_ms` (any age: `None`, for a read that would otherwise wait
+    /// for a newer version to be resolved), the marks forgot nothing since it was filled, and no other local set's
+    /// copy of the key is known resolved beyond the head the filling read found.
+    pub fn lookup(
+        &self,
+        local_set: LocalSet,
+        key: &[u8],
+        marks: &Marks,
+        now_ms: u64,
+        ttl_ms: Option<u64>,
+    ) -> Option<(&Vertex, &[u8])> {
+        let e = self.entries.get(key)?;
+        let young = ttl_ms.is_none_or(|ttl| now_ms.saturating_sub(e.at_ms) < ttl);
+        let fresh = young && e.marks_epoch == marks.epoch();
+        let newer_resolved = (0..e.heads.len() as LocalSet)
+            .filter(|&ls| ls != local_set)
+            .any(|ls| marks.resolved(&Copy { key: key.to_vec(), ls }).is_some_and(|s| s > e.heads[ls as usize]));
+        (fresh && !newer_resolved).then_some((&e.version, e.value.as_slice()))
+    }
+
+    /// A hit: what the session saw, as a read from the store would have recorded it.
+    pub fn served(session: &mut Session, version: &Vertex) {
+        session.saw(Seen { vertex: version.clone(), below: Vec::new() });
+    }
+
+    /// Forgets everything (a restarted instance).
+    pub fn clear(&mut self) {
+        self.entries.clear();
+        self.written.clear();
+        self.bytes = 0;
+        self.generation += 1;
+        self.floor = self.generation;
+    }
+
+    /// How many entries it holds.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether it holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
     }
 }
 
@@ -1597,5 +1848,67 @@ mod tests {
         cache.stored(key, &stored(clocked(&[2, 1], 0)));
         let records = cache.copies_for_write(&p, key).expect("cached");
         assert_eq!(records[1].as_ref().map(|r| r.clock.clone()), Some(vec![2, 5]));
+    }
+
+    #[test]
+    fn the_read_cache_answers_until_something_newer_is_resolved_written_or_forgotten() {
+        let key = b"k".to_vec();
+        let v = |ls, seq| Vertex { key: key.clone(), ls, seq };
+        let mut marks = Marks::new(100);
+        let mut cache = ReadCache::new(1 << 20);
+        // Local set 1's instance read version 3 of local set 0's copy; its own copy was at 2.
+        let began = cache.begin(&marks);
+        marks.mark(v(0, 3).copy(), 3);
+        cache.fill(&key, began, vec![3, 2], v(0, 3), b"x".to_vec(), &marks, 0);
+        let hit = |cache: &ReadCache, marks: &Marks, now| {
+            cache.lookup(1, &key, marks, now, Some(100)).map(|(v, _)| v.clone())
+        };
+        assert_eq!(hit(&cache, &marks, 10), Some(v(0, 3)));
+        // Too old.
+        assert_eq!(hit(&cache, &marks, 100), None);
+        // A newer version of local set 0's copy resolved here: a read of the store would return it.
+        marks.mark(v(0, 4).copy(), 4);
+        assert_eq!(hit(&cache, &marks, 10), None);
+        // Filled again at 4; then an own write drops it, and a fill by a read that began before the write is refused.
+        let began = cache.begin(&marks);
+        cache.fill(&key, began, vec![4, 2], v(0, 4), b"y".to_vec(), &marks, 20);
+        assert_eq!(hit(&cache, &marks, 30), Some(v(0, 4)));
+        let before_write = cache.begin(&marks);
+        cache.wrote(&key);
+        assert_eq!(hit(&cache, &marks, 30), None);
+        cache.fill(&key, before_write, vec![4, 2], v(0, 4), b"y".to_vec(), &marks, 30);
+        assert_eq!(hit(&cache, &marks, 30), None, "a fill that began before an own write");
+        // Marks forgotten between the start of a read and its fill, or after the fill: no answer.
+        let began = cache.begin(&marks);
+        marks.clear();
+        cache.fill(&key, began, vec![4, 3], v(1, 3), b"z".to_vec(), &marks, 40);
+        assert_eq!(hit(&cache, &marks, 40), None, "marks forgotten while the read ran");
+        let began = cache.begin(&marks);
+        cache.fill(&key, began, vec![4, 3], v(1, 3), b"z".to_vec(), &marks, 40);
+        assert_eq!(hit(&cache, &marks, 40), Some(v(1, 3)));
+        marks.clear();
+        assert_eq!(hit(&cache, &marks, 40), None, "marks forgotten since the fill");
+        // A hit is in the session's past, as a read's answer.
+        let mut session = Session::new();
+        ReadCache::served(&mut session, &v(1, 3));
+        assert_eq!(session.graph(1), vec![Dep { vertex: v(1, 3), level: 1 }]);
+    }
+
+    #[test]
+    fn the_read_cache_stays_within_its_bound_and_is_kept_only_where_sound() {
+        let marks = Marks::new(100);
+        let mut cache = ReadCache::new(10_000);
+        for i in 0..100u64 {
+            let key = format!("key{i}").into_bytes();
+            let began = cache.begin(&marks);
+            let version = Vertex { key: key.clone(), ls: 0, seq: 1 };
+            cache.fill(&key, began, vec![1, 0], version, vec![0; 500], &marks, 0);
+            assert!(cache.bytes <= 10_000, "{} bytes", cache.bytes);
+        }
+        assert!(cache.len() >= 5 && cache.len() < 100, "{} entries", cache.len());
+        assert!(ReadCache::is_sound(true, true, 1));
+        assert!(!ReadCache::is_sound(false, true, 1), "shared writers: other instances write the own copy");
+        assert!(!ReadCache::is_sound(true, false, 1), "without feeds, stable versions may be unmarked here");
+        assert!(!ReadCache::is_sound(true, true, 2), "k > 1: a hit has no levels for the next write");
     }
 }

@@ -20,8 +20,8 @@ use rand_chacha::ChaCha8Rng;
 use crate::driver::Writers;
 use crate::feed::{Batch, FeedReader, FeedWriter, Frontier};
 use crate::op::{
-    Check, Input, Marks, OwnWrites, Protocol, ReadOp, ReadOutcome, Resolution, Session, StabilizeOp, Step, WriteCache,
-    WriteOp,
+    Began, Check, Input, Marks, OwnWrites, Protocol, ReadCache, ReadOp, ReadOutcome, Resolution, Session, StabilizeOp,
+    Step, WriteCache, WriteOp,
 };
 use crate::record::{Copy, Head, LocalSet, Meta, Record, RecordPart, Vertex};
 
@@ -80,6 +80,9 @@ pub struct SimConfig {
     /// local set stops and waits for its follower to mark that version (up to [`FOLLOWER_WAIT_STEPS`] of its turns,
     /// then it walks), as `walk_budget` in [`crate::Config`]. `usize::MAX`: never.
     pub walk_budget: usize,
+    /// Where [`ReadCache::is_sound`] allows one: each instance keeps a read cache whose entries live this many
+    /// steps (0: none), as `read_cache_ttl` in [`crate::Config`].
+    pub read_cache_ttl: u64,
 }
 
 /// How many of its turns a simulated read waits for its follower before it walks the version's graph itself.
@@ -105,6 +108,7 @@ impl Default for SimConfig {
             pull: false,
             feed: false,
             walk_budget: usize::MAX,
+            read_cache_ttl: 0,
         }
     }
 }
@@ -136,6 +140,10 @@ pub struct SimOutcome {
     pub pulled: u64,
     /// Exclusive writers: writes answered from the instance's cache.
     pub cached_writes: u64,
+    /// Reads answered from an instance's read cache at once.
+    pub read_cache_hits: u64,
+    /// Reads answered from an instance's read cache instead of waiting for a newer version to be resolved.
+    pub read_cache_fallbacks: u64,
     /// Versions marked stable by their writer after every other local set resolved them from its feed.
     pub stable_by_feed: u64,
     /// Versions resolved from other local sets' feeds.
@@ -155,11 +163,15 @@ enum Running {
         op: Box<ReadOp>,
         step: Step<ReadOutcome>,
         waited: Option<u32>,
+        /// Where the instance's read cache stood when the read started, if it has one.
+        began: Option<Began>,
     },
     Write {
         op: WriteOp,
         step: Step<Vertex>,
         id: WriteId,
+        /// Where the instance's read cache stood when the write started, if it has one.
+        began: Option<Began>,
     },
 }
 
@@ -184,6 +196,8 @@ struct World {
     own: Vec<Vec<OwnWrites>>,
     /// Exclusive writers: each instance's write cache.
     caches: Vec<Vec<WriteCache>>,
+    /// Each instance's read cache, where one is kept.
+    read_caches: Vec<Vec<Option<ReadCache>>>,
     max_record_bytes: usize,
     /// Every version written, with what it truly depends on: the versions its writer's session had seen (as its
     /// record first stored them) and its copy's previous version. Records fold older versions' dependencies into an
@@ -357,6 +371,14 @@ pub fn run(seed: u64, cfg: &SimConfig) -> SimOutcome {
         caches: (0..cfg.local_sets)
             .map(|_| (0..cfg.instances_per_set).map(|_| WriteCache::new(cfg.mark_capacity)).collect())
             .collect(),
+        read_caches: (0..cfg.local_sets)
+            .map(|_| {
+                let sound = ReadCache::is_sound(cfg.writers == Writers::Exclusive, cfg.feed, cfg.levels)
+                    && cfg.read_cache_ttl > 0;
+                // Small, so that it evicts too.
+                (0..cfg.instances_per_set).map(|_| sound.then(|| ReadCache::new(2048))).collect()
+            })
+            .collect(),
         max_record_bytes: 0,
         truth: HashMap::new(),
         feeds: (0..cfg.local_sets as LocalSet).map(|ls| FeedWriter::new(ls, cfg.local_sets, 0, 1 << 12)).collect(),
@@ -395,6 +417,8 @@ pub fn run(seed: u64, cfg: &SimConfig) -> SimOutcome {
         confirmed_own: 0,
         pulled: 0,
         cached_writes: 0,
+        read_cache_hits: 0,
+        read_cache_fallbacks: 0,
         stable_by_feed: 0,
         followed: 0,
         follower_waits: 0,
@@ -416,6 +440,9 @@ pub fn run(seed: u64, cfg: &SimConfig) -> SimOutcome {
             world.stable[ls][i].clear();
             world.own[ls][i].clear();
             world.caches[ls][i].clear();
+            if let Some(cache) = &mut world.read_caches[ls][i] {
+                cache.clear();
+            }
             // A new run of the instance: a new feed epoch, and its followers start over.
             world.feeds[ls] = FeedWriter::new(ls as LocalSet, cfg.local_sets, now, 1 << 12);
             for f in &mut world.following[ls] {
@@ -485,33 +512,32 @@ fn step_client(
                 // The instance's lock on the key is taken: the write waits (and this session does nothing now).
                 return;
             }
+            let (ls, i) = (c.ls as usize, c.instance);
             let running = if write {
                 let id = *next_write;
                 *next_write += 1;
+                let marks = &world.marks[ls][i];
+                let began = world.read_caches[ls][i].as_mut().map(|cache| {
+                    cache.wrote(&key);
+                    cache.begin(marks)
+                });
                 let (op, step) = WriteOp::start(&protocol, &c.session, &key, id.to_be_bytes().to_vec());
-                Running::Write { op, step, id }
+                Running::Write { op, step, id, began }
             } else {
+                if answer_from_read_cache(c, world, &key, Some(cfg.read_cache_ttl), now, now, out) {
+                    out.read_cache_hits += 1;
+                    return;
+                }
+                let began = world.read_caches[ls][i].as_ref().map(|cache| cache.begin(&world.marks[ls][i]));
                 let (op, step) = ReadOp::start(&protocol, &key);
-                Running::Read { op: Box::new(op), step, waited: None }
+                Running::Read { op: Box::new(op), step, waited: None, began }
             };
             (running, now)
         }
     };
-    let record = |c: &mut Client, out: &mut SimOutcome, ops: Vec<HistOp>| {
-        let index = out.history.txs.len();
-        out.history.txs.push(TxRecord {
-            index,
-            session: c.id,
-            dc: c.ls,
-            start_us: started,
-            end_us: now,
-            ops,
-            outcome: Outcome::Committed,
-        });
-        c.done += 1;
-    };
+    let record = |c: &mut Client, out: &mut SimOutcome, ops: Vec<HistOp>| record_op(c, out, started, now, ops);
     match running {
-        Running::Write { mut op, step, id } => {
+        Running::Write { mut op, step, id, began } => {
             let (ls, i) = (c.ls as usize, c.instance);
             let input = match step {
                 // As the driver: the cache only where stability cannot outrun what its instance fetched.
@@ -539,7 +565,14 @@ fn step_client(
                     if cfg.feed {
                         world.feeds[ls].stored(crate::feed::entry(&copy, &record.meta));
                     }
-                    Input::Swapped(world.put(c.ls, copy, expect, record))
+                    let (key, seq, value, clock) =
+                        (copy.key.clone(), record.seq(), record.value.clone(), record.meta.clock.clone());
+                    let applied = world.put(c.ls, copy, expect, record);
+                    if let (Some(cache), Some(began)) = (&mut world.read_caches[ls][i], began) {
+                        let version = Vertex { key: key.clone(), ls: c.ls, seq };
+                        cache.wrote_through(&key, began, version, value, &clock, &world.marks[ls][i], now);
+                    }
+                    Input::Swapped(applied)
                 }
                 Step::Cas { copy, expect, record } => {
                     let applied = world.cas(c.ls, copy.clone(), expect, record.clone());
@@ -565,10 +598,10 @@ fn step_client(
                     let ops = vec![HistOp::Write { object: object(&vertex.key), id, amount: 0 }];
                     record(c, out, ops);
                 }
-                step => c.running = Some((Running::Write { op, step, id }, started)),
+                step => c.running = Some((Running::Write { op, step, id, began }, started)),
             }
         }
-        Running::Read { mut op, mut step, mut waited } => {
+        Running::Read { mut op, mut step, mut waited, began } => {
             // Versions waiting in the instance's followers' queues are checked with their own requirements.
             let following = &world.following[c.ls as usize];
             let own = |v: &Vertex| following.iter().find_map(|f| f.requirements(v)).filter(|_| cfg.feed);
@@ -577,6 +610,11 @@ fn step_client(
                 let turns = waited.unwrap_or(0);
                 let over = op.walked_past(cfg.walk_budget).is_some();
                 if followed && turns < FOLLOWER_WAIT_STEPS && (waited.is_some() || over) {
+                    // As the driver: rather than wait for the newer version, the cached answer if it may be given.
+                    if waited.is_none() && answer_from_read_cache(c, world, &v.key, None, started, now, out) {
+                        out.read_cache_fallbacks += 1;
+                        return;
+                    }
                     let marks = &mut world.marks[c.ls as usize][c.instance];
                     if waited.is_none() {
                         out.follower_waits += 1;
@@ -588,7 +626,7 @@ fn step_client(
                         step = op.restart(marks, &mut c.session, &own);
                         waited = Some(FOLLOWER_WAIT_STEPS);
                     } else {
-                        c.running = Some((Running::Read { op, step, waited: Some(turns + 1) }, started));
+                        c.running = Some((Running::Read { op, step, waited: Some(turns + 1), began }, started));
                         return;
                     }
                 }
@@ -620,6 +658,11 @@ fn step_client(
                 }
             };
             match result {
+                Step::Done(ReadOutcome::Unresolved { version, .. })
+                    if answer_from_read_cache(c, world, &version.key, None, started, now, out) =>
+                {
+                    out.read_cache_fallbacks += 1;
+                }
                 Step::Done(ReadOutcome::Unresolved { missing, .. }) => {
                     // The client waits and retries (the real middleware does so up to its deadline), pulling the
                     // missing version first if it may.
@@ -633,6 +676,11 @@ fn step_client(
                     out.read_rounds += u64::from(op.work.rounds);
                     let (key, observed) = match outcome {
                         ReadOutcome::Value { value, version } => {
+                            let (ls, i) = (c.ls as usize, c.instance);
+                            if let (Some(cache), Some(began)) = (&mut world.read_caches[ls][i], began) {
+                                let marks = &world.marks[ls][i];
+                                cache.fill(&version.key, began, op.found(), version.clone(), value.clone(), marks, now);
+                            }
                             let id = WriteId::from_be_bytes(value.try_into().expect("values are write ids"));
                             (version.key, Some(id))
                         }
@@ -642,10 +690,47 @@ fn step_client(
                     let ops = vec![HistOp::Read { object: object(&key), observed: Observed::Register(observed) }];
                     record(c, out, ops);
                 }
-                step => c.running = Some((Running::Read { op, step, waited }, started)),
+                step => c.running = Some((Running::Read { op, step, waited, began }, started)),
             }
         }
     }
+}
+
+/// Answers a read of `key` by client `c`, started at step `started`, from its instance's read cache if that may
+/// (entries younger than `ttl` steps, or of any age): records it in the history and returns true.
+#[allow(clippy::too_many_arguments)]
+fn answer_from_read_cache(
+    c: &mut Client,
+    world: &World,
+    key: &[u8],
+    ttl: Option<u64>,
+    started: u64,
+    now: u64,
+    out: &mut SimOutcome,
+) -> bool {
+    let (ls, i) = (c.ls as usize, c.instance);
+    let Some(cache) = &world.read_caches[ls][i] else { return false };
+    let Some((version, value)) = cache.lookup(c.ls, key, &world.marks[ls][i], now, ttl) else { return false };
+    ReadCache::served(&mut c.session, version);
+    let id = WriteId::from_be_bytes(value.try_into().expect("values are write ids"));
+    out.reads += 1;
+    record_op(c, out, started, now, vec![HistOp::Read { object: object(key), observed: Observed::Register(Some(id)) }]);
+    true
+}
+
+/// Client `c` completed an operation (one transaction in the history) that started at step `started`.
+fn record_op(c: &mut Client, out: &mut SimOutcome, started: u64, now: u64, ops: Vec<HistOp>) {
+    let index = out.history.txs.len();
+    out.history.txs.push(TxRecord {
+        index,
+        session: c.id,
+        dc: c.ls,
+        start_us: started,
+        end_us: now,
+        ops,
+        outcome: Outcome::Committed,
+    });
+    c.done += 1;
 }
 
 /// One instance makes one queued version stable (the walk runs against the stores as they are at this step).

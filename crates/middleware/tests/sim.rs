@@ -232,6 +232,40 @@ fn reads_that_wait_for_their_follower_stay_causal() {
     }
 }
 
+#[test]
+fn a_read_cache_keeps_every_seed_causal_and_answers_reads_without_the_store() {
+    // Exclusive writers with feeds keep a read cache: a read's answer (or the instance's own write) is served again
+    // while no newer version of its key is known resolved at the instance, the instance has not written the key
+    // since, and its marks forgot nothing; a read whose newest version is not resolved yet is answered from it
+    // (of any age) rather than wait (marks of 8 copies forget often; of 64, only at restarts). Restarts clear it; feeds, records and
+    // frontier rows replicate late and out of order. The checker holds on every seed and the cache answers reads.
+    let shapes = [(2, usize::MAX, 400, 64), (3, usize::MAX, 400, 8), (3, 1, 40, 64), (2, 0, 5_000, 8)];
+    for (local_sets, walk_budget, ttl, mark_capacity) in shapes {
+        let cfg = SimConfig {
+            feed: true,
+            walk_budget,
+            read_cache_ttl: ttl,
+            keys: 12,
+            mark_capacity,
+            ..small_records(local_sets, Writers::Exclusive)
+        };
+        let (mut reads, mut hits, mut fallbacks) = (0, 0, 0);
+        for seed in 0..seeds() / 3 {
+            let out = run_checked(seed, &cfg);
+            (reads, hits, fallbacks) =
+                (reads + out.reads, hits + out.read_cache_hits, fallbacks + out.read_cache_fallbacks);
+        }
+        eprintln!(
+            "{local_sets} local sets, walk budget {walk_budget}, ttl {ttl}, {mark_capacity} marks: {hits} of {reads} \
+             reads from the cache at once, {fallbacks} instead of waiting"
+        );
+        assert!(fallbacks > 0, "no read was answered from the cache instead of waiting");
+        // Forgetful marks empty the cache at every eviction: fewer hits there.
+        let share = if mark_capacity >= 64 { 10 } else { 50 };
+        assert!(hits * share > reads, "the cache answered {hits} of {reads} reads");
+    }
+}
+
 /// Found 2026-11-29 with 1,500 seeds, present before feeds, fixed 2026-11-29 (`WriteCache::is_sound`): exclusive
 /// writers that confirm their own writes (no feed) lost read-your-writes. A record leaves out versions its writer
 /// knows stable, so a version entered a session's causal past at another local set without that local set's

@@ -69,6 +69,8 @@ impl InstanceStatus {
         let (unfed, unmarked, unconfirmed) = m.dropped();
         let counters = BTreeMap::from([
             ("reads", s.reads.load(Relaxed)),
+            ("read_cache_hits", s.read_cache_hits.load(Relaxed)),
+            ("read_cache_fallbacks", s.read_cache_fallbacks.load(Relaxed)),
             ("failed_reads", s.failed_reads.load(Relaxed)),
             ("read_rounds", s.read_rounds.load(Relaxed)),
             ("read_records", s.read_records.load(Relaxed)),
@@ -166,6 +168,11 @@ type Labels = Vec<(&'static str, String)>;
 /// The counters' help texts, by the names [`InstanceStatus::of`] gives them.
 const HELP: &[(&str, &str)] = &[
     ("reads", "Reads answered"),
+    ("read_cache_hits", "Reads answered from the read cache at once, without reading the store (counted in reads too)"),
+    (
+        "read_cache_fallbacks",
+        "Reads answered from the read cache instead of waiting for the store's newest version to be resolved",
+    ),
     ("failed_reads", "Reads that failed (resolution did not finish within --resolve-wait-ms)"),
     ("read_rounds", "Store round trips of answered reads, summed"),
     ("read_records", "Records read from the store by answered reads, summed"),
