@@ -6,6 +6,7 @@
 #   cassandra             Cassandra alone (two real nodes, one per DC), through `causet middleware --plain`
 #   lib-cassandra         the causal middleware over the same Cassandra (exclusive writers: one instance per
 #                         DC holding a writer lease, plain writes; the default)
+#   lib-cassandra-uncached  the same without the read cache (--read-cache-ms 0)
 #   lib-cassandra-shared  the same with shared writers (a lightweight transaction per write, the paper's design)
 #   lib-causet            the causal middleware over Causet run with protocol = "eventual"
 #   causet          Causet's own Transactional Causal+ Consistency (Cure)
@@ -34,7 +35,7 @@ OUT="bench-results/letting-it-be-$(date +%s)"
 JVM_WARMUP=30
 LIB_FLAGS=""
 SETTLE=1
-TARGETS="cassandra,lib-cassandra,lib-cassandra-shared,lib-causet,causet"
+TARGETS="cassandra,lib-cassandra,lib-cassandra-uncached,lib-cassandra-shared,lib-causet,causet"
 RATIOS="0.50,0.05"
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -133,11 +134,12 @@ for rep in $(seq 1 "$REPEAT"); do
   for target in "${list[@]}"; do
     name="r$rep-$target"
     case "$target" in
-      cassandra|lib-cassandra|lib-cassandra-shared)
+      cassandra|lib-cassandra|lib-cassandra-uncached|lib-cassandra-shared)
         mode=()
         case "$target" in
           cassandra) mode=(--plain) ;;
           lib-cassandra) mode=(--writers exclusive $LIB_FLAGS) ;;
+          lib-cassandra-uncached) mode=(--writers exclusive --read-cache-ms 0 $LIB_FLAGS) ;;
           lib-cassandra-shared) mode=(--writers shared $LIB_FLAGS) ;;
         esac
         start_proxies "$name" "cassandra://127.0.0.1:$CQL_PORT" "cassandra://127.0.0.2:$CQL_PORT" \
