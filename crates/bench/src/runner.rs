@@ -571,26 +571,24 @@ const SETTLE_LIMIT: Duration = Duration::from_secs(300);
 const SETTLED_FOR: Duration = Duration::from_secs(1);
 
 /// Waits, before a point is measured, until the target has absorbed what came before it (the preload, or the
-/// point before): every admin address that serves `/settled` (the causal middleware's proxies with `--admin`;
-/// Causet's nodes answer 404, and they and addresses that do not answer are not waited for) answers 200 for [`SETTLED_FOR`] in a row. A target that
-/// has not settled after [`SETTLE_LIMIT`] is measured anyway, with a warning. Returns how long it waited.
+/// point before): every admin address that serves `/settled` (the causal middleware's proxies with `--admin`)
+/// answers 200 for [`SETTLED_FOR`] in a row. Addresses that answer anything but 200 or 503 (Causet's nodes: 404),
+/// or nothing, are not asked again. A target that has not settled after [`SETTLE_LIMIT`] is measured anyway, with
+/// a warning. Returns how long it waited.
 pub async fn settle(target: &Target, label: &str) -> Duration {
     let started = Instant::now();
     let mut asked: Vec<std::net::SocketAddr> = target.dcs.iter().flat_map(|d| d.admins.iter().copied()).collect();
     let (mut settled_since, mut said) = (None::<Instant>, started);
     loop {
-        let mut pending = Vec::new();
+        let (mut waiting, mut unasked) = (Vec::new(), Vec::new());
         for &admin in &asked {
             match visibility::http_get_status(admin, "/settled").await {
                 Ok((200, _)) => {}
-                Ok((503, body)) => pending.push((admin, Some(body))),
-                // No such endpoint (or no answer): nothing to wait for there.
-                Ok(_) | Err(_) => pending.push((admin, None)),
+                Ok((503, body)) => waiting.push((admin, body)),
+                Ok(_) | Err(_) => unasked.push(admin),
             }
         }
-        asked.retain(|a| !pending.iter().any(|(p, body)| p == a && body.is_none()));
-        let waiting: Vec<(std::net::SocketAddr, String)> =
-            pending.into_iter().filter_map(|(a, body)| body.map(|b| (a, b))).collect();
+        asked.retain(|a| !unasked.contains(a));
         if waiting.is_empty() {
             let since = *settled_since.get_or_insert_with(Instant::now);
             if since.elapsed() >= SETTLED_FOR || asked.is_empty() {

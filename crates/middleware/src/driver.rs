@@ -517,7 +517,8 @@ pub struct Middleware<S> {
     lease: Option<WriterLease>,
     /// Exclusive writers only.
     cache: Option<Mutex<WriteCache>>,
-    /// Exclusive writers with feeds and `k = 1`, unless switched off; locked after `marks` when both are.
+    /// Exclusive writers with feeds and `k = 1`, unless switched off; locked after `marks`, through
+    /// [`Middleware::with_read_cache`] only.
     read_cache: Option<Mutex<ReadCache>>,
     read_cache_ttl_ms: u64,
     id: u64,
@@ -716,11 +717,7 @@ impl<S: Store> Middleware<S> {
             self.stats.read_cache_hits.fetch_add(1, Ordering::Relaxed);
             return Ok(Some(value));
         }
-        let began = self.read_cache.as_ref().map(|cache| {
-            // Marks first, then the read cache, as everywhere (the other order deadlocked, 2026-11-30).
-            let marks = self.marks.lock().expect("marks lock");
-            cache.lock().expect("read cache").begin(&marks)
-        });
+        let began = self.with_read_cache(|cache, marks| cache.begin(marks));
         let started = Instant::now();
         let mut pause = Duration::from_millis(1);
         // Missing versions this read has pulled already (each once: a failed pull is not repeated, the read waits).
@@ -811,12 +808,11 @@ impl<S: Store> Middleware<S> {
                     self.stats.read_records.fetch_add(u64::from(op.work.reads), Ordering::Relaxed);
                     return Ok(match outcome {
                         ReadOutcome::Value { value, version } => {
-                            if let (Some(cache), Some(began)) = (&self.read_cache, began) {
-                                let marks = self.marks.lock().expect("marks lock");
-                                let now = self.started.elapsed().as_millis() as u64;
-                                let found = op.found();
-                                let mut cache = cache.lock().expect("read cache");
-                                cache.fill(key, began, found, version, value.clone(), &marks, now);
+                            if let Some(began) = began {
+                                let (found, now) = (op.found(), self.now_ms());
+                                self.with_read_cache(|cache, marks| {
+                                    cache.fill(key, began, found, version, value.clone(), marks, now)
+                                });
                             }
                             Some(value)
                         }
@@ -836,14 +832,31 @@ impl<S: Store> Middleware<S> {
         bound: bool,
         ttl_ms: Option<u64>,
     ) -> Option<Vec<u8>> {
-        let cache = self.read_cache.as_ref().filter(|_| bound)?;
-        let marks = self.marks.lock().expect("marks lock");
-        let cache = cache.lock().expect("read cache");
-        let now = self.started.elapsed().as_millis() as u64;
-        let (version, value) = cache.lookup(self.protocol.local_set, key, &marks, now, ttl_ms)?;
-        ReadCache::served(session, version);
+        if !bound {
+            return None;
+        }
+        let (ls, now) = (self.protocol.local_set, self.now_ms());
+        let value = self.with_read_cache(|cache, marks| {
+            let (version, value) = cache.lookup(ls, key, marks, now, ttl_ms)?;
+            ReadCache::served(session, version);
+            Some(value.to_vec())
+        })??;
         self.stats.reads.fetch_add(1, Ordering::Relaxed);
-        Some(value.to_vec())
+        Some(value)
+    }
+
+    /// Runs `f` on the read cache, if the instance keeps one, with the marks: locked in that order, marks first,
+    /// here only (the other order deadlocked against it, 2026-11-30).
+    fn with_read_cache<R>(&self, f: impl FnOnce(&mut ReadCache, &Marks) -> R) -> Option<R> {
+        let cache = self.read_cache.as_ref()?;
+        let marks = self.marks.lock().expect("marks lock");
+        let mut cache = cache.lock().expect("read cache");
+        Some(f(&mut cache, &marks))
+    }
+
+    /// Milliseconds since the instance started: the read cache's clock.
+    fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
     }
 
     /// Whether `op`, about to read more of its winner's graph, should rather wait for this instance's follower of
@@ -903,12 +916,7 @@ impl<S: Store> Middleware<S> {
             None => None,
         };
         // Reads that began before this write do not fill the read cache with what it replaces.
-        let began = self.read_cache.as_ref().map(|cache| {
-            let marks = self.marks.lock().expect("marks lock");
-            let mut cache = cache.lock().expect("read cache");
-            cache.wrote(key);
-            cache.begin(&marks)
-        });
+        let began = self.with_read_cache(|cache, marks| cache.start_write(key, marks));
         // A session that moved from another instance may have seen versions this instance's cache never saw.
         let bound = session.bind(self.id);
         let mut cached = match &self.cache {
@@ -946,18 +954,16 @@ impl<S: Store> Middleware<S> {
                     let stored = self.store.put(&copy, record.seq(), data).await;
                     // Nor do reads that began while it was in flight (they may have read the head it replaces); the
                     // write is what later reads of the key may be answered.
-                    if let (Some(cache), Some(began)) = (&self.read_cache, began) {
-                        let marks = self.marks.lock().expect("marks lock");
-                        let mut cache = cache.lock().expect("read cache");
-                        match &stored {
+                    if let Some(began) = began {
+                        let now = self.now_ms();
+                        self.with_read_cache(|cache, marks| match &stored {
                             Ok(()) => {
                                 let version = Vertex { key: key.to_vec(), ls: copy.ls, seq: record.seq() };
-                                let now = self.started.elapsed().as_millis() as u64;
                                 let (value, clock) = (record.value.clone(), &record.meta.clock);
-                                cache.wrote_through(key, began, version, value, clock, &marks, now);
+                                cache.wrote_through(key, began, version, value, clock, marks, now);
                             }
-                            _ => cache.wrote(key),
-                        }
+                            Err(_) => cache.wrote(key),
+                        });
                     }
                     if let Some(cache) = &self.cache {
                         let mut cache = cache.lock().expect("write cache");
@@ -1025,7 +1031,7 @@ impl<S: Store> Middleware<S> {
         if let Some(feed) = &self.feed {
             feed.lock().expect("feed lock").stored(crate::feed::entry(copy, &record.meta));
         } else if S::CONFIRMS_STABILITY {
-            let at = self.started.elapsed().as_millis() as u64;
+            let at = self.now_ms();
             self.own_writes.lock().expect("own writes").stored(copy, &record.meta, at);
         }
     }

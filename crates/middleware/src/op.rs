@@ -151,14 +151,9 @@ impl Marks {
     /// ones whatever the map's order, so a simulation replays exactly). Forgetting every mark at once, as this did
     /// until 2026-11-29, made every read of a keyspace larger than the capacity walk long graphs again at once.
     fn evict(&mut self) {
-        use std::hash::{Hash, Hasher};
         self.evictions += 1;
         let round = self.evictions;
-        self.resolved.retain(|copy, _| {
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            (copy, round).hash(&mut h);
-            !h.finish().is_multiple_of(4)
-        });
+        self.resolved.retain(|copy, _| !forgotten_in(round, copy));
         if self.resolved.len() >= self.capacity {
             self.resolved.clear();
         }
@@ -190,6 +185,15 @@ impl Marks {
     pub fn epoch(&self) -> u64 {
         self.evictions
     }
+}
+
+/// Whether eviction round `round` of a bounded map forgets `key`: about a quarter of the keys, chosen by a hash
+/// that changes with every round (the same ones whatever the map's order, so a simulation replays exactly).
+fn forgotten_in(round: u64, key: &impl std::hash::Hash) -> bool {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (key, round).hash(&mut h);
+    h.finish().is_multiple_of(4)
 }
 
 /// How a read ended.
@@ -802,6 +806,13 @@ impl ReadCache {
         Began { generation: self.generation, marks_epoch: marks.epoch() }
     }
 
+    /// This instance starts writing `key`: drops its entry and refuses fills by reads that began before
+    /// ([`ReadCache::wrote`]); what to hand [`ReadCache::wrote_through`] when the store acknowledges the write.
+    pub fn start_write(&mut self, key: &[u8], marks: &Marks) -> Began {
+        self.wrote(key);
+        self.begin(marks)
+    }
+
     /// This instance is writing `key` (call when the write starts and again when the store acknowledges it):
     /// drops its entry, and refuses fills by reads that began before.
     pub fn wrote(&mut self, key: &[u8]) {
@@ -878,21 +889,17 @@ impl ReadCache {
         self.entries.insert(key.to_vec(), entry);
     }
 
-    /// Forgets about a quarter of the entries (chosen by a hash that changes with every eviction, so that a
-    /// simulation replays exactly).
+    /// Forgets about a quarter of the entries, as [`Marks`] do.
     fn evict(&mut self) {
-        use std::hash::{Hash, Hasher};
         self.evictions += 1;
         let round = self.evictions;
         let mut freed = 0;
         self.entries.retain(|key, e| {
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            (key, round).hash(&mut h);
-            let keep = !h.finish().is_multiple_of(4);
-            if !keep {
+            let forget = forgotten_in(round, key);
+            if forget {
                 freed += e.bytes(key);
             }
-            keep
+            !forget
         });
         self.bytes -= freed;
     }
@@ -911,11 +918,15 @@ impl ReadCache {
     ) -> Option<(&Vertex, &[u8])> {
         let e = self.entries.get(key)?;
         let young = ttl_ms.is_none_or(|ttl| now_ms.saturating_sub(e.at_ms) < ttl);
-        let fresh = young && e.marks_epoch == marks.epoch();
-        let newer_resolved = (0..e.heads.len() as LocalSet)
-            .filter(|&ls| ls != local_set)
-            .any(|ls| marks.resolved(&Copy { key: key.to_vec(), ls }).is_some_and(|s| s > e.heads[ls as usize]));
-        (fresh && !newer_resolved).then_some((&e.version, e.value.as_slice()))
+        if !young || e.marks_epoch != marks.epoch() {
+            return None;
+        }
+        let mut copy = Copy { key: key.to_vec(), ls: 0 };
+        let newer_resolved = (0..e.heads.len() as LocalSet).filter(|&ls| ls != local_set).any(|ls| {
+            copy.ls = ls;
+            marks.resolved(&copy).is_some_and(|s| s > e.heads[ls as usize])
+        });
+        (!newer_resolved).then_some((&e.version, e.value.as_slice()))
     }
 
     /// A hit: what the session saw, as a read from the store would have recorded it.

@@ -517,10 +517,7 @@ fn step_client(
                 let id = *next_write;
                 *next_write += 1;
                 let marks = &world.marks[ls][i];
-                let began = world.read_caches[ls][i].as_mut().map(|cache| {
-                    cache.wrote(&key);
-                    cache.begin(marks)
-                });
+                let began = world.read_caches[ls][i].as_mut().map(|cache| cache.start_write(&key, marks));
                 let (op, step) = WriteOp::start(&protocol, &c.session, &key, id.to_be_bytes().to_vec());
                 Running::Write { op, step, id, began }
             } else {
@@ -698,7 +695,6 @@ fn step_client(
 
 /// Answers a read of `key` by client `c`, started at step `started`, from its instance's read cache if that may
 /// (entries younger than `ttl` steps, or of any age): records it in the history and returns true.
-#[allow(clippy::too_many_arguments)]
 fn answer_from_read_cache(
     c: &mut Client,
     world: &World,
