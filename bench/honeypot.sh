@@ -10,7 +10,9 @@
 # Usage: [LEASE_MS=ms] [FORCE_CACHE=1] bench/honeypot.sh [repeat] [duration_s] [warmup_s] [update_ratios]
 #          defaults: 3 repetitions, 5 s measured, 2 s warm-up, the workloads' ratios (1, 0, 0.01, 0.1), and the
 #          buffering runs' lease LEASE_MS = 1000 (the read-cache runs keep the workloads' own lease)
-# Reports go to bench/results/honeypot/<workload>-<cache|fresh>-<n>/; the summary to bench/results/honeypot/summary.md.
+# Reports go to $OUT/<workload>-<mode>-<n>/ (OUT defaults to bench/results/honeypot); the summary to
+# $OUT/summary.md, and plots of it to $OUT/*.svg (each workload's throughput ratios to fresh against the number of
+# keys, one line per mode and update ratio; and its throughput at each update ratio).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repeat=${1:-3}
@@ -24,7 +26,7 @@ modes="cache buffer fresh"
 if [ "${WITH_FORCED:-0}" = 1 ]; then modes="cache forced buffer fresh"; fi
 cargo build --release -q -p causet
 bin=target/release/causet
-out=bench/results/honeypot
+out=${OUT:-bench/results/honeypot}
 rm -rf "$out"
 mkdir -p "$out"
 extra=(--duration-s "$duration" --warmup-s "$warmup")
@@ -44,9 +46,10 @@ for workload in honeypot-uniform honeypot-pareto; do
     done
   done
 done
-python3 - "$out" "$repeat" "$modes" <<'EOF'
+python3 - "$out" "$repeat" "$modes" "$lease_ms" <<'EOF'
 import json, statistics, sys, pathlib
-out, repeat, modes = pathlib.Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3].split()
+out, repeat, modes, lease_ms = pathlib.Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3].split(), sys.argv[4]
+plots = []
 lines = ["# HoneyPot: the lease cache (reads only, and with buffered writes) against reads that bypass it", "",
          f"One DC of 3 nodes, 12 partitions, 50 sessions, 10-key interactive transactions; medians of {repeat} "
          "alternating runs, each on a fresh cluster. cache: reads as the node chooses (through the cache unless its gate "
@@ -68,7 +71,7 @@ for workload in ["honeypot-uniform", "honeypot-pareto"]:
     if "forced" in modes:
         lines[-2] += " forced txn/s | forced / fresh (median, range) | forced hits |"
         lines[-1] += "---:|---|---|"
-    ratios_all = {}
+    ratios_all, ratio_lines, tput_lines = {}, {}, {}
     for (u, k) in sorted(runs):
         c, b, f = runs[(u, k)]["cache"], runs[(u, k)]["buffer"], runs[(u, k)]["fresh"]
         tput = lambda rs: statistics.median(r["throughput_per_s"] for r in rs)
@@ -89,6 +92,10 @@ for workload in ["honeypot-uniform", "honeypot-pareto"]:
                      f"({min(rc):.2f}–{max(rc):.2f}) | {statistics.median(rb):.2f} ({min(rb):.2f}–{max(rb):.2f}) | "
                      f"{lat(c, 'p50_us'):.2f} | {lat(b, 'p50_us'):.2f} | {lat(f, 'p50_us'):.2f} | "
                      f"{lat(b, 'p99_us'):.2f} | {lat(f, 'p99_us'):.2f} | {hits(c)} | {hits(b)} |")
+        for mode, rs in [("cache", rc), ("buffer", rb)] + ([("forced", rf)] if "forced" in modes else []):
+            ratio_lines.setdefault(f"{mode}, {u:.0%} updates", []).append([k, statistics.median(rs)])
+        for mode in modes:
+            tput_lines.setdefault(u, {}).setdefault(mode, []).append([k, tput(runs[(u, k)][mode])])
         if "forced" in modes:
             fo = runs[(u, k)]["forced"]
             lines[-1] += f" {tput(fo):.0f} | {statistics.median(rf):.2f} ({min(rf):.2f}–{max(rf):.2f}) | {hits(fo)} |"
@@ -104,6 +111,19 @@ for workload in ["honeypot-uniform", "honeypot-pareto"]:
                      f"{statistics.mean(b):.2f} ({min(b):.2f}, {max(b):.2f}) |"
                      + (f" {statistics.mean(o):.2f} ({min(o):.2f}, {max(o):.2f}) |" if forced else ""))
     lines.append("")
+    plots.append({"file": f"{workload}-ratio.svg", "log_x": True,
+                  "title": f"{workload}: throughput ÷ fresh reads (medians of {repeat}; buffer leases {lease_ms} ms)",
+                  "x_label": "keys (log scale)", "y_label": "throughput ÷ fresh",
+                  "references": [{"y": 1.0, "label": "fresh reads"}, {"y": 3.0, "label": "goal at 90/10 (3×)"}],
+                  "series": [{"label": label, "points": pts} for label, pts in ratio_lines.items()]})
+    for u, per_mode in sorted(tput_lines.items()):
+        plots.append({"file": f"{workload}-throughput-{round(u * 100)}pct.svg", "log_x": True,
+                      "title": f"{workload}, {u:.0%} updates: committed transactions / s (medians of {repeat})",
+                      "x_label": "keys (log scale)", "y_label": "txn/s",
+                      "series": [{"label": mode, "points": pts} for mode, pts in per_mode.items()]})
+    lines += [f"![{workload}: ratios]({workload}-ratio.svg)", ""]
+(out / "plots.json").write_text(json.dumps({"plots": plots}, indent=1))
 (out / "summary.md").write_text("\n".join(lines) + "\n")
 print("\n".join(lines))
 EOF
+$bin bench --plot "$out/plots.json" > /dev/null

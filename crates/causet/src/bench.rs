@@ -98,6 +98,12 @@ pub struct BenchArgs {
     /// Print the shipped workloads and exit.
     #[arg(long)]
     pub list: bool,
+    /// Render the plots a JSON spec describes and exit, printing the files written: `{"plots": [{"file",
+    /// "title", "x_label", "y_label", "log_x", "references": [{"y", "label"}], "series": [{"label", "points":
+    /// [[x, y], ...]}]}]}`, each file relative to the spec's directory. The benchmark scripts that sweep several
+    /// configurations (bench/honeypot.sh) plot their summaries this way.
+    #[arg(long, value_name = "SPEC")]
+    pub plot: Option<PathBuf>,
 }
 
 /// Stops a local cluster when the run ends, fails or is interrupted.
@@ -202,6 +208,12 @@ pub fn main(args: BenchArgs) -> anyhow::Result<PathBuf> {
         for (name, text) in workload::SHIPPED {
             let w = Workload::parse(text, name)?;
             println!("{name:<18} {}", w.file.description);
+        }
+        return Ok(PathBuf::new());
+    }
+    if let Some(spec) = &args.plot {
+        for path in causet_bench::plot::render_specs(spec)? {
+            println!("{}", path.display());
         }
         return Ok(PathBuf::new());
     }
