@@ -7,9 +7,11 @@
 //!   atomic commit. A component's lease starts with its first write; merged components keep the earliest end, so
 //!   no buffered write waits longer than a lease. Every id merged into a component stays answerable
 //!   ([`WriteBuffer::resolve`]), so a clock token naming any of them finds the component until its handover.
-//! - **Cap.** A transaction that would grow a component past [`BufferConfig::max_component_objects`] is asked to
-//!   hand the components it touches over first ([`WriteBuffer::admit`]); one transaction alone may exceed the cap
-//!   (its writes are atomic whatever their number).
+//! - **Cap.** A transaction that would grow a component past [`BufferConfig::max_component_objects`] is refused
+//!   ([`WriteBuffer::admit`]) and the coordinator hands the components over (`coordinator::handover`: at once, and
+//!   then it buffers the transaction; while a round is under way it lets components grow to a multiple of the cap,
+//!   [`WriteBuffer::admit_up_to`]); one transaction alone may exceed the cap (its writes are atomic whatever their
+//!   number).
 //! - **Order inside the one commit.** A handover applies every effect of a component at one commit stamp, so
 //!   effects of successive transactions must not tie where a type orders effects by their sequence number inside
 //!   a transaction (last-writer-wins registers, also nested in maps). Transactions therefore draw their sequence
@@ -200,11 +202,20 @@ impl WriteBuffer {
     /// Whether a transaction touching `objects` (its writes, and the objects it read that are buffered) may be buffered
     /// without growing a component past the cap; if not, the components to hand over first.
     pub fn admit<'a>(&self, objects: impl IntoIterator<Item = &'a ObjectId>) -> Result<(), Vec<ComponentId>> {
+        self.admit_up_to(objects, self.config.max_component_objects)
+    }
+
+    /// [`WriteBuffer::admit`] with a cap of `cap` objects instead of the configured one.
+    pub fn admit_up_to<'a>(
+        &self,
+        objects: impl IntoIterator<Item = &'a ObjectId>,
+        cap: usize,
+    ) -> Result<(), Vec<ComponentId>> {
         let objects: BTreeSet<&ObjectId> = objects.into_iter().collect();
         let touched: BTreeSet<ComponentId> = objects.iter().filter_map(|o| self.component_of(o)).collect();
         let fresh = objects.iter().filter(|o| !self.holds(o)).count();
         let size = fresh + touched.iter().map(|c| self.components[c].objects.len()).sum::<usize>();
-        if size > self.config.max_component_objects && !touched.is_empty() {
+        if size > cap && !touched.is_empty() {
             return Err(touched.into_iter().collect());
         }
         Ok(())

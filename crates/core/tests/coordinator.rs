@@ -763,11 +763,68 @@ fn a_component_at_its_cap_is_handed_over_before_it_grows() {
     update(&mut dc, &[&keys[0], &keys[1]]);
     update(&mut dc, &[&keys[1]]);
     assert_eq!(dc.coordinator.handover_stats().map(|s| (s.handovers, s.buffer.objects)), Some((0, 2)));
-    // Linking keys[2] would make three: the component goes first, then the transaction is buffered.
+    // Linking keys[2] would make three: the component goes in a round of its own, and the transaction, without
+    // waiting for that round, starts the next component.
     update(&mut dc, &[&keys[1], &keys[2]]);
     let stats = dc.coordinator.handover_stats().expect("buffering");
-    assert_eq!((stats.handovers, stats.buffer.objects, stats.waits), (1, 2, 1));
+    assert_eq!((stats.rounds, stats.handovers, stats.buffer.objects, stats.waits), (1, 1, 2, 0));
     assert_eq!(read_one(&mut dc, &keys[1], causet_core::coordinator::ReadFrom::Cache), Value::Counter(3));
+    assert_eq!(read_one(&mut dc, &keys[1], causet_core::coordinator::ReadFrom::Fresh), Value::Counter(3));
+}
+
+/// While a round of handovers is under way, a component may grow past its cap up to `OVER_CAP` (4) times it
+/// without anyone waiting; past that, transactions wait for the round; every buffered write arrives at its owner.
+#[test]
+fn a_component_grows_past_its_cap_while_a_round_is_under_way_then_waits_for_it() {
+    let mut dc = buffering_dc_with(2, 50, |c| {
+        c.op_timeout_us = 200_000;
+        c.cache.as_mut().expect("a cache").max_component_objects = 2;
+    });
+    let late = &counter("late");
+    let rest: Vec<ObjectId> =
+        (0..).map(|i| counter(&format!("k{i}"))).filter(|o| o.partition(2) != late.partition(2)).take(9).collect();
+    committed(dc.call(ClientRequest::StaticUpdate { clock: None, updates: vec![(late.clone(), Op::Increment(1))] }));
+    // The owner of `late` stops answering; its lease ends and the round waits for it.
+    dc.dead = vec![late.partition(2).0];
+    for _ in 0..60 {
+        dc.advance(1_000);
+    }
+    assert_eq!(dc.coordinator.handover_stats().map(|s| (s.rounds, s.in_flight)), Some((1, 1)), "the round waits");
+    // One component, grown an object at a time past the cap of 2, up to 8 objects, none waiting.
+    let on_other_owners: Vec<&ObjectId> = rest.iter().collect();
+    for pair in on_other_owners[..8].windows(2) {
+        let updates = pair.iter().map(|o| ((*o).clone(), Op::Increment(1))).collect();
+        committed(dc.call(ClientRequest::StaticUpdate { clock: None, updates }));
+    }
+    let stats = dc.coordinator.handover_stats().expect("buffering");
+    assert_eq!((stats.buffer.components, stats.buffer.objects, stats.waits), (1, 8, 0), "{stats:?}");
+    // A ninth object would pass 4 x 2: the transaction waits for the round (which waits for the dead owner).
+    let tx = dc.start(None);
+    let updates = vec![(on_other_owners[7].clone(), Op::Increment(1)), (on_other_owners[8].clone(), Op::Increment(1))];
+    assert_eq!(dc.call(ClientRequest::Update { tx, updates }), Ok(ClientResponse::Updated));
+    dc.send(RequestId(100), ClientRequest::Commit { tx });
+    assert!(dc.replies.is_empty(), "the commit waits for the round");
+    assert_eq!(dc.coordinator.handover_stats().map(|s| s.waits), Some(1));
+    // The owner returns. The round's prepare timed out meanwhile and goes again; the waiting transaction's deadline
+    // (as long as a prepare's) passes first, and it fails as any transaction waiting for a stuck round does.
+    dc.dead.clear();
+    for _ in 0..600 {
+        dc.advance(1_000);
+    }
+    let stats = dc.coordinator.handover_stats().expect("buffering");
+    assert!(stats.in_flight == 0 && stats.rounds >= 2 && stats.retries >= 1, "{stats:?}");
+    let reply = dc.replies.pop_front();
+    assert!(matches!(reply, Some((RequestId(100), Err(TxError::Timeout(_))))), "{reply:?}");
+    // Everything buffered reached its owner: `late`, and the component that grew to 8 objects.
+    assert_eq!(read_one(&mut dc, late, causet_core::coordinator::ReadFrom::Fresh), Value::Counter(1));
+    for (i, o) in on_other_owners[..9].iter().enumerate() {
+        let expected = match i {
+            0 | 7 => 1,
+            8 => 0,
+            _ => 2,
+        };
+        assert_eq!(read_one(&mut dc, o, causet_core::coordinator::ReadFrom::Fresh), Value::Counter(expected), "{i}");
+    }
 }
 
 /// A round of handovers held up by an owner that does not answer holds up no transaction reading through the
@@ -1115,7 +1172,8 @@ fn an_unacknowledged_commit_is_resent_with_back_off_until_it_lands() {
     for _ in 0..32 {
         dc.advance(interval);
     }
-    assert!(matches!(dc.replies.pop_front(), Some((RequestId(100), Ok(ClientResponse::Committed { .. })))));
+    let reply = dc.replies.pop_front();
+    assert!(matches!(reply, Some((RequestId(100), Ok(ClientResponse::Committed { .. })))), "{reply:?}");
     assert!(dc.partitions.iter().all(|p| p.prepared_count() == 0), "committed at both owners");
 }
 
