@@ -340,6 +340,7 @@ impl FjallStore {
             receiver,
             notify,
             undelivered: BTreeMap::new(),
+            buffer_truncated: HashMap::new(),
             shared: shared.clone(),
             next_sync: match options.sync {
                 SyncMode::Always => None,
@@ -893,6 +894,11 @@ struct Writer {
     unsynced_records: u64,
     /// Whether anything was written since the last fsync.
     unsynced: bool,
+    /// Per shard's write-buffer log, the position below which this writer has deleted every record: a truncation
+    /// scans the log from there, not from its start. (Deleted records stay as tombstones until compaction, and a
+    /// scan from the start stepped over all of them: with a round of handovers every few milliseconds, a quarter
+    /// of a node's CPU, 2026-11-30.)
+    buffer_truncated: HashMap<u32, Lsn>,
 }
 
 impl Writer {
@@ -1035,10 +1041,13 @@ impl Writer {
                 }
                 Op::BufferTruncate { shard, before } => {
                     let (from, to) = (codec::buffer_key(shard, Lsn(0)), codec::buffer_key(shard, before));
-                    for guard in self.meta.range(from.clone()..to.clone()) {
+                    let floor = self.buffer_truncated.get(&shard).copied().unwrap_or(Lsn(0));
+                    for guard in self.meta.range(codec::buffer_key(shard, floor)..to.clone()) {
                         let key = guard.key()?;
                         batch.writes.insert((Space::Meta, key.to_vec()), None);
                     }
+                    // The batch commits, or the writer stops: the floor holds for the rest of its life.
+                    self.buffer_truncated.insert(shard, floor.max(before));
                     for ((space, key), value) in batch.writes.iter_mut() {
                         if *space == Space::Meta && *key >= from && *key < to {
                             *value = None;

@@ -387,5 +387,26 @@ fn write_buffer_logs_are_reported_durable_truncated_and_loaded_back_per_shard() 
     assert_eq!(lsns(3), vec![1]);
     assert_eq!(logs.len(), 2);
     assert_eq!(store.load(P0).unwrap().1.len(), 1, "the partition's log is untouched");
+    // Truncations one after another (each scans from where the last one ended), with appends between them, and
+    // one below a truncation already done (a no-op); after a restart the first truncation starts from the log's
+    // start again.
+    for lsn in 12..=20 {
+        store.append_buffer(0, Lsn(lsn), &round(lsn)).unwrap();
+    }
+    store.truncate_buffer(0, Lsn(10)).unwrap();
+    store.truncate_buffer(0, Lsn(9)).unwrap();
+    store.truncate_buffer(0, Lsn(15)).unwrap();
+    store.append_buffer(0, Lsn(21), &round(21)).unwrap();
+    store.truncate_buffer(0, Lsn(18)).unwrap();
+    store.truncate_buffer(3, Lsn(2)).unwrap();
+    store.close().unwrap();
+    let (store, _rx) = open(dir.path());
+    let logs = store.load_buffers().unwrap();
+    assert_eq!(logs[&0].iter().map(|(lsn, _)| lsn.0).collect::<Vec<_>>(), vec![18, 19, 20, 21]);
+    assert!(!logs.contains_key(&3), "shard 3's log is empty");
+    store.truncate_buffer(0, Lsn(20)).unwrap();
+    store.close().unwrap();
+    let (store, _rx) = open(dir.path());
+    assert_eq!(store.load_buffers().unwrap()[&0].iter().map(|(lsn, _)| lsn.0).collect::<Vec<_>>(), vec![20, 21]);
     store.close().unwrap();
 }
