@@ -306,12 +306,13 @@ where
     DB::ErrorType: 'static,
     X: Ranged<ValueType = f64>,
 {
-    let grey = RGBColor(120, 120, 120);
+    // Black and dashed: no series colour is black.
     for r in &plot.references {
+        let style = BLACK.stroke_width(1);
         chart
-            .draw_series(DashedLineSeries::new(vec![(x_range.0, r.y), (x_range.1, r.y)], 8, 6, grey.stroke_width(1)))?
+            .draw_series(DashedLineSeries::new(vec![(x_range.0, r.y), (x_range.1, r.y)], 8, 6, style))?
             .label(r.label.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], grey.stroke_width(1)));
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
     }
     for (i, s) in plot.series.iter().enumerate() {
         let c = colour(i);
