@@ -100,14 +100,11 @@ fn throughput_plot(report: &Report, path: &Path) -> PlotResult {
             let c = colour(i);
             i += 1;
             let label = if key_counts.len() > 1 { format!("{protocol}, {keys} keys") } else { protocol.clone() };
-            chart
-                .draw_series(LineSeries::new(line, c.stroke_width(2)))?
-                .label(label)
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+            labelled_line(&mut chart, line, label, c)?;
             chart.draw_series(points.into_iter().map(|p| Circle::new(p, 4, c.filled())))?;
         }
     }
-    chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw()?;
+    legend(&mut chart, SeriesLabelPosition::MiddleRight)?;
     root.present()?;
     Ok(())
 }
@@ -130,17 +127,9 @@ fn cdf_plot(path: &Path, title: &str, series: &[(String, &HistogramSummary)]) ->
     for (i, (label, h)) in nonempty.iter().enumerate() {
         let c = colour(i);
         let points: Vec<(f64, f64)> = h.cdf().into_iter().map(|(us, f)| ((us as f64 / 1000.0).max(x_min), f)).collect();
-        chart
-            .draw_series(LineSeries::new(points, c.stroke_width(2)))?
-            .label(label.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+        labelled_line(&mut chart, points, label.clone(), c)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()?;
+    legend(&mut chart, SeriesLabelPosition::LowerRight)?;
     root.present()?;
     Ok(())
 }
@@ -169,12 +158,9 @@ pub fn time_panels(path: &Path, title: &str, panels: &[(&str, Vec<Line>)]) -> an
             chart.configure_mesh().x_desc("seconds").y_desc(*y_desc).draw()?;
             for (i, (label, points)) in series.iter().enumerate() {
                 let c = colour(i);
-                chart
-                    .draw_series(LineSeries::new(points.iter().copied(), c.stroke_width(2)))?
-                    .label(label.clone())
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+                labelled_line(&mut chart, points.iter().copied(), label.clone(), c)?;
             }
-            chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw()?;
+            legend(&mut chart, SeriesLabelPosition::MiddleRight)?;
         }
         root.present()?;
         Ok(())
@@ -318,18 +304,40 @@ where
         let c = colour(i);
         let mut points = s.points.clone();
         points.sort_by(|a, b| a.0.total_cmp(&b.0));
-        chart
-            .draw_series(LineSeries::new(points.clone(), c.stroke_width(2)))?
-            .label(s.label.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+        labelled_line(chart, points.clone(), s.label.clone(), c)?;
         chart.draw_series(points.into_iter().map(|p| Circle::new(p, 4, c.filled())))?;
     }
+    legend(chart, SeriesLabelPosition::UpperRight)
+}
+
+/// Draws one line of `points` in colour `c`, with `label` in the legend.
+fn labelled_line<'a, DB, CT>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    points: impl IntoIterator<Item = CT::From>,
+    label: String,
+    c: RGBColor,
+) -> PlotResult
+where
+    DB: DrawingBackend + 'a,
+    DB::ErrorType: 'static,
+    CT: CoordTranslate,
+    CT::From: Clone + 'static,
+{
     chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()?;
+        .draw_series(LineSeries::new(points, c.stroke_width(2)))?
+        .label(label)
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+    Ok(())
+}
+
+/// Draws the legend of `chart`'s labelled series at `position`, on a translucent white box.
+fn legend<'a, DB, CT>(chart: &mut ChartContext<'a, DB, CT>, position: SeriesLabelPosition) -> PlotResult
+where
+    DB: DrawingBackend + 'a,
+    DB::ErrorType: 'static,
+    CT: CoordTranslate,
+{
+    chart.configure_series_labels().position(position).background_style(WHITE.mix(0.8)).border_style(BLACK).draw()?;
     Ok(())
 }
 

@@ -791,8 +791,7 @@ fn a_component_grows_past_its_cap_while_a_round_is_under_way_then_waits_for_it()
     }
     assert_eq!(dc.coordinator.handover_stats().map(|s| (s.rounds, s.in_flight)), Some((1, 1)), "the round waits");
     // One component, grown an object at a time past the cap of 2, up to 8 objects, none waiting.
-    let on_other_owners: Vec<&ObjectId> = rest.iter().collect();
-    for pair in on_other_owners[..8].windows(2) {
+    for pair in rest[..8].windows(2) {
         let updates = pair.iter().map(|o| ((*o).clone(), Op::Increment(1))).collect();
         committed(dc.call(ClientRequest::StaticUpdate { clock: None, updates }));
     }
@@ -800,7 +799,7 @@ fn a_component_grows_past_its_cap_while_a_round_is_under_way_then_waits_for_it()
     assert_eq!((stats.buffer.components, stats.buffer.objects, stats.waits), (1, 8, 0), "{stats:?}");
     // A ninth object would pass 4 x 2: the transaction waits for the round (which waits for the dead owner).
     let tx = dc.start(None);
-    let updates = vec![(on_other_owners[7].clone(), Op::Increment(1)), (on_other_owners[8].clone(), Op::Increment(1))];
+    let updates = vec![(rest[7].clone(), Op::Increment(1)), (rest[8].clone(), Op::Increment(1))];
     assert_eq!(dc.call(ClientRequest::Update { tx, updates }), Ok(ClientResponse::Updated));
     dc.send(RequestId(100), ClientRequest::Commit { tx });
     assert!(dc.replies.is_empty(), "the commit waits for the round");
@@ -817,7 +816,7 @@ fn a_component_grows_past_its_cap_while_a_round_is_under_way_then_waits_for_it()
     assert!(matches!(reply, Some((RequestId(100), Err(TxError::Timeout(_))))), "{reply:?}");
     // Everything buffered reached its owner: `late`, and the component that grew to 8 objects.
     assert_eq!(read_one(&mut dc, late, causet_core::coordinator::ReadFrom::Fresh), Value::Counter(1));
-    for (i, o) in on_other_owners[..9].iter().enumerate() {
+    for (i, o) in rest[..9].iter().enumerate() {
         let expected = match i {
             0 | 7 => 1,
             8 => 0,

@@ -731,8 +731,7 @@ impl<S: Store> Middleware<S> {
                     Step::FetchHeads(copies) => Input::Heads(self.fetch(&copies, false).await?),
                     Step::Fetch(_) if !waited_for_follower && self.waits_for_follower(&op) => {
                         // Rather than wait for the newer version, the cached answer, if it still may be returned.
-                        if let Some(value) = self.answer_from_read_cache(session, key, bound, None) {
-                            self.stats.read_cache_fallbacks.fetch_add(1, Ordering::Relaxed);
+                        if let Some(value) = self.fall_back_to_read_cache(session, key, bound) {
                             self.count_expanded(&op);
                             return Ok(Some(value));
                         }
@@ -766,8 +765,7 @@ impl<S: Store> Middleware<S> {
             self.count_expanded(&op);
             match outcome {
                 ReadOutcome::Unresolved { version, missing } => {
-                    if let Some(value) = self.answer_from_read_cache(session, key, bound, None) {
-                        self.stats.read_cache_fallbacks.fetch_add(1, Ordering::Relaxed);
+                    if let Some(value) = self.fall_back_to_read_cache(session, key, bound) {
                         return Ok(Some(value));
                     }
                     self.stats.unresolved.fetch_add(1, Ordering::Relaxed);
@@ -842,6 +840,13 @@ impl<S: Store> Middleware<S> {
             Some(value.to_vec())
         })??;
         self.stats.reads.fetch_add(1, Ordering::Relaxed);
+        Some(value)
+    }
+
+    /// The read cache's answer of any age, instead of waiting for the store's newer version: counted as a fallback.
+    fn fall_back_to_read_cache(&self, session: &mut Session, key: &[u8], bound: bool) -> Option<Vec<u8>> {
+        let value = self.answer_from_read_cache(session, key, bound, None)?;
+        self.stats.read_cache_fallbacks.fetch_add(1, Ordering::Relaxed);
         Some(value)
     }
 
