@@ -696,8 +696,8 @@ impl Replica {
             self.report_streams();
         }
         if now_us >= self.next_collect_us {
-            // A follower folds its old versions away as a leader does on the stabilizer's word, but at most once per
-            // interval (each pass visits every object with unfolded versions), and only under what it applied.
+            // A follower folds its old versions away as a leader does on the stabilizer's word, once per interval (the
+            // leader's reports bring the frontier on the group's ticks), and only under what it applied.
             self.next_collect_us = now_us + FOLLOWER_COLLECT_INTERVAL_US;
             if let Some(gc) = self.gc.as_ref().filter(|_| !self.serving() && !self.stale) {
                 self.partition.collect_applied(gc);

@@ -48,6 +48,18 @@ impl VersionedObject {
     fn new(ty: causet_crdt::CrdtType) -> Self {
         Self { base: Crdt::new(ty), versions: Vec::new(), cached: None }
     }
+
+    /// The object's key in the store's index of unfolded objects: the least over its versions of their commit vectors' largest entry
+    /// (none without versions). A version at or below a frontier has its largest entry at or below the frontier's
+    /// largest, so an object whose key exceeds that has nothing to fold.
+    fn fold_key(&self) -> Option<Timestamp> {
+        self.versions.iter().map(|v| top(&v.commit)).min()
+    }
+}
+
+/// A vector's largest entry.
+fn top(v: &VectorClock) -> Timestamp {
+    v.entries().iter().copied().max().unwrap_or(Timestamp::ZERO)
 }
 
 /// Counters of the work reads do, for metrics and for tests of the read-cost bound.
@@ -185,8 +197,12 @@ pub struct Visibility {
 #[derive(Clone, Debug)]
 pub struct Store {
     objects: DetHashMap<ObjectId, VersionedObject>,
-    /// Objects with effects not folded into their base.
-    unfolded: BTreeSet<ObjectId>,
+    /// Objects with effects not folded into their base, each once, ordered by its [`VersionedObject::fold_key`]:
+    /// a collection visits only the objects whose key is at or below its frontier's largest entry, not every object
+    /// written since the frontier (with a lease cache holding the frontier a lease back, that was every object
+    /// written in the last lease, at every stable snapshot). With one DC the visit is exact; with several, an object
+    /// whose oldest version is from another DC may be visited before that DC's entry of the frontier reaches it.
+    unfolded: BTreeSet<(Timestamp, ObjectId)>,
     /// Every snapshot read from now on is at or above this vector.
     frontier: VectorClock,
     /// Objects changed since the last checkpoint image was taken.
@@ -228,10 +244,13 @@ impl VersionStore for Store {
 
     /// Loads an object image (recovery from a checkpoint).
     fn load(&mut self, id: ObjectId, image: ObjectImage) {
-        if !image.versions.is_empty() {
-            self.unfolded.insert(id.clone());
-        }
         let object = VersionedObject { base: image.base, versions: image.versions, cached: None };
+        if let Some(old) = self.objects.get(&id).and_then(VersionedObject::fold_key) {
+            self.unfolded.remove(&(old, id.clone()));
+        }
+        if let Some(key) = object.fold_key() {
+            self.unfolded.insert((key, id.clone()));
+        }
         self.objects.insert(id, object);
     }
 
@@ -265,7 +284,7 @@ impl VersionStore for Store {
 
     /// The number of effects kept unfolded, over all objects.
     fn versions(&self) -> usize {
-        self.unfolded.iter().map(|id| self.objects[id].versions.len()).sum()
+        self.unfolded.iter().map(|(_, id)| self.objects[id].versions.len()).sum()
     }
 
     /// The object's state at the snapshot.
@@ -331,6 +350,13 @@ impl VersionStore for Store {
     /// Adds a committed effect.
     fn insert(&mut self, id: &ObjectId, commit: &VectorClock, stamp: Stamp, effect: Effect) {
         let object = self.objects.entry(id.clone()).or_insert_with(|| VersionedObject::new(id.ty));
+        let (old, new) = (object.fold_key(), top(commit));
+        if old.is_none_or(|old| new < old) {
+            if let Some(old) = old {
+                self.unfolded.remove(&(old, id.clone()));
+            }
+            self.unfolded.insert((new, id.clone()));
+        }
         let at = object.versions.partition_point(|v| v.stamp <= stamp);
         object.versions.insert(at, Version { commit: commit.clone(), stamp, effect });
         // A cached version stays valid: the protocol only inserts effects whose commit vector is not below any
@@ -340,7 +366,6 @@ impl VersionStore for Store {
                 object.cached = None;
             }
         }
-        self.unfolded.insert(id.clone());
         self.dirty.insert(id.clone());
     }
 
@@ -351,35 +376,36 @@ impl VersionStore for Store {
             return;
         }
         self.frontier = frontier.clone();
-        let mut done = Vec::new();
-        for id in &self.unfolded {
-            let object = self.objects.get_mut(id).expect("unfolded objects exist");
-            // Most objects have nothing below a frontier that moved by a millisecond: leave them untouched.
-            if !object.versions.iter().any(|v| v.commit.le(frontier)) {
-                continue;
-            }
-            let mut kept = Vec::with_capacity(object.versions.len());
-            for v in object.versions.drain(..) {
-                if v.commit.le(frontier) {
-                    apply(&mut object.base, &v.effect, v.stamp);
-                    self.stats.effects_folded += 1;
-                } else {
-                    kept.push(v);
+        let limit = top(frontier);
+        // The candidates leave the index, and return under their new key if versions remain.
+        let mut visited = Vec::new();
+        while self.unfolded.first().is_some_and(|(key, _)| *key <= limit) {
+            let (_, id) = self.unfolded.pop_first().expect("a first entry was just seen");
+            visited.push(id);
+        }
+        for id in visited {
+            let object = self.objects.get_mut(&id).expect("unfolded objects exist");
+            if object.versions.iter().any(|v| v.commit.le(frontier)) {
+                let mut kept = Vec::with_capacity(object.versions.len());
+                for v in object.versions.drain(..) {
+                    if v.commit.le(frontier) {
+                        apply(&mut object.base, &v.effect, v.stamp);
+                        self.stats.effects_folded += 1;
+                    } else {
+                        kept.push(v);
+                    }
+                }
+                // Folding changes how the object is represented, not what it holds: an older checkpoint image
+                // stays valid, so the object need not be written again.
+                object.versions = kept;
+                if object.cached.as_ref().is_some_and(|(at, _)| !frontier.le(at)) {
+                    // A cached version below the frontier can never be read again.
+                    object.cached = None;
                 }
             }
-            // Folding changes how the object is represented, not what it holds: an older checkpoint image stays
-            // valid, so the object need not be written again.
-            object.versions = kept;
-            if object.cached.as_ref().is_some_and(|(at, _)| !frontier.le(at)) {
-                // A cached version below the frontier can never be read again.
-                object.cached = None;
+            if let Some(key) = object.fold_key() {
+                self.unfolded.insert((key, id));
             }
-            if object.versions.is_empty() {
-                done.push(id.clone());
-            }
-        }
-        for id in done {
-            self.unfolded.remove(&id);
         }
     }
 }
@@ -400,6 +426,18 @@ mod tests {
 
     /// Adds element `n` to object `k` at commit vector (a, b); the stamp is the entries' sum, which extends the
     /// vectors' order as a partition's stamps do.
+    /// The index of unfolded objects holds every object with versions once, under its key, and nothing else.
+    fn assert_index(store: &Store) {
+        let expected: BTreeSet<(Timestamp, ObjectId)> =
+            store.objects.iter().filter_map(|(id, o)| Some((o.fold_key()?, id.clone()))).collect();
+        assert_eq!(store.unfolded, expected);
+    }
+
+    /// Whether some object keeps a version every future snapshot contains.
+    fn keeps_foldable(store: &Store) -> bool {
+        store.objects.values().any(|o| o.versions.iter().any(|v| v.commit.le(&store.frontier)))
+    }
+
     fn add(store: &mut Store, k: u8, n: u64, (a, b): (u64, u64)) {
         let mut ctx = EffectCtx::new(TxTag(u128::from(n)), 0);
         let effect = Crdt::new(CrdtType::SetAw).generate(&Op::Add(vec![n.to_be_bytes().to_vec()]), &mut ctx).unwrap();
@@ -419,6 +457,7 @@ mod tests {
         s.collect(&vc(3, 3));
         s.collect(&vc(2, 2));
         assert_eq!((s.frontier(), s.versions()), (&vc(3, 3), 2));
+        assert_index(&s);
         s.collect(&vc(5, 5));
         assert_eq!((s.versions(), s.stats().effects_folded, s.unfolded.len()), (0, 3, 0));
         // Reads below the frontier are refused; at it, they see everything folded.
@@ -505,13 +544,17 @@ mod tests {
             for (n, (k, a, b, collect)) in steps.into_iter().enumerate() {
                 if collect {
                     // The frontier only rises (a lower one would be ignored anyway).
+                    let before = frontier.clone();
                     frontier.merge_max(&vc(a, b));
                     collected.collect(&frontier);
                     prop_assert_eq!(collected.frontier(), &frontier);
+                    // A frontier that moved leaves nothing foldable (one that did not folds nothing).
+                    prop_assert!(frontier == before || !keeps_foldable(&collected));
                 } else {
                     add(&mut collected, k, n as u64, (a + 1, b + 1));
                     add(&mut reference, k, n as u64, (a + 1, b + 1));
                 }
+                assert_index(&collected);
                 for &(x, y) in &reads {
                     let mut at = vc(x, y);
                     at.merge_max(&frontier);

@@ -44,13 +44,6 @@ use causet_crdt::Effect;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-/// A partition whose store has more objects than this with versions not folded yet collects garbage at most once
-/// per [`COLLECT_INTERVALS`] stable intervals (`Partition::collect_due`); with fewer, at every stable snapshot.
-pub const COLLECT_EAGER_OBJECTS: usize = 1_024;
-
-/// See [`COLLECT_EAGER_OBJECTS`].
-pub const COLLECT_INTERVALS: u64 = 10;
-
 /// A partition renews its clock bound once the clock comes within `clock_bound_us / BOUND_RENEW_DIVISOR` of the
 /// last one logged, so about every three quarters of `clock_bound_us` while the clock follows physical time. A
 /// quarter (25 ms by default) leaves a new bound many times a log write's time to become durable before a
@@ -225,10 +218,6 @@ pub struct Partition<S = Store> {
     peer_gc: BTreeMap<DcId, VectorClock>,
     /// When this DC's frontier next goes to its ring-mates.
     next_gc_us: u64,
-    /// The DC's frontier as last heard, not collected up to yet, and when the next collection may run
-    /// ([`COLLECT_INTERVALS`]).
-    pending_gc: Option<VectorClock>,
-    next_collect_us: u64,
     /// Writes shipped to other DCs (each write once per DC it went to, resends included), and their encoded bytes.
     shipped: (u64, u64),
     /// With caches: notices of writes (to objects this DC does not hold; without partial replication, of every
@@ -352,8 +341,6 @@ impl<S: VersionStore> Partition<S> {
             dc_gc: None,
             peer_gc: BTreeMap::new(),
             next_gc_us: now_us,
-            pending_gc: None,
-            next_collect_us: now_us,
             shipped: (0, 0),
             away: config.cache.is_some().then(|| away::Stream::new(dcs)),
             store,
@@ -516,9 +503,6 @@ impl<S: VersionStore> Partition<S> {
     /// The local time at which [`Partition::handle_timeout`] must next be called.
     pub fn poll_timeout(&self) -> Option<u64> {
         let mut next = self.next_report_us;
-        if self.pending_gc.is_some() {
-            next = next.min(self.next_collect_us);
-        }
         if self.config.dcs > 1 {
             next = next.min(self.next_replication_us);
         }
@@ -538,7 +522,6 @@ impl<S: VersionStore> Partition<S> {
 
     /// Timers: pvc reports, requests waiting for the clock or giving up, outcome queries.
     pub fn handle_timeout(&mut self, now_us: u64) {
-        self.collect_due(now_us);
         self.refresh_pvc(now_us);
         self.renew_bound();
         if self.replicated && now_us >= self.next_acks_log_us {
@@ -634,7 +617,7 @@ impl<S: VersionStore> Partition<S> {
             }
             Message::Commit { tx, commit } => self.on_commit(from, tx, commit),
             Message::Abort { tx } => self.on_abort(now_us, from, tx),
-            Message::Stable { stable, gc, .. } => self.on_stable(now_us, stable, gc),
+            Message::Stable { stable, gc, .. } => self.on_stable(stable, gc),
             Message::CoordinatorGone { tx } => self.on_coordinator_gone(now_us, tx),
             Message::TxStatus { tx } => {
                 if let Address::Partition(_) = from {
@@ -670,13 +653,9 @@ impl<S: VersionStore> Partition<S> {
         }
     }
 
-    fn on_stable(&mut self, now_us: u64, stable: VectorClock, gc: VectorClock) {
+    fn on_stable(&mut self, stable: VectorClock, gc: VectorClock) {
         if gc.has_dcs(self.config.vector_len()) {
-            match &mut self.pending_gc {
-                Some(pending) => pending.merge_max(&gc),
-                None => self.pending_gc = Some(gc),
-            }
-            self.collect_due(now_us);
+            self.collect(gc);
         }
         if stable.has_dcs(self.config.vector_len()) {
             // Every partition's pvc passed these commits, so none still holds them prepared: no termination will
@@ -779,22 +758,6 @@ impl<S: VersionStore> Partition<S> {
             _ => Address::Partition(self.id),
         };
         Envelope { from, to, msg }
-    }
-
-    /// Collects up to the frontier last heard: at once while few objects have versions not folded yet, else at
-    /// most once per [`COLLECT_INTERVALS`] stable intervals. A collection visits every such object, and the frontier
-    /// moves with every stable snapshot (each millisecond): with the lease cache, which holds the frontier a lease
-    /// back, that is every object written in the last lease, each millisecond, for a few folded versions (it was the
-    /// cache's largest cost at the Karma benchmark: `Store::collect` 5% of all CPU). Folding later only keeps
-    /// versions a few milliseconds longer; with few objects it costs nothing to fold at once.
-    fn collect_due(&mut self, now_us: u64) {
-        if now_us < self.next_collect_us && self.store.unfolded_objects() > COLLECT_EAGER_OBJECTS {
-            return;
-        }
-        if let Some(gc) = self.pending_gc.take() {
-            self.collect(gc);
-            self.next_collect_us = now_us.saturating_add(COLLECT_INTERVALS * self.config.stable_interval_us.max(1));
-        }
     }
 
     /// Garbage collection up to the DC's frontier `gc` (the stabilizer's) — and, where other DCs read objects
