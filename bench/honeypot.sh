@@ -6,8 +6,9 @@
 # (`buffer`: `[cache] buffer_writes = true`), on a fresh cluster for every run, alternating, `repeat` times; then a
 # table of medians and ratios per point. `FORCE_CACHE=1` makes the cache and buffer runs ask for the cache
 # (`--read-from cache`), as runs before the gate did; `WITH_FORCED=1` adds a fourth configuration, `forced`: the
-# cache run asking for the cache, side by side with the gate's.
-# Usage: [LEASE_MS=ms] [FORCE_CACHE=1] bench/honeypot.sh [repeat] [duration_s] [warmup_s] [update_ratios]
+# cache run asking for the cache, side by side with the gate's. `BATCHED=1` makes interactive transactions send their
+# reads in one request and their updates in one (`causet bench --batched`) instead of one request per key.
+# Usage: [LEASE_MS=ms] [FORCE_CACHE=1] [BATCHED=1] bench/honeypot.sh [repeat] [duration_s] [warmup_s] [update_ratios]
 #          defaults: 3 repetitions, 5 s measured, 2 s warm-up, the workloads' ratios (1, 0, 0.01, 0.1), and the
 #          buffering runs' lease LEASE_MS = 1000 (the read-cache runs keep the workloads' own lease)
 # Reports go to $OUT/<workload>-<mode>-<n>/ (OUT defaults to bench/results/honeypot); the summary to
@@ -31,6 +32,8 @@ rm -rf "$out"
 mkdir -p "$out"
 extra=(--duration-s "$duration" --warmup-s "$warmup")
 if [ -n "$ratios" ]; then extra+=(--update-ratio "$ratios"); fi
+batched=${BATCHED:-0}
+if [ "$batched" = 1 ]; then extra+=(--batched); fi
 for workload in honeypot-uniform honeypot-pareto; do
   for n in $(seq 1 "$repeat"); do
     for mode in $modes; do
@@ -46,12 +49,15 @@ for workload in honeypot-uniform honeypot-pareto; do
     done
   done
 done
-python3 - "$out" "$repeat" "$modes" "$lease_ms" <<'EOF'
+python3 - "$out" "$repeat" "$modes" "$lease_ms" "$batched" <<'EOF'
 import json, statistics, sys, pathlib
 out, repeat, modes, lease_ms = pathlib.Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3].split(), sys.argv[4]
+batched = sys.argv[5] == "1"
 plots = []
 lines = ["# HoneyPot: the lease cache (reads only, and with buffered writes) against reads that bypass it", "",
-         f"One DC of 3 nodes, 12 partitions, 50 sessions, 10-key interactive transactions; medians of {repeat} "
+         f"One DC of 3 nodes, 12 partitions, 50 sessions, 10-key interactive transactions"
+         + (" (reads in one request, updates in one: `--batched`)" if batched else " (one request per key)")
+         + f"; medians of {repeat} "
          "alternating runs, each on a fresh cluster. cache: reads as the node chooses (through the cache unless its gate "
          "bypasses it), writes committed at once; buffer: the same with `buffer_writes = true`; fresh: the baseline. "
          "Ratios: to fresh, per run, then the median. Hits: the share of reads through the cache that it served, and "

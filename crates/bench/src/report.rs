@@ -335,7 +335,7 @@ impl Report {
         );
         let _ = writeln!(
             md,
-            "Workload: {} key distribution, {}-byte keys, {}-byte values, {:?}; mix single {} / interactive {} / \
+            "Workload: {} key distribution, {}-byte keys, {}-byte values, {:?}; mix single {} / interactive {}{} / \
              static {} / read-only {} ({} keys per multi-key transaction); {} sessions per DC, {}; {} s measured \
              after {} s warm-up; seed {}.\n",
             self.distribution,
@@ -344,6 +344,7 @@ impl Report {
             w.values.crdt,
             w.mix.single,
             w.mix.interactive,
+            if w.mix.batched { " (reads and updates batched)" } else { "" },
             w.mix.static_,
             w.mix.read_only,
             w.mix.keys_per_transaction,

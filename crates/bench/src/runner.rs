@@ -391,6 +391,25 @@ async fn transaction(
         let updates: Vec<bool> = ranks.iter().map(|_| rng.random_bool(ratio)).collect();
         let result = async {
             let mut tx = client.start_transaction_with(None, reads).await?;
+            if m.batched {
+                // The reads in one request, then the updates in one.
+                let keys =
+                    |u: bool| ranks.iter().zip(&updates).filter(move |(_, x)| **x == u).map(|(r, _)| object(w, *r));
+                let read: Vec<ObjectId> = keys(false).collect();
+                let written: Vec<(ObjectId, Op)> = keys(true).map(|o| (o, update_op(w, value))).collect();
+                let mut done = Ok(());
+                if !read.is_empty() {
+                    done = tx.read(&read).await.map(|_| ());
+                }
+                if done.is_ok() && !written.is_empty() {
+                    done = tx.update(written).await;
+                }
+                if let Err(e) = done {
+                    let _ = tx.abort().await;
+                    return Err(e);
+                }
+                return tx.commit().await.map(|_| ());
+            }
             for (rank, update) in ranks.iter().zip(&updates) {
                 let o = object(w, *rank);
                 let step = if *update {

@@ -18,6 +18,7 @@
 //! [mix]                       # weights of transaction kinds
 //! single = 1                  # one read or one update, a static transaction
 //! interactive = 0             # start, N reads or updates (each an update with update_ratio), commit
+//! batched = false             # interactive: the reads in one request and the updates in one, not one per key
 //! static = 0                  # a static update of N keys (with update_ratio), else a static read of N keys
 //! read_only = 0               # a static read of N keys
 //! keys_per_transaction = 10   # N
@@ -203,6 +204,11 @@ pub struct MixSection {
     /// Keys per multi-key transaction.
     #[serde(default = "default_keys_per_transaction")]
     pub keys_per_transaction: usize,
+    /// Interactive transactions send their reads in one request and then their updates in one (start, read,
+    /// update, commit), as a client that registers a transaction's operations together does, instead of one
+    /// request per key in a random order.
+    #[serde(default)]
+    pub batched: bool,
 }
 
 fn default_keys_per_transaction() -> usize {
@@ -217,6 +223,7 @@ impl Default for MixSection {
             static_: 0.0,
             read_only: 0.0,
             keys_per_transaction: default_keys_per_transaction(),
+            batched: false,
         }
     }
 }
@@ -615,6 +622,12 @@ impl Workload {
             return Err(bad("mix", "every weight is 0: give single, interactive, static or read_only a weight".into()));
         }
         let multi = m.interactive > 0.0 || m.static_ > 0.0 || m.read_only > 0.0;
+        if m.batched && m.interactive <= 0.0 {
+            return Err(bad(
+                "mix.batched",
+                "batches the operations of interactive transactions: give interactive a weight".into(),
+            ));
+        }
         if multi && m.keys_per_transaction == 0 {
             return Err(bad("mix.keys_per_transaction", "at least 1".into()));
         }

@@ -99,6 +99,7 @@ fn out_of_range_values_are_refused_with_what_the_field_takes() {
         ("[clients]\nremote_fraction = 0.7\nswitch_fraction = 0.7\n", "clients"),
         ("[mix]\nsingle = 0\n", "mix"),
         ("[mix]\nsingle = 0\ninteractive = 1\nkeys_per_transaction = 101\n", "mix.keys_per_transaction"),
+        ("[mix]\nsingle = 1\nbatched = true\n", "mix.batched"),
         ("[cluster]\nsync = \"never\"\n", "cluster.sync"),
         ("[cluster]\nnodes_per_dc = 0\n", "cluster.nodes_per_dc"),
         ("[cluster]\npartitions = 2\nnodes_per_dc = 3\n", "cluster.nodes_per_dc"),

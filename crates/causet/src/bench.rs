@@ -59,6 +59,10 @@ pub struct BenchArgs {
     /// Override the workload's open-loop rate (transactions per second; 0: closed loop).
     #[arg(long)]
     pub rate: Option<f64>,
+    /// Interactive transactions send their reads in one request and their updates in one (the workload's
+    /// `mix.batched`), instead of one request per key.
+    #[arg(long)]
+    pub batched: bool,
     /// Override the workload's update ratios (comma-separated: a sweep).
     #[arg(long, value_delimiter = ',')]
     pub update_ratio: Vec<f64>,
@@ -137,6 +141,9 @@ fn apply_overrides(w: &mut workload::WorkloadFile, a: &BenchArgs) -> anyhow::Res
     }
     if !a.update_ratio.is_empty() {
         w.update_ratio = OneOrMany::Many(a.update_ratio.clone());
+    }
+    if a.batched {
+        w.mix.batched = true;
     }
     if let Some(v) = a.dcs {
         w.cluster.dcs = v;

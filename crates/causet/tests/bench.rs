@@ -80,6 +80,25 @@ fn a_run_on_a_local_cluster_writes_json_markdown_and_plots_with_every_figure() {
     svg(&dir.path().join("latency-cdf.svg"));
 }
 
+/// `--batched`: interactive transactions send their reads in one request and their updates in another; they commit
+/// as the unbatched ones do, and the report says how they ran.
+#[test]
+fn batched_interactive_transactions_commit_and_the_report_says_so() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().to_str().expect("utf-8 path");
+    let args = ["--workload", "smoke", "--batched", "--update-ratio", "0.5", "--duration-s", "1", "--warmup-s", "0.2"];
+    let out = bench(&args.into_iter().chain(["--out", path]).collect::<Vec<_>>());
+    succeeded(&out);
+    let report = json(dir.path());
+    assert_eq!(report["workload"]["mix"]["batched"], true, "the report records the option");
+    let run = &report["runs"][0];
+    assert_eq!(run["errors"].as_u64(), Some(0), "no errors: {}", run["error_samples"]);
+    let interactive = run["latency_by_kind"]["interactive"]["count"].as_u64().expect("interactive transactions ran");
+    assert!(interactive > 0, "batched interactive transactions committed: {run}");
+    let md = std::fs::read_to_string(dir.path().join("report.md")).expect("report.md is written");
+    assert!(md.contains("(reads and updates batched)"), "{md}");
+}
+
 #[test]
 fn compare_runs_each_protocol_on_a_fresh_cluster_and_reports_ratios_and_visibility() {
     let dir = tempfile::tempdir().expect("a temporary directory");
