@@ -49,17 +49,32 @@ impl VersionedObject {
         Self { base: Crdt::new(ty), versions: Vec::new(), cached: None }
     }
 
-    /// The object's key in the store's index of unfolded objects: the least over its versions of their commit vectors' largest entry
-    /// (none without versions). A version at or below a frontier has its largest entry at or below the frontier's
-    /// largest, so an object whose key exceeds that has nothing to fold.
-    fn fold_key(&self) -> Option<Timestamp> {
-        self.versions.iter().map(|v| top(&v.commit)).min()
+    /// The object's keys in the store's index of unfolded objects: for each DC `d`, the least entry `d` of the
+    /// versions whose commit vector is largest in entry `d` (their *origin* here). A version at or below a frontier
+    /// has its origin entry at or below the frontier's, so an object none of whose keys is at or below the
+    /// frontier's entry of the same DC has nothing to fold.
+    fn fold_keys(&self) -> Vec<(usize, Timestamp)> {
+        let mut keys: Vec<(usize, Timestamp)> = Vec::new();
+        for v in &self.versions {
+            let (d, t) = origin(&v.commit);
+            match keys.iter_mut().find(|(k, _)| *k == d) {
+                Some((_, least)) => *least = (*least).min(t),
+                None => keys.push((d, t)),
+            }
+        }
+        keys
     }
 }
 
-/// A vector's largest entry.
-fn top(v: &VectorClock) -> Timestamp {
-    v.entries().iter().copied().max().unwrap_or(Timestamp::ZERO)
+/// A vector's largest entry and its index (the first such): where a commit vector was cut, usually.
+fn origin(v: &VectorClock) -> (usize, Timestamp) {
+    let mut at = (0, Timestamp::ZERO);
+    for (d, t) in v.entries().iter().enumerate() {
+        if *t > at.1 {
+            at = (d, *t);
+        }
+    }
+    at
 }
 
 /// Counters of the work reads do, for metrics and for tests of the read-cost bound.
@@ -197,12 +212,15 @@ pub struct Visibility {
 #[derive(Clone, Debug)]
 pub struct Store {
     objects: DetHashMap<ObjectId, VersionedObject>,
-    /// Objects with effects not folded into their base, each once, ordered by its [`VersionedObject::fold_key`]:
-    /// a collection visits only the objects whose key is at or below its frontier's largest entry, not every object
-    /// written since the frontier (with a lease cache holding the frontier a lease back, that was every object
-    /// written in the last lease, at every stable snapshot). With one DC the visit is exact; with several, an object
-    /// whose oldest version is from another DC may be visited before that DC's entry of the frontier reaches it.
-    unfolded: BTreeSet<(Timestamp, ObjectId)>,
+    /// Objects with effects not folded into their base, per DC `d` ordered by their key for `d`
+    /// ([`VersionedObject::fold_keys`]): a collection visits only the objects with a key at or below the frontier's
+    /// entry of the same DC, not every object written since the frontier (with a lease cache holding the frontier a
+    /// lease back, that was every object written in the last lease, at every stable snapshot). An object is in the
+    /// index of each DC one of its versions originates at. A visited object may still keep its versions when
+    /// another entry of one of them is above the frontier's (rare: commit vectors are largest where they were cut).
+    unfolded: Vec<BTreeSet<(Timestamp, ObjectId)>>,
+    /// Objects with versions not folded, and those versions.
+    unfolded_count: (usize, usize),
     /// Every snapshot read from now on is at or above this vector.
     frontier: VectorClock,
     /// Objects changed since the last checkpoint image was taken.
@@ -220,7 +238,8 @@ impl Store {
     pub fn new(dcs: usize) -> Self {
         Self {
             objects: DetHashMap::default(),
-            unfolded: BTreeSet::new(),
+            unfolded: vec![BTreeSet::new(); dcs],
+            unfolded_count: (0, 0),
             frontier: VectorClock::zero(dcs),
             dirty: BTreeSet::new(),
             stats: StoreStats::default(),
@@ -245,12 +264,10 @@ impl VersionStore for Store {
     /// Loads an object image (recovery from a checkpoint).
     fn load(&mut self, id: ObjectId, image: ObjectImage) {
         let object = VersionedObject { base: image.base, versions: image.versions, cached: None };
-        if let Some(old) = self.objects.get(&id).and_then(VersionedObject::fold_key) {
-            self.unfolded.remove(&(old, id.clone()));
+        if let Some(old) = self.objects.remove(&id) {
+            self.unindex(&id, &old);
         }
-        if let Some(key) = object.fold_key() {
-            self.unfolded.insert((key, id.clone()));
-        }
+        self.index(&id, &object);
         self.objects.insert(id, object);
     }
 
@@ -269,7 +286,7 @@ impl VersionStore for Store {
     }
 
     fn unfolded_objects(&self) -> usize {
-        self.unfolded.len()
+        self.unfolded_count.0
     }
 
     fn ids_after(&self, after: Option<&ObjectId>, limit: usize) -> Vec<ObjectId> {
@@ -284,7 +301,7 @@ impl VersionStore for Store {
 
     /// The number of effects kept unfolded, over all objects.
     fn versions(&self) -> usize {
-        self.unfolded.iter().map(|(_, id)| self.objects[id].versions.len()).sum()
+        self.unfolded_count.1
     }
 
     /// The object's state at the snapshot.
@@ -350,13 +367,17 @@ impl VersionStore for Store {
     /// Adds a committed effect.
     fn insert(&mut self, id: &ObjectId, commit: &VectorClock, stamp: Stamp, effect: Effect) {
         let object = self.objects.entry(id.clone()).or_insert_with(|| VersionedObject::new(id.ty));
-        let (old, new) = (object.fold_key(), top(commit));
-        if old.is_none_or(|old| new < old) {
+        let (d, t) = origin(commit);
+        let old = object.versions.iter().filter(|v| origin(&v.commit).0 == d).map(|v| origin(&v.commit).1).min();
+        if old.is_none_or(|old| t < old) {
+            let index = Self::index_for(&mut self.unfolded, d);
             if let Some(old) = old {
-                self.unfolded.remove(&(old, id.clone()));
+                index.remove(&(old, id.clone()));
             }
-            self.unfolded.insert((new, id.clone()));
+            index.insert((t, id.clone()));
         }
+        self.unfolded_count.0 += usize::from(object.versions.is_empty());
+        self.unfolded_count.1 += 1;
         let at = object.versions.partition_point(|v| v.stamp <= stamp);
         object.versions.insert(at, Version { commit: commit.clone(), stamp, effect });
         // A cached version stays valid: the protocol only inserts effects whose commit vector is not below any
@@ -376,16 +397,17 @@ impl VersionStore for Store {
             return;
         }
         self.frontier = frontier.clone();
-        let limit = top(frontier);
-        // The candidates leave the index, and return under their new key if versions remain.
-        let mut visited = Vec::new();
-        while self.unfolded.first().is_some_and(|(key, _)| *key <= limit) {
-            let (_, id) = self.unfolded.pop_first().expect("a first entry was just seen");
-            visited.push(id);
+        // The candidates: every object with a key at or below the frontier's entry of its DC, once.
+        let mut visited: Vec<ObjectId> = Vec::new();
+        for (index, limit) in self.unfolded.iter().zip(frontier.entries()) {
+            visited.extend(index.iter().take_while(|(key, _)| key <= limit).map(|(_, id)| id.clone()));
         }
+        visited.sort_unstable();
+        visited.dedup();
         for id in visited {
-            let object = self.objects.get_mut(&id).expect("unfolded objects exist");
+            let mut object = self.objects.remove(&id).expect("unfolded objects exist");
             if object.versions.iter().any(|v| v.commit.le(frontier)) {
+                self.unindex(&id, &object);
                 let mut kept = Vec::with_capacity(object.versions.len());
                 for v in object.versions.drain(..) {
                     if v.commit.le(frontier) {
@@ -402,11 +424,41 @@ impl VersionStore for Store {
                     // A cached version below the frontier can never be read again.
                     object.cached = None;
                 }
+                self.index(&id, &object);
             }
-            if let Some(key) = object.fold_key() {
-                self.unfolded.insert((key, id));
-            }
+            self.objects.insert(id, object);
         }
+    }
+}
+
+impl Store {
+    /// The index of the objects with versions that originate at DC `d` (made if vectors grew).
+    fn index_for(
+        unfolded: &mut Vec<BTreeSet<(Timestamp, ObjectId)>>,
+        d: usize,
+    ) -> &mut BTreeSet<(Timestamp, ObjectId)> {
+        if unfolded.len() <= d {
+            unfolded.resize(d + 1, BTreeSet::new());
+        }
+        &mut unfolded[d]
+    }
+
+    /// Adds `object`'s keys to the index of unfolded objects, and counts its versions.
+    fn index(&mut self, id: &ObjectId, object: &VersionedObject) {
+        for (d, key) in object.fold_keys() {
+            Self::index_for(&mut self.unfolded, d).insert((key, id.clone()));
+        }
+        self.unfolded_count.0 += usize::from(!object.versions.is_empty());
+        self.unfolded_count.1 += object.versions.len();
+    }
+
+    /// Takes `object`'s keys out of the index of unfolded objects, and its versions out of the counts.
+    fn unindex(&mut self, id: &ObjectId, object: &VersionedObject) {
+        for (d, key) in object.fold_keys() {
+            Self::index_for(&mut self.unfolded, d).remove(&(key, id.clone()));
+        }
+        self.unfolded_count.0 -= usize::from(!object.versions.is_empty());
+        self.unfolded_count.1 -= object.versions.len();
     }
 }
 
@@ -426,11 +478,19 @@ mod tests {
 
     /// Adds element `n` to object `k` at commit vector (a, b); the stamp is the entries' sum, which extends the
     /// vectors' order as a partition's stamps do.
-    /// The index of unfolded objects holds every object with versions once, under its key, and nothing else.
+    /// The index of unfolded objects holds every object with versions under each of its keys, and nothing else;
+    /// the counts are the objects with versions and their versions.
     fn assert_index(store: &Store) {
-        let expected: BTreeSet<(Timestamp, ObjectId)> =
-            store.objects.iter().filter_map(|(id, o)| Some((o.fold_key()?, id.clone()))).collect();
+        let mut expected = vec![BTreeSet::new(); store.unfolded.len()];
+        for (id, o) in &store.objects {
+            for (d, key) in o.fold_keys() {
+                expected[d].insert((key, id.clone()));
+            }
+        }
         assert_eq!(store.unfolded, expected);
+        let versions = store.objects.values().map(|o| o.versions.len());
+        let counts = (versions.clone().filter(|n| *n > 0).count(), versions.sum());
+        assert_eq!(store.unfolded_count, counts);
     }
 
     /// Whether some object keeps a version every future snapshot contains.
@@ -459,7 +519,8 @@ mod tests {
         assert_eq!((s.frontier(), s.versions()), (&vc(3, 3), 2));
         assert_index(&s);
         s.collect(&vc(5, 5));
-        assert_eq!((s.versions(), s.stats().effects_folded, s.unfolded.len()), (0, 3, 0));
+        assert_eq!((s.versions(), s.stats().effects_folded, s.unfolded_objects()), (0, 3, 0));
+        assert_index(&s);
         // Reads below the frontier are refused; at it, they see everything folded.
         assert_eq!(s.read(&object(0), &vc(4, 5)), Err(RemoteError::SnapshotTooOld));
         assert_eq!(s.read(&object(0), &vc(5, 5)).unwrap(), s.latest(&object(0)));
