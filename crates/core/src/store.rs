@@ -64,6 +64,11 @@ impl VersionedObject {
         }
         keys
     }
+
+    /// The object's key for DC `d` ([`VersionedObject::fold_keys`]), if a version originates there.
+    fn fold_key(&self, d: usize) -> Option<Timestamp> {
+        self.versions.iter().map(|v| origin(&v.commit)).filter(|(o, _)| *o == d).map(|(_, t)| t).min()
+    }
 }
 
 /// A vector's largest entry and its index (the first such): where a commit vector was cut, usually.
@@ -208,6 +213,9 @@ pub struct Visibility {
     pub open: u64,
 }
 
+/// Objects with unfolded versions of one origin DC, by their key ([`Store`]'s index).
+type Index = BTreeSet<(Timestamp, ObjectId)>;
+
 /// The objects of one partition, in memory.
 #[derive(Clone, Debug)]
 pub struct Store {
@@ -218,7 +226,7 @@ pub struct Store {
     /// lease back, that was every object written in the last lease, at every stable snapshot). An object is in the
     /// index of each DC one of its versions originates at. A visited object may still keep its versions when
     /// another entry of one of them is above the frontier's (rare: commit vectors are largest where they were cut).
-    unfolded: Vec<BTreeSet<(Timestamp, ObjectId)>>,
+    unfolded: Vec<Index>,
     /// Objects with versions not folded, and those versions.
     unfolded_count: (usize, usize),
     /// Every snapshot read from now on is at or above this vector.
@@ -265,9 +273,9 @@ impl VersionStore for Store {
     fn load(&mut self, id: ObjectId, image: ObjectImage) {
         let object = VersionedObject { base: image.base, versions: image.versions, cached: None };
         if let Some(old) = self.objects.remove(&id) {
-            self.unindex(&id, &old);
+            Self::unindex(&mut self.unfolded, &mut self.unfolded_count, &id, &old);
         }
-        self.index(&id, &object);
+        Self::index(&mut self.unfolded, &mut self.unfolded_count, &id, &object);
         self.objects.insert(id, object);
     }
 
@@ -368,7 +376,7 @@ impl VersionStore for Store {
     fn insert(&mut self, id: &ObjectId, commit: &VectorClock, stamp: Stamp, effect: Effect) {
         let object = self.objects.entry(id.clone()).or_insert_with(|| VersionedObject::new(id.ty));
         let (d, t) = origin(commit);
-        let old = object.versions.iter().filter(|v| origin(&v.commit).0 == d).map(|v| origin(&v.commit).1).min();
+        let old = object.fold_key(d);
         if old.is_none_or(|old| t < old) {
             let index = Self::index_for(&mut self.unfolded, d);
             if let Some(old) = old {
@@ -404,15 +412,16 @@ impl VersionStore for Store {
         }
         visited.sort_unstable();
         visited.dedup();
+        let Store { objects, unfolded, unfolded_count: count, stats, .. } = self;
         for id in visited {
-            let mut object = self.objects.remove(&id).expect("unfolded objects exist");
+            let object = objects.get_mut(&id).expect("unfolded objects exist");
             if object.versions.iter().any(|v| v.commit.le(frontier)) {
-                self.unindex(&id, &object);
+                Self::unindex(unfolded, count, &id, object);
                 let mut kept = Vec::with_capacity(object.versions.len());
                 for v in object.versions.drain(..) {
                     if v.commit.le(frontier) {
                         apply(&mut object.base, &v.effect, v.stamp);
-                        self.stats.effects_folded += 1;
+                        stats.effects_folded += 1;
                     } else {
                         kept.push(v);
                     }
@@ -424,19 +433,15 @@ impl VersionStore for Store {
                     // A cached version below the frontier can never be read again.
                     object.cached = None;
                 }
-                self.index(&id, &object);
+                Self::index(unfolded, count, &id, object);
             }
-            self.objects.insert(id, object);
         }
     }
 }
 
 impl Store {
     /// The index of the objects with versions that originate at DC `d` (made if vectors grew).
-    fn index_for(
-        unfolded: &mut Vec<BTreeSet<(Timestamp, ObjectId)>>,
-        d: usize,
-    ) -> &mut BTreeSet<(Timestamp, ObjectId)> {
+    fn index_for(unfolded: &mut Vec<Index>, d: usize) -> &mut Index {
         if unfolded.len() <= d {
             unfolded.resize(d + 1, BTreeSet::new());
         }
@@ -444,21 +449,21 @@ impl Store {
     }
 
     /// Adds `object`'s keys to the index of unfolded objects, and counts its versions.
-    fn index(&mut self, id: &ObjectId, object: &VersionedObject) {
+    fn index(unfolded: &mut Vec<Index>, count: &mut (usize, usize), id: &ObjectId, object: &VersionedObject) {
         for (d, key) in object.fold_keys() {
-            Self::index_for(&mut self.unfolded, d).insert((key, id.clone()));
+            Self::index_for(unfolded, d).insert((key, id.clone()));
         }
-        self.unfolded_count.0 += usize::from(!object.versions.is_empty());
-        self.unfolded_count.1 += object.versions.len();
+        count.0 += usize::from(!object.versions.is_empty());
+        count.1 += object.versions.len();
     }
 
     /// Takes `object`'s keys out of the index of unfolded objects, and its versions out of the counts.
-    fn unindex(&mut self, id: &ObjectId, object: &VersionedObject) {
+    fn unindex(unfolded: &mut Vec<Index>, count: &mut (usize, usize), id: &ObjectId, object: &VersionedObject) {
         for (d, key) in object.fold_keys() {
-            Self::index_for(&mut self.unfolded, d).remove(&(key, id.clone()));
+            Self::index_for(unfolded, d).remove(&(key, id.clone()));
         }
-        self.unfolded_count.0 -= usize::from(!object.versions.is_empty());
-        self.unfolded_count.1 -= object.versions.len();
+        count.0 -= usize::from(!object.versions.is_empty());
+        count.1 -= object.versions.len();
     }
 }
 
@@ -476,8 +481,6 @@ mod tests {
         ObjectId::new(vec![k], "b", CrdtType::SetAw)
     }
 
-    /// Adds element `n` to object `k` at commit vector (a, b); the stamp is the entries' sum, which extends the
-    /// vectors' order as a partition's stamps do.
     /// The index of unfolded objects holds every object with versions under each of its keys, and nothing else;
     /// the counts are the objects with versions and their versions.
     fn assert_index(store: &Store) {
@@ -498,6 +501,8 @@ mod tests {
         store.objects.values().any(|o| o.versions.iter().any(|v| v.commit.le(&store.frontier)))
     }
 
+    /// Adds element `n` to object `k` at commit vector (a, b); the stamp is the entries' sum, which extends the
+    /// vectors' order as a partition's stamps do.
     fn add(store: &mut Store, k: u8, n: u64, (a, b): (u64, u64)) {
         let mut ctx = EffectCtx::new(TxTag(u128::from(n)), 0);
         let effect = Crdt::new(CrdtType::SetAw).generate(&Op::Add(vec![n.to_be_bytes().to_vec()]), &mut ctx).unwrap();
