@@ -591,8 +591,8 @@ const SETTLED_FOR: Duration = Duration::from_secs(1);
 
 /// Waits, before a point is measured, until the target has absorbed what came before it (the preload, or the
 /// point before): every admin address that serves `/settled` (the causal middleware's proxies with `--admin`)
-/// answers 200 for [`SETTLED_FOR`] in a row. Addresses that answer anything but 200 or 503 (Causet's nodes: 404),
-/// or nothing, are not asked again. A target that has not settled after [`SETTLE_LIMIT`] is measured anyway, with
+/// answers 200 for `SETTLED_FOR` in a row. Addresses that answer anything but 200 or 503 (Causet's nodes: 404),
+/// or nothing, are not asked again. A target that has not settled after `SETTLE_LIMIT` is measured anyway, with
 /// a warning. Returns how long it waited.
 pub async fn settle(target: &Target, label: &str) -> Duration {
     let started = Instant::now();

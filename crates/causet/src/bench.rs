@@ -41,7 +41,7 @@ pub struct BenchArgs {
     /// time); ratios are taken within a repetition and targets judged on their median.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub repeat: u32,
-    /// Where the report goes [default: bench-results/<workload>-<unix time>].
+    /// Where the report goes [default: bench-results/WORKLOAD-UNIXTIME].
     #[arg(long, short)]
     pub out: Option<PathBuf>,
     /// Override the workload's measured seconds per run.

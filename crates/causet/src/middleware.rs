@@ -42,7 +42,7 @@ pub struct MiddlewareArgs {
     /// Cassandra: the keyspace of the middleware's table.
     #[arg(long, default_value = "causet_middleware")]
     pub keyspace: String,
-    /// Cassandra: create the keyspace (one replica in each datacenter dc1..dc<local-sets>) and the table if missing.
+    /// Cassandra: create the keyspace (one replica in each datacenter dc1..dcN, N = --local-sets) and the table if missing.
     #[arg(long)]
     pub create_schema: bool,
     /// Embedded dependency-graph levels, k (1: the paper's base protocol).

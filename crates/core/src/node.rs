@@ -991,7 +991,7 @@ impl Node {
         parked.push_back(e);
     }
 
-    /// Messages parked until their partition has a leader this node knows of ([`Node::pass_on`]): still on their
+    /// Messages parked until their partition has a leader this node knows of (`Node::pass_on`): still on their
     /// way (a transaction's prepare among them may commit when it arrives).
     pub fn parked_messages(&self) -> usize {
         self.parked.values().map(VecDeque::len).sum()

@@ -65,7 +65,7 @@
 //! A replica that is to join a running group ([`Hosted::replaces`]: its node's old replica after a disk loss, or
 //! another node's when the operator moves the replica here) asks every other node of the DC to make it a voter in
 //! place of that node's replica ([`ReplicaMessage::Join`], every [`MEMBERSHIP_INTERVAL_US`] until it is one), and
-//! whichever replica serves takes the next step ([`Replica::admit`]): it adds the newcomer as a learner (caught up
+//! whichever replica serves takes the next step (`Replica::admit`): it adds the newcomer as a learner (caught up
 //! from the log, or by a snapshot written after the change, which the leader checkpoints for if its stored one is
 //! older), then, once it holds every committed entry, makes it a voter in place of the replaced one in one joint
 //! change, and leaves the joint configuration. A leader that is the replica replaced hands leadership to another

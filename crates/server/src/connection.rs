@@ -5,7 +5,7 @@
 //! connection are served in order, one at a time, as AntidoteDB's protocol has no request ids. A frame that does not
 //! decode is answered with `ApbErrorResp` and the connection stays usable. A frame over the size limit is read to
 //! its end and discarded without being kept, then answered with `ApbErrorResp` naming the limit and the option that
-//! raises it, and the connection stays usable too; only a frame that declares more than [`discard_limit`], or one
+//! raises it, and the connection stays usable too; only a frame that declares more than `discard_limit`, or one
 //! with no code byte, breaks the framing and closes the connection after an error reply.
 
 use crate::cluster::{connect_dcs, create_dc, descriptor};

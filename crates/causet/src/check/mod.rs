@@ -137,7 +137,7 @@ pub struct CheckArgs {
     #[arg(long)]
     pub dir: Option<PathBuf>,
     /// Write the history (with final reads, faults and the report; docs/history.md) here [default:
-    /// <dir>/history.json].
+    /// DIR/history.json].
     #[arg(long)]
     pub history: Option<PathBuf>,
     /// The `causet` binary the nodes run [default: this one].

@@ -323,7 +323,7 @@ fn backoff(retry_interval_us: u64, resends: u32) -> u64 {
 }
 
 /// A prepare unanswered for this many retry intervals (1 s by default) is sent again, and then again after twice as
-/// long each time ([`backoff`]). A participant answers a prepare within milliseconds unless the prepare or its
+/// long each time (`backoff`). A participant answers a prepare within milliseconds unless the prepare or its
 /// answer was lost (a link between nodes broke, a node restarted); meanwhile the participants that did prepare
 /// hold their pvc, and with it the DC's stable snapshot, back. Waiting for the transaction's timeout instead stalled
 /// a DC for as long as it: 10 s, and up to 80 s for a handover that had failed before (`causet check` seed 12 with
