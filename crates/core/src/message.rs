@@ -66,6 +66,10 @@ pub enum RemoteError {
     /// A read of an object this DC does not hold (a bucket placed by rings): read it at a DC that does.
     #[error("not held at this DC: {0}")]
     NotHeld(String),
+    /// A prepare sent again for a transaction this partition refused or aborted before: the first answer was lost
+    /// on its way (with a link, or with a leader that lost its term), and the reason it gave is not kept.
+    #[error("refused by a participant (the transaction ended there before; its first answer was lost)")]
+    EndedBefore,
 }
 
 /// A partition's answer to [`Message::TxStatus`].

@@ -433,6 +433,30 @@ mod refusals {
         (p, log)
     }
 
+    /// T1 prepares (two-phase) on an object at `leader`; T2 (a prepare-and-commit if `alone`, else a two-phase
+    /// prepare) on the same object is refused meanwhile. Returns T1, T2 and T2's prepare.
+    fn refused_behind_a_prepare(
+        leader: &mut Partition,
+        log: &mut Vec<(Lsn, LogRecord)>,
+        alone: bool,
+    ) -> (TxId, TxId, Message) {
+        let t1 = TxId { dc: DcId(0), coordinator: CoordinatorId(0), seq: 1 };
+        let t2 = TxId { seq: 2, ..t1 };
+        let snapshot = VectorClock::zero(1);
+        let prepare = Message::Prepare { tx: t1, snapshot: snapshot.clone(), writes: increment(t1), oldest_open: 1 };
+        leader.handle_message(2_000, COORDINATOR, prepare);
+        settle(leader, log, 2_000);
+        let refused = if alone {
+            Message::PrepareAndCommit { tx: t2, snapshot, writes: increment(t2), oldest_open: 1 }
+        } else {
+            Message::Prepare { tx: t2, snapshot, writes: increment(t2), oldest_open: 1 }
+        };
+        leader.handle_message(3_000, COORDINATOR, refused.clone());
+        let sent = settle(leader, log, 3_000);
+        assert!(sent.iter().any(|m| matches!(m, Message::PrepareRefused { tx, .. } if *tx == t2)), "{sent:?}");
+        (t1, t2, refused)
+    }
+
     /// With write-write certification, a prepare-and-commit refused for a conflict with a transaction that was only
     /// prepared is the client's abort. The conflict then goes away (the other transaction aborts) and the partition
     /// changes leader; a late copy of the refused prepare reaching the new leader must not commit (fails without the
@@ -441,18 +465,7 @@ mod refusals {
     #[test]
     fn a_refused_prepare_and_commit_is_remembered_by_the_next_leader() {
         let (mut leader, mut log) = self::leader(certifying());
-        // T1 prepares (two-phase) on the object; T2, single-partition on the same object, is refused meanwhile.
-        let t1 = TxId { dc: DcId(0), coordinator: CoordinatorId(0), seq: 1 };
-        let t2 = TxId { seq: 2, ..t1 };
-        let snapshot = VectorClock::zero(1);
-        let prepare = Message::Prepare { tx: t1, snapshot: snapshot.clone(), writes: increment(t1), oldest_open: 1 };
-        leader.handle_message(2_000, COORDINATOR, prepare);
-        settle(&mut leader, &mut log, 2_000);
-        let refused =
-            Message::PrepareAndCommit { tx: t2, snapshot: snapshot.clone(), writes: increment(t2), oldest_open: 1 };
-        leader.handle_message(3_000, COORDINATOR, refused.clone());
-        let sent = settle(&mut leader, &mut log, 3_000);
-        assert!(sent.iter().any(|m| matches!(m, Message::PrepareRefused { tx, .. } if *tx == t2)), "{sent:?}");
+        let (t1, t2, refused) = refused_behind_a_prepare(&mut leader, &mut log, true);
         assert!(log.iter().any(|(_, r)| matches!(r, LogRecord::Aborted { tx } if *tx == t2)), "the refusal is logged");
         // T1 aborts.
         leader.handle_message(4_000, COORDINATOR, Message::Abort { tx: t1 });
@@ -473,6 +486,29 @@ mod refusals {
             !next_log.iter().any(|(_, r)| matches!(r, LogRecord::CommittedAlone { tx, .. } if *tx == t2)),
             "the late copy was logged as committed"
         );
+        // The copy may be the coordinator's resend after the first refusal was lost with the old leader: it is
+        // answered again, so that the coordinator does not wait for the transaction's deadline (fails when the
+        // copy is turned away without an answer, as before).
+        assert!(
+            sent.iter().any(|m| matches!(m, Message::PrepareRefused { tx, .. } if *tx == t2)),
+            "a resent prepare of a refused transaction went unanswered: {sent:?}"
+        );
+    }
+
+    /// A two-phase prepare refused for a conflict, whose refusal is lost: the coordinator's resend to the same
+    /// leader is answered with the refusal again instead of being turned away in silence (fails without it).
+    #[test]
+    fn a_resent_prepare_of_a_refused_transaction_is_refused_again() {
+        let (mut leader, mut log) = self::leader(certifying());
+        let (_, t2, refused) = refused_behind_a_prepare(&mut leader, &mut log, false);
+        // The refusal is lost; the coordinator sends the prepare again.
+        leader.handle_message(4_000, COORDINATOR, refused);
+        let sent = settle(&mut leader, &mut log, 4_000);
+        assert!(
+            sent.iter().any(|m| matches!(m, Message::PrepareRefused { tx, .. } if *tx == t2)),
+            "the resent prepare went unanswered: {sent:?}"
+        );
+        assert!(!sent.iter().any(|m| matches!(m, Message::Prepared { .. })), "{sent:?}");
     }
 
     /// Certification cannot see a write already folded into its object's base state: a prepare whose snapshot is

@@ -20,8 +20,10 @@ impl<S: VersionStore> Partition<S> {
 
     /// Screens a prepare as it arrives (`decided.rs`): notes its coordinator's oldest open transaction, and turns
     /// away a duplicate of one that ended here (a resend after a leader change, or a copy passed on by a deposed
-    /// leader), answering a duplicate prepare-and-commit of a committed one with its commit. Returns whether the
-    /// prepare goes on.
+    /// leader), answering a duplicate prepare-and-commit of a committed one with its commit and a duplicate of a
+    /// refused or aborted one with a refusal (the coordinator may be waiting for it: the first answer can be lost
+    /// with a link or with a leader that lost its term; a coordinator that is not waiting ignores it). Returns
+    /// whether the prepare goes on.
     fn admit_prepare(&mut self, tx: TxId, snapshot: &VectorClock, oldest_open: u64, alone: bool) -> bool {
         self.decided.note_open(tx.coordinator, oldest_open);
         if self.decided.is_finished(tx) {
@@ -40,7 +42,11 @@ impl<S: VersionStore> Partition<S> {
                 }
                 false
             }
-            Some(Outcome::Settled) => false,
+            Some(Outcome::Settled) => {
+                let refused = Message::PrepareRefused { tx, reason: RemoteError::EndedBefore };
+                self.send(Address::Coordinator(tx.coordinator), refused);
+                false
+            }
         }
     }
 
