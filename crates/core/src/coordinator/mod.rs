@@ -1353,8 +1353,8 @@ impl Coordinator {
     /// Partition `p` has a new leader (a replicated partition failed over, or its leader was re-elected after
     /// losing what it had not committed): what this coordinator asked of `p` and is still waiting for may have been
     /// lost with the old leader, so it asks again at once rather than at its timeout. Resending is safe: reads have
-    /// no effect, a partition answers a prepare it holds with the same answer and turns away a duplicate of one it
-    /// settled (see the partition's `decided` memory), and decisions are resent on a timer anyway.
+    /// no effect, a partition answers a prepare it holds with the same answer, and a duplicate of one that ended
+    /// there with its commit or a refusal (see the partition's `decided` memory), and decisions are resent on a timer anyway.
     pub fn handle_leader_change(&mut self, p: PartitionId) {
         // Only reads of this DC's partition `p` (not those sent to a holder at another DC, whose leader is not this
         // one).
