@@ -26,6 +26,8 @@ struct Dc {
     drop_commits: bool,
     /// The next prepare to this partition is lost (a link between nodes broke with it on the wire).
     lose_next_prepare_to: Option<u32>,
+    /// Likewise the next read.
+    lose_next_read_to: Option<u32>,
     /// The coordinator's write-buffer log as its disk holds it.
     buffer_log: Vec<(Lsn, BufferRecord)>,
     /// The log's records become durable at once (else only at [`Dc::sync_buffer_log`]).
@@ -56,6 +58,7 @@ impl Dc {
             dead: Vec::new(),
             drop_commits: false,
             lose_next_prepare_to: None,
+            lose_next_read_to: None,
             buffer_log: Vec::new(),
             sync_at_once: true,
             buffer_durable: Lsn(0),
@@ -110,8 +113,13 @@ impl Dc {
             if self.drop_commits && matches!(e.msg, Message::Commit { .. }) {
                 continue;
             }
-            if let (Message::Prepare { .. }, Address::Partition(PartitionId(p))) = (&e.msg, e.to) {
-                if self.lose_next_prepare_to.take_if(|lost| *lost == p).is_some() {
+            if let Address::Partition(PartitionId(p)) = e.to {
+                let lose = match &e.msg {
+                    Message::Prepare { .. } => &mut self.lose_next_prepare_to,
+                    Message::Read { .. } => &mut self.lose_next_read_to,
+                    _ => &mut None,
+                };
+                if lose.take_if(|lost| *lost == p).is_some() {
                     continue;
                 }
             }
@@ -182,6 +190,16 @@ impl Dc {
         self.stabilizer = Stabilizer::new(self.config.clone(), vec![CoordinatorId(id)]);
         self.replies.clear();
         self.settle();
+    }
+
+    /// Advances time 10 ms at a time until a reply comes or the transaction timeout passed; returns the time waited.
+    fn wait_for_a_reply(&mut self) -> u64 {
+        let mut waited = 0;
+        while self.replies.is_empty() && waited < self.config.op_timeout_us {
+            self.advance(10_000);
+            waited += 10_000;
+        }
+        waited
     }
 
     fn prepares_sent(&self) -> usize {
@@ -361,12 +379,7 @@ fn a_lost_prepare_is_sent_again_and_the_transaction_commits_well_before_its_time
     dc.settle();
     assert!(dc.replies.is_empty() && dc.lose_next_prepare_to.is_none(), "the prepare to b's partition was lost");
     assert_eq!(dc.partitions[live].prepared_count(), 1);
-    let timeout = dc.config.op_timeout_us;
-    let mut waited = 0;
-    while dc.replies.is_empty() && waited < timeout {
-        dc.advance(10_000);
-        waited += 10_000;
-    }
+    let (timeout, waited) = (dc.config.op_timeout_us, dc.wait_for_a_reply());
     let (_, result) = dc.replies.pop_front().expect("an answer before the timeout");
     committed(result);
     assert!(waited <= timeout / 5, "committed after {waited} µs of a {timeout} µs timeout");
@@ -376,6 +389,28 @@ fn a_lost_prepare_is_sent_again_and_the_transaction_commits_well_before_its_time
     let read = dc.call(ClientRequest::StaticRead { clock: None, objects: vec![a, b], reads: Default::default() });
     let Ok(ClientResponse::StaticValues { values, .. }) = read else { panic!("{read:?}") };
     assert_eq!(values, vec![Value::Counter(1), Value::Counter(1)]);
+}
+
+/// A read lost on the way (a link between nodes broke with it, or with its answer) is sent again long before the
+/// transaction's timeout, which it waited for before (fails without the resend: the read times out at 10 s).
+#[test]
+fn a_lost_read_is_sent_again_and_answered_well_before_its_timeout() {
+    let mut dc = Dc::new(2);
+    let [a, b] = <[ObjectId; 2]>::try_from(counters_apart(2, 2)).expect("two keys");
+    committed(dc.call(ClientRequest::StaticUpdate { clock: None, updates: vec![(b.clone(), Op::Increment(4))] }));
+    dc.lose_next_read_to = Some(b.partition(2).0);
+    let request = RequestId(79);
+    let read = ClientRequest::StaticRead { clock: None, objects: vec![a, b], reads: Default::default() };
+    dc.coordinator.handle_client(dc.now, ClientId(1), request, read);
+    dc.settle();
+    assert!(dc.replies.is_empty() && dc.lose_next_read_to.is_none(), "the read of b's partition was lost");
+    let (timeout, waited) = (dc.config.op_timeout_us, dc.wait_for_a_reply());
+    let (answered, result) = dc.replies.pop_front().expect("an answer before the timeout");
+    assert_eq!(answered, request);
+    let Ok(ClientResponse::StaticValues { values, .. }) = result else { panic!("{result:?}") };
+    assert_eq!(values, vec![Value::Counter(0), Value::Counter(4)]);
+    assert!(waited <= timeout / 5, "answered after {waited} µs of a {timeout} µs timeout");
+    assert_eq!(dc.coordinator.read_resends(), 1, "only the lost read is sent again");
 }
 
 #[test]

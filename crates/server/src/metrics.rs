@@ -102,7 +102,10 @@ pub struct Metrics {
     pub resends_to_new_leaders: Counter,
     /// Prepares coordinators sent again because they, or their answers, did not arrive in time.
     pub prepare_resends: Counter,
-    /// Prepares partitions turned away as duplicates of transactions that had ended there.
+    /// Reads of this DC's partitions coordinators sent again because they, or their answers, did not arrive in time.
+    pub read_resends: Counter,
+    /// Prepares partitions turned away as duplicates of transactions that had ended there (answered with the
+    /// commit or a refusal, not acted on).
     pub duplicate_prepares: Counter,
     /// The lease cache's reads by outcome: `hit`, `miss` (not cached, or its lease ended), `refetch` (its box
     /// missed the transaction's window).
@@ -190,6 +193,7 @@ impl Metrics {
         let replica_follower_lag = Family::<Vec<(&'static str, String)>, Gauge<u64, AtomicU64>>::default();
         let resends_to_new_leaders = Counter::default();
         let prepare_resends = Counter::default();
+        let read_resends = Counter::default();
         let duplicate_prepares = Counter::default();
         let cache_reads = Family::<Labels, Counter>::default();
         let cache_dropped = Family::<Labels, Counter>::default();
@@ -331,8 +335,13 @@ impl Metrics {
             prepare_resends.clone(),
         );
         registry.register(
+            "read_resends",
+            "Reads of this DC's partitions coordinators sent again because they, or their answers, did not arrive in time",
+            read_resends.clone(),
+        );
+        registry.register(
             "duplicate_prepares",
-            "Prepares turned away as duplicates of transactions that had ended at their partition",
+            "Prepares turned away (answered, not acted on) as duplicates of transactions that had ended at their partition",
             duplicate_prepares.clone(),
         );
         registry.register(
@@ -427,6 +436,7 @@ impl Metrics {
             replica_follower_lag,
             resends_to_new_leaders,
             prepare_resends,
+            read_resends,
             duplicate_prepares,
             cache_reads,
             cache_dropped,
@@ -501,6 +511,7 @@ impl Metrics {
         }
         raise(&self.resends_to_new_leaders, shards.iter().map(|s| s.resends_to_new_leaders).sum());
         raise(&self.prepare_resends, shards.iter().map(|s| s.prepare_resends).sum());
+        raise(&self.read_resends, shards.iter().map(|s| s.read_resends).sum());
         let (remote, failovers) = shards.iter().fold((0, 0), |(r, f), s| (r + s.remote_reads.0, f + s.remote_reads.1));
         if remote > 0 {
             raise(&self.remote_reads.get_or_create(&vec![("outcome", "sent".into())]), remote);
@@ -729,6 +740,7 @@ mod tests {
             open_transactions: 0,
             resends_to_new_leaders: resends,
             prepare_resends: 2 * resends,
+            read_resends: 3 * resends,
             remote_reads: (7 * resends, resends),
             cache: Some(causet_core::cache::CacheStats {
                 hits: 10 * resends,
@@ -806,6 +818,7 @@ mod tests {
             "causet_replica_nearest_reads_total{partition=\"3\",outcome=\"passed_on\"} 1",
             "causet_resends_to_new_leaders_total 5",
             "causet_prepare_resends_total 10",
+            "causet_read_resends_total 15",
             "causet_duplicate_prepares_total 1",
             "causet_replication_ack_lag_seconds{peer=\"1\"} 0.012",
             "causet_cache_reads_total{outcome=\"hit\"} 50",

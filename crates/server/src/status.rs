@@ -14,6 +14,9 @@ pub struct ShardStatus {
     pub resends_to_new_leaders: u64,
     /// Prepares the coordinator sent again because they, or their answers, did not arrive in time.
     pub prepare_resends: u64,
+    /// Reads of this DC's partitions the coordinator sent again because they, or their answers, did not arrive in
+    /// time.
+    pub read_resends: u64,
     /// Reads of objects this DC does not hold sent to another DC, and those failed over to another ring.
     pub remote_reads: (u64, u64),
     /// The coordinator's lease cache, if it has one: reads by outcome, entries dropped, size now.
@@ -328,6 +331,7 @@ impl ShardStatus {
             open_transactions: coordinator.open_transactions(),
             resends_to_new_leaders: coordinator.resends(),
             prepare_resends: coordinator.prepare_resends(),
+            read_resends: coordinator.read_resends(),
             remote_reads: coordinator.remote_reads(),
             cache: coordinator.cache_stats(),
             buffer: coordinator.handover_stats(),

@@ -246,7 +246,15 @@ enum Phase {
     /// Waiting for the client.
     Idle { deadline_us: u64 },
     /// Fetching object states from partitions.
-    Fetching { request: RequestId, then: Continuation, outstanding: BTreeSet<u64>, deadline_us: u64 },
+    Fetching {
+        request: RequestId,
+        then: Continuation,
+        outstanding: BTreeSet<u64>,
+        deadline_us: u64,
+        /// When to send the reads of this DC's partitions still unanswered again, and how often that was done.
+        resend_us: u64,
+        resends: u32,
+    },
     /// Two-phase commit, first phase.
     Preparing {
         request: RequestId,
@@ -328,11 +336,13 @@ fn backoff(retry_interval_us: u64, resends: u32) -> u64 {
 /// hold their pvc, and with it the DC's stable snapshot, back. Waiting for the transaction's timeout instead stalled
 /// a DC for as long as it: 10 s, and up to 80 s for a handover that had failed before (`causet check` seed 12 with
 /// buffered writes). Sending a prepare again is safe: a partition answers one it holds with the same answer, and
-/// turns away one of a transaction that ended there.
+/// one of a transaction that ended there with its commit or a refusal. Reads of this DC's partitions left
+/// unanswered are sent again on the same schedule (a read has no effect; the first answer wins, later ones find
+/// the fetch gone): before, a read lost with a broken link waited for the transaction's timeout.
 pub const PREPARE_RESEND_INTERVALS: u64 = 10;
 
-/// The wait before sending unanswered prepares again for the `resends`-th time.
-fn prepare_resend_after(config: &Config, resends: u32) -> u64 {
+/// The wait before sending unanswered prepares, or reads, again for the `resends`-th time.
+fn resend_after(config: &Config, resends: u32) -> u64 {
     backoff(PREPARE_RESEND_INTERVALS * config.retry_interval_us, resends)
 }
 
@@ -372,6 +382,8 @@ pub struct Coordinator {
     resends: u64,
     /// Prepares sent again because neither they nor their answers arrived in time.
     prepare_resends: u64,
+    /// Reads of this DC's partitions sent again because neither they nor their answers arrived in time.
+    read_resends: u64,
     /// Starts that asked another coordinator for its buffer's handover (`tokens`).
     moves: u64,
     /// Reads sent to another DC: of objects this DC does not hold (partial replication).
@@ -418,6 +430,7 @@ impl Coordinator {
             next_report_us: now_us,
             resends: 0,
             prepare_resends: 0,
+            read_resends: 0,
             moves: 0,
             remote_reads: 0,
             ring_failovers: 0,
@@ -463,6 +476,12 @@ impl Coordinator {
         self.prepare_resends
     }
 
+    /// Reads of this DC's partitions this coordinator sent again because they, or their answers, did not arrive in
+    /// time: see [`PREPARE_RESEND_INTERVALS`].
+    pub fn read_resends(&self) -> u64 {
+        self.read_resends
+    }
+
     /// Reads sent to another DC, of objects this DC does not hold (partial replication), and how many of them
     /// were asked of another ring's holder too.
     pub fn remote_reads(&self) -> (u64, u64) {
@@ -479,10 +498,10 @@ impl Coordinator {
         let mut next = self.next_report_us;
         for tx in self.txs.values() {
             next = next.min(match &tx.phase {
-                Phase::Idle { deadline_us }
-                | Phase::Fetching { deadline_us, .. }
-                | Phase::Flushing { deadline_us, .. } => *deadline_us,
-                Phase::Preparing { deadline_us, resend_us, .. } => (*deadline_us).min(*resend_us),
+                Phase::Idle { deadline_us } | Phase::Flushing { deadline_us, .. } => *deadline_us,
+                Phase::Fetching { deadline_us, resend_us, .. } | Phase::Preparing { deadline_us, resend_us, .. } => {
+                    (*deadline_us).min(*resend_us)
+                }
                 Phase::Committing { retry_us, .. } | Phase::Aborting { retry_us, .. } => *retry_us,
             });
         }
@@ -619,18 +638,17 @@ impl Coordinator {
                 self.starts.push(s);
             }
         }
-        let due: Vec<TxId> = self
-            .txs
-            .iter()
-            .filter(|(_, tx)| match &tx.phase {
-                Phase::Idle { deadline_us }
-                | Phase::Fetching { deadline_us, .. }
-                | Phase::Flushing { deadline_us, .. } => now_us >= *deadline_us,
-                Phase::Preparing { deadline_us, resend_us, .. } => now_us >= (*deadline_us).min(*resend_us),
-                Phase::Committing { retry_us, .. } | Phase::Aborting { retry_us, .. } => now_us >= *retry_us,
-            })
-            .map(|(id, _)| *id)
-            .collect();
+        let due: Vec<TxId> =
+            self.txs
+                .iter()
+                .filter(|(_, tx)| match &tx.phase {
+                    Phase::Idle { deadline_us } | Phase::Flushing { deadline_us, .. } => now_us >= *deadline_us,
+                    Phase::Fetching { deadline_us, resend_us, .. }
+                    | Phase::Preparing { deadline_us, resend_us, .. } => now_us >= (*deadline_us).min(*resend_us),
+                    Phase::Committing { retry_us, .. } | Phase::Aborting { retry_us, .. } => now_us >= *retry_us,
+                })
+                .map(|(id, _)| *id)
+                .collect();
         for id in due {
             self.on_due(now_us, id);
         }
@@ -644,13 +662,21 @@ impl Coordinator {
         if let Phase::Preparing { waiting, deadline_us, resend_us, resends, .. } = &mut tx.phase {
             if now_us < *deadline_us {
                 *resends += 1;
-                *resend_us = now_us + prepare_resend_after(&self.config, *resends);
+                *resend_us = now_us + resend_after(&self.config, *resends);
                 let waiting = waiting.clone();
                 self.prepare_resends += waiting.len() as u64;
                 for p in waiting {
                     self.prepare_again(id, p);
                 }
                 return;
+            }
+        }
+        if let Phase::Fetching { outstanding, deadline_us, resend_us, resends, .. } = &mut tx.phase {
+            if now_us < *deadline_us {
+                *resends += 1;
+                *resend_us = now_us + resend_after(&self.config, *resends);
+                let outstanding = outstanding.clone();
+                return self.read_again(outstanding);
             }
         }
         match &mut tx.phase {
@@ -1031,7 +1057,14 @@ impl Coordinator {
             let msg = Self::fetch_message(id, fetch, &tx.reads, &snapshot, cached_at.is_some(), objects);
             sends.push((fetch, to, msg));
         }
-        tx.phase = Phase::Fetching { request, then, outstanding, deadline_us: now_us + self.config.op_timeout_us };
+        tx.phase = Phase::Fetching {
+            request,
+            then,
+            outstanding,
+            deadline_us: now_us + self.config.op_timeout_us,
+            resend_us: now_us + resend_after(&self.config, 0),
+            resends: 0,
+        };
         for (fetch, to, msg) in sends {
             self.note_away(now_us, fetch, to, &msg);
             self.send(to, msg);
@@ -1047,6 +1080,25 @@ impl Coordinator {
             let snapshot = cached_at.as_ref().unwrap_or(&tx.snapshot);
             Self::fetch_message(*id, fetch, &tx.reads, snapshot, cached_at.is_some(), objects.clone())
         })
+    }
+
+    /// Sends again the reads among `fetches` that went to this DC's partitions (a read of an object held at another
+    /// DC has its own timer: it is asked of the next ring's holder, `remote.rs`).
+    fn read_again(&mut self, fetches: BTreeSet<u64>) {
+        let ignore = bugs::has(&self.config, Bug::ReadsIgnorePlacement);
+        for fetch in fetches {
+            let Some(to) = (self.fetches.get(&fetch))
+                .and_then(|(_, objects, _)| objects.first())
+                .map(|o| Self::read_address(&self.topology, o, ignore))
+                .filter(|to| matches!(to, Address::Partition(_)))
+            else {
+                continue;
+            };
+            if let Some(msg) = self.fetch_again(fetch) {
+                self.read_resends += 1;
+                self.send(to, msg);
+            }
+        }
     }
 
     /// Whether the lease cache keeps `object`: every object, unless buckets are placed by rings; then only those
@@ -1318,7 +1370,7 @@ impl Coordinator {
             max_prepare: Timestamp::ZERO,
             min_prepare: Timestamp(u64::MAX),
             deadline_us: now_us + timeout_us,
-            resend_us: now_us + prepare_resend_after(&self.config, 0),
+            resend_us: now_us + resend_after(&self.config, 0),
             resends: 0,
         };
         for (p, writes) in by_partition {
