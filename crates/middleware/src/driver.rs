@@ -465,6 +465,37 @@ const FOLLOW_PULL_AFTER: Duration = Duration::from_millis(500);
 /// Exclusive writers: lock stripes ordering the writes of a key inside the instance.
 const STRIPES: usize = 1024;
 
+/// A follower's state between its rounds ([`Middleware::follow`]).
+struct Following {
+    /// The local set whose feed this is.
+    writer: LocalSet,
+    /// When the writer's announcement was last asked for.
+    asked: Option<Instant>,
+    /// The frontier last published, and when.
+    published: Option<Frontier>,
+    published_at: Instant,
+    /// Since when a batch is missing (overtaken by a later one, or announced and not arrived).
+    gap_since: Option<Instant>,
+    /// The version found missing at the front of the feed, and since when.
+    missing_since: Option<(Vertex, Instant)>,
+    /// Where the writer last said its feed ends (its epoch, the batch after its last).
+    feed_end: Option<(u64, u64)>,
+}
+
+impl Following {
+    fn new(writer: LocalSet) -> Following {
+        Following {
+            writer,
+            asked: None,
+            published: None,
+            published_at: Instant::now(),
+            gap_since: None,
+            missing_since: None,
+            feed_end: None,
+        }
+    }
+}
+
 /// Exclusive writers: the instance's writer lease.
 struct WriterLease {
     owner: String,
@@ -1130,115 +1161,130 @@ impl<S: Store> Middleware<S> {
     /// missing for long is pulled, as a read does.
     async fn follow(&self, reader: &Mutex<FeedReader>) {
         let writer = reader.lock().expect("feed reader").writer;
-        let ls = self.protocol.local_set;
-        let (mut asked, mut published) = (None::<Instant>, None);
-        let mut published_at = Instant::now();
-        let (mut gap_since, mut missing_since) = (None::<Instant>, None::<(Vertex, Instant)>);
+        let mut state = Following::new(writer);
         let mut pause = Duration::from_millis(1);
-        // Where the writer last said its feed ends (its epoch, the batch after its last).
-        let mut feed_end: Option<(u64, u64)> = None;
         loop {
-            let following = reader.lock().expect("feed reader").wants().is_some();
-            let every = if following { EPOCH_EVERY } else { FEED_EVERY * 10 };
-            if asked.is_none_or(|t| t.elapsed() >= every) {
-                if let Ok(Some(announcement)) = self.store.frontier_get(writer, writer).await {
-                    feed_end = Some((announcement.epoch, announcement.batch));
-                    let follows = {
-                        let mut reader = reader.lock().expect("feed reader");
-                        reader.saw_end(announcement);
-                        reader.follows(announcement.epoch)
-                    };
-                    if !follows {
-                        // Where this local set was on that epoch, if it followed it before (a restart).
-                        if let Ok(own) = self.store.frontier_get(ls, writer).await {
-                            reader.lock().expect("feed reader").announced(announcement, own);
-                            self.feed_entries.lock().expect("feed entries").retain(|v, _| v.ls != writer);
-                        }
-                    }
-                }
-                asked = Some(Instant::now());
-            }
-            let mut progressed = false;
-            let wants = reader.lock().expect("feed reader").wants();
-            if let Some((epoch, from)) = wants {
-                let everywhere = gap_since.is_some_and(|t| t.elapsed() >= FEED_GAP_PULL_AFTER);
-                if let Ok(rows) = self.store.feed_read(writer, epoch, from, FEED_READ, everywhere).await {
-                    // A batch that cannot be decoded ends what is taken: the feed stops there, reads go on.
-                    let batches: Vec<(u64, Batch)> =
-                        rows.iter().map_while(|(n, b)| Batch::decode(b).ok().map(|b| (*n, b))).collect();
-                    let read = !batches.is_empty();
-                    {
-                        let mut entries = self.feed_entries.lock().expect("feed entries");
-                        for e in batches.iter().flat_map(|(_, b)| &b.versions) {
-                            entries.insert(e.version.clone(), e.requires.clone());
-                        }
-                    }
-                    // Nothing read although the writer said its feed goes further: a batch that has not arrived
-                    // (or that the store dropped), like one overtaken by a later batch.
-                    let behind = !read && feed_end.is_some_and(|(e, end)| e == epoch && end > from);
-                    if reader.lock().expect("feed reader").batches(epoch, batches) || behind {
-                        gap_since.get_or_insert_with(Instant::now);
-                    } else {
-                        gap_since = None;
-                        progressed |= read;
-                    }
-                }
-            }
-            let next = reader.lock().expect("feed reader").next();
-            if let Some((n, mut check)) = next {
-                // A store error is no answer: the entries stay unresolved (the frontier must not pass them).
-                let outcome = self.check(&mut check).await;
-                let present = matches!(outcome, Ok(None));
-                let missing = outcome.ok().flatten();
-                let resolved = reader.lock().expect("feed reader").checked(n, present);
-                if present {
-                    let mut entries = self.feed_entries.lock().expect("feed entries");
-                    for v in &resolved {
-                        entries.remove(v);
-                    }
-                    drop(entries);
-                    self.followed.notify_waiters();
-                    self.stats.followed.fetch_add(n as u64, Ordering::Relaxed);
-                    progressed = true;
-                    missing_since = None;
-                } else {
-                    self.stats.follow_missing.fetch_add(1, Ordering::Relaxed);
-                }
-                if let (Some(v), 1) = (missing, n) {
-                    if let Some((m, since)) = &missing_since {
-                        if *m == v && since.elapsed() >= FOLLOW_PULL_AFTER {
-                            let position = reader.lock().expect("feed reader").frontier();
-                            tracing::warn!(
-                                "following local set {writer}'s feed at {position:?}: {v} has not reached this local \
-                                 set for {:?}",
-                                since.elapsed()
-                            );
-                        }
-                    }
-                    match &missing_since {
-                        Some((m, since)) if *m == v && since.elapsed() >= FOLLOW_PULL_AFTER => {
-                            if S::PULLS && self.pull_after.is_some() {
-                                let _ = self.store.pull(&v.copy(), v.seq).await;
-                            }
-                            missing_since = Some((v, Instant::now()));
-                        }
-                        Some((m, _)) if *m == v => {}
-                        _ => missing_since = Some((v, Instant::now())),
-                    }
-                }
-            }
-            let frontier = reader.lock().expect("feed reader").frontier();
-            if let Some(f) = frontier.filter(|_| frontier != published && published_at.elapsed() >= FEED_EVERY) {
-                if self.store.frontier_put(ls, writer, f).await.is_ok() {
-                    (published, published_at) = (frontier, Instant::now());
-                }
-            }
-            if progressed {
+            self.learn_feed_end(reader, &mut state).await;
+            let read = self.read_batches(reader, &mut state).await;
+            let resolved = self.resolve_next(reader, &mut state).await;
+            self.publish_frontier(reader, &mut state).await;
+            if read || resolved {
                 pause = Duration::from_millis(1);
             } else {
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(FEED_EVERY * 2);
             }
+        }
+    }
+
+    /// Asks the store, every [`EPOCH_EVERY`] (ten feed intervals while there is no epoch to follow), where the
+    /// writer says its feed ends; on a new epoch, where this local set stood on it if it followed it before (a
+    /// restart), dropping the previous epoch's entries.
+    async fn learn_feed_end(&self, reader: &Mutex<FeedReader>, state: &mut Following) {
+        let writer = state.writer;
+        let following = reader.lock().expect("feed reader").wants().is_some();
+        let every = if following { EPOCH_EVERY } else { FEED_EVERY * 10 };
+        if state.asked.is_some_and(|t| t.elapsed() < every) {
+            return;
+        }
+        if let Ok(Some(announcement)) = self.store.frontier_get(writer, writer).await {
+            state.feed_end = Some((announcement.epoch, announcement.batch));
+            let follows = {
+                let mut reader = reader.lock().expect("feed reader");
+                reader.saw_end(announcement);
+                reader.follows(announcement.epoch)
+            };
+            if !follows {
+                if let Ok(own) = self.store.frontier_get(self.protocol.local_set, writer).await {
+                    reader.lock().expect("feed reader").announced(announcement, own);
+                    self.feed_entries.lock().expect("feed entries").retain(|v, _| v.ls != writer);
+                }
+            }
+        }
+        state.asked = Some(Instant::now());
+    }
+
+    /// Reads the next batches of the feed and hands their entries to reads. Returns whether it read any in order;
+    /// a batch missing (overtaken by a later one, or announced and not arrived: the store may have dropped it)
+    /// starts the clock after which batches are read from every local set.
+    async fn read_batches(&self, reader: &Mutex<FeedReader>, state: &mut Following) -> bool {
+        let Some((epoch, from)) = reader.lock().expect("feed reader").wants() else { return false };
+        let everywhere = state.gap_since.is_some_and(|t| t.elapsed() >= FEED_GAP_PULL_AFTER);
+        let Ok(rows) = self.store.feed_read(state.writer, epoch, from, FEED_READ, everywhere).await else {
+            return false;
+        };
+        // A batch that cannot be decoded ends what is taken: the feed stops there, reads go on.
+        let batches: Vec<(u64, Batch)> =
+            rows.iter().map_while(|(n, b)| Batch::decode(b).ok().map(|b| (*n, b))).collect();
+        let read = !batches.is_empty();
+        {
+            let mut entries = self.feed_entries.lock().expect("feed entries");
+            for e in batches.iter().flat_map(|(_, b)| &b.versions) {
+                entries.insert(e.version.clone(), e.requires.clone());
+            }
+        }
+        let behind = !read && state.feed_end.is_some_and(|(e, end)| e == epoch && end > from);
+        if reader.lock().expect("feed reader").batches(epoch, batches) || behind {
+            state.gap_since.get_or_insert_with(Instant::now);
+            false
+        } else {
+            state.gap_since = None;
+            read
+        }
+    }
+
+    /// Resolves the next versions of the feed against the local store. Returns whether it resolved any; a version
+    /// that stays missing at the front of the feed is logged and pulled from another local set every
+    /// [`FOLLOW_PULL_AFTER`].
+    async fn resolve_next(&self, reader: &Mutex<FeedReader>, state: &mut Following) -> bool {
+        let next = reader.lock().expect("feed reader").next();
+        let Some((n, mut check)) = next else { return false };
+        // A store error is no answer: the entries stay unresolved (the frontier must not pass them).
+        let outcome = self.check(&mut check).await;
+        let present = matches!(outcome, Ok(None));
+        let missing = outcome.ok().flatten();
+        let resolved = reader.lock().expect("feed reader").checked(n, present);
+        if present {
+            let mut entries = self.feed_entries.lock().expect("feed entries");
+            for v in &resolved {
+                entries.remove(v);
+            }
+            drop(entries);
+            self.followed.notify_waiters();
+            self.stats.followed.fetch_add(n as u64, Ordering::Relaxed);
+            state.missing_since = None;
+            return true;
+        }
+        self.stats.follow_missing.fetch_add(1, Ordering::Relaxed);
+        let (Some(v), 1) = (missing, n) else { return false };
+        match &state.missing_since {
+            Some((m, since)) if *m == v && since.elapsed() >= FOLLOW_PULL_AFTER => {
+                let position = reader.lock().expect("feed reader").frontier();
+                tracing::warn!(
+                    "following local set {}'s feed at {position:?}: {v} has not reached this local set for {:?}",
+                    state.writer,
+                    since.elapsed()
+                );
+                if S::PULLS && self.pull_after.is_some() {
+                    let _ = self.store.pull(&v.copy(), v.seq).await;
+                }
+                state.missing_since = Some((v, Instant::now()));
+            }
+            Some((m, _)) if *m == v => {}
+            _ => state.missing_since = Some((v, Instant::now())),
+        }
+        false
+    }
+
+    /// Publishes how far this local set resolved the feed, when that moved, at most every [`FEED_EVERY`].
+    async fn publish_frontier(&self, reader: &Mutex<FeedReader>, state: &mut Following) {
+        let frontier = reader.lock().expect("feed reader").frontier();
+        let Some(f) = frontier.filter(|_| frontier != state.published && state.published_at.elapsed() >= FEED_EVERY)
+        else {
+            return;
+        };
+        if self.store.frontier_put(self.protocol.local_set, state.writer, f).await.is_ok() {
+            (state.published, state.published_at) = (frontier, Instant::now());
         }
     }
 
