@@ -1085,20 +1085,21 @@ impl Coordinator {
     /// Sends again the reads among `fetches` that went to this DC's partitions (a read of an object held at another
     /// DC has its own timer: it is asked of the next ring's holder, `remote.rs`).
     fn read_again(&mut self, fetches: BTreeSet<u64>) {
-        let ignore = bugs::has(&self.config, Bug::ReadsIgnorePlacement);
         for fetch in fetches {
-            let Some(to) = (self.fetches.get(&fetch))
-                .and_then(|(_, objects, _)| objects.first())
-                .map(|o| Self::read_address(&self.topology, o, ignore))
-                .filter(|to| matches!(to, Address::Partition(_)))
-            else {
-                continue;
-            };
-            if let Some(msg) = self.fetch_again(fetch) {
+            if let Some((p, msg)) = self.local_read_again(fetch) {
                 self.read_resends += 1;
-                self.send(to, msg);
+                self.send(Address::Partition(p), msg);
             }
         }
+    }
+
+    /// The read `fetch`, to send again, with its partition, if it went to one of this DC's partitions (not to a
+    /// holder at another DC) and its transaction still waits for it.
+    fn local_read_again(&self, fetch: u64) -> Option<(PartitionId, Message)> {
+        let ignore = bugs::has(&self.config, Bug::ReadsIgnorePlacement);
+        let object = self.fetches.get(&fetch)?.1.first()?;
+        let Address::Partition(p) = Self::read_address(&self.topology, object, ignore) else { return None };
+        Some((p, self.fetch_again(fetch)?))
     }
 
     /// Whether the lease cache keeps `object`: every object, unless buckets are placed by rings; then only those
@@ -1410,11 +1411,8 @@ impl Coordinator {
     pub fn handle_leader_change(&mut self, p: PartitionId) {
         // Only reads of this DC's partition `p` (not those sent to a holder at another DC, whose leader is not this
         // one).
-        let (here, ignore) = (Address::Partition(p), bugs::has(&self.config, Bug::ReadsIgnorePlacement));
-        let ours = |o: &ObjectId| Self::read_address(&self.topology, o, ignore) == here;
-        let mut reads: Vec<(u64, Message)> = (self.fetches.iter())
-            .filter(|(_, (_, objects, _))| objects.first().is_some_and(ours))
-            .filter_map(|(fetch, _)| Some((*fetch, self.fetch_again(*fetch)?)))
+        let mut reads: Vec<(u64, Message)> = (self.fetches.keys())
+            .filter_map(|fetch| self.local_read_again(*fetch).filter(|(q, _)| *q == p).map(|(_, msg)| (*fetch, msg)))
             .collect();
         reads.sort_by_key(|(fetch, _)| *fetch);
         let mut sends: Vec<Message> = reads.into_iter().map(|(_, msg)| msg).collect();
