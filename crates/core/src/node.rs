@@ -621,9 +621,24 @@ impl Node {
         self.session_floor = self.session_floor.max(at);
     }
 
-    /// A peer DC's shape became known (its configuration, or a descriptor received at run time).
+    /// A DC's shape became known: a peer DC's (its configuration, or a descriptor received at run time), or this
+    /// DC's own after a node joined it while it runs ([`Topology::grow`]: it never shrinks). From then on the
+    /// stabilizer waits for the new node's coordinators too before it collects old versions, and reports, leader
+    /// notices and replicas' requests to join reach it.
     pub fn handle_dc_nodes(&mut self, dc: DcId, nodes: NodeIndex) {
-        self.topology.set_dc_nodes(dc, nodes);
+        if dc != self.topology.dc() {
+            self.topology.set_dc_nodes(dc, nodes);
+            return;
+        }
+        if !self.topology.grow(nodes) {
+            return;
+        }
+        if let Some(s) = self.stabilizer.as_mut() {
+            s.expect_nodes(nodes);
+        }
+        for r in self.replicas.values_mut() {
+            r.set_nodes(nodes);
+        }
     }
 
     /// Timers of every machine that are due.
@@ -1605,6 +1620,60 @@ mod tests {
         assert!(matches!(dc.replies.pop().map(|r| r.result), Some(Ok(ClientResponse::Committed { .. }))));
         let (_, membership) = dc.nodes[2].placement(p).expect("announced");
         assert_eq!(nodes_of(membership), vec![0, 1, 3]);
+    }
+
+    /// A node joins a running DC of three: before the others hear that the DC grew, nothing they send reaches it;
+    /// after, their leaders' notices, stabilizer reports and requests to join do, its coordinator commits, and a
+    /// replica moves onto it. The groups keep their first voters (the DC places over the nodes it had).
+    #[test]
+    fn a_node_joins_a_running_dc_and_a_replica_moves_onto_it() {
+        let mut dc = Dc::with_nodes(2, 3);
+        dc.run(1_000_000);
+        let grown = Topology::new(DcId(0), 1, 2, 4).with_replicas(3).with_first_nodes(3);
+        let joiner = Node::recover(
+            config(1, 2),
+            grown,
+            Layout::new(3, 1, 0).with_generation(7),
+            0,
+            dc.now,
+            Vec::new(),
+            Vec::new(),
+        );
+        dc.nodes.push(joiner);
+        dc.run(1_500_000);
+        assert!(dc.nodes[3].placements().next().is_none(), "a notice reached a node the DC does not know yet");
+        for n in 0..3 {
+            dc.nodes[n].handle_dc_nodes(DcId(0), 4);
+            assert_eq!(dc.nodes[n].topology.nodes(DcId(0)), 4);
+            assert_eq!(dc.nodes[n].topology.placed_nodes(), 3, "node {n} keeps placing over its first three");
+            let expected = dc.nodes[n].stabilizer().map(Stabilizer::expected_nodes);
+            assert_eq!(expected, Some(4), "node {n}'s stabilizer waits for node 3's coordinators too");
+        }
+        dc.run(1_500_000);
+        assert_eq!(dc.nodes[3].placements().count(), 2, "node 3 hears where every partition lives");
+        let p = PartitionId(1);
+        let increment = |k: &str| ClientRequest::StaticUpdate {
+            clock: None,
+            updates: vec![(ObjectId::new(k, "b", CrdtType::CounterPn), Op::Increment(1))],
+        };
+        dc.nodes[3].handle_client(dc.now, ClientId(1), RequestId(1), increment("a"));
+        dc.run(300_000);
+        assert!(
+            matches!(dc.replies.pop().map(|r| r.result), Some(Ok(ClientResponse::Committed { .. }))),
+            "node 3's coordinator commits"
+        );
+        dc.nodes[0].move_replica(dc.now, p, 2, 3);
+        dc.run(4_000_000);
+        let nodes_of = |m: &Membership| m.members().iter().map(|id| replica_node(*id)).collect::<Vec<_>>();
+        let (_, membership) = dc.nodes[1].placement(p).expect("announced");
+        let mut voters = nodes_of(membership);
+        voters.sort();
+        assert_eq!(voters, vec![0, 1, 3], "{membership:?}");
+        assert!(dc.nodes[3].replicas().any(|r| r.id() == p && r.group().membership().is_voter(r.group().id())));
+        assert!(dc.nodes[2].replicas().all(|r| r.id() != p), "node 2 still runs its moved replica");
+        dc.nodes[0].handle_client(dc.now, ClientId(2), RequestId(2), increment("b"));
+        dc.run(300_000);
+        assert!(matches!(dc.replies.pop().map(|r| r.result), Some(Ok(ClientResponse::Committed { .. }))));
     }
 
     /// A move whose new replica cannot join (its requests are lost) is replaced by the operator's next move to the

@@ -470,6 +470,11 @@ impl Replica {
         Ok(replica)
     }
 
+    /// The DC grew to `nodes` nodes while it runs: requests to join reach the new ones too.
+    pub fn set_nodes(&mut self, nodes: NodeIndex) {
+        self.nodes = self.nodes.max(nodes);
+    }
+
     /// The partition.
     pub fn id(&self) -> PartitionId {
         self.id

@@ -126,6 +126,11 @@ impl Stabilizer {
         self.nodes_expected = nodes;
     }
 
+    /// How many nodes' coordinators must each have reported before the frontier moves.
+    pub fn expected_nodes(&self) -> u16 {
+        self.nodes_expected
+    }
+
     /// Node `node` is retired for good: the frontier no longer waits for a report of its coordinators, and forgets
     /// those it knows (their last reports would hold it back). A coordinator of it that reports later (the node
     /// came back after all) counts again.

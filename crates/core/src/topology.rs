@@ -137,6 +137,22 @@ impl Topology {
         changed
     }
 
+    /// This DC grew to `nodes` nodes while it runs (a node joined): routing, notices and the stabilizer reach the
+    /// new nodes, and its partitions stay placed over the nodes it had, so that every node, old and new, keeps
+    /// computing the same first voters. Never shrinks (a retired node keeps its index). Returns whether it changed
+    /// anything.
+    pub fn grow(&mut self, nodes: NodeIndex) -> bool {
+        let had = self.nodes(self.dc);
+        if nodes <= had {
+            return false;
+        }
+        if self.first_nodes == 0 {
+            self.first_nodes = had;
+        }
+        self.nodes[usize::from(self.dc.0)] = nodes;
+        true
+    }
+
     /// This DC.
     pub fn dc(&self) -> DcId {
         self.dc
@@ -344,6 +360,24 @@ mod tests {
         assert_eq!(Topology::new(DcId(0), 3, 4, 1).readers(PartitionId(0)).count(), 0, "no rings: no readers");
         assert!(t0.same_ring(DcId(0), DcId(1)) && !t0.same_ring(DcId(1), DcId(2)));
         assert!(!Topology::new(DcId(0), 3, 4, 1).same_ring(DcId(0), DcId(1)), "no rings");
+    }
+
+    #[test]
+    fn a_dc_that_grows_while_it_runs_keeps_its_placement_and_never_shrinks() {
+        let first = Topology::new(DcId(0), 2, 6, 3).with_replicas(3);
+        let mut grown = first.clone();
+        assert!(grown.grow(4));
+        assert_eq!(grown.nodes(DcId(0)), 4, "routing and notices reach the new node");
+        assert_eq!(grown.placed_nodes(), 3);
+        assert_eq!(grown, Topology::new(DcId(0), 2, 6, 4).with_replicas(3).with_first_nodes(3), "as if configured so");
+        for p in first.partitions() {
+            assert_eq!(grown.replicas(p), first.replicas(p), "partition {p:?} keeps its first voters");
+            assert_eq!(grown.home(DcId(0), p), first.home(DcId(0), p));
+        }
+        assert!(grown.grow(5), "a second node joins");
+        assert_eq!(grown.placed_nodes(), 3, "the first count stays");
+        assert!(!grown.grow(5) && !grown.grow(2), "the same count, or fewer, changes nothing");
+        assert_eq!(grown.nodes(DcId(0)), 5);
     }
 
     #[test]

@@ -61,12 +61,16 @@ impl SeedResult {
         let mut out = format!(
             "seed {}: {} DCs × {} partitions on {} nodes{} × {} shards, {} replicas, {} sessions, {:?} clock, skew ≤ {} µs, drift ≤ {} ppm, \
              delay {}..{} µs, crashes {}, link cuts {}; {} committed, {} aborted, {} unknown, {} node crashes, {} instant restarts, \
-             {} cuts, {} node cuts, {} checkpoints, {} log reads, {} resends to new leaders, {} duplicate prepares turned away, {} checkpoint loads, {} snapshots installed ({} parts sent, {} streams received), {} disk losses, {} replica moves ({} replicas removed), {} membership changes, {} follower reads ({} passed on to leaders), {} messages, {:.1} s virtual, {:.2} s wall; {} reads checked; ",
+             {} cuts, {} node cuts, {} checkpoints, {} log reads, {} resends to new leaders, {} duplicate prepares turned away, {} checkpoint loads, {} snapshots installed ({} parts sent, {} streams received), {} disk losses, {} joins, {} replica moves ({} replicas removed), {} membership changes, {} follower reads ({} passed on to leaders), {} messages, {:.1} s virtual, {:.2} s wall; {} reads checked; ",
             self.seed,
             c.dcs,
             c.partitions,
             c.nodes,
-            if c.first_nodes > 0 { format!(" (placed on the first {})", c.first_nodes) } else { String::new() },
+            match (c.first_nodes, c.join_at_us) {
+                (0, _) => String::new(),
+                (f, 0) => format!(" (placed on the first {f})"),
+                (f, at) => format!(" (the first {f}, the others joining at {:.2} s)", at as f64 / 1e6),
+            },
             c.shards,
             c.replicas,
             c.sessions,
@@ -93,6 +97,7 @@ impl SeedResult {
             self.stats.snapshot_parts.0,
             self.stats.snapshot_parts.1,
             self.stats.disk_losses,
+            self.stats.joins,
             self.stats.replica_moves,
             self.stats.replicas_removed,
             self.stats.membership_changes,

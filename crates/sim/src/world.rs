@@ -122,6 +122,11 @@ pub struct SimConfig {
     /// Over how many of its nodes each DC's partitions start (0: all): a DC that grew, whose later nodes hold
     /// replicas only once moves bring them there.
     pub first_nodes: u16,
+    /// When the nodes after the first `first_nodes` join their running DC (0: they run from the start, as if
+    /// configured so): until then they are down and their DC's topology counts only the first nodes; then each
+    /// starts with an empty disk of a new generation, and the DC's other nodes learn that the DC grew
+    /// (`causet_core::node::Node::handle_dc_nodes`), as the server's nodes do from a newcomer's hello.
+    pub join_at_us: u64,
     /// Most remote transactions a partition keeps waiting per origin.
     pub max_inbound_queue: usize,
     /// Most unacknowledged local transactions a partition keeps in memory; the rest are read back from the log.
@@ -244,6 +249,11 @@ impl SimConfig {
         } else {
             (nodes, 0)
         };
+        // In half of those, from a tenth generator, the fourth node joins while the DC runs, in the first half of
+        // the run.
+        let mut joining = ChaCha8Rng::seed_from_u64(seed ^ 0x701e_701e);
+        let join_at_us =
+            if first_nodes > 0 && joining.random_bool(0.5) { joining.random_range(1..1_000_000) } else { 0 };
         // The lease cache in two seeds of five, from a sixth generator: leases from 20 ms to half a second of the
         // 2 s run, and in some seeds a memory bound of a few entries, so that eviction happens.
         let mut caching = ChaCha8Rng::seed_from_u64(seed ^ 0xca5e_ca5e);
@@ -283,6 +293,7 @@ impl SimConfig {
             shards,
             replicas,
             first_nodes,
+            join_at_us,
             max_inbound_queue,
             replication_window,
             sessions: {
@@ -403,6 +414,8 @@ pub struct SimStats {
     pub replica_moves: u64,
     /// See `replica_moves`.
     pub replicas_removed: u64,
+    /// Nodes that joined their running DC.
+    pub joins: u64,
     /// Reads served by followers for the nearest replica, and those they passed on to the leader (replicas alive
     /// at the end).
     pub nearest_reads: (u64, u64),
@@ -524,6 +537,8 @@ enum Event {
     /// `causet cluster move` does until the partition's membership shows it.
     MoveRetry(DcId, u32),
     HealNodes(DcId, NodeIndex, NodeIndex),
+    /// The nodes after the DC's first join it ([`SimConfig::join_at_us`]).
+    Join(DcId),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -701,7 +716,7 @@ impl Dc {
     /// every node of the placement in its membership, as a voter of the node's current disk generation, and no
     /// joint configuration or learner. Every node must be up.
     fn unwhole_groups(&self) -> Vec<String> {
-        if self.nodes.iter().any(|n| !n.is_up()) {
+        if self.nodes.iter().take(usize::from(self.topology.nodes(self.topology.dc()))).any(|n| !n.is_up()) {
             return vec!["a node is down".into()];
         }
         let mut reasons = Vec::new();
@@ -823,16 +838,19 @@ impl World {
         let now = EPOCH_US;
         let mut clocks = BTreeMap::new();
         let mut dcs = Vec::new();
+        // Nodes that join later are not the DC's yet: its topology (and its peers') counts its first nodes.
+        let joins = config.join_at_us > 0 && config.first_nodes > 0 && config.first_nodes < config.nodes;
+        let known = if joins { config.first_nodes } else { config.nodes };
         for d in 0..config.dcs {
             let dc = DcId(d);
-            let mut topology = Topology::new(dc, config.dcs, config.partitions, config.nodes)
+            let mut topology = Topology::new(dc, config.dcs, config.partitions, known)
                 .with_replicas(config.replicas)
                 .with_placement(config.placement.clone());
-            if config.first_nodes > 0 {
+            if config.first_nodes > 0 && !joins {
                 topology = topology.with_first_nodes(config.first_nodes);
             }
-            for other in 0..config.dcs {
-                topology.set_dc_nodes(DcId(other), config.nodes);
+            for other in (0..config.dcs).filter(|o| *o != d) {
+                topology.set_dc_nodes(DcId(other), known);
             }
             for n in 0..config.nodes {
                 let skew = config.faults.skew_us_max as i64;
@@ -903,8 +921,11 @@ impl World {
             config,
         };
         for d in 0..world.config.dcs {
-            for n in 0..world.config.nodes {
+            for n in 0..world.config.nodes.min(known) {
                 world.start_node((DcId(d), n));
+            }
+            if joins {
+                world.schedule(world.config.join_at_us, Event::Join(DcId(d)));
             }
             for p in 0..world.config.partitions {
                 let at = world.rng.random_range(10_000..300_000);
@@ -1761,7 +1782,7 @@ impl World {
                 let n = self.disk_rng.random_range(0..self.config.nodes);
                 let down = self.disk_rng.random_range(1..=self.config.faults.downtime_us_max.max(1));
                 let d = &self.dcs[usize::from(dc.0)];
-                if d.unwhole_groups().is_empty() {
+                if n < d.topology.nodes(dc) && d.unwhole_groups().is_empty() {
                     self.crash((dc, n), down);
                     let d = &mut self.dcs[usize::from(dc.0)];
                     d.group_disks.retain(|(node, _), _| *node != n);
@@ -1786,6 +1807,7 @@ impl World {
                 let next = self.move_rng.random_range(every / 2..=every * 3 / 2);
                 self.schedule(next, Event::MoveReplica);
             }
+            Event::Join(dc) => self.join(dc),
             Event::MoveRetry(dc, p) => {
                 let Some(&(from, to)) = self.pending_moves.get(&(dc, p)) else { return };
                 let d = &self.dcs[usize::from(dc.0)];
@@ -1820,7 +1842,7 @@ impl World {
         }
         let p = settled[self.move_rng.random_range(0..settled.len())];
         let placement = d.placement[&p].clone();
-        let spare: Vec<NodeIndex> = (0..self.config.nodes).filter(|n| !placement.contains(n)).collect();
+        let spare: Vec<NodeIndex> = (0..d.topology.nodes(dc)).filter(|n| !placement.contains(n)).collect();
         if spare.is_empty() {
             return;
         }
@@ -1834,6 +1856,35 @@ impl World {
         self.pending_moves.insert((dc, p), (from, to));
         self.schedule(1_000_000, Event::MoveRetry(dc, p));
         self.send_move(dc, via, p, from, to);
+    }
+
+    /// The nodes of DC `dc` after its first join it: each starts with an empty disk of a new generation (a
+    /// joining node's, `join = true`), holding no replica, and the DC's nodes that are up learn that it grew; those
+    /// down learn it when they restart (a server's data directory records the DC's nodes).
+    fn join(&mut self, dc: DcId) {
+        let nodes = self.config.nodes;
+        let d = &mut self.dcs[usize::from(dc.0)];
+        let first = d.topology.nodes(dc);
+        if !d.topology.grow(nodes) {
+            return;
+        }
+        for n in 0..first {
+            for shard in &mut d.nodes[usize::from(n)].shards {
+                shard.handle_dc_nodes(dc, nodes);
+            }
+        }
+        for n in first..nodes {
+            let node = &mut d.nodes[usize::from(n)];
+            node.generation = 1;
+            d.hosting[usize::from(n)] = first_hosting(&d.topology, n, node.generation);
+        }
+        for n in first..nodes {
+            if self.trace.is_some() {
+                println!("{} DC {} node {n} joins", self.now, dc.0);
+            }
+            self.stats.joins += 1;
+            self.start_node((dc, n));
+        }
     }
 
     /// Asks node `via` of DC `dc` to move partition `p`'s replica from node `from` to node `to`.

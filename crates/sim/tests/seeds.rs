@@ -234,6 +234,26 @@ fn seeds_where_nodes_lose_their_disks_pass() {
     assert!(changes >= 3 * losses, "{changes} membership changes for {losses} disks lost");
 }
 
+/// Seeds where the fourth node of DCs of groups of three joins while its DC runs (the others learn that the DC grew,
+/// as a server's nodes do from the newcomer's hello), then replicas move onto it and off it among crashes, cuts
+/// between nodes and disk losses; histories stay TCC and nothing acknowledged is lost. With the DC's growth never
+/// learned by its first nodes, 11 of 14 join seeds in 0..300 fail.
+#[test]
+fn seeds_where_nodes_join_a_running_dc_pass() {
+    let mut failures = Vec::new();
+    let (mut joins, mut moves) = (0, 0);
+    for seed in [100, 126, 146, 174] {
+        let r = run_seed(seed, None);
+        if !r.passed() {
+            failures.push(r.summary());
+        }
+        joins += r.stats.joins;
+        moves += r.stats.replica_moves;
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    assert!(joins >= 4 && moves >= 8, "these seeds join {joins} nodes and move {moves} replicas now: pick others");
+}
+
 /// Seeds where half the transactions read from the nearest replica: followers serve what they applied, and pass
 /// on to the leader reads whose snapshot they have not (seed 144 catches a follower serving a snapshot its
 /// leader's last report did not cover: a fractured read and a counter short of writes its session saw).
