@@ -542,47 +542,16 @@ fn with_key(config: &str, key: &str, value: &str) -> String {
     lines.join("\n") + tables
 }
 
-/// Waits until node `i` reports every replicated partition of its DC with a leader and `replicas` voters, no
-/// learner and no joint change, printing what is left every few seconds.
-fn wait_whole(file: &ClusterFile, i: usize, partitions: u32, replicas: usize, within: Duration) -> anyhow::Result<()> {
-    let deadline = Instant::now() + within;
-    let mut said = Instant::now();
-    loop {
-        let status = http_get(file.nodes[i].admin, "/status").ok();
-        let entries = status
-            .and_then(|b| serde_json::from_str::<serde_json::Value>(&b).ok())
-            .and_then(|v| v["placement"].as_array().cloned())
-            .unwrap_or_default();
-        let whole = |e: &serde_json::Value| {
-            !e["leader"].is_null()
-                && placed(e, "voters").len() == replicas
-                && placed(e, "learners").is_empty()
-                && placed(e, "outgoing").is_empty()
-        };
-        let left = partitions as usize - entries.iter().filter(|e| whole(e)).count().min(partitions as usize);
-        if left == 0 {
-            return Ok(());
-        }
-        anyhow::ensure!(
-            Instant::now() < deadline,
-            "{left} partitions without a whole group after {} s",
-            within.as_secs()
-        );
-        if said.elapsed() >= Duration::from_secs(5) {
-            said = Instant::now();
-            println!("  waiting for {left} partitions' groups to be whole again");
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-/// Adds a node to DC `dc` of a running local cluster with replicated partitions (`causet cluster add-node`): the
-/// new node starts with the DC's nodes plus itself, `first_nodes` (the partitions stay placed over the DC's first
-/// nodes) and `join`, holding no replica; then every other node of the DC restarts, one at a time, with the new
-/// node in its `nodes`, each only once every group is whole again (a restart is a node down for a moment, which
-/// the groups ride out). Replicas move to the new node with [`move_replica`] or [`retire`]. Peer DCs keep the
-/// addresses they have: they reach the DC's partitions through its first nodes. Returns the new node's index.
-pub fn add_node(dir: &Path, dc: u16, wait: Duration) -> anyhow::Result<u16> {
+/// Adds a node to DC `dc` of a running local cluster with replicated partitions (`causet cluster add-node`),
+/// online: the new node starts with the DC's nodes plus itself, `first_nodes` (the partitions stay placed over the
+/// DC's first nodes) and `join`, holding no replica; it announces itself on its links, and every node of the DC
+/// admits it (records it in its data directory and links back) without a restart. This waits until every running
+/// node of the DC counts it (a node that is down learns of it when it is back: the new node's link keeps trying),
+/// then writes it into the other nodes' configuration files too, for their next start. With `rebalance`, replicas
+/// then move onto it from the nodes holding the most, one partition at a time, until it holds its share. Peer DCs
+/// keep the addresses they have: they reach the DC's partitions through its first nodes. Returns the new node's
+/// index.
+pub fn add_node(dir: &Path, dc: u16, wait: Duration, rebalance: bool) -> anyhow::Result<u16> {
     let mut file = load(dir)?;
     let mut members: Vec<usize> = (0..file.nodes.len()).filter(|i| file.nodes[*i].dc == dc).collect();
     members.sort_by_key(|i| file.nodes[*i].node);
@@ -637,31 +606,97 @@ pub fn add_node(dir: &Path, dc: u16, wait: Duration) -> anyhow::Result<u16> {
     file.save(dir)?;
     let new = file.nodes.len() - 1;
     wait_serving(&file.nodes[new], Duration::from_secs(30))?;
-    println!("DC {dc} node {index} started (client {client}, admin {admin}); restarting the others with it");
-    let partitions = file.partitions;
-    for i in members {
-        let (node, path) = (file.nodes[i].node, file.nodes[i].config.clone());
-        let config = std::fs::read_to_string(&path)?;
+    println!("DC {dc} node {index} started (client {client}, admin {admin}); waiting for the DC's nodes to admit it");
+    wait_admitted(&file, &members, index, wait)?;
+    // For the other nodes' next start (they would know it from their data directories anyway).
+    for &i in &members {
+        let path = &file.nodes[i].config;
+        let config = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         let config = with_key(&with_key(&config, "nodes", &nodes), "first_nodes", &first_nodes);
-        std::fs::write(&path, config).with_context(|| format!("writing {}", path.display()))?;
-        stop_node(&file, i);
-        restart_node(&mut file, dir, i)?;
-        wait_whole(&file, i, partitions, replicas, wait)?;
-        println!("DC {dc} node {node} restarted with {} nodes", index + 1);
+        std::fs::write(path, config).with_context(|| format!("writing {}", path.display()))?;
+    }
+    println!("DC {dc} has {} nodes", index + 1);
+    if rebalance {
+        rebalance_onto(dir, dc, index, wait)?;
     }
     Ok(index)
 }
 
-/// Stops node `i` gracefully (SIGTERM; SIGKILL after 15 s) and waits until it is gone.
-fn stop_node(file: &ClusterFile, i: usize) {
-    let pid = file.nodes[i].pid;
-    signal(pid, "CONT");
-    signal(pid, "TERM");
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while process_alive(pid) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
+/// Waits until every running node of `members` reports at least `index + 1` nodes in its `/status`, printing
+/// which are left every few seconds.
+fn wait_admitted(file: &ClusterFile, members: &[usize], index: u16, within: Duration) -> anyhow::Result<()> {
+    let deadline = Instant::now() + within;
+    let mut said = Instant::now();
+    loop {
+        let counts = |i: &usize| {
+            let status = http_get(file.nodes[*i].admin, "/status").ok();
+            let status = status.and_then(|b| serde_json::from_str::<serde_json::Value>(&b).ok());
+            status.and_then(|v| v["nodes"].as_u64()).is_some_and(|n| n > u64::from(index))
+        };
+        let left: Vec<u16> = (members.iter())
+            .filter(|i| process_alive(file.nodes[**i].pid) && !counts(i))
+            .map(|i| file.nodes[*i].node)
+            .collect();
+        if left.is_empty() {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "nodes {left:?} did not admit node {index} within {} s (see their logs)",
+            within.as_secs()
+        );
+        if said.elapsed() >= Duration::from_secs(5) {
+            said = Instant::now();
+            println!("  waiting for nodes {left:?} to admit node {index}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
     }
-    kill_node(file, i);
+}
+
+/// Moves replicas of DC `dc` onto node `to` from the nodes holding the most, one partition at a time
+/// ([`next_move`]), until `to` holds its share.
+fn rebalance_onto(dir: &Path, dc: u16, to: u16, wait: Duration) -> anyhow::Result<()> {
+    let file = load(dir)?;
+    loop {
+        let (_, entries) = placement(&file, dc)?;
+        let Some((p, from)) = next_move(&entries, to) else {
+            let load = voters_per_node(&entries, usize::from(to) + 1);
+            println!("node {to} holds {} replicas; per node: {load:?}", load[usize::from(to)]);
+            return Ok(());
+        };
+        println!("partition {p}: moving its replica from node {from} to node {to}");
+        move_replica(dir, dc, p, from, to, wait)?;
+    }
+}
+
+/// How many voters each of the first `nodes` nodes holds, over every partition of a placement.
+fn voters_per_node(entries: &[serde_json::Value], nodes: usize) -> Vec<usize> {
+    let mut load = vec![0usize; nodes];
+    for n in entries.iter().flat_map(|e| placed(e, "voters")) {
+        if let Some(l) = load.get_mut(n as usize) {
+            *l += 1;
+        }
+    }
+    load
+}
+
+/// The next replica to move onto node `to` (the highest node index of the DC) to even the load: `(partition,
+/// from)`, from the node holding the most voters (the lowest partition, then node, first), of a partition `to`
+/// does not hold and that is not changing its membership. `None` once `to` holds its share (the DC's voters over
+/// its nodes, rounded down) or no node holds two more than it.
+fn next_move(entries: &[serde_json::Value], to: u16) -> Option<(u32, u16)> {
+    let load = voters_per_node(entries, usize::from(to) + 1);
+    let (share, mine) = (load.iter().sum::<usize>() / load.len(), load[usize::from(to)]);
+    if mine >= share {
+        return None;
+    }
+    let settled = |e: &&serde_json::Value| placed(e, "learners").is_empty() && placed(e, "outgoing").is_empty();
+    (entries.iter().filter(settled))
+        .filter(|e| !placed(e, "voters").contains(&u64::from(to)))
+        .flat_map(|e| placed(e, "voters").into_iter().map(move |n| (n, e["partition"].as_u64())))
+        .filter(|(n, p)| p.is_some() && load.get(*n as usize).is_some_and(|l| *l > mine + 1))
+        .max_by_key(|(n, p)| (load[*n as usize], std::cmp::Reverse(*p), std::cmp::Reverse(*n)))
+        .map(|(n, p)| (p.unwrap_or_default() as u32, n as u16))
 }
 
 /// Starts node `i` again from its configuration and data (after [`kill_node`] or a crash), waits until it serves,
@@ -957,6 +992,46 @@ pub fn status(dir: &Path) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A placement as `/status` shows it: each partition's voters, learners and outgoing voters, by node.
+    fn placement_of(groups: &[(&[u64], &[u64])]) -> Vec<serde_json::Value> {
+        let members = |nodes: &[u64]| nodes.iter().map(|n| serde_json::json!({ "node": n, "generation": 0 })).collect();
+        let entry = |(p, (voters, learners)): (usize, &(&[u64], &[u64]))| {
+            let (v, l): (Vec<serde_json::Value>, Vec<serde_json::Value>) = (members(voters), members(learners));
+            serde_json::json!({ "partition": p, "leader": voters[0], "voters": v, "learners": l, "outgoing": [] })
+        };
+        groups.iter().enumerate().map(entry).collect()
+    }
+
+    #[test]
+    fn a_new_node_takes_replicas_from_the_busiest_nodes_until_it_holds_its_share() {
+        // Six partitions in groups of three over nodes 0..3, node 3 new: 18 voters, a share of 4 for node 3.
+        let mut groups: Vec<(Vec<u64>, Vec<u64>)> =
+            (0..6u64).map(|p| ((0..3).map(|k| (p + k) % 3).collect(), Vec::new())).collect();
+        let view = |g: &[(Vec<u64>, Vec<u64>)]| {
+            let borrowed: Vec<(&[u64], &[u64])> = g.iter().map(|(v, l)| (&v[..], &l[..])).collect();
+            placement_of(&borrowed)
+        };
+        let mut moves = Vec::new();
+        while let Some((p, from)) = next_move(&view(&groups), 3) {
+            let voters = &mut groups[p as usize].0;
+            assert!(!voters.contains(&3), "partition {p} moved onto node 3 twice");
+            let at = voters.iter().position(|n| *n == u64::from(from)).expect("from holds a voter");
+            voters[at] = 3;
+            moves.push((p, from));
+            assert!(moves.len() <= 6, "no end to the moves: {moves:?}");
+        }
+        let load = voters_per_node(&view(&groups), 4);
+        assert_eq!(load[3], 4, "node 3 holds its share: {moves:?}");
+        assert!(load.iter().max().unwrap() - load.iter().min().unwrap() <= 1, "uneven: {load:?} after {moves:?}");
+        assert_eq!(moves[0], (0, 0), "the busiest node first, the lowest partition first");
+        // A group that is changing its membership is left alone.
+        let busy = placement_of(&[(&[0, 1, 2], &[3]), (&[1, 2, 0], &[])]);
+        assert_eq!(next_move(&busy, 3), Some((1, 0)));
+        // A DC already even: nothing to move.
+        let even = placement_of(&[(&[0, 1, 3], &[]), (&[1, 2, 3], &[]), (&[2, 0, 1], &[])]);
+        assert_eq!(next_move(&even, 3), None);
+    }
 
     #[test]
     fn local_nodes_share_the_cores_unless_told_otherwise() {

@@ -211,9 +211,9 @@ enum ClusterCommand {
         #[arg(long, default_value_t = 300)]
         wait_s: u64,
     },
-    /// Add a node to a DC (replicated partitions): start it, then restart the DC's other nodes one at a time with
-    /// it in their `nodes`. It holds no replica until some move there (`move`, `retire`). Peer DCs are not told of
-    /// it: they reach the DC through its other nodes.
+    /// Add a node to a running DC (replicated partitions), online: start it; the DC's nodes admit it as it
+    /// announces itself (no restart). It holds no replica until some move there (`--rebalance`, `move`,
+    /// `retire`). Peer DCs are not told of it: they reach the DC through its other nodes.
     AddNode {
         /// The cluster's directory.
         #[arg(long, default_value = "./causet-cluster")]
@@ -221,9 +221,12 @@ enum ClusterCommand {
         /// The DC.
         #[arg(long)]
         dc: u16,
-        /// Give up waiting for a restarted node's groups after this many seconds.
+        /// Give up waiting for the DC's nodes to admit it (and for each move) after this many seconds.
         #[arg(long, default_value_t = 120)]
         wait_s: u64,
+        /// Then move replicas onto it from the busiest nodes until it holds its share of the DC's.
+        #[arg(long)]
+        rebalance: bool,
     },
     /// Show each DC's state: stable snapshot age per DC, links.
     Status {
@@ -499,9 +502,11 @@ fn main() -> anyhow::Result<()> {
             ClusterCommand::Retire { dir, dc, node, wait_s } => {
                 cluster::retire(&dir, dc, node, std::time::Duration::from_secs(wait_s))?
             }
-            ClusterCommand::AddNode { dir, dc, wait_s } => {
-                let node = cluster::add_node(&dir, dc, std::time::Duration::from_secs(wait_s))?;
-                println!("DC {dc} node {node} added; move replicas to it with `causet cluster move` or `retire`");
+            ClusterCommand::AddNode { dir, dc, wait_s, rebalance } => {
+                let node = cluster::add_node(&dir, dc, std::time::Duration::from_secs(wait_s), rebalance)?;
+                if !rebalance {
+                    println!("DC {dc} node {node} added; move replicas to it with `--rebalance`, `move` or `retire`");
+                }
             }
             ClusterCommand::Status { dir } => cluster::status(&dir)?,
         },

@@ -863,11 +863,12 @@ fn a_dead_node_is_retired_its_replicas_rebuilt_on_the_others_and_it_drops_them_w
     assert!(logs.contains("Left"), "node 1 did not record that its replicas left");
 }
 
-/// A DC of three nodes grows by a fourth (`causet cluster add-node`: the new node starts holding nothing, the
-/// others restart one at a time with it in their configuration, each once every group is whole again) while
-/// writes go on; the new node serves clients at once (through the leaders); a replica of partition 0 moves onto
-/// it; then nodes 0 and 1 die, and partition 0's group, now on nodes 1, 2 and 3, still commits on 2 and 3, and
-/// every acknowledged increment is read back at the new node.
+/// A DC of three nodes grows by a fourth online (`causet cluster add-node`: the new node starts holding nothing and
+/// announces itself; the others admit it without a restart) while writes go on; every node then counts four
+/// members, and node 1, restarted with its old configuration, still does (its data directory recorded the new
+/// node); the new node serves clients at once (through the leaders); a replica of partition 0 moves onto it;
+/// then nodes 0 and 1 die, and partition 0's group, now on nodes 1, 2 and 3, still commits on 2 and 3, and every
+/// acknowledged increment is read back at the new node.
 #[test]
 fn a_dc_grows_by_a_node_and_a_replica_moves_onto_it() {
     let dir = tempfile::tempdir().expect("a temporary directory");
@@ -891,17 +892,35 @@ fn a_dc_grows_by_a_node_and_a_replica_moves_onto_it() {
     for _ in 0..3 {
         increment(file.nodes[0].client);
     }
+    let configured = std::fs::read_to_string(&file.nodes[1].config).expect("node 1's configuration");
     let growing = {
         let dir = dir.path().to_path_buf();
-        std::thread::spawn(move || cluster::add_node(&dir, 0, Duration::from_secs(60)))
+        std::thread::spawn(move || cluster::add_node(&dir, 0, Duration::from_secs(60), false))
     };
     while !growing.is_finished() {
         increment(file.nodes[2].client);
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(growing.join().expect("the growing thread").expect("the DC grows"), 3);
-    let file = cluster::load(dir.path()).expect("the cluster file");
+    let mut file = cluster::load(dir.path()).expect("the cluster file");
     assert_eq!(file.nodes.len(), 4);
+    for n in 0..3 {
+        assert!(cluster::process_alive(file.nodes[n].pid), "node {n} was restarted or died");
+    }
+    let members = |file: &cluster::ClusterFile, n: usize| {
+        let status = cluster::http_get(file.nodes[n].admin, "/status").expect("a status");
+        let v: serde_json::Value = serde_json::from_str(&status).expect("JSON");
+        (v["nodes"].as_u64(), v["members"].as_array().map(Vec::len))
+    };
+    for n in 0..4 {
+        assert_eq!(members(&file, n), (Some(4), Some(4)), "node {n}'s members");
+    }
+    increment(file.nodes[3].client);
+    // Node 1 restarts with the configuration it had before the DC grew: its data directory keeps node 3.
+    std::fs::write(&file.nodes[1].config, configured).expect("node 1's old configuration back");
+    cluster::kill_node(&file, 1);
+    cluster::restart_node(&mut file, dir.path(), 1).expect("node 1 restarts");
+    assert_eq!(members(&file, 1), (Some(4), Some(4)), "node 1's members after its restart");
     increment(file.nodes[3].client);
     cluster::move_replica(dir.path(), 0, 0, 0, 3, Duration::from_secs(60)).expect("the replica moves");
     cluster::kill_node(&file, 0);

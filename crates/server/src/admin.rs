@@ -224,7 +224,7 @@ fn movable(
     to: u16,
 ) -> Result<bool, Refusal> {
     let topology = &state.routes.topology;
-    let nodes = topology.nodes(topology.dc());
+    let nodes = state.wan.members().count().max(1);
     let bad = |why: String| Err((StatusCode::BAD_REQUEST, why + "\n"));
     if !topology.replicated() {
         return bad("this DC's partitions are not replicated (replicas = 1): a partition lives on its node".into());
@@ -294,7 +294,7 @@ async fn move_replica(
 async fn retire(State(state): State<Arc<NodeState>>, headers: HeaderMap, Path(node): Path<u16>) -> impl IntoResponse {
     authorized(&state, &headers)?;
     let topology = &state.routes.topology;
-    let nodes = topology.nodes(topology.dc());
+    let nodes = state.wan.members().count().max(1);
     if node >= nodes {
         return Err((StatusCode::NOT_FOUND, format!("no node {node}: the DC has {nodes}\n")));
     }
@@ -341,7 +341,11 @@ struct Status {
     dc: u16,
     dcs: u16,
     node: u16,
+    /// How many nodes the DC has, those that joined it while it ran included.
     nodes: u16,
+    /// Where each node of the DC accepts links, by node index (empty for a DC of one node configured without
+    /// `nodes`).
+    members: Vec<std::net::SocketAddr>,
     partitions: u32,
     shards: usize,
     incarnation: u64,
@@ -474,7 +478,8 @@ async fn status(State(state): State<Arc<NodeState>>) -> Json<Status> {
         dc: protocol.dc.0,
         dcs: protocol.dcs,
         node: state.routes.layout.node,
-        nodes: state.routes.topology.nodes(state.routes.topology.dc()),
+        nodes: state.wan.members().count().max(1),
+        members: state.wan.members().addrs(),
         partitions: protocol.partitions,
         shards: shards.len(),
         incarnation: state.routes.layout.incarnation,

@@ -30,10 +30,10 @@ pub fn descriptor(state: &NodeState) -> Result<Vec<u8>, String> {
         dc: causet_core::DcId(c.dc),
         dcs: c.dcs,
         partitions: c.partitions,
-        addresses: if c.nodes.is_empty() {
-            vec![addr.to_string()]
-        } else {
-            c.nodes.iter().map(|a| a.to_string()).collect()
+        // The DC's nodes, those that joined it while it ran included.
+        addresses: match state.wan.members().addrs() {
+            members if members.is_empty() => vec![addr.to_string()],
+            members => members.iter().map(|a| a.to_string()).collect(),
         },
     };
     d.encode().map_err(|e| format!("cannot encode the descriptor: {e}"))

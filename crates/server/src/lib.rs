@@ -15,6 +15,7 @@ pub mod config;
 pub mod connection;
 pub mod console;
 pub mod faults;
+pub mod members;
 pub mod metrics;
 pub mod routes;
 pub mod shard;
@@ -218,9 +219,20 @@ impl Node {
                  port can pose as a node (configure [tls], see docs/security.md)"
             );
         }
-        let wan = wan::Wan::start(dc, config.node, &config.nodes, &config.peers, tls, faults, stopped.clone());
-        let nodes = config.node_count();
+        // The DC's nodes: as configured, and those that joined it while it ran (recorded in the data directory).
+        let members = {
+            let recorded = store.members().context("reading the DC's nodes")?;
+            let store = store.clone();
+            let keep: members::Keep = Box::new(move |addrs| Ok(store.set_members(addrs)?));
+            members::Members::new(&config.nodes, recorded, keep).context("recording the DC's nodes")?
+        };
+        let nodes = members.count().max(config.node_count());
+        if nodes > config.node_count() {
+            info!(nodes, configured = config.node_count(), "this DC has nodes that joined it since it was configured");
+        }
+        let wan = wan::Wan::start(dc, config.node, members, &config.peers, tls, faults, stopped.clone());
         let mut topology = config.topology();
+        topology.grow(nodes);
         for peer in &config.peers {
             topology.set_dc_nodes(causet_core::DcId(peer.dc), peer.addr.nodes().len() as u16);
         }

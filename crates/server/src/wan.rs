@@ -3,7 +3,8 @@
 //! stabilization) between nodes. Messages are encoded envelopes framed by a 4-byte big-endian length; the emulated
 //! WAN delay applies at the sender, on links to other DCs only.
 //!
-//! A link opens with a hello: the sender's DC and node (two big-endian `u16`). With TLS configured
+//! A link opens with a hello ([`Hello`]): the sender's DC and node, and the address it accepts links on. A node
+//! that hears from the next node of its own DC admits it as a member ([`crate::members`]). With TLS configured
 //! ([`crate::tls`]), every link is a mutually authenticated TLS session, the hello travels inside it, and a node
 //! accepts a link only from the member its certificate names.
 //!
@@ -12,7 +13,8 @@
 //! operator (or a test) can cut a link, heal it, and change its delay through the admin API.
 
 use crate::faults::FaultFile;
-use crate::routes::Routes;
+use crate::members::{Admission, Members};
+use crate::routes::{Routes, ShardInput};
 use crate::shutdown::stopped;
 use crate::tls::{PeerIo, PeerTls};
 use bytes::{Buf, BufMut, BytesMut};
@@ -32,6 +34,47 @@ use tracing::{debug, info, warn};
 const MAX_FRAME_BYTES: usize = 64 * 1024 * 1024;
 /// Most messages waiting on one link; beyond it, messages are dropped (the protocol resends) and counted.
 const LINK_QUEUE: usize = 100_000;
+
+/// What a link says first: the sender's DC and node (two big-endian `u16`), then the address it accepts links on
+/// (a length byte and that many bytes of text; length 0 when it has none to give). A node of the receiver's own DC
+/// that the receiver does not know yet joins it with that address ([`Members::admit`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hello {
+    /// The sender's DC.
+    pub dc: DcId,
+    /// The sender's node index inside its DC.
+    pub node: u16,
+    /// Where the sender accepts links.
+    pub addr: Option<SocketAddr>,
+}
+
+impl Hello {
+    /// The hello's bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let addr = self.addr.map(|a| a.to_string()).unwrap_or_default();
+        let mut out = Vec::with_capacity(5 + addr.len());
+        out.extend_from_slice(&self.dc.0.to_be_bytes());
+        out.extend_from_slice(&self.node.to_be_bytes());
+        out.push(u8::try_from(addr.len()).expect("an address is shorter than 256 bytes"));
+        out.extend_from_slice(addr.as_bytes());
+        out
+    }
+
+    /// Reads a hello from the start of a link.
+    pub async fn read(socket: &mut (impl AsyncReadExt + Unpin)) -> anyhow::Result<Hello> {
+        let dc = DcId(socket.read_u16().await?);
+        let node = socket.read_u16().await?;
+        let mut addr = vec![0; usize::from(socket.read_u8().await?)];
+        socket.read_exact(&mut addr).await?;
+        let addr = if addr.is_empty() {
+            None
+        } else {
+            let text = std::str::from_utf8(&addr).map_err(|_| anyhow::anyhow!("a hello's address is not text"))?;
+            Some(text.parse().map_err(|e| anyhow::anyhow!("a hello's address {text:?}: {e}"))?)
+        };
+        Ok(Hello { dc, node, addr })
+    }
+}
 
 /// One address, or one per node of a multi-node DC.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -165,6 +208,8 @@ struct WanInner {
     tls: Option<PeerTls>,
     /// What an operator cut or delayed, kept across restarts; links take it on when they are added.
     faults: Arc<FaultFile>,
+    /// This DC's nodes and their addresses.
+    members: Members,
 }
 
 impl Wan {
@@ -173,7 +218,7 @@ impl Wan {
     pub fn start(
         local: DcId,
         node: u16,
-        members: &[SocketAddr],
+        members: Members,
         peers: &[PeerConfig],
         tls: Option<PeerTls>,
         faults: Arc<FaultFile>,
@@ -189,17 +234,37 @@ impl Wan {
                 tasks: Mutex::new(Vec::new()),
                 tls,
                 faults,
+                members: members.clone(),
             }),
         };
-        for (n, addr) in members.iter().enumerate() {
+        for (n, addr) in members.addrs().into_iter().enumerate() {
             if n != usize::from(node) {
-                wan.add_link(local, n as u16, *addr, 0, 0);
+                wan.add_link(local, n as u16, addr, 0, 0);
             }
         }
         for peer in peers {
             wan.add_peer(peer);
         }
         wan
+    }
+
+    /// This DC's nodes.
+    pub fn members(&self) -> &Members {
+        &self.inner.members
+    }
+
+    /// Node `node` of this DC announced itself, reachable at `addr`: if it is the DC's next node, it joins (it
+    /// is recorded, and a link to it opens). `Ok(Some(count))` when it joined (the DC now has `count` nodes).
+    pub fn admit_member(&self, node: u16, addr: Option<SocketAddr>) -> Result<Option<u16>, String> {
+        match self.inner.members.admit(node, addr)? {
+            Admission::Known => Ok(None),
+            Admission::Joined(count) => {
+                let addr = addr.expect("a node joins with its address");
+                self.add_link(self.inner.local, node, addr, 0, 0);
+                info!(node, %addr, nodes = count, "a node joined this DC");
+                Ok(Some(count))
+            }
+        }
     }
 
     /// Adds links to every node of a peer DC unless the DC has links already; returns whether it added them.
@@ -236,7 +301,8 @@ impl Wan {
             sent_bytes: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
         });
-        let hello = (self.inner.local, self.inner.node);
+        let me = self.inner.members.addrs().get(usize::from(self.inner.node)).copied();
+        let hello = Hello { dc: self.inner.local, node: self.inner.node, addr: me };
         let task = tokio::spawn(run_link(hello, state.clone(), rx, self.inner.tls.clone(), self.inner.stop.clone()));
         self.inner.tasks.lock().unwrap_or_else(|e| e.into_inner()).push(task);
         links.insert((dc, node), (tx, state));
@@ -380,7 +446,7 @@ fn jitter(state: &mut u64, max_us: u64) -> u64 {
 }
 
 async fn run_link(
-    (local, node): (DcId, u16),
+    hello: Hello,
     state: Arc<LinkState>,
     mut queue: mpsc::Receiver<Queued>,
     tls: Option<PeerTls>,
@@ -388,7 +454,8 @@ async fn run_link(
 ) {
     let mut backoff = Duration::from_millis(50);
     let mut rng =
-        u64::from(local.0) << 48 | u64::from(node) << 32 | u64::from(state.dc.0) << 16 | u64::from(state.node);
+        u64::from(hello.dc.0) << 48 | u64::from(hello.node) << 32 | u64::from(state.dc.0) << 16 | u64::from(state.node);
+    let hello = hello.encode();
     loop {
         if *stop.borrow() {
             return;
@@ -414,10 +481,6 @@ async fn run_link(
                 continue;
             }
         };
-        // Hello: which DC and node this link comes from.
-        let mut hello = [0u8; 4];
-        hello[..2].copy_from_slice(&local.0.to_be_bytes());
-        hello[2..].copy_from_slice(&node.to_be_bytes());
         if stream.write_all(&hello).await.is_err() {
             continue;
         }
@@ -529,8 +592,8 @@ async fn serve_peer(
     wan: Wan,
     mut stop: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
-    let origin = DcId(socket.read_u16().await?);
-    let origin_node = socket.read_u16().await?;
+    let hello = Hello::read(&mut socket).await?;
+    let (origin, origin_node) = (hello.dc, hello.node);
     if let (Some(tls), Some(cert)) = (&wan.inner.tls, &peer_cert) {
         if let Err(reason) = tls.check_member(cert, origin.0, origin_node) {
             warn!(reason, "refused a link: its certificate does not name the member it announced");
@@ -541,11 +604,18 @@ async fn serve_peer(
     let dcs = topology.dcs();
     anyhow::ensure!(origin.0 < dcs, "a peer announced DC {} of {dcs}", origin.0);
     let member = origin == topology.dc();
-    let nodes = topology.nodes(topology.dc());
-    anyhow::ensure!(
-        !member || (origin_node < nodes && origin_node != layout.node),
-        "a node announced itself as node {origin_node} of this DC's {nodes}"
-    );
+    anyhow::ensure!(!member || origin_node != layout.node, "a node announced itself as this node ({origin_node})");
+    if member {
+        match wan.admit_member(origin_node, hello.addr) {
+            Ok(None) => {}
+            // The shards learn that the DC grew before any message of the new node reaches them.
+            Ok(Some(count)) => routes.broadcast(|| ShardInput::DcNodes(origin, count)).await,
+            Err(why) => {
+                warn!(node = origin_node, addr = ?hello.addr, why, "refused a link from a node of this DC");
+                anyhow::bail!(why);
+            }
+        }
+    }
     let mut buf = BytesMut::with_capacity(64 * 1024);
     loop {
         while buf.len() >= 4 {
@@ -628,6 +698,21 @@ mod tests {
     use causet_core::message::ReplicaMessage;
     use causet_core::Message;
 
+    #[tokio::test]
+    async fn a_hello_reads_back_as_written_and_a_bad_address_is_an_error() {
+        for addr in [None, Some("127.0.0.2:7003".parse().unwrap()), Some("[::1]:65535".parse().unwrap())] {
+            let hello = Hello { dc: DcId(2), node: 300, addr };
+            let bytes = hello.encode();
+            assert_eq!(Hello::read(&mut bytes.as_slice()).await.unwrap(), hello);
+        }
+        let mut bad = Hello { dc: DcId(0), node: 1, addr: None }.encode();
+        bad.pop();
+        bad.extend_from_slice(&[4, b'n', b'o', b'p', b'e']);
+        assert!(Hello::read(&mut bad.as_slice()).await.unwrap_err().to_string().contains("\"nope\""));
+        let short = &Hello { dc: DcId(0), node: 1, addr: Some("127.0.0.1:1".parse().unwrap()) }.encode()[..8];
+        assert!(Hello::read(&mut &short[..]).await.is_err(), "a hello cut short");
+    }
+
     #[test]
     fn a_link_from_another_dc_admits_replication_buffer_questions_and_reads_of_objects_held_here() {
         use causet_core::{CoordinatorId, PartitionId, TxId};
@@ -667,8 +752,7 @@ mod tests {
 
     /// Reads the hello, then frames until `count` envelopes arrived; returns each one's term and when it came.
     async fn receive(socket: &mut TcpStream, count: usize) -> Vec<(u64, tokio::time::Instant)> {
-        let mut hello = [0u8; 4];
-        socket.read_exact(&mut hello).await.expect("a hello");
+        Hello::read(socket).await.expect("a hello");
         let mut out = Vec::new();
         while out.len() < count {
             let len = socket.read_u32().await.expect("a frame length") as usize;
@@ -701,7 +785,8 @@ mod tests {
             sent_bytes: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
         });
-        let link = tokio::spawn(run_link((DcId(0), 0), state.clone(), rx, None, stop));
+        let hello = Hello { dc: DcId(0), node: 0, addr: None };
+        let link = tokio::spawn(run_link(hello, state.clone(), rx, None, stop));
         let (mut socket, _) = listener.accept().await.expect("the link connects");
         let start = tokio::time::Instant::now();
         for k in 0..2_000 {

@@ -51,9 +51,7 @@ fn hello_and_heartbeat(node: u16, up_to: u64) -> Vec<u8> {
         },
     };
     let body = postcard::to_allocvec(&envelope).expect("encodes");
-    let mut bytes = Vec::new();
-    bytes.extend_from_slice(&0u16.to_be_bytes());
-    bytes.extend_from_slice(&node.to_be_bytes());
+    let mut bytes = causet_server::wan::Hello { dc: DcId(0), node, addr: None }.encode();
     bytes.extend_from_slice(&(body.len() as u32).to_be_bytes());
     bytes.extend_from_slice(&body);
     bytes

@@ -27,6 +27,8 @@ const GROUP_TAG: u8 = 0x02;
 pub(crate) const INCARNATION_KEY: &[u8] = b"incarnation";
 /// Meta keyspace: the key of the disk's generation.
 pub(crate) const GENERATION_KEY: &[u8] = b"generation";
+/// Meta keyspace: the key of the addresses of the DC's nodes, by node index, as this node last knew them.
+pub(crate) const MEMBERS_KEY: &[u8] = b"members";
 /// Meta keyspace: the marker that the replicas this node runs are recorded (`hosting/` keys).
 pub(crate) const HOSTING_KEY: &[u8] = b"hosting";
 /// Meta keyspace: the prefix of the per-partition record of the replica this node runs (`hosting/ ‖ partition`).

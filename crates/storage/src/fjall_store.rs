@@ -617,6 +617,22 @@ impl LogStore for FjallStore {
         Ok((first, placed_nodes))
     }
 
+    fn members(&self) -> Result<Vec<std::net::SocketAddr>> {
+        match self.meta.get(codec::MEMBERS_KEY)? {
+            None => Ok(Vec::new()),
+            Some(bytes) => codec::decode::<Vec<std::net::SocketAddr>>(&bytes)
+                .map_err(|reason| StorageError::CorruptMeta { what: "members", reason }),
+        }
+    }
+
+    fn set_members(&self, members: &[std::net::SocketAddr]) -> Result<()> {
+        let _serial = self.incarnation.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut batch = self.db.batch().durability(Some(PersistMode::SyncAll));
+        batch.insert(&self.meta, codec::MEMBERS_KEY, codec::encode(members)?);
+        batch.commit()?;
+        Ok(())
+    }
+
     fn set_hosting(&self, partition: PartitionId, hosting: Hosting) -> Result<()> {
         let value = codec::encode(&hosting)?;
         let left = matches!(hosting, Hosting::Left { .. });

@@ -172,6 +172,14 @@ pub trait LogStore: Send + Sync {
         placed_nodes: u16,
     ) -> Result<(BTreeMap<PartitionId, Hosting>, u16)>;
 
+    /// The addresses of the nodes of this node's DC, by node index, as [`LogStore::set_members`] last recorded
+    /// them (empty on a store that recorded none).
+    fn members(&self) -> Result<Vec<std::net::SocketAddr>>;
+
+    /// Records the addresses of the nodes of this node's DC, by node index (a node joined the running DC).
+    /// Synchronous: durable when this returns.
+    fn set_members(&self, members: &[std::net::SocketAddr]) -> Result<()>;
+
     /// Enqueues a change of the replica this node runs for a partition, written after every write enqueued before
     /// it. [`Hosting::Left`] deletes, in the same batch, everything stored for the partition (its log records,
     /// group entries and state, checkpoint and object images): its replica was removed from its group. Either

@@ -181,6 +181,23 @@ fn a_fresh_store_takes_the_generation_given_and_keeps_it_and_an_older_store_is_g
     store.close().unwrap();
 }
 
+#[test]
+fn the_dcs_members_are_recorded_and_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _rx) = open(dir.path());
+    assert_eq!(store.members().unwrap(), Vec::<std::net::SocketAddr>::new(), "a fresh store knows none");
+    let three: Vec<std::net::SocketAddr> =
+        ["127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.2:7003"].iter().map(|a| a.parse().unwrap()).collect();
+    store.set_members(&three).unwrap();
+    let mut four = three.clone();
+    four.push("[::1]:7004".parse().unwrap());
+    store.set_members(&four).unwrap();
+    drop(store);
+    let (store, _rx) = open(dir.path());
+    assert_eq!(store.members().unwrap(), four);
+    store.close().unwrap();
+}
+
 /// Many threads append to several partitions each; every partition's reports rise strictly and reach its last
 /// lsn, and every append is covered.
 #[test]
