@@ -38,7 +38,7 @@ use crate::topology::{NodeIndex, Topology};
 use crate::ObjectId;
 use crate::{Address, ClientId, Config, CoordinatorId, DcId, Envelope, Message, PartitionId, RequestId, Timestamp};
 use crate::{TxId, VectorClock};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// Which node this is and how it runs: its index in the DC, its shards, and its incarnation (it advances at every
 /// start of the node, so coordinators of earlier runs are told apart from live ones).
@@ -791,7 +791,59 @@ impl Node {
         if lost && self.layout.shard_of(&self.topology, p) == self.shard && !self.replicas.contains_key(&p) {
             self.host(now_us, p, self.layout.node);
         }
+        let nodes = |m: &Membership| m.voters.iter().map(|id| replica_node(*id)).collect::<BTreeSet<_>>();
+        let moved = self.placements.get(&p).is_none_or(|(_, known)| nodes(known) != nodes(&membership));
         self.placements.insert(p, (conf_index, membership));
+        if moved {
+            self.spread_leaders();
+        }
+    }
+
+    /// Which node should lead each replicated partition, by partition, so that leadership spreads over the nodes
+    /// holding voters: its home node where that holds a voter (every partition, in a DC whose replicas never
+    /// moved); then, partition by partition, the voters' node that leads the fewest so far (the lowest on a tie).
+    /// A replica that moves off its home node thus hands the lead to a node that leads few (one that joined the
+    /// DC, say), and no other partition's leader changes. Every node computes it from the same leaders' notices
+    /// (before a partition's first notice, from its first placement), so all agree once those have reached them.
+    pub fn preferred_leaders(&self) -> Vec<NodeIndex> {
+        let (topology, dc) = (&self.topology, self.topology.dc());
+        let voters: Vec<Vec<NodeIndex>> = (topology.partitions())
+            .map(|p| match self.placements.get(&p) {
+                Some((_, m)) => m.voters.iter().map(|id| replica_node(*id)).collect(),
+                None => topology.replicas(p).nodes,
+            })
+            .collect();
+        let mut led: BTreeMap<NodeIndex, usize> = BTreeMap::new();
+        let mut preferred: Vec<Option<NodeIndex>> = Vec::with_capacity(voters.len());
+        for (p, v) in topology.partitions().zip(&voters) {
+            let home = topology.home(dc, p).filter(|h| v.contains(h));
+            if let Some(h) = home {
+                *led.entry(h).or_default() += 1;
+            }
+            preferred.push(home);
+        }
+        for (choice, v) in preferred.iter_mut().zip(&voters) {
+            if choice.is_none() {
+                *choice = v.iter().copied().min_by_key(|n| (led.get(n).copied().unwrap_or(0), *n));
+                if let Some(n) = *choice {
+                    *led.entry(n).or_default() += 1;
+                }
+            }
+        }
+        preferred.into_iter().map(|n| n.unwrap_or(0)).collect()
+    }
+
+    /// Tells this shard's replicas which node should lead their partitions ([`Node::preferred_leaders`]).
+    fn spread_leaders(&mut self) {
+        if self.replicas.is_empty() {
+            return;
+        }
+        let preferred = self.preferred_leaders();
+        for (p, r) in &mut self.replicas {
+            if let Some(n) = preferred.get(p.0 as usize) {
+                r.prefer_leader(*n);
+            }
+        }
     }
 
     /// Whether replica `id` is this node's, from a disk it has since lost.
@@ -822,7 +874,10 @@ impl Node {
         self.incarnations.insert(p, incarnation);
         self.outputs.push_back(NodeOutput::Hosting { partition: p, hosting: Hosting::Hosts(hosted) });
         let durable = DurableState::default();
-        let replica = start_replica(&self.config, &self.topology, self.layout, p, now_us, hosted, durable, None);
+        let mut replica = start_replica(&self.config, &self.topology, self.layout, p, now_us, hosted, durable, None);
+        if let Some(n) = self.preferred_leaders().get(p.0 as usize) {
+            replica.prefer_leader(*n);
+        }
         self.replicas.insert(p, replica);
     }
 
@@ -1622,23 +1677,13 @@ mod tests {
         assert_eq!(nodes_of(membership), vec![0, 1, 3]);
     }
 
-    /// A node joins a running DC of three: before the others hear that the DC grew, nothing they send reaches it;
-    /// after, their leaders' notices, stabilizer reports and requests to join do, its coordinator commits, and a
-    /// replica moves onto it. The groups keep their first voters (the DC places over the nodes it had).
-    #[test]
-    fn a_node_joins_a_running_dc_and_a_replica_moves_onto_it() {
-        let mut dc = Dc::with_nodes(2, 3);
-        dc.run(1_000_000);
-        let grown = Topology::new(DcId(0), 1, 2, 4).with_replicas(3).with_first_nodes(3);
-        let joiner = Node::recover(
-            config(1, 2),
-            grown,
-            Layout::new(3, 1, 0).with_generation(7),
-            0,
-            dc.now,
-            Vec::new(),
-            Vec::new(),
-        );
+    /// A fourth node (a new disk) joins the running DC of three whose `partitions` partitions are groups of three:
+    /// until the others hear that the DC grew, nothing they send reaches it; then they do
+    /// ([`Node::handle_dc_nodes`]), and keep placing the partitions over their first three.
+    fn join_fourth(dc: &mut Dc, partitions: u32) {
+        let grown = Topology::new(DcId(0), 1, partitions, 4).with_replicas(3).with_first_nodes(3);
+        let layout = Layout::new(3, 1, 0).with_generation(7);
+        let joiner = Node::recover(config(1, partitions), grown, layout, 0, dc.now, Vec::new(), Vec::new());
         dc.nodes.push(joiner);
         dc.run(1_500_000);
         assert!(dc.nodes[3].placements().next().is_none(), "a notice reached a node the DC does not know yet");
@@ -1650,6 +1695,48 @@ mod tests {
             assert_eq!(expected, Some(4), "node {n}'s stabilizer waits for node 3's coordinators too");
         }
         dc.run(1_500_000);
+    }
+
+    /// Leadership spreads over a DC that grew: with every replica where it started, each partition's home node
+    /// leads it; as replicas move off their home nodes onto the new node, each such partition's lead goes to a
+    /// node that leads few (the new one first), the others' leaders stay, and every node computes the same.
+    #[test]
+    fn leadership_spreads_onto_a_node_that_joined_as_replicas_move_there() {
+        let mut dc = Dc::with_nodes(6, 3);
+        dc.run(1_000_000);
+        join_fourth(&mut dc, 6);
+        let leaders = |dc: &Dc| {
+            let mut l: Vec<Option<NodeIndex>> = vec![None; 6];
+            for (p, _, _, leader) in dc.nodes[3].placements() {
+                l[p.0 as usize] = leader;
+            }
+            l
+        };
+        assert_eq!(dc.nodes[0].preferred_leaders(), vec![0, 1, 2, 0, 1, 2], "the home nodes");
+        assert_eq!(leaders(&dc), vec![Some(0), Some(1), Some(2), Some(0), Some(1), Some(2)]);
+        for (p, from) in [(0, 0), (1, 1), (2, 2)] {
+            dc.nodes[1].move_replica(dc.now, PartitionId(p), from, 3);
+            dc.run(4_000_000);
+        }
+        let handed: u64 = dc.nodes.iter().flat_map(|n| n.replicas()).map(|r| r.stats().handovers).sum();
+        // Partition 0 goes to node 3 (it leads none); then 1 and 2 to nodes 0 and 1, which lead one each.
+        let spread = vec![3, 0, 1, 0, 1, 2];
+        for n in 0..4 {
+            assert_eq!(dc.nodes[n].preferred_leaders(), spread, "node {n}'s view");
+        }
+        dc.run(2_000_000);
+        let expected: Vec<Option<NodeIndex>> = spread.iter().map(|n| Some(*n)).collect();
+        assert_eq!(leaders(&dc), expected, "after {handed} handovers");
+    }
+
+    /// A node joins a running DC of three: before the others hear that the DC grew, nothing they send reaches it;
+    /// after, their leaders' notices, stabilizer reports and requests to join do, its coordinator commits, and a
+    /// replica moves onto it. The groups keep their first voters (the DC places over the nodes it had).
+    #[test]
+    fn a_node_joins_a_running_dc_and_a_replica_moves_onto_it() {
+        let mut dc = Dc::with_nodes(2, 3);
+        dc.run(1_000_000);
+        join_fourth(&mut dc, 2);
         assert_eq!(dc.nodes[3].placements().count(), 2, "node 3 hears where every partition lives");
         let p = PartitionId(1);
         let increment = |k: &str| ClientRequest::StaticUpdate {

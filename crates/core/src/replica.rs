@@ -341,8 +341,9 @@ pub struct ReplicaStats {
 pub struct Replica {
     id: PartitionId,
     node: NodeIndex,
-    /// The partition's home node, which leads it whenever it can, so that leadership spreads over the nodes.
-    home: NodeIndex,
+    /// The node that should lead the partition whenever its replica can, so that leadership spreads over the
+    /// nodes: the partition's home node, until the node says otherwise ([`Replica::prefer_leader`]).
+    preferred: NodeIndex,
     config: Config,
     group: Group,
     partition: Partition,
@@ -433,7 +434,7 @@ impl Replica {
             partition: Partition::restore_replica(id, config.clone(), now_us, checkpoint),
             id,
             node,
-            home,
+            preferred: home,
             config,
             group,
             role: Role::Follower,
@@ -468,6 +469,17 @@ impl Replica {
         }
         replica.pump(now_us);
         Ok(replica)
+    }
+
+    /// The node that should lead this partition whenever its replica there holds the whole log
+    /// (`crate::node::Node`'s spread of leadership over the nodes).
+    pub fn prefer_leader(&mut self, node: NodeIndex) {
+        self.preferred = node;
+    }
+
+    /// The node that should lead this partition.
+    pub fn preferred_leader(&self) -> NodeIndex {
+        self.preferred
     }
 
     /// The DC grew to `nodes` nodes while it runs: requests to join reach the new ones too.
@@ -723,10 +735,10 @@ impl Replica {
         if let Role::Serving { term } = self.role {
             if now_us >= self.next_notice_us {
                 self.next_notice_us = now_us + LEADER_NOTICE_INTERVAL_US;
-                let home = self.voter_on(self.home).filter(|h| self.group.caught_up(*h));
-                match home {
-                    Some(home) if self.node != self.home => {
-                        self.hand_over(now_us, home);
+                let preferred = self.voter_on(self.preferred).filter(|h| self.group.caught_up(*h));
+                match preferred {
+                    Some(to) if self.node != self.preferred => {
+                        self.hand_over(now_us, to);
                         self.stats.handovers += 1;
                     }
                     _ => self.lead(term),
@@ -1083,9 +1095,9 @@ impl Replica {
 
     /// Hands leadership to replica `to`: the leader stops serving first, dropping what it staged (senders retry
     /// with the next leader), so that no proposal meets the transfer; should raft give the transfer up, it
-    /// serves again. Leadership spreads over the nodes: a leader that is not the partition's home, and has
-    /// served for a while (a notice interval), hands leadership back to the home replica once that one holds the
-    /// whole log (say, after it restarted).
+    /// serves again. Leadership spreads over the nodes: a leader that is not on the partition's preferred node
+    /// (its home, unless moves took the home's replica away), and has served for a while (a notice interval),
+    /// hands leadership to the preferred replica once that one holds the whole log (say, after it restarted).
     fn hand_over(&mut self, now_us: u64, to: ReplicaId) {
         self.reload(now_us);
         self.group.transfer_leadership(to);
