@@ -929,6 +929,42 @@ fn a_dc_grows_by_a_node_and_a_replica_moves_onto_it() {
     rt.block_on(read_at_least(file.nodes[3].client, &counters, acked));
 }
 
+/// A DC of three nodes grows by a fourth with `causet cluster add-node --rebalance`: replicas move onto it until
+/// every node holds four or five of the eighteen, and leadership follows (the partitions whose home replica moved
+/// are led by the nodes leading fewest, the new one among them); increments written before and after at the old
+/// nodes and the new one are all read back at node 0.
+#[test]
+fn a_dc_that_grew_spreads_its_replicas_and_leaders_over_the_new_node() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let options = replicated_dc(dir.path());
+    cluster::start(&options).expect("the cluster starts");
+    let _guard = cluster::StopOnDrop(dir.path());
+    let counters: Vec<Counter> = (0..12).map(|k| Counter::new(format!("r{k}"), "rebalanced")).collect();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+    let file = cluster::load(dir.path()).expect("the cluster file");
+    rt.block_on(touch_all_by(file.nodes[1].client, &counters, 1));
+    let added = cluster::add_node(dir.path(), 0, Duration::from_secs(60), true).expect("the DC grows and rebalances");
+    assert_eq!(added, 3);
+    let file = cluster::load(dir.path()).expect("the cluster file");
+    let placement = || cluster::placement(&file, 0).expect("a placement").1;
+    let voters_of = |e: &serde_json::Value| -> Vec<u64> {
+        e["voters"].as_array().into_iter().flatten().filter_map(|m| m["node"].as_u64()).collect()
+    };
+    let mut load = [0usize; 4];
+    for n in placement().iter().flat_map(voters_of) {
+        load[n as usize] += 1;
+    }
+    assert!(load.iter().all(|l| (4..=5).contains(l)), "voters per node: {load:?}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let leads_of_node_3 = || placement().iter().filter(|e| e["leader"].as_u64() == Some(3)).count();
+    while leads_of_node_3() == 0 {
+        assert!(Instant::now() < deadline, "node 3 leads no partition: {:?}", placement());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    rt.block_on(touch_all_by(file.nodes[3].client, &counters, 1));
+    rt.block_on(read_at_least(file.nodes[0].client, &counters, 2));
+}
+
 /// One DC of three nodes with every partition a Raft group of three, checkpointing every second. Node 1 is killed;
 /// 20 MiB of registers are written to one partition (more than a node-to-node frame, 16 MiB, could carry); the
 /// survivors checkpoint and compact; node 1 restarts and can only be caught up by a snapshot of that partition,
