@@ -1,5 +1,6 @@
-//! The live progress line: once a second, on stderr, the transactions per second, p50 and p99 of the last second,
-//! errors and the time left; refreshed in place on a terminal, a plain line every few seconds otherwise.
+//! The live progress line, on stderr: the transactions per second, p50 and p99, errors and the time left. On a
+//! terminal it is refreshed in place once a second, over the last second; otherwise a plain line every few seconds
+//! covers every transaction since the line before.
 
 use crate::histogram::new_histogram;
 use hdrhistogram::Histogram;
@@ -32,6 +33,9 @@ pub(crate) struct Progress {
     last_tick: Instant,
     ticks: u64,
     terminal: bool,
+    /// Latencies since the last plain line, and when it was printed with how many committed.
+    window: Histogram<u64>,
+    window_start: (Instant, u64),
 }
 
 impl Progress {
@@ -46,6 +50,8 @@ impl Progress {
             last_tick: Instant::now(),
             ticks: 0,
             terminal: std::io::stderr().is_terminal(),
+            window: new_histogram(),
+            window_start: (Instant::now(), 0),
         }
     }
 
@@ -67,21 +73,30 @@ impl Progress {
         let elapsed = self.started.elapsed();
         let phase = if elapsed < self.warmup { "warm-up" } else { "measuring" };
         let left = self.total.saturating_sub(elapsed).as_secs();
-        let line = format!(
-            "{} [{phase}] {:>8.0} txn/s  p50 {:>7.2} ms  p99 {:>7.2} ms  errors {}  {}s left",
-            self.label,
-            rate,
-            recent.value_at_quantile(0.5) as f64 / 1000.0,
-            recent.value_at_quantile(0.99) as f64 / 1000.0,
-            self.live.errors.load(Ordering::Relaxed),
-            left
-        );
+        let line = |rate: f64, h: &Histogram<u64>| {
+            format!(
+                "{} [{phase}] {:>8.0} txn/s  p50 {:>7.2} ms  p99 {:>7.2} ms  errors {}  {}s left",
+                self.label,
+                rate,
+                h.value_at_quantile(0.5) as f64 / 1000.0,
+                h.value_at_quantile(0.99) as f64 / 1000.0,
+                self.live.errors.load(Ordering::Relaxed),
+                left
+            )
+        };
         let mut err = std::io::stderr().lock();
         if self.terminal {
-            let _ = write!(err, "\r\x1b[2K{line}");
+            let _ = write!(err, "\r\x1b[2K{}", line(rate, &recent));
             let _ = err.flush();
-        } else if self.ticks.is_multiple_of(PLAIN_EVERY_S) {
-            let _ = writeln!(err, "{line}");
+            return;
+        }
+        let _ = self.window.add(&recent);
+        if self.ticks.is_multiple_of(PLAIN_EVERY_S) {
+            let (since, before) = self.window_start;
+            let rate = (committed - before) as f64 / now.duration_since(since).as_secs_f64();
+            let _ = writeln!(err, "{}", line(rate, &self.window));
+            self.window.reset();
+            self.window_start = (now, committed);
         }
     }
 
