@@ -674,29 +674,11 @@ impl Node {
     /// A checkpoint of every partition of this shard that is not replicated (see [`Partition::take_checkpoint`]);
     /// replicas hand theirs out as [`NodeOutput::Checkpoint`] when they can ([`Replica::checkpoint`]).
     pub fn take_checkpoints(&mut self, now_us: u64) -> Vec<(PartitionId, Checkpoint)> {
-        self.take_checkpoints_of(now_us, |_| true)
-    }
-
-    /// [`Node::take_checkpoints`] of the partitions and replicas `which` names only (a driver that spreads its
-    /// checkpoints over the interval, so that a checkpoint of every object after a bulk load does not hold the
-    /// whole shard's log writes at once).
-    pub fn take_checkpoints_of(
-        &mut self,
-        now_us: u64,
-        which: impl Fn(PartitionId) -> bool,
-    ) -> Vec<(PartitionId, Checkpoint)> {
-        for (_, r) in self.replicas.iter_mut().filter(|(p, _)| which(**p)) {
+        for r in self.replicas.values_mut() {
             r.checkpoint();
         }
         self.pump(now_us);
-        (self.partitions.values_mut().filter(|p| which(p.id()))).map(|p| (p.id(), p.take_checkpoint())).collect()
-    }
-
-    /// The partitions this shard checkpoints: its own and those it runs a replica of, ascending.
-    pub fn checkpointed(&self) -> Vec<PartitionId> {
-        let mut all: Vec<PartitionId> = self.partitions.keys().chain(self.replicas.keys()).copied().collect();
-        all.sort_unstable();
-        all
+        self.partitions.values_mut().map(|p| (p.id(), p.take_checkpoint())).collect()
     }
 
     /// A checkpoint of one partition of this shard (not of a replicated one: its log is its group's).
@@ -1693,41 +1675,6 @@ mod tests {
         assert!(matches!(dc.replies.pop().map(|r| r.result), Some(Ok(ClientResponse::Committed { .. }))));
         let (_, membership) = dc.nodes[2].placement(p).expect("announced");
         assert_eq!(nodes_of(membership), vec![0, 1, 3]);
-    }
-
-    /// A driver that spreads its checkpoints over the interval takes them one partition at a time: only the replica
-    /// named hands out a checkpoint, and the shard lists every partition it checkpoints.
-    #[test]
-    fn checkpoints_can_be_taken_one_partition_at_a_time() {
-        let mut dc = Dc::new(3);
-        dc.run(1_000_000);
-        for k in 0..30 {
-            let body = ClientRequest::StaticUpdate {
-                clock: None,
-                updates: vec![(ObjectId::new(format!("k{k}"), "b", CrdtType::CounterPn), Op::Increment(1))],
-            };
-            dc.nodes[0].handle_client(dc.now, ClientId(1), RequestId(k), body);
-        }
-        dc.run(500_000);
-        let all: Vec<PartitionId> = (0..3).map(PartitionId).collect();
-        assert_eq!(dc.nodes[0].checkpointed(), all);
-        let checkpointed = |dc: &mut Dc, n: usize| -> Vec<PartitionId> {
-            let outputs = drain(&mut dc.nodes[n]);
-            let mut ps: Vec<PartitionId> = (outputs.into_iter())
-                .filter_map(|o| match o {
-                    NodeOutput::Checkpoint { partition, .. } => Some(partition),
-                    _ => None,
-                })
-                .collect();
-            ps.sort_unstable();
-            ps
-        };
-        let now = dc.now;
-        let none = dc.nodes[0].take_checkpoints_of(now, |p| p == PartitionId(1));
-        assert!(none.is_empty(), "partitions that are not replicated: none here");
-        assert_eq!(checkpointed(&mut dc, 0), vec![PartitionId(1)]);
-        dc.nodes[0].take_checkpoints(now);
-        assert_eq!(checkpointed(&mut dc, 0), all, "all of them at once");
     }
 
     /// A fourth node (a new disk) joins the running DC of three whose `partitions` partitions are groups of three:

@@ -81,12 +81,8 @@ impl Shard {
 
     /// Runs until the inbox closes.
     pub async fn run(mut self, mut inbox: mpsc::Receiver<ShardInput>) {
-        // Checkpoints go one partition at a time, spread over the interval (each partition's once per interval):
-        // a checkpoint of every object of every partition at once, after a bulk load, held the shard's log writes
-        // for most of a second (bench/RESULTS-membership.md).
         let checkpoint_interval = self.env.checkpoint_interval;
-        let mut next_checkpoint = tokio::time::Instant::now() + self.checkpoint_step(checkpoint_interval);
-        let mut checkpointed: Option<PartitionId> = None;
+        let mut next_checkpoint = tokio::time::Instant::now() + checkpoint_interval;
         let mut shutdown: Option<(oneshot::Sender<()>, tokio::time::Instant)> = None;
         let mut ran_due = false;
         loop {
@@ -114,8 +110,8 @@ impl Shard {
                 }
                 _ = tokio::time::sleep_until(deadline) => self.node.handle_timeout(self.env.clock.now_us()),
                 _ = tokio::time::sleep_until(next_checkpoint) => {
-                    next_checkpoint = tokio::time::Instant::now() + self.checkpoint_step(checkpoint_interval);
-                    checkpointed = self.checkpoint_next(checkpointed);
+                    next_checkpoint = tokio::time::Instant::now() + checkpoint_interval;
+                    self.checkpoint();
                 }
             }
             self.carry_out();
@@ -179,22 +175,6 @@ impl Shard {
         for (p, checkpoint) in self.node.take_checkpoints(self.env.clock.now_us()) {
             self.unwritten.push(LogWrite::Checkpoint(p, Box::new(checkpoint)));
         }
-    }
-
-    /// How long until the next partition's checkpoint: the interval over the partitions this shard checkpoints.
-    fn checkpoint_step(&self, interval: Duration) -> Duration {
-        interval / u32::try_from(self.node.checkpointed().len().max(1)).unwrap_or(u32::MAX)
-    }
-
-    /// Checkpoints the partition after `last` (the first after the last one, round the shard's partitions), and
-    /// returns it.
-    fn checkpoint_next(&mut self, last: Option<PartitionId>) -> Option<PartitionId> {
-        let all = self.node.checkpointed();
-        let next = all.iter().copied().find(|p| last.is_none_or(|l| *p > l)).or_else(|| all.first().copied())?;
-        for (p, checkpoint) in self.node.take_checkpoints_of(self.env.clock.now_us(), |p| p == next) {
-            self.unwritten.push(LogWrite::Checkpoint(p, Box::new(checkpoint)));
-        }
-        Some(next)
     }
 
     /// Hands the pass's writes to the log. When the log's queue has no room (the disk is behind), the writes wait
