@@ -629,8 +629,7 @@ fn wait_admitted(file: &ClusterFile, members: &[usize], index: u16, within: Dura
     let mut said = Instant::now();
     loop {
         let counts = |i: &usize| {
-            let status = http_get(file.nodes[*i].admin, "/status").ok();
-            let status = status.and_then(|b| serde_json::from_str::<serde_json::Value>(&b).ok());
+            let status = status_of(file.nodes[*i].admin);
             status.and_then(|v| v["nodes"].as_u64()).is_some_and(|n| n > u64::from(index))
         };
         let left: Vec<u16> = (members.iter())
@@ -819,8 +818,7 @@ pub fn http_request(
 /// and that node.
 pub fn placement(file: &ClusterFile, dc: u16) -> anyhow::Result<(usize, Vec<serde_json::Value>)> {
     for (i, n) in file.nodes.iter().enumerate().filter(|(_, n)| n.dc == dc && process_alive(n.pid)) {
-        let status = http_get(n.admin, "/status").ok().and_then(|b| serde_json::from_str::<serde_json::Value>(&b).ok());
-        if let Some(p) = status.and_then(|v| v["placement"].as_array().cloned()) {
+        if let Some(p) = status_of(n.admin).and_then(|v| v["placement"].as_array().cloned()) {
             return Ok((i, p));
         }
     }
@@ -928,6 +926,11 @@ pub fn retire(dir: &Path, dc: u16, node: u16, wait: Duration) -> anyhow::Result<
     Ok(())
 }
 
+/// A node's `/status`, parsed; `None` if it does not answer with JSON.
+fn status_of(admin: SocketAddr) -> Option<serde_json::Value> {
+    http_get(admin, "/status").ok().and_then(|b| serde_json::from_str(&b).ok())
+}
+
 /// A GET over a plain socket (one request; no HTTP client dependency).
 pub fn http_get(addr: SocketAddr, path: &str) -> anyhow::Result<String> {
     let (_, body) = http_request(addr, "GET", path, None, &[], Duration::from_secs(5))?;
@@ -942,7 +945,7 @@ pub fn status(dir: &Path) -> anyhow::Result<()> {
             println!("DC {} node {}: not running (pid {})", d.dc, d.node, d.pid);
             continue;
         }
-        match http_get(d.admin, "/status").ok().and_then(|b| serde_json::from_str::<serde_json::Value>(&b).ok()) {
+        match status_of(d.admin) {
             None => println!("DC {} node {}: running (pid {}), /status unreachable", d.dc, d.node, d.pid),
             Some(v) => {
                 let now = v["now_us"].as_u64().unwrap_or(0);

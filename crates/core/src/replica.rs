@@ -477,11 +477,6 @@ impl Replica {
         self.preferred = node;
     }
 
-    /// The node that should lead this partition.
-    pub fn preferred_leader(&self) -> NodeIndex {
-        self.preferred
-    }
-
     /// The DC grew to `nodes` nodes while it runs: requests to join reach the new ones too.
     pub fn set_nodes(&mut self, nodes: NodeIndex) {
         self.nodes = self.nodes.max(nodes);

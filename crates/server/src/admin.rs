@@ -224,7 +224,7 @@ fn movable(
     to: u16,
 ) -> Result<bool, Refusal> {
     let topology = &state.routes.topology;
-    let nodes = state.wan.members().count().max(1);
+    let nodes = state.wan.members().count();
     let bad = |why: String| Err((StatusCode::BAD_REQUEST, why + "\n"));
     if !topology.replicated() {
         return bad("this DC's partitions are not replicated (replicas = 1): a partition lives on its node".into());
@@ -294,7 +294,7 @@ async fn move_replica(
 async fn retire(State(state): State<Arc<NodeState>>, headers: HeaderMap, Path(node): Path<u16>) -> impl IntoResponse {
     authorized(&state, &headers)?;
     let topology = &state.routes.topology;
-    let nodes = state.wan.members().count().max(1);
+    let nodes = state.wan.members().count();
     if node >= nodes {
         return Err((StatusCode::NOT_FOUND, format!("no node {node}: the DC has {nodes}\n")));
     }
@@ -478,7 +478,7 @@ async fn status(State(state): State<Arc<NodeState>>) -> Json<Status> {
         dc: protocol.dc.0,
         dcs: protocol.dcs,
         node: state.routes.layout.node,
-        nodes: state.wan.members().count().max(1),
+        nodes: state.wan.members().count(),
         members: state.wan.members().addrs(),
         partitions: protocol.partitions,
         shards: shards.len(),

@@ -230,7 +230,7 @@ async fn answer(state: &NodeState, client: ClientId, home: usize, frame: Frame) 
     let body = match request {
         Request::Client(body) => body,
         Request::CreateDc { nodes } => {
-            return cluster_reply(MessageCode::ApbCreateDC, create_dc(&nodes, state.wan.members().count().max(1)))
+            return cluster_reply(MessageCode::ApbCreateDC, create_dc(&nodes, state.wan.members().count()))
         }
         Request::GetConnectionDescriptor => {
             return cluster_reply(MessageCode::ApbGetConnectionDescriptor, descriptor(state).map(Some));

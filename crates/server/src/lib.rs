@@ -226,7 +226,7 @@ impl Node {
             let keep: members::Keep = Box::new(move |addrs| Ok(store.set_members(addrs)?));
             members::Members::new(&config.nodes, recorded, keep).context("recording the DC's nodes")?
         };
-        let nodes = members.count().max(config.node_count());
+        let nodes = members.count();
         if nodes > config.node_count() {
             info!(nodes, configured = config.node_count(), "this DC has nodes that joined it since it was configured");
         }

@@ -53,9 +53,11 @@ impl Members {
         Ok(Self { inner: Arc::new(Inner { addrs: RwLock::new(addrs), keep }) })
     }
 
-    /// How many nodes the DC has (retired ones included).
+    /// How many nodes the DC has (retired ones included): at least one, this node (a DC of one node may be
+    /// configured without `nodes`, and list no address).
     pub fn count(&self) -> u16 {
-        u16::try_from(self.inner.addrs.read().unwrap_or_else(|e| e.into_inner()).len()).unwrap_or(u16::MAX)
+        let listed = self.inner.addrs.read().unwrap_or_else(|e| e.into_inner()).len();
+        u16::try_from(listed.max(1)).unwrap_or(u16::MAX)
     }
 
     /// Every node's address, by node index.

@@ -1874,11 +1874,9 @@ impl World {
             }
         }
         for n in first..nodes {
-            let node = &mut d.nodes[usize::from(n)];
-            node.generation = 1;
-            d.hosting[usize::from(n)] = first_hosting(&d.topology, n, node.generation);
-        }
-        for n in first..nodes {
+            let d = &mut self.dcs[usize::from(dc.0)];
+            d.nodes[usize::from(n)].generation = 1;
+            d.hosting[usize::from(n)] = first_hosting(&d.topology, n, 1);
             if self.trace.is_some() {
                 println!("{} DC {} node {n} joins", self.now, dc.0);
             }
