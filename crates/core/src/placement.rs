@@ -26,6 +26,22 @@ pub struct Placement {
     pub rings: Vec<Vec<DcId>>,
     /// The buckets placed by rings (one replica per ring); every other bucket is at every DC.
     pub ring_buckets: BTreeSet<Vec<u8>>,
+    /// Which ring's holder a DC reads an object it does not hold from.
+    #[serde(default)]
+    pub read_from: RingChoice,
+}
+
+/// Which ring's holder a DC reads an object it does not hold from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RingChoice {
+    /// The holder its reads have found fastest lately, measured (Karma's reads from the nearest ring): its own
+    /// ring's until another is measured faster; a holder that is cut off or congested is left for another ring's.
+    #[default]
+    Nearest,
+    /// Always its own ring's holder, other rings' only when that one does not answer (static ring binding,
+    /// Karma's COPS-PR baseline).
+    Own,
 }
 
 /// How one bucket is placed.
@@ -45,7 +61,12 @@ impl Placement {
 
     /// `rings` over the DCs, with `buckets` placed by them.
     pub fn rings(rings: Vec<Vec<DcId>>, buckets: impl IntoIterator<Item = Vec<u8>>) -> Self {
-        Self { rings, ring_buckets: buckets.into_iter().collect() }
+        Self { rings, ring_buckets: buckets.into_iter().collect(), read_from: RingChoice::default() }
+    }
+
+    /// The same placement, reading objects held elsewhere from `choice`'s ring.
+    pub fn reading_from(self, choice: RingChoice) -> Self {
+        Self { read_from: choice, ..self }
     }
 
     /// [`Placement::rings`] with the rings given as DC indices (as configuration files write them).
@@ -107,11 +128,16 @@ impl Placement {
         r[(p.0 as usize) % r.len()]
     }
 
+    /// Whether `dc` holds partition `p`'s objects of the buckets placed by rings.
+    pub fn holds_ring_share(&self, dc: DcId, p: PartitionId) -> bool {
+        self.ring_of(dc).is_some_and(|r| self.home_in_ring(r, p) == dc)
+    }
+
     /// Whether `dc` holds partition `p`'s objects of `bucket`.
     pub fn holds(&self, dc: DcId, bucket: &[u8], p: PartitionId) -> bool {
         match self.of_bucket(bucket) {
             BucketPlacement::Full => true,
-            BucketPlacement::Rings => self.ring_of(dc).is_some_and(|r| self.home_in_ring(r, p) == dc),
+            BucketPlacement::Rings => self.holds_ring_share(dc, p),
         }
     }
 

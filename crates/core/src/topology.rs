@@ -253,6 +253,27 @@ impl Topology {
         ring.into_iter().flat_map(move |r| pl.rings[r].iter().copied().filter(move |d| *d != dc))
     }
 
+    /// The DCs of other rings that may read partition `p`'s objects from this DC: with reads from the nearest ring
+    /// ([`RingChoice::Nearest`](crate::placement::RingChoice)), every DC of another ring that does not hold them,
+    /// if this DC holds them; none otherwise. Unlike [`Topology::readers`] they read here only while this DC is
+    /// the fastest holder they measure, so garbage collection waits for them only while they report.
+    pub fn far_readers(&self, p: PartitionId) -> impl Iterator<Item = DcId> + '_ {
+        let pl = &self.placement;
+        let nearest = pl.partial() && pl.read_from == crate::placement::RingChoice::Nearest;
+        let holds = nearest && pl.holds_ring_share(self.dc, p);
+        let (dc, dcs) = (self.dc, if holds { self.dcs() } else { 0 });
+        (0..dcs).map(DcId).filter(move |d| *d != dc && !self.same_ring(dc, *d) && !pl.holds_ring_share(*d, p))
+    }
+
+    /// Whether this DC may read partition `p`'s objects from `peer`, and so tells it its garbage-collection
+    /// frontier: a ring-mate (any partition, as [`Topology::readers`] expects), or, with reads from the nearest
+    /// ring, a holder of another ring of a partition this DC does not hold.
+    pub fn reads_from(&self, peer: DcId, p: PartitionId) -> bool {
+        let pl = &self.placement;
+        let nearest = pl.partial() && pl.read_from == crate::placement::RingChoice::Nearest;
+        self.same_ring(self.dc, peer) || (nearest && !pl.holds_ring_share(self.dc, p) && pl.holds_ring_share(peer, p))
+    }
+
     /// Whether DCs `a` and `b` are in the same ring (partial replication; without rings, no two DCs are).
     pub fn same_ring(&self, a: DcId, b: DcId) -> bool {
         let pl = &self.placement;
@@ -277,6 +298,7 @@ impl Topology {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::placement::RingChoice;
 
     #[test]
     fn every_partition_has_exactly_one_home_node_and_nodes_share_the_partitions() {
@@ -360,6 +382,28 @@ mod tests {
         assert_eq!(Topology::new(DcId(0), 3, 4, 1).readers(PartitionId(0)).count(), 0, "no rings: no readers");
         assert!(t0.same_ring(DcId(0), DcId(1)) && !t0.same_ring(DcId(1), DcId(2)));
         assert!(!Topology::new(DcId(0), 3, 4, 1).same_ring(DcId(0), DcId(1)), "no rings");
+    }
+
+    #[test]
+    fn with_reads_from_the_nearest_ring_a_holder_expects_readers_from_every_ring() {
+        // Rings [0, 1] and [2]: DC 2 holds every partition, DCs 0 and 1 one in two each.
+        let rings = vec![vec![DcId(0), DcId(1)], vec![DcId(2)]];
+        let at = |dc: u16, choice| {
+            Topology::new(DcId(dc), 3, 4, 1)
+                .with_placement(Placement::rings(rings.clone(), [b"r".to_vec()]).reading_from(choice))
+        };
+        for p in (0..4).map(PartitionId) {
+            let (holder, other) = if p.0 % 2 == 0 { (0, 1) } else { (1, 0) };
+            let nearest = at(2, RingChoice::Nearest);
+            assert_eq!(nearest.far_readers(p).collect::<Vec<_>>(), vec![DcId(other)], "DC 2 holds {p:?}");
+            assert_eq!(at(holder, RingChoice::Nearest).far_readers(p).count(), 0, "DC 2 holds it too");
+            assert_eq!(at(other, RingChoice::Nearest).far_readers(p).count(), 0, "DC {other} does not hold it");
+            assert!(at(other, RingChoice::Nearest).reads_from(DcId(2), p), "the other ring's holder");
+            assert!(at(other, RingChoice::Nearest).reads_from(DcId(holder), p), "a ring-mate");
+            assert!(!at(holder, RingChoice::Nearest).reads_from(DcId(2), p), "DC {holder} holds {p:?}");
+            assert_eq!(at(2, RingChoice::Own).far_readers(p).count(), 0, "static ring binding");
+            assert!(!at(other, RingChoice::Own).reads_from(DcId(2), p));
+        }
     }
 
     #[test]

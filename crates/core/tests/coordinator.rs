@@ -1211,12 +1211,14 @@ fn an_unacknowledged_commit_is_resent_with_back_off_until_it_lands() {
     assert!(dc.partitions.iter().all(|p| p.prepared_count() == 0), "committed at both owners");
 }
 
-/// Partial replication: a read of an object this DC does not hold goes to the holder in its ring; when that holder
-/// does not answer in time, or refuses, the same read goes to the next ring's holder, and the first answer wins.
+/// Partial replication with static ring binding: a read of an object this DC does not hold goes to the holder in
+/// its ring; when that holder does not answer in time, or refuses, the same read goes to the next ring's holder,
+/// and the first answer wins.
 #[test]
 fn a_read_of_an_object_held_elsewhere_goes_to_the_ring_and_fails_over_to_the_next_ring() {
     let mut config = Config::new(3, DcId(0), 2);
-    config.placement = causet_core::placement::Placement::of_indices(&[vec![0, 1], vec![2]], [b"r".to_vec()]);
+    config.placement = causet_core::placement::Placement::of_indices(&[vec![0, 1], vec![2]], [b"r".to_vec()])
+        .reading_from(causet_core::placement::RingChoice::Own);
     let mut dc = Dc::with_config(config.clone());
     dc.advance(1_000);
     let held_elsewhere = |i: u32| {
@@ -1296,6 +1298,66 @@ fn a_read_of_an_object_held_elsewhere_goes_to_the_ring_and_fails_over_to_the_nex
     assert!(dc.replies.is_empty(), "no error for the client while another ring may answer: {:?}", dc.replies);
     assert_eq!(reads_to(&dc, DcId(2)).len(), before + 1, "DC 2 asked at once");
     assert_eq!(dc.coordinator.remote_reads(), (2, 2));
+}
+
+/// Reads from the nearest ring: the first read of an object held elsewhere goes to the own ring's holder, and
+/// the other ring's holder is sent a copy to measure it (a probe, whose answer the transaction does not take);
+/// once both answered, reads go to the faster; a holder whose read is late loses the next reads at once.
+#[test]
+fn reads_go_to_the_holder_measured_fastest_and_leave_one_that_stops_answering() {
+    let mut config = Config::new(3, DcId(0), 2);
+    config.placement = causet_core::placement::Placement::of_indices(&[vec![0, 1], vec![2]], [b"r".to_vec()]);
+    let mut dc = Dc::with_config(config.clone());
+    dc.advance(1_000);
+    let o = (0..)
+        .map(|i| ObjectId::new(format!("r{i}"), "r", CrdtType::CounterPn))
+        .find(|o| o.partition(2).0 % 2 == 1)
+        .expect("an object DC 1 holds");
+    let p = o.partition(2);
+    // Reads sent to other DCs since the `from`-th message: (holder, tx, request).
+    let reads_since = |dc: &Dc, from: usize| -> Vec<(DcId, TxId, u64)> {
+        (dc.sent.iter().skip(from))
+            .filter_map(|e| match (&e.msg, e.to) {
+                (Message::Read { tx, request, .. }, Address::Peer(d, _)) => Some((d, *tx, *request)),
+                _ => None,
+            })
+            .collect()
+    };
+    let read = |dc: &mut Dc, id: u64| {
+        let at = dc.sent.len();
+        let objects = vec![o.clone()];
+        dc.send(RequestId(id), ClientRequest::StaticRead { clock: None, objects, reads: Default::default() });
+        reads_since(dc, at)
+    };
+    let answer = |dc: &mut Dc, from: DcId, tx: TxId, request: u64| {
+        let msg = Message::ReadReply { tx, request, result: Ok(vec![causet_crdt::Crdt::new(CrdtType::CounterPn)]) };
+        dc.coordinator.handle_message(dc.now, Address::Peer(from, p), msg);
+        dc.settle();
+    };
+    // First: DC 1 (the own ring's) for the transaction, and a probe of DC 2 with a request of its own.
+    let sent = read(&mut dc, 1);
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    let at = |d: u16| *sent.iter().find(|s| s.0 == DcId(d)).expect("a read to each holder");
+    let (own, probe) = (at(1), at(2));
+    assert_ne!(own.2, probe.2, "the probe's answer is not the transaction's");
+    // DC 2 answers the probe in 20 ms; the transaction still waits for DC 1, which answers in 80.
+    dc.advance(20_000);
+    answer(&mut dc, DcId(2), probe.1, probe.2);
+    assert!(dc.replies.is_empty(), "a probe's answer is not the transaction's: {:?}", dc.replies);
+    dc.advance(60_000);
+    answer(&mut dc, DcId(1), own.1, own.2);
+    assert_eq!(dc.replies.drain(..).count(), 1);
+    assert_eq!(dc.coordinator.ring_probes().1, vec![None, Some(80_000), Some(20_000)]);
+    // Now DC 2 is the nearest: the next read goes there, with no probe (DC 1 answered just now).
+    let sent = read(&mut dc, 2);
+    assert_eq!(sent.iter().map(|s| s.0).collect::<Vec<_>>(), vec![DcId(2)]);
+    // DC 2 stops answering: once its read is later than DC 1's 80 ms, reads go to DC 1 again.
+    dc.advance(50_000);
+    assert_eq!(read(&mut dc, 3).iter().map(|s| s.0).collect::<Vec<_>>(), vec![DcId(2)], "50 ms late is not yet");
+    dc.advance(40_000);
+    assert_eq!(read(&mut dc, 4).iter().map(|s| s.0).collect::<Vec<_>>(), vec![DcId(1)], "90 ms late");
+    assert_eq!(dc.coordinator.remote_reads().0, 4, "probes are not counted as reads");
+    assert_eq!(dc.coordinator.ring_probes().0, 1);
 }
 
 /// A lease in which few reads through the cache hit makes the transactions that leave the choice to the node read

@@ -865,3 +865,42 @@ fn writes_to_objects_held_elsewhere_become_notices_for_the_caches() {
     assert!(to_peers.contains(&(DcId(1), 0, vec![mine.fingerprint()])), "the other DC a notice: {to_peers:?}");
     assert_eq!(q.store_size().0, 1, "DC 0 stores its own");
 }
+
+/// Reads from the nearest ring: a holder's garbage collection waits for the frontier of a DC of another ring that
+/// may read from it while that DC keeps reporting it, and stops waiting once its reports are a second old (a read
+/// of its below the frontier is then refused and asked of another ring). With static ring binding it never waits.
+#[test]
+fn a_holder_waits_for_other_rings_readers_only_while_they_report() {
+    use causet_core::placement::{Placement, RingChoice};
+    // Rings [0, 1] and [2]: partition 1 is held by DCs 1 and 2, so DC 0 may read it from DC 2.
+    let vc = |t: u64| VectorClock::from_entries(vec![Timestamp::from_micros(t); 3]);
+    let frontier_after = |choice: RingChoice, last_report_us: u64| {
+        let mut config = Config::new(3, DcId(2), 2);
+        config.placement = Placement::of_indices(&[vec![0, 1], vec![2]], [b"r".to_vec()]).reading_from(choice);
+        let mut p = fresh(PartitionId(1), config);
+        let heartbeat = |gc: Option<VectorClock>| Message::Replicate {
+            since: Timestamp::ZERO,
+            txs: Vec::new(),
+            up_to: Timestamp::from_micros(10_000),
+            gc,
+            away: Vec::new(),
+        };
+        p.handle_message(1_000, Address::Peer(DcId(1), PartitionId(1)), heartbeat(None));
+        p.handle_message(last_report_us, Address::Peer(DcId(0), PartitionId(1)), heartbeat(Some(vc(100))));
+        let now = 1_500_000;
+        p.handle_message(now, Address::Stabilizer, Message::Stable { stable: vc(1_000), gc: vc(500), away: None });
+        let mut sent = drain_durable(&mut p, now);
+        p.handle_timeout(now + 10_000);
+        sent.extend(drain_durable(&mut p, now + 10_000));
+        let reports: Vec<Option<VectorClock>> = (sent.into_iter())
+            .filter_map(|e| match e.msg {
+                Message::PvcReport { frontier, .. } => Some(frontier),
+                _ => None,
+            })
+            .collect();
+        reports.last().cloned().expect("a report")
+    };
+    assert_eq!(frontier_after(RingChoice::Nearest, 1_000_000), Some(vc(100)), "DC 0 reported 0.5 s ago");
+    assert_eq!(frontier_after(RingChoice::Nearest, 400_000), Some(vc(500)), "DC 0's report is 1.1 s old");
+    assert_eq!(frontier_after(RingChoice::Own, 1_000_000), None, "static binding: nobody else reads here");
+}

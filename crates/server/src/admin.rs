@@ -500,6 +500,7 @@ async fn status(State(state): State<Arc<NodeState>>) -> Json<Status> {
             "default": "full",
             "rings": state.config.placement.rings,
             "placed_by_rings": state.config.placement.buckets,
+            "read_from": state.config.placement.read_from,
             "stored_objects": shards.iter().map(crate::status::ShardStatus::stored_objects).sum::<usize>(),
         }),
         shard_status: shards,

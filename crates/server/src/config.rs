@@ -155,12 +155,17 @@ pub struct PlacementConfig {
     pub rings: Vec<Vec<u16>>,
     /// The buckets placed by rings, by name.
     pub buckets: Vec<String>,
+    /// Which ring's holder a DC reads an object it does not hold from: `"nearest"` (the default: the holder its
+    /// reads have measured fastest lately, its own ring's until another is measured faster) or `"own"` (always its
+    /// own ring's, another only when that one does not answer: static ring binding).
+    pub read_from: causet_core::placement::RingChoice,
 }
 
 impl PlacementConfig {
     /// The placement the state machines use.
     pub fn placement(&self) -> causet_core::placement::Placement {
         causet_core::placement::Placement::of_indices(&self.rings, self.buckets.iter().map(|b| b.as_bytes().to_vec()))
+            .reading_from(self.read_from)
     }
 }
 
@@ -481,6 +486,11 @@ mod tests {
         let certified = "dcs = 2\ncertify_writes = true\n[placement]\nrings = [[0, 1]]\nbuckets = [\"r\"]\n";
         assert!(refused(certified).contains("certify_writes"));
         assert!(toml::from_str::<ServerConfig>("[placement]\nring = []\n").is_err(), "unknown keys are refused");
+        use causet_core::placement::RingChoice;
+        assert_eq!(c.protocol().placement.read_from, RingChoice::Nearest, "the default");
+        let own: ServerConfig = toml::from_str(&format!("{text}read_from = \"own\"\n")).expect("parses");
+        assert_eq!(own.protocol().placement.read_from, RingChoice::Own);
+        assert!(toml::from_str::<ServerConfig>(&format!("{text}read_from = \"near\"\n")).is_err(), "a typo");
     }
 
     #[test]

@@ -370,8 +370,8 @@ impl Metrics {
         registry.register("link_bytes", "Bytes sent on the links to each DC", link_bytes.clone());
         registry.register(
             "remote_reads",
-            "Reads of objects this DC does not hold (partial replication): sent to another DC, and failed over to \
-             another ring's holder",
+            "Reads of objects this DC does not hold (partial replication): sent to another DC, failed over to \
+             another ring's holder, and copies sent to other rings' holders only to measure them (probes)",
             remote_reads.clone(),
         );
         registry.register("stored_objects", "Objects stored by this node's partitions", stored_objects.clone());
@@ -516,6 +516,8 @@ impl Metrics {
         if remote > 0 {
             raise(&self.remote_reads.get_or_create(&vec![("outcome", "sent".into())]), remote);
             raise(&self.remote_reads.get_or_create(&vec![("outcome", "failed_over".into())]), failovers);
+            let probes = shards.iter().map(|s| s.ring_probes).sum();
+            raise(&self.remote_reads.get_or_create(&vec![("outcome", "probe".into())]), probes);
         }
         self.stored_objects.set(shards.iter().map(crate::status::ShardStatus::stored_objects).sum::<usize>() as u64);
         let caches: Vec<_> = shards.iter().filter_map(|s| s.cache.as_ref()).collect();
@@ -742,6 +744,8 @@ mod tests {
             prepare_resends: 2 * resends,
             read_resends: 3 * resends,
             remote_reads: (7 * resends, resends),
+            ring_probes: 2 * resends,
+            ring_round_trip_ms: vec![None, Some(12.5)],
             cache: Some(causet_core::cache::CacheStats {
                 hits: 10 * resends,
                 misses: 3,
@@ -833,6 +837,7 @@ mod tests {
             "causet_cache_entries 6",
             "causet_cache_bytes 600",
             "causet_remote_reads_total{outcome=\"sent\"} 35",
+            "causet_remote_reads_total{outcome=\"probe\"} 10",
             "causet_remote_reads_total{outcome=\"failed_over\"} 5",
             "causet_stored_objects 5",
             "causet_shipped_writes_total 4",

@@ -19,6 +19,10 @@ pub struct ShardStatus {
     pub read_resends: u64,
     /// Reads of objects this DC does not hold sent to another DC, and those failed over to another ring.
     pub remote_reads: (u64, u64),
+    /// Reads sent to other rings' holders only to measure them (reads from the nearest ring).
+    pub ring_probes: u64,
+    /// The smoothed round trip of the coordinator's reads to each DC's holders, ms (`null`: never measured).
+    pub ring_round_trip_ms: Vec<Option<f64>>,
     /// The coordinator's lease cache, if it has one: reads by outcome, entries dropped, size now.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cache: Option<causet_core::cache::CacheStats>,
@@ -333,6 +337,10 @@ impl ShardStatus {
             prepare_resends: coordinator.prepare_resends(),
             read_resends: coordinator.read_resends(),
             remote_reads: coordinator.remote_reads(),
+            ring_probes: coordinator.ring_probes().0,
+            ring_round_trip_ms: (coordinator.ring_probes().1.iter())
+                .map(|us| us.map(|us| (us as f64 / 100.0).round() / 10.0))
+                .collect(),
             cache: coordinator.cache_stats(),
             buffer: coordinator.handover_stats(),
             stable_snapshot: coordinator.stable_snapshot().entries().iter().map(|t| t.0).collect(),

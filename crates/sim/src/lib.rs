@@ -110,9 +110,14 @@ impl SeedResult {
         );
         if c.placement.partial() {
             let rings: Vec<Vec<u16>> = c.placement.rings.iter().map(|r| r.iter().map(|d| d.0).collect()).collect();
-            let (remote, failovers) = self.stats.remote_reads;
+            let (remote, failovers, probes) =
+                (self.stats.remote_reads.0, self.stats.remote_reads.1, self.stats.ring_probes);
+            let from = match c.placement.read_from {
+                causet_core::placement::RingChoice::Nearest => "the nearest holder",
+                causet_core::placement::RingChoice::Own => "the own ring's holder",
+            };
             out.push_str(&format!(
-                "odd objects placed by rings {rings:?} ({remote} reads sent to another DC, {failovers} asked of another ring too); "
+                "odd objects placed by rings {rings:?}, read from {from} ({remote} reads sent to another DC, {failovers} asked of another holder too, {probes} probes); "
             ));
         }
         if self.stats.buffered.0 > 0 {

@@ -20,6 +20,7 @@ use causet_core::coordinator::{
 use causet_core::group::{DurableState, Entry, HardState};
 use causet_core::node::{Destination, Layout, Node, NodeOutput, Stored};
 use causet_core::partition::Checkpoint;
+use causet_core::placement::{Placement, RingChoice};
 use causet_core::record::{LogRecord, Lsn};
 use causet_core::replica::{first_hosting, Hosting, InstalledSnapshot};
 use causet_core::topology::{NodeIndex, Topology};
@@ -154,7 +155,7 @@ pub struct SimConfig {
     pub cache: Option<causet_core::cache::CacheConfig>,
     /// Which DCs hold which buckets: in some seeds the workload's odd-numbered objects live in a bucket placed
     /// by rings ([`crate::workload::RINGS_BUCKET`]), held by one DC per ring.
-    pub placement: causet_core::placement::Placement,
+    pub placement: Placement,
     /// A deliberate protocol bug (to validate the checker).
     pub bug: Option<Bug>,
     /// The protocol every DC runs.
@@ -311,7 +312,7 @@ impl SimConfig {
             stable_reads,
             nearest_reads,
             cache,
-            placement: causet_core::placement::Placement::full(),
+            placement: Placement::full(),
             bug: None,
             protocol: causet_core::Protocol::Cure,
             raft_part_bytes,
@@ -333,7 +334,11 @@ impl SimConfig {
                 (_, 2) => vec![vec![0, 2], vec![1]],
                 _ => vec![vec![0, 1, 2]],
             };
-            config.placement = causet_core::placement::Placement::of_indices(&rings, [RINGS_BUCKET.to_vec()]);
+            // Reads from the nearest ring (measured) in three seeds of four, static ring binding in the rest, from
+            // a generator of their own (so that the other choices draw as before).
+            let mut choosing = ChaCha8Rng::seed_from_u64(seed ^ 0x0091_c401);
+            let choice = if choosing.random_bool(0.25) { RingChoice::Own } else { RingChoice::Nearest };
+            config.placement = Placement::of_indices(&rings, [RINGS_BUCKET.to_vec()]).reading_from(choice);
             config.workload.rings_bucket = true;
         }
         config
@@ -437,6 +442,8 @@ pub struct SimStats {
     /// Reads sent to another DC, of objects their DC does not hold (partial replication), and those of them asked
     /// of another ring's holder too.
     pub remote_reads: (u64, u64),
+    /// Copies of reads sent to other rings' holders only to measure them (reads from the nearest ring).
+    pub ring_probes: u64,
 }
 
 /// The liveness phase's verdict.
@@ -1335,6 +1342,7 @@ impl World {
                 let (remote, failovers) = shard.coordinator().remote_reads();
                 self.stats.remote_reads.0 += remote;
                 self.stats.remote_reads.1 += failovers;
+                self.stats.ring_probes += shard.coordinator().ring_probes().0;
                 self.stats.token_moves.0 += shard.coordinator().moves();
                 if let Some(c) = shard.coordinator().cache_stats() {
                     self.stats.cache_reads.0 += c.hits;

@@ -425,6 +425,31 @@ fn seeds_where_objects_are_placed_by_rings_pass() {
     assert!(remote > 200, "only {remote} reads went to another DC: too few to mean anything");
 }
 
+/// Seeds with rings where reads go to the holder measured fastest (`RingChoice::Nearest`): reads go to other
+/// rings' holders whenever those answer faster — at snapshots their garbage collection may already have passed
+/// unless the reader keeps reporting its frontier to them — and probes time every holder. The first eight such
+/// seeds of three DCs, where another ring's holder can be the faster one.
+#[test]
+fn seeds_where_reads_go_to_the_nearest_holder_pass() {
+    use causet_core::placement::RingChoice;
+    let mut failures = Vec::new();
+    let (mut probes, mut remote) = (0, 0);
+    let nearest = |s: &u64| {
+        let c = SimConfig::from_seed(*s);
+        c.placement.partial() && c.placement.read_from == RingChoice::Nearest && c.dcs == 3
+    };
+    for seed in (0..).filter(nearest).take(8) {
+        let r = run_seed(seed, None);
+        if !r.passed() {
+            failures.push(r.summary());
+        }
+        probes += r.stats.ring_probes;
+        remote += r.stats.remote_reads.0;
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    assert!(probes > 20 && remote > 200, "{probes} probes and {remote} remote reads: too few to mean anything");
+}
+
 /// Seeds with rings and lease caches: a DC's cache keeps objects held at other DCs (Karma's per-DC cache, with
 /// HoneyPot's visibility boxes and leases), and reads that their holder does not answer in time go to another
 /// ring's. The first six seeds that draw both.

@@ -9,6 +9,7 @@
 
 mod durable;
 mod handover;
+mod nearest;
 mod remote;
 mod tokens;
 
@@ -392,6 +393,8 @@ pub struct Coordinator {
     ring_failovers: u64,
     /// Reads waiting at a holder at another DC, by fetch, to try another ring's if it does not answer (`remote`).
     away: BTreeMap<u64, remote::AwayRead>,
+    /// Round trips of reads to other DCs' holders, which choose the ring a read goes to (`nearest`).
+    latencies: nearest::Latencies,
 }
 
 impl Coordinator {
@@ -435,6 +438,7 @@ impl Coordinator {
             remote_reads: 0,
             ring_failovers: 0,
             away: BTreeMap::new(),
+            latencies: nearest::Latencies::new(usize::from(config.dcs)),
             config,
         }
     }
@@ -486,6 +490,12 @@ impl Coordinator {
     /// were asked of another ring's holder too.
     pub fn remote_reads(&self) -> (u64, u64) {
         (self.remote_reads, self.ring_failovers)
+    }
+
+    /// Reads sent to other rings' holders only to measure them (reads from the nearest ring), and the smoothed
+    /// round trip of this coordinator's reads to each DC, µs (`None`: never measured).
+    pub fn ring_probes(&self) -> (u64, Vec<Option<u64>>) {
+        (self.latencies.probes(), self.latencies.smoothed())
     }
 
     /// Hands over the next output, if any. Drain after every input.
@@ -582,7 +592,10 @@ impl Coordinator {
         let partition = match (from, &msg) {
             (Address::Partition(p), _) => p,
             // A holder at another DC answers a read of an object this DC does not hold.
-            (Address::Peer(dc, p), Message::ReadReply { .. } | Message::Fetched { .. }) if dc != self.config.dc => p,
+            (Address::Peer(dc, p), Message::ReadReply { .. } | Message::Fetched { .. }) if dc != self.config.dc => {
+                self.timed_away(now_us, dc, &msg);
+                p
+            }
             _ => {
                 if let Message::Stable { stable, away, .. } = msg {
                     self.on_stable(now_us, stable, away);
@@ -1066,7 +1079,7 @@ impl Coordinator {
             resends: 0,
         };
         for (fetch, to, msg) in sends {
-            self.note_away(now_us, fetch, to, &msg);
+            let to = self.note_away(now_us, fetch, to, &msg);
             self.send(to, msg);
         }
     }

@@ -1,8 +1,9 @@
 //! Reads of objects this DC does not hold (partial replication, [`crate::placement`]): where they go, and what
 //! happens when the holder does not answer.
 //!
-//! A transaction reads an object its DC does not hold at the holder in its DC's ring, at the transaction's
-//! snapshot (or, for a cached transaction, at the top of its window). That partition serves the read once it has
+//! A transaction reads an object its DC does not hold at one of its holders — the one measured fastest
+//! (`nearest`), or with static ring binding the holder in its DC's ring — at the transaction's snapshot (or, for
+//! a cached transaction, at the top of its window). That partition serves the read once it has
 //! applied everything the snapshot holds, exactly as a partition here does, so the answer is what a full copy here
 //! would return: the transaction stays TCC whichever DC answers. This is also why Karma's dynamic ring restriction
 //! needs no state here: a session whose clock holds a write that only some rings have yet is served by whichever
@@ -10,11 +11,13 @@
 //!
 //! **Failover to another ring** (Karma's availability under a ring replica cut off or down): a read that its
 //! holder has not answered within [`Config::ring_failover_us`](crate::Config), or that it refused (its
-//! garbage collection passed the snapshot: a holder of another ring keeps versions only for its own ring's
-//! readers), is asked of the holder in the next ring, and so on round the rings; the first answer wins (later ones
-//! find the fetch gone). The transaction's deadline still bounds the whole read.
+//! garbage collection passed the snapshot: a holder waits only for readers that keep reporting, and with static
+//! ring binding only for its own ring's), is asked of the next holder (fastest first, or round the rings), and so
+//! on; the first answer wins (later ones find the fetch gone). The transaction's deadline still bounds the whole
+//! read.
 
 use super::{Coordinator, TxError};
+use crate::placement::RingChoice;
 use crate::topology::Topology;
 use crate::{Address, DcId, Message, ObjectId};
 use causet_crdt::{CrdtType, Op};
@@ -61,21 +64,56 @@ impl Coordinator {
         )))
     }
 
-    /// Notes a read just sent to `to`, if that is a holder at another DC, to ask the next ring's if need be.
-    pub(super) fn note_away(&mut self, now_us: u64, fetch: u64, to: Address, msg: &Message) {
-        let Address::Peer(first, partition) = to else { return };
+    /// Notes a read about to be sent to `to`, if that is a holder at another DC, to ask the next ring's if need be;
+    /// returns where it goes. With reads from the nearest ring that is the holder measured fastest (`nearest`),
+    /// and holders not heard from lately are sent a copy of it, to measure them.
+    pub(super) fn note_away(&mut self, now_us: u64, fetch: u64, to: Address, msg: &Message) -> Address {
+        let Address::Peer(first, partition) = to else { return to };
         let objects = match msg {
             Message::Read { objects, .. } | Message::Fetch { objects, .. } => objects,
-            _ => return,
+            _ => return to,
         };
-        let Some(object) = objects.first() else { return };
+        let Some(object) = objects.first() else { return to };
         self.remote_reads += 1;
         // Round the rings from this DC's: its own ring's holder first.
         let mut holders = self.topology.dcs_holding(object);
         let at = holders.iter().position(|d| *d == first).unwrap_or(0);
         holders.rotate_left(at);
+        if self.topology.placement().read_from == RingChoice::Nearest {
+            self.latencies.order(now_us, &mut holders);
+            for &other in &holders[1..] {
+                if self.latencies.probe(now_us, other) {
+                    let probe = self.next_fetch;
+                    self.next_fetch += 1;
+                    self.latencies.sent(now_us, probe, other);
+                    self.send(Address::Peer(other, partition), Self::with_request(msg, probe));
+                }
+            }
+        }
+        let chosen = holders[0];
+        self.latencies.sent(now_us, fetch, chosen);
         let again_us = now_us.saturating_add(self.config.ring_failover_us);
         self.away.insert(fetch, AwayRead { partition, holders, asked: 1, again_us });
+        Address::Peer(chosen, partition)
+    }
+
+    /// `msg` (a read) as read `request`: a probe's copy, whose answer no transaction waits for.
+    fn with_request(msg: &Message, request: u64) -> Message {
+        let mut copy = msg.clone();
+        if let Message::Read { request: r, .. } | Message::Fetch { request: r, .. } = &mut copy {
+            *r = request;
+        }
+        copy
+    }
+
+    /// Times an answer from a holder at DC `dc` (a read's, or a probe's).
+    pub(super) fn timed_away(&mut self, now_us: u64, dc: DcId, msg: &Message) {
+        let (request, refused) = match msg {
+            Message::ReadReply { request, result, .. } => (*request, result.is_err()),
+            Message::Fetched { request, result, .. } => (*request, result.is_err()),
+            _ => return,
+        };
+        self.latencies.answered(now_us, request, dc, refused, self.config.ring_failover_us);
     }
 
     /// An answer to fetch `fetch` arrived (`refused`: an error). Returns whether it is to be ignored because the
@@ -94,6 +132,7 @@ impl Coordinator {
     pub(super) fn fail_over_reads(&mut self, now_us: u64) {
         let fetches = &self.fetches;
         self.away.retain(|fetch, _| fetches.contains_key(fetch));
+        self.latencies.give_up(now_us);
         let due: Vec<u64> = (self.away.iter())
             .filter(|(_, a)| now_us >= a.again_us && a.asked < a.holders.len())
             .map(|(fetch, _)| *fetch)
@@ -120,6 +159,7 @@ impl Coordinator {
         a.again_us = now_us.saturating_add(interval);
         let partition = a.partition;
         self.ring_failovers += 1;
+        self.latencies.sent(now_us, fetch, to);
         let to = if to == self.config.dc { Address::Partition(partition) } else { Address::Peer(to, partition) };
         self.send(to, msg);
     }

@@ -58,6 +58,11 @@ pub const BOUND_RENEW_DIVISOR: u64 = 4;
 /// as before. The bound is still at most `clock_bound_us` past the clock, so a new leader's jump is unchanged.
 pub const BOUND_RIDE_DIVISOR: u64 = 2;
 
+/// A reader of another ring's garbage-collection frontier holds this partition's collection back while it is at
+/// most this many of its report periods old (a report goes every ten stable intervals: a second at the default
+/// 1 ms): a DC that stopped reading here, or cannot reach it, stops holding it back after that.
+pub const FAR_READER_FRESH_INTERVALS: u64 = 100;
+
 /// A transaction prepared at a partition, as a checkpoint keeps it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PreparedImage {
@@ -214,8 +219,9 @@ pub struct Partition<S = Store> {
     pvc: VectorClock,
     /// The DC's garbage-collection frontier as last published (sent to peer DCs under partial replication).
     dc_gc: Option<VectorClock>,
-    /// The peer DCs' frontiers, from their replication streams (partial replication: `collect`).
-    peer_gc: BTreeMap<DcId, VectorClock>,
+    /// The peer DCs' frontiers, from their replication streams (partial replication: `collect`), with when the
+    /// last one arrived.
+    peer_gc: BTreeMap<DcId, (VectorClock, u64)>,
     /// When this DC's frontier next goes to its ring-mates.
     next_gc_us: u64,
     /// Writes shipped to other DCs (each write once per DC it went to, resends included), and their encoded bytes.
@@ -540,7 +546,9 @@ impl<S: VersionStore> Partition<S> {
             }
         }
         if now_us >= self.next_report_us {
-            let frontier = self.topology.readers(self.id).next().map(|_| self.store.frontier().clone());
+            let read_here =
+                self.topology.readers(self.id).next().is_some() || self.topology.far_readers(self.id).next().is_some();
+            let frontier = read_here.then(|| self.store.frontier().clone());
             let away = self.away.as_mut().map(|a| a.report(&self.pvc, self.config.dc, self.clock.last()));
             self.send(
                 Address::Stabilizer,
@@ -617,7 +625,7 @@ impl<S: VersionStore> Partition<S> {
             }
             Message::Commit { tx, commit } => self.on_commit(from, tx, commit),
             Message::Abort { tx } => self.on_abort(now_us, from, tx),
-            Message::Stable { stable, gc, .. } => self.on_stable(stable, gc),
+            Message::Stable { stable, gc, .. } => self.on_stable(now_us, stable, gc),
             Message::CoordinatorGone { tx } => self.on_coordinator_gone(now_us, tx),
             Message::TxStatus { tx } => {
                 if let Address::Partition(_) = from {
@@ -631,7 +639,7 @@ impl<S: VersionStore> Partition<S> {
             }
             Message::Replicate { since, txs, up_to, gc, away } => {
                 if let Address::Peer(origin, _) = from {
-                    self.note_peer_gc(origin, gc);
+                    self.note_peer_gc(now_us, origin, gc);
                     // Notices go to the stream as they arrive, before pvc passes their transactions.
                     if let Some(stream) = &mut self.away {
                         for (i, fingerprint) in away {
@@ -653,9 +661,9 @@ impl<S: VersionStore> Partition<S> {
         }
     }
 
-    fn on_stable(&mut self, stable: VectorClock, gc: VectorClock) {
+    fn on_stable(&mut self, now_us: u64, stable: VectorClock, gc: VectorClock) {
         if gc.has_dcs(self.config.vector_len()) {
-            self.collect(gc);
+            self.collect(now_us, gc);
         }
         if stable.has_dcs(self.config.vector_len()) {
             // Every partition's pvc passed these commits, so none still holds them prepared: no termination will
@@ -761,14 +769,26 @@ impl<S: VersionStore> Partition<S> {
     }
 
     /// Garbage collection up to the DC's frontier `gc` (the stabilizer's) — and, where other DCs read objects
-    /// from this one (partial replication, `Topology::readers`), no further than any of their frontiers, the
-    /// lowest snapshot they read at; until every one of them has told its frontier, nothing is collected.
-    fn collect(&mut self, gc: VectorClock) {
+    /// from this one (partial replication), no further than any of their frontiers, the lowest snapshot they read
+    /// at. Ring-mates ([`Topology::readers`]) read here whenever they read these objects: until every one of them
+    /// has told its frontier, nothing is collected. Readers of other rings ([`Topology::far_readers`]: reads from
+    /// the nearest ring) read here only while this DC is the fastest holder they measure: their frontiers count
+    /// while fresh ([`FAR_READER_FRESH_INTERVALS`] report periods), and a read of theirs at a snapshot already
+    /// collected is refused, and asked of another ring (never served wrong).
+    fn collect(&mut self, now_us: u64, gc: VectorClock) {
         let mut lowered: Option<VectorClock> = None;
         for reader in self.topology.readers(self.id) {
             match self.peer_gc.get(&reader) {
-                Some(theirs) => lowered.get_or_insert_with(|| gc.clone()).merge_min(theirs),
+                Some((theirs, _)) => lowered.get_or_insert_with(|| gc.clone()).merge_min(theirs),
                 None => return,
+            }
+        }
+        let fresh_us = FAR_READER_FRESH_INTERVALS * 10 * self.config.stable_interval_us.max(100);
+        for reader in self.topology.far_readers(self.id) {
+            if let Some((theirs, at)) = self.peer_gc.get(&reader) {
+                if now_us.saturating_sub(*at) <= fresh_us {
+                    lowered.get_or_insert_with(|| gc.clone()).merge_min(theirs);
+                }
             }
         }
         // Never past this partition's own pvc. The DC's frontier is below every pvc reported, but this partition's
@@ -782,9 +802,11 @@ impl<S: VersionStore> Partition<S> {
     }
 
     /// A peer's garbage-collection frontier, from its replication stream.
-    fn note_peer_gc(&mut self, peer: DcId, gc: Option<VectorClock>) {
+    fn note_peer_gc(&mut self, now_us: u64, peer: DcId, gc: Option<VectorClock>) {
         if let Some(gc) = gc.filter(|g| g.has_dcs(self.config.vector_len())) {
-            self.peer_gc.entry(peer).and_modify(|slot| slot.merge_max(&gc)).or_insert(gc);
+            let slot = self.peer_gc.entry(peer).or_insert_with(|| (gc.clone(), now_us));
+            slot.0.merge_max(&gc);
+            slot.1 = now_us;
         }
     }
 

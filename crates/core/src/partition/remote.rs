@@ -133,8 +133,9 @@ impl<S: VersionStore> Partition<S> {
         self.refresh_pvc(now_us);
         let local = self.config.dc;
         let from = Address::Peer(local, self.id);
-        // Under partial replication this DC tells its ring-mates, whose holders it reads from, its garbage-collection
-        // frontier (`Partition::collect`): every ten stable intervals is fresh enough, and costs the WAN little.
+        // Under partial replication this DC tells the holders it may read from (its ring-mates, and with reads from
+        // the nearest ring the other rings' holders of this partition) its garbage-collection frontier
+        // (`Partition::collect`): every ten stable intervals is fresh enough, and costs the WAN little.
         let gc_due = self.topology.placement().partial() && now_us >= self.next_gc_us;
         let gc = self.dc_gc.clone().filter(|_| gc_due);
         if gc.is_some() {
@@ -163,7 +164,7 @@ impl<S: VersionStore> Partition<S> {
             // Notices are shipped bytes too (counted as such, not as writes).
             self.shipped.1 +=
                 away.iter().map(|n| postcard::experimental::serialized_size(n).unwrap_or(0) as u64).sum::<u64>();
-            let gc = gc.clone().filter(|_| self.topology.same_ring(local, o.to));
+            let gc = gc.clone().filter(|_| self.topology.reads_from(o.to, self.id));
             let msg = Message::Replicate { since: o.since, txs: o.txs, up_to: o.up_to, gc, away };
             self.emit(Envelope { from, to: Address::Peer(o.to, self.id), msg });
         }
