@@ -4,14 +4,16 @@
 # `karma` workload (single-key reads and writes of 200-byte LWW registers, zipfian) in three placements,
 #   full:    every DC holds every object (full replication, "COPS-Ideal");
 #   cops-pr: one copy per ring, every DC reads what it does not hold from its own ring's holder (static ring
-#            binding, "COPS-PR");
-#   karma:   the same placement with each DC's lease cache on, which keeps what its sessions read from other DCs
+#            binding, "COPS-PR": `read_from = "own"`);
+#   karma-nc: the same placement, reads from the holder measured fastest (`read_from = "nearest"`, the default),
+#            no cache ("Karma-NC");
+#   karma:   karma-nc with each DC's lease cache on, which keeps what its sessions read from other DCs
 #            (Karma's per-DC cache of stable values; here versions bounded by visibility boxes and leases),
 # on a fresh cluster each, alternating, `repeat` times; then throughput, latency, the share of reads served at the
 # reader's DC, and what each DC stores and sends, from every node's /metrics at the end of each run.
 # Usage: bench/karma.sh [repeat] [duration_s] [warmup_s] [update_ratios] [lease_ms] [out_dir] [variants]
 #          defaults: 1 repetition, 20 s measured, 5 s warm-up, 0.05 and 0.5 updates, 1000 ms leases,
-#          bench/results/karma, "full cops-pr karma"
+#          bench/results/karma, "full cops-pr karma-nc karma"
 # Reports go to <out_dir>/<ratio>-<variant>-<n>/; the summary to <out_dir>/summary.md.
 # DC_CPU_SHARE=0.22 caps each DC's processes at that share of one core (cgroups; needs root), as if each DC ran on
 # its own machine; unset, all DCs and the load generator share the machine's cores.
@@ -23,12 +25,13 @@ warmup=${3:-5}
 ratios=${4:-0.05 0.5}
 lease_ms=${5:-1000}
 out=${6:-bench/results/karma}
-variants=${7:-full cops-pr karma}
+variants=${7:-full cops-pr karma-nc karma}
 cargo build --release -q -p causet
 bin=target/release/causet
 rm -rf "$out"
 mkdir -p "$out"
 rings='placement = { rings = [[0, 1, 2, 3], [4, 5, 6], [7]], buckets = ["bench"] }'
+own='placement = { rings = [[0, 1, 2, 3], [4, 5, 6], [7]], buckets = ["bench"], read_from = "own" }'
 cache="cache = { enabled = true, lease_ms = $lease_ms }"
 for ratio in $ratios; do
   for n in $(seq 1 "$repeat"); do
@@ -36,30 +39,17 @@ for ratio in $ratios; do
       echo "== updates $ratio, $variant, run $n of $repeat"
       case $variant in
         full) config=() ;;
-        cops-pr) config=(--node-config "$rings") ;;
+        cops-pr) config=(--node-config "$own") ;;
+        karma-nc) config=(--node-config "$rings") ;;
         karma) config=(--node-config "$rings" --node-config "$cache") ;;
+        *) echo "unknown variant $variant" >&2; exit 2 ;;
       esac
       run="$out/$ratio-$variant-$n"
       dir=$(mktemp -d /tmp/causet-karma-XXXXXX)
       $bin cluster start --dcs 8 --wan-matrix aws-8dc --partitions 12 --sync periodic --no-tls --base-port 0 \
         --dir "$dir" "${config[@]}" > /dev/null
       if [ -n "${DC_CPU_SHARE:-}" ]; then
-        # Each DC's processes get at most this share of one core (cgroups, needs root), as if each DC ran on its
-        # own machine: otherwise the DCs that serve everything locally take the CPU the others wait for.
-        python3 - "$dir/cluster.json" "$DC_CPU_SHARE" <<'EOF'
-import json, os, sys
-cluster, share = json.load(open(sys.argv[1])), float(sys.argv[2])
-v1 = os.path.isdir("/sys/fs/cgroup/cpu")
-for node in cluster["nodes"]:
-    group = f"/sys/fs/cgroup/{'cpu/' if v1 else ''}causet-bench-dc{node['dc']}"
-    os.makedirs(group, exist_ok=True)
-    if v1:
-        open(f"{group}/cpu.cfs_period_us", "w").write("100000")
-        open(f"{group}/cpu.cfs_quota_us", "w").write(str(int(share * 100000)))
-    else:
-        open(f"{group}/cpu.max", "w").write(f"{int(share * 100000)} 100000")
-    open(f"{group}/cgroup.procs", "w").write(str(node["pid"]))
-EOF
+        python3 bench/cap-dcs.py "$dir/cluster.json" "$DC_CPU_SHARE"
       fi
       $bin bench --workload karma --cluster-dir "$dir" --update-ratio "$ratio" --duration-s "$duration" \
         --warmup-s "$warmup" --out "$run" > /dev/null || { $bin cluster stop --dir "$dir" || true; exit 1; }
