@@ -25,7 +25,7 @@ cargo build --release -q -p causet
 bin=$PWD/target/release/causet
 rm -rf "$out"
 mkdir -p "$out"
-rings='rings = [[0, 1, 2, 3], [4, 5, 6], [7]], buckets = ["bench"]'
+source bench/karma-cluster.sh
 # Sets every link into and out of DC 3 to its matrix delay plus `extra` ms (one way).
 congest() {
   python3 - "$1" "$2" <<'EOF'
@@ -62,19 +62,8 @@ EOF
 for delta in $deltas; do
   for variant in $variants; do
     echo "== round trips to and from Europe +$delta ms for ${phase} s, $variant"
-    case $variant in
-      cops-pr) config=(--node-config "placement = { $rings, read_from = \"own\" }") ;;
-      karma-nc) config=(--node-config "placement = { $rings }") ;;
-      karma) config=(--node-config "placement = { $rings }" --node-config 'cache = { enabled = true }') ;;
-      *) echo "unknown variant $variant" >&2; exit 2 ;;
-    esac
     run="$out/$delta-$variant"
-    dir=$(mktemp -d /tmp/causet-congestion-XXXXXX)
-    $bin cluster start --dcs 8 --wan-matrix aws-8dc --partitions 12 --sync periodic --no-tls --base-port 0 \
-      --dir "$dir" "${config[@]}" > /dev/null
-    if [ -n "${DC_CPU_SHARE:-}" ]; then
-      python3 bench/cap-dcs.py "$dir/cluster.json" "$DC_CPU_SHARE"
-    fi
+    dir=$(karma_cluster "$bin" "$variant" 1000)
     mkdir -p "$run"
     $bin bench --workload karma --cluster-dir "$dir" --update-ratio "$ratio" --duration-s $((3 * phase)) \
       --warmup-s "$warmup" --out "$run" > /dev/null 2> "$run/progress.log" &

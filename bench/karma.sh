@@ -30,27 +30,13 @@ cargo build --release -q -p causet
 bin=target/release/causet
 rm -rf "$out"
 mkdir -p "$out"
-rings='placement = { rings = [[0, 1, 2, 3], [4, 5, 6], [7]], buckets = ["bench"] }'
-own='placement = { rings = [[0, 1, 2, 3], [4, 5, 6], [7]], buckets = ["bench"], read_from = "own" }'
-cache="cache = { enabled = true, lease_ms = $lease_ms }"
+source bench/karma-cluster.sh
 for ratio in $ratios; do
   for n in $(seq 1 "$repeat"); do
     for variant in $variants; do
       echo "== updates $ratio, $variant, run $n of $repeat"
-      case $variant in
-        full) config=() ;;
-        cops-pr) config=(--node-config "$own") ;;
-        karma-nc) config=(--node-config "$rings") ;;
-        karma) config=(--node-config "$rings" --node-config "$cache") ;;
-        *) echo "unknown variant $variant" >&2; exit 2 ;;
-      esac
       run="$out/$ratio-$variant-$n"
-      dir=$(mktemp -d /tmp/causet-karma-XXXXXX)
-      $bin cluster start --dcs 8 --wan-matrix aws-8dc --partitions 12 --sync periodic --no-tls --base-port 0 \
-        --dir "$dir" "${config[@]}" > /dev/null
-      if [ -n "${DC_CPU_SHARE:-}" ]; then
-        python3 bench/cap-dcs.py "$dir/cluster.json" "$DC_CPU_SHARE"
-      fi
+      dir=$(karma_cluster "$bin" "$variant" "$lease_ms")
       $bin bench --workload karma --cluster-dir "$dir" --update-ratio "$ratio" --duration-s "$duration" \
         --warmup-s "$warmup" --out "$run" > /dev/null || { $bin cluster stop --dir "$dir" || true; exit 1; }
       python3 - "$dir/cluster.json" "$run/metrics.json" <<'EOF'

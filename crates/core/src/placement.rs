@@ -108,6 +108,12 @@ impl Placement {
         !self.rings.is_empty() && !self.ring_buckets.is_empty()
     }
 
+    /// Whether DCs read objects they do not hold from the holder measured fastest ([`RingChoice::Nearest`]): some
+    /// bucket is placed by rings, and `read_from` says so.
+    pub fn reads_nearest(&self) -> bool {
+        self.partial() && self.read_from == RingChoice::Nearest
+    }
+
     /// How `bucket` is placed.
     pub fn of_bucket(&self, bucket: &[u8]) -> BucketPlacement {
         if !self.rings.is_empty() && self.ring_buckets.contains(bucket) {

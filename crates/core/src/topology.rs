@@ -259,8 +259,7 @@ impl Topology {
     /// the fastest holder they measure, so garbage collection waits for them only while they report.
     pub fn far_readers(&self, p: PartitionId) -> impl Iterator<Item = DcId> + '_ {
         let pl = &self.placement;
-        let nearest = pl.partial() && pl.read_from == crate::placement::RingChoice::Nearest;
-        let holds = nearest && pl.holds_ring_share(self.dc, p);
+        let holds = pl.reads_nearest() && pl.holds_ring_share(self.dc, p);
         let (dc, dcs) = (self.dc, if holds { self.dcs() } else { 0 });
         (0..dcs).map(DcId).filter(move |d| *d != dc && !self.same_ring(dc, *d) && !pl.holds_ring_share(*d, p))
     }
@@ -270,8 +269,8 @@ impl Topology {
     /// ring, a holder of another ring of a partition this DC does not hold.
     pub fn reads_from(&self, peer: DcId, p: PartitionId) -> bool {
         let pl = &self.placement;
-        let nearest = pl.partial() && pl.read_from == crate::placement::RingChoice::Nearest;
-        self.same_ring(self.dc, peer) || (nearest && !pl.holds_ring_share(self.dc, p) && pl.holds_ring_share(peer, p))
+        self.same_ring(self.dc, peer)
+            || (pl.reads_nearest() && !pl.holds_ring_share(self.dc, p) && pl.holds_ring_share(peer, p))
     }
 
     /// Whether DCs `a` and `b` are in the same ring (partial replication; without rings, no two DCs are).

@@ -329,6 +329,7 @@ impl ShardStatus {
             })
             .collect();
         let coordinator = node.coordinator();
+        let (ring_probes, round_trips_us) = coordinator.ring_probes();
         ShardStatus {
             replicas,
             shard: node.shard(),
@@ -337,8 +338,9 @@ impl ShardStatus {
             prepare_resends: coordinator.prepare_resends(),
             read_resends: coordinator.read_resends(),
             remote_reads: coordinator.remote_reads(),
-            ring_probes: coordinator.ring_probes().0,
-            ring_round_trip_ms: (coordinator.ring_probes().1.iter())
+            ring_probes,
+            ring_round_trip_ms: round_trips_us
+                .iter()
                 .map(|us| us.map(|us| (us as f64 / 100.0).round() / 10.0))
                 .collect(),
             cache: coordinator.cache_stats(),

@@ -18,7 +18,7 @@
 //! (`remote.rs`).
 
 use crate::DcId;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A holder not heard from for this long is probed (and probed again no sooner).
 pub const PROBE_US: u64 = 500_000;
@@ -32,42 +32,51 @@ const GIVE_UP_US: u64 = 5_000_000;
 /// Round trips to other DCs' holders, as this coordinator's reads measured them.
 #[derive(Debug)]
 pub(super) struct Latencies {
-    /// Per DC: the smoothed round trip, µs (`None` until an answer came), and when the last answer and the last
-    /// probe were.
+    /// Per DC: the smoothed round trip, µs (`None` until an answer came), when the last answer and the last probe
+    /// were, and its reads in flight.
     dcs: Vec<Estimate>,
-    /// Reads in flight to other DCs, by fetch and DC: when they were sent.
-    in_flight: BTreeMap<(u64, DcId), u64>,
+    /// Reads in flight to other DCs, by fetch and DC: when they were sent (the same reads as the DCs'
+    /// `in_flight`, found by fetch).
+    sent_at: BTreeMap<(u64, DcId), u64>,
     /// Probes sent.
     probes: u64,
 }
 
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct Estimate {
     smoothed_us: Option<f64>,
     answered_us: Option<u64>,
     probed_us: Option<u64>,
+    /// Reads in flight to this DC, oldest first: (sent at, fetch).
+    in_flight: BTreeSet<(u64, u64)>,
 }
 
 impl Latencies {
     pub(super) fn new(dcs: usize) -> Self {
-        Latencies { dcs: vec![Estimate::default(); dcs], in_flight: BTreeMap::new(), probes: 0 }
+        Latencies { dcs: vec![Estimate::default(); dcs], sent_at: BTreeMap::new(), probes: 0 }
     }
 
     /// Read `fetch` was sent to `dc`.
     pub(super) fn sent(&mut self, now_us: u64, fetch: u64, dc: DcId) {
-        self.in_flight.insert((fetch, dc), now_us);
+        let Some(e) = self.dcs.get_mut(usize::from(dc.0)) else { return };
+        if let Some(before) = self.sent_at.insert((fetch, dc), now_us) {
+            e.in_flight.remove(&(before, fetch));
+        }
+        e.in_flight.insert((now_us, fetch));
     }
 
     /// `dc` answered read `fetch`; a refusal (`refused`) counts `penalty_us` longer: it sends the read on to
     /// another ring.
     pub(super) fn answered(&mut self, now_us: u64, fetch: u64, dc: DcId, refused: bool, penalty_us: u64) {
-        let Some(sent_us) = self.in_flight.remove(&(fetch, dc)) else { return };
+        let Some(sent_us) = self.sent_at.remove(&(fetch, dc)) else { return };
         let took = now_us.saturating_sub(sent_us) + if refused { penalty_us } else { 0 };
-        self.sample(now_us, dc, took);
+        self.sample(now_us, dc, took, (sent_us, fetch));
     }
 
-    fn sample(&mut self, now_us: u64, dc: DcId, took_us: u64) {
+    /// A round trip of `took_us` to `dc`, for the read `(sent at, fetch)` no longer in flight.
+    fn sample(&mut self, now_us: u64, dc: DcId, took_us: u64, read: (u64, u64)) {
         let Some(e) = self.dcs.get_mut(usize::from(dc.0)) else { return };
+        e.in_flight.remove(&read);
         let took = took_us as f64;
         e.smoothed_us = Some(e.smoothed_us.map_or(took, |s| s + NEW_SAMPLE_WEIGHT * (took - s)));
         e.answered_us = Some(now_us);
@@ -75,22 +84,24 @@ impl Latencies {
 
     /// Reads unanswered for [`GIVE_UP_US`] stop counting as in flight; each counts as a round trip that long.
     pub(super) fn give_up(&mut self, now_us: u64) {
-        let late: Vec<(u64, DcId)> = (self.in_flight.iter())
-            .filter(|(_, sent)| now_us.saturating_sub(**sent) >= GIVE_UP_US)
-            .map(|(key, _)| *key)
-            .collect();
-        for key in late {
-            self.in_flight.remove(&key);
-            self.sample(now_us, key.1, GIVE_UP_US);
+        for i in 0..self.dcs.len() {
+            while let Some(&(sent, fetch)) = self.dcs[i].in_flight.first() {
+                if now_us.saturating_sub(sent) < GIVE_UP_US {
+                    break;
+                }
+                let dc = DcId(i as u16);
+                self.sent_at.remove(&(fetch, dc));
+                self.sample(now_us, dc, GIVE_UP_US, (sent, fetch));
+            }
         }
     }
 
     /// `dc`'s estimate, µs: its smoothed round trip, raised to the age of its oldest read in flight; `None` if it
     /// never answered and has nothing in flight.
     pub(super) fn estimate(&self, now_us: u64, dc: DcId) -> Option<u64> {
-        let smoothed = self.dcs.get(usize::from(dc.0)).and_then(|e| e.smoothed_us).map(|s| s as u64);
-        let oldest = (self.in_flight.iter()).filter(|((_, d), _)| *d == dc).map(|(_, sent)| *sent).min();
-        let waiting = oldest.map(|sent| now_us.saturating_sub(sent));
+        let e = self.dcs.get(usize::from(dc.0))?;
+        let smoothed = e.smoothed_us.map(|s| s as u64);
+        let waiting = e.in_flight.first().map(|(sent, _)| now_us.saturating_sub(*sent));
         match (smoothed, waiting) {
             (None, None) => None,
             (s, w) => Some(s.unwrap_or(0).max(w.unwrap_or(0))),

@@ -17,7 +17,6 @@
 //! read.
 
 use super::{Coordinator, TxError};
-use crate::placement::RingChoice;
 use crate::topology::Topology;
 use crate::{Address, DcId, Message, ObjectId};
 use causet_crdt::{CrdtType, Op};
@@ -79,7 +78,7 @@ impl Coordinator {
         let mut holders = self.topology.dcs_holding(object);
         let at = holders.iter().position(|d| *d == first).unwrap_or(0);
         holders.rotate_left(at);
-        if self.topology.placement().read_from == RingChoice::Nearest {
+        if self.topology.placement().reads_nearest() {
             self.latencies.order(now_us, &mut holders);
             for &other in &holders[1..] {
                 if self.latencies.probe(now_us, other) {

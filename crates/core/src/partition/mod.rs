@@ -58,9 +58,13 @@ pub const BOUND_RENEW_DIVISOR: u64 = 4;
 /// as before. The bound is still at most `clock_bound_us` past the clock, so a new leader's jump is unchanged.
 pub const BOUND_RIDE_DIVISOR: u64 = 2;
 
+/// Under partial replication a DC tells the holders it reads from its garbage-collection frontier every this many
+/// stable intervals, with its replication stream.
+pub const GC_REPORT_INTERVALS: u64 = 10;
+
 /// A reader of another ring's garbage-collection frontier holds this partition's collection back while it is at
-/// most this many of its report periods old (a report goes every ten stable intervals: a second at the default
-/// 1 ms): a DC that stopped reading here, or cannot reach it, stops holding it back after that.
+/// most this many of its report periods ([`GC_REPORT_INTERVALS`] stable intervals) old: a second at the default
+/// 1 ms. A DC that stopped reading here, or cannot reach it, stops holding it back after that.
 pub const FAR_READER_FRESH_INTERVALS: u64 = 100;
 
 /// A transaction prepared at a partition, as a checkpoint keeps it.
@@ -783,7 +787,7 @@ impl<S: VersionStore> Partition<S> {
                 None => return,
             }
         }
-        let fresh_us = FAR_READER_FRESH_INTERVALS * 10 * self.config.stable_interval_us.max(100);
+        let fresh_us = FAR_READER_FRESH_INTERVALS * GC_REPORT_INTERVALS * self.config.stable_interval_us.max(100);
         for reader in self.topology.far_readers(self.id) {
             if let Some((theirs, at)) = self.peer_gc.get(&reader) {
                 if now_us.saturating_sub(*at) <= fresh_us {

@@ -135,11 +135,11 @@ impl<S: VersionStore> Partition<S> {
         let from = Address::Peer(local, self.id);
         // Under partial replication this DC tells the holders it may read from (its ring-mates, and with reads from
         // the nearest ring the other rings' holders of this partition) its garbage-collection frontier
-        // (`Partition::collect`): every ten stable intervals is fresh enough, and costs the WAN little.
+        // (`Partition::collect`): every `GC_REPORT_INTERVALS` stable intervals is fresh enough, and costs the WAN little.
         let gc_due = self.topology.placement().partial() && now_us >= self.next_gc_us;
         let gc = self.dc_gc.clone().filter(|_| gc_due);
         if gc.is_some() {
-            self.next_gc_us = now_us.saturating_add(10 * self.config.stable_interval_us);
+            self.next_gc_us = now_us.saturating_add(super::GC_REPORT_INTERVALS * self.config.stable_interval_us);
         }
         let notices = self.away.is_some();
         for mut o in self.replicator.poll(self.pvc.get(local), self.durable_lsn, now_us) {
