@@ -254,6 +254,11 @@ impl Known {
     pub fn floor(&self) -> &VectorClock {
         &self.floor
     }
+
+    /// Up to where notices are known (`None` before the first chunk).
+    pub fn to(&self) -> Option<&VectorClock> {
+        self.to.as_ref()
+    }
 }
 
 #[cfg(test)]

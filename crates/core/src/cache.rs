@@ -15,8 +15,16 @@
 //! fetched here the same way: a box ends at the owner's pvc when it was fetched, and every commit moves its session
 //! past that.
 //!
-//! Invariants (asserted in debug builds and tested): a window is never empty (`lo ≤ hi`), and an entry is served
-//! only before its lease ends.
+//! An entry whose box is open lives until a notice of a write closes it (Karma's cache: stable values kept until
+//! invalidated), or until memory runs short; one whose box is closed, for a lease. When a write closes an entry
+//! that transactions read, the coordinator fetches the object again in the background (`refresh`), so that the
+//! next transaction finds the new state here instead of waiting a round trip for it: HoneyPot's and Karma's
+//! invalidations made updates, for the objects read here.
+//!
+//! Invariants (asserted in debug builds and tested): a window is never empty (`lo ≤ hi`); an entry is served only
+//! before its lease ends; and an entry open in entry `k` is exact there up to what notices are known to
+//! ([`Known::to`]): no notice of a write of origin `k` to it after `hi[k]` has arrived (a notice that does closes
+//! it at once, [`Cache::learn_away`]).
 
 use crate::away::{self, Known};
 use crate::message::Fetched;
@@ -44,14 +52,28 @@ pub struct CacheConfig {
     /// while fewer than this share of its reads, in percent, are hits ([`Cache::bypassing`]); 0 never bypasses.
     #[serde(default = "default_bypass_below_percent")]
     pub bypass_below_percent: u8,
+    /// Whether a state of an object held at another DC that transactions read here is fetched again in the
+    /// background when a notice of a write closes its entry ([`Cache::take_stale`]), rather than by the next
+    /// transaction that reads it.
+    #[serde(default = "default_refresh")]
+    pub refresh: bool,
 }
 
-/// How many leases an entry with an open box lives (renewed whenever notices raise it to
-/// meet a window). Its staleness is bounded all the same: a transaction's window starts at the cache floor, the
-/// stable snapshot of one lease ago, so an entry is served only if it is exact at a snapshot at or above that. What
-/// the longer life buys is Karma's cache, whose entries live until a write invalidates them, rather than until a
-/// lease ends (most of a zipfian workload's keys come back less often than once a lease).
-const OPEN_LEASES: u64 = 10;
+/// How many leases notices of writes are kept: a state fetched from a holder is checked against those that came
+/// between the end of its box (the holder's pvc, about a one-way delay back) and what this DC knows when it arrives
+/// ([`Cache::insert`]); after that each notice closes the open entries it concerns as it arrives, and is not read
+/// again. A box that ends further back is cached closed.
+const NOTICE_LEASES: u64 = 4;
+
+/// How many background fetches a hit on an entry buys before the next hit: two, because the state a background
+/// fetch brings is often stale at once for a hot object (the holder had a later write than the snapshot asked
+/// for, and cut the box below it), and the notice of that write should have it fetched again; without a read in
+/// between, no more.
+const REFRESH_CREDIT: u8 = 2;
+
+fn default_refresh() -> bool {
+    true
+}
 
 fn default_max_component_objects() -> usize {
     64
@@ -76,6 +98,7 @@ impl Default for CacheConfig {
             buffer_writes: false,
             max_component_objects: default_max_component_objects(),
             bypass_below_percent: default_bypass_below_percent(),
+            refresh: default_refresh(),
         }
     }
 }
@@ -128,6 +151,11 @@ pub struct CacheStats {
     pub bypassed: u64,
     /// Times the cache's hits fell below `bypass_below_percent` over a lease, so that it was bypassed.
     pub bypasses: u64,
+    /// Entries closed by a write that transactions had read, handed to the coordinator to fetch again in the
+    /// background ([`Cache::take_stale`]).
+    pub refreshes: u64,
+    /// States fetched again in the background that were cached.
+    pub refreshed: u64,
     /// Whether it is being bypassed now.
     pub bypassing: bool,
     /// Entries now.
@@ -141,14 +169,22 @@ struct Entry {
     state: Crdt,
     lo: VectorClock,
     hi: VectorClock,
-    /// Bit `k`: entry `k` of `hi` may be raised over a stretch in which DC `k` did not write the object.
+    /// Bit `k`: the state is exact in entry `k` up to what notices are known to (no notice of a write of origin
+    /// `k` after `hi[k]` came): it is raised there when read.
     open: u64,
     /// The object's fingerprint, which notices of writes name it by.
     fingerprint: u32,
+    /// `u64::MAX` while open.
     expires_us: u64,
     bytes: usize,
     /// Position in the recency order.
     used: u64,
+    /// How many more times a write that makes it stale has it fetched again in the background
+    /// ([`Cache::take_stale`]): [`REFRESH_CREDIT`] once a transaction read it, none when a transaction's fetch
+    /// cached it, and what its predecessor had left when it comes from a background fetch.
+    credit: u8,
+    /// Handed to the coordinator to be fetched again ([`Cache::take_stale`]).
+    refreshing: bool,
 }
 
 /// The cache of one coordinator.
@@ -166,6 +202,10 @@ pub struct Cache {
     next_sweep_us: u64,
     /// The notices of writes, as its stabilizer told.
     known: Known,
+    /// The entries by fingerprint, for the notices to find them.
+    by_fingerprint: DetHashMap<u32, Vec<ObjectId>>,
+    /// Entries closed by writes, to be fetched again ([`Cache::take_stale`]).
+    stale: Vec<ObjectId>,
     /// The deliberate bug [`crate::Bug::CacheExtendsOverWrites`].
     pub extend_blindly: bool,
     gate: Gate,
@@ -198,6 +238,8 @@ impl Cache {
             samples: VecDeque::new(),
             next_sweep_us: 0,
             known: Known::new(dcs),
+            by_fingerprint: DetHashMap::default(),
+            stale: Vec::new(),
             extend_blindly: false,
             gate: Gate::default(),
             stats: CacheStats::default(),
@@ -255,24 +297,21 @@ impl Cache {
             return None;
         }
         if !ignore_boxes {
-            // A box stays exact in each open entry while nobody of that origin wrote the object since
-            // (`crate::away`): raise it first (for good: that is a fact about the state), so that it meets the window
-            // if it can and narrows it no more than it must (a later read of the transaction meets a higher top). An
-            // entry raised and served was as good as fetched again at the stable snapshot: its lease starts over.
+            // An open entry is exact up to what notices are known to (the invariant): raise it first (for good:
+            // that is a fact about the state), so that it meets the window if it can and narrows it no more than it
+            // must (a later read of the transaction meets a higher top).
             let mut raised = false;
-            for k in (0..entry.hi.len().min(64)).filter(|k| entry.open & (1 << k) != 0) {
-                let dc = DcId(k as u16);
-                let hi = entry.hi.get(dc);
-                let exact = self.known.exact_until(dc, entry.fingerprint, hi, self.extend_blindly);
-                if exact > hi {
-                    entry.hi.set(dc, exact);
-                    raised = true;
+            if let Some(to) = self.known.to() {
+                for dc in open_dcs(entry.open, entry.hi.len()) {
+                    if to.get(dc) > entry.hi.get(dc) {
+                        entry.hi.set(dc, to.get(dc));
+                        raised = true;
+                    }
                 }
             }
             let narrowed = window.meet(&entry.lo, &entry.hi);
             if raised && narrowed.is_some() {
                 self.stats.extended += 1;
-                entry.expires_us = now_us.saturating_add(OPEN_LEASES * self.config.lease_us);
             }
             let Some(narrowed) = narrowed else {
                 self.stats.refetches += 1;
@@ -281,6 +320,7 @@ impl Cache {
             *window = narrowed;
         }
         let state = entry.state.clone();
+        entry.credit = REFRESH_CREDIT;
         self.stats.open_hits += u64::from(entry.open != 0);
         self.touch(id);
         self.stats.hits += 1;
@@ -289,6 +329,11 @@ impl Cache {
 
     /// Caches a state fetched at `now_us` (replacing any older entry) and makes room for it.
     pub fn insert(&mut self, now_us: u64, id: ObjectId, fetched: Fetched) {
+        self.insert_with(now_us, id, fetched, 0);
+    }
+
+    /// [`Cache::insert`], for an entry that may be fetched again `credit` times without being read.
+    fn insert_with(&mut self, now_us: u64, id: ObjectId, fetched: Fetched, credit: u8) {
         self.remove(&id);
         let bytes = fetched.state.encode().len() + id.key.len() + 16 * fetched.lo.len();
         if bytes > self.config.memory_bytes {
@@ -296,13 +341,34 @@ impl Cache {
         }
         let used = self.next_use;
         self.next_use += 1;
-        let Fetched { state, lo, hi, open } = fetched;
-        let leases = if open != 0 { OPEN_LEASES } else { 1 };
-        let expires_us = now_us.saturating_add(leases * self.config.lease_us);
-        let fingerprint = if open != 0 { id.fingerprint() } else { 0 };
-        let entry = Entry { state, lo, hi, open, fingerprint, expires_us, bytes, used };
+        let Fetched { state, lo, mut hi, mut open } = fetched;
+        let fingerprint = id.fingerprint();
+        // Notices already here of writes after the box's end: the entry stays open only where none came and what
+        // came is still known (the invariant), raised to where notices are known.
+        let mut stale = false;
+        if let Some(to) = self.known.to() {
+            for dc in open_dcs(open, hi.len()) {
+                if hi.get(dc) >= to.get(dc) {
+                    continue;
+                }
+                let exact = self.known.exact_until(dc, fingerprint, hi.get(dc), self.extend_blindly);
+                if exact >= to.get(dc) {
+                    hi.set(dc, exact);
+                } else {
+                    open &= !bit(dc);
+                    stale = true;
+                }
+            }
+        }
+        let expires_us = if open != 0 { u64::MAX } else { now_us.saturating_add(self.config.lease_us) };
+        self.by_fingerprint.entry(fingerprint).or_default().push(id.clone());
+        let entry = Entry { state, lo, hi, open, fingerprint, expires_us, bytes, used, credit, refreshing: false };
         self.recency.insert(used, id.clone());
-        self.entries.insert(id, entry);
+        self.entries.insert(id.clone(), entry);
+        if stale {
+            // Written since the snapshot it was fetched at, as the notices here already tell.
+            self.queue_refresh(&id);
+        }
         self.bytes += bytes;
         while self.bytes > self.config.memory_bytes {
             let Some((_, victim)) = self.recency.pop_first() else { break };
@@ -336,17 +402,111 @@ impl Cache {
     }
 
     /// Notices of writes (to objects held elsewhere, or every write), in the stretch up to the stable snapshot `stable`
-    /// ([`crate::away`]). Notices are kept one lease longer than an open entry lives (forgotten every lease): an
-    /// entry's box ends near when it was fetched or last raised.
-    pub fn learn_away(&mut self, chunk: away::Chunk, stable: &VectorClock) {
+    /// ([`crate::away`]), heard at `now_us`: each closes the open entries of its object that end below it, and
+    /// a stretch no chunk told of (one went missing, or the first) closes those that end below its start.
+    pub fn learn_away(&mut self, now_us: u64, chunk: away::Chunk, stable: &VectorClock) {
+        let n = chunk.from.len();
+        if n != stable.len() || n != self.known.floor().len() {
+            return;
+        }
+        let before = self.known.to().cloned();
+        let gap: Vec<DcId> = (0..n as u16)
+            .map(DcId)
+            .filter(|&dc| before.as_ref().is_none_or(|b| chunk.from.get(dc) > b.get(dc)))
+            .collect();
+        if !gap.is_empty() && !self.extend_blindly {
+            let ids: Vec<ObjectId> =
+                (self.entries.iter()).filter(|(_, e)| e.open != 0).map(|(id, _)| id.clone()).collect();
+            for id in ids {
+                for &dc in &gap {
+                    let Some(e) = self.entries.get(&id) else { break };
+                    let valid = before.as_ref().map_or(e.hi.get(dc), |b| b.get(dc).max(e.hi.get(dc)));
+                    if e.open & bit(dc) != 0 && valid < chunk.from.get(dc) {
+                        self.close(now_us, &id, dc, valid);
+                        self.queue_refresh(&id);
+                    }
+                }
+            }
+        }
+        if !self.extend_blindly {
+            for &(origin, fingerprint, at) in &chunk.notices {
+                let Some(ids) = self.by_fingerprint.get(&fingerprint) else { continue };
+                for id in ids.clone() {
+                    let Some(e) = self.entries.get(&id) else { continue };
+                    if at <= e.hi.get(origin) {
+                        continue;
+                    }
+                    if e.open & bit(origin) != 0 {
+                        // Exact up to where notices were known, and below the write.
+                        let valid = before.as_ref().map_or(e.hi.get(origin), |b| {
+                            b.get(origin).min(Timestamp(at.0.saturating_sub(1))).max(e.hi.get(origin))
+                        });
+                        self.close(now_us, &id, origin, valid);
+                    }
+                    self.queue_refresh(&id);
+                }
+            }
+        }
         self.known.learn(chunk, stable);
-        let keep = (OPEN_LEASES + 1) * self.config.lease_us;
+        let keep = NOTICE_LEASES * self.config.lease_us;
         let ago = |t: &Timestamp, by: u64| Timestamp::from_micros(t.micros().saturating_sub(by));
         let due = (self.known.floor().entries().iter().zip(stable.entries()))
             .any(|(floor, now)| *floor < ago(now, keep + self.config.lease_us));
         if due {
             let cutoff = VectorClock::from_entries(stable.entries().iter().map(|t| ago(t, keep)).collect());
             self.known.forget(&cutoff);
+        }
+    }
+
+    /// Closes entry `dc` of `id`'s box at `valid` (where it stays exact): a write of that origin came after. An
+    /// entry closed everywhere lives one more lease (it may still meet older windows).
+    fn close(&mut self, now_us: u64, id: &ObjectId, dc: DcId, valid: Timestamp) {
+        let Some(e) = self.entries.get_mut(id) else { return };
+        if valid > e.hi.get(dc) {
+            e.hi.set(dc, valid);
+        }
+        e.open &= !bit(dc);
+        if e.open == 0 {
+            e.expires_us = e.expires_us.min(now_us.saturating_add(self.config.lease_us));
+        }
+    }
+
+    /// Hands `id`, which a write made stale, to the coordinator to fetch again, if it has credit left and is not
+    /// being fetched already.
+    fn queue_refresh(&mut self, id: &ObjectId) {
+        let Some(e) = self.entries.get_mut(id) else { return };
+        if self.config.refresh && e.credit > 0 && !e.refreshing {
+            e.credit -= 1;
+            e.refreshing = true;
+            self.stale.push(id.clone());
+        }
+    }
+
+    /// The objects whose entries writes closed since the last call and that transactions had read: the
+    /// coordinator fetches them again ([`Cache::refreshed`]).
+    pub fn take_stale(&mut self) -> Vec<ObjectId> {
+        let entries = &self.entries;
+        let mut stale = std::mem::take(&mut self.stale);
+        stale.retain(|id| entries.get(id).is_some_and(|e| e.refreshing));
+        self.stats.refreshes += stale.len() as u64;
+        stale
+    }
+
+    /// A state fetched again in the background ([`Cache::take_stale`]), or `None` if that failed. It replaces the
+    /// entry it was asked for (or none, if that one was dropped meanwhile), not one a transaction's fetch cached
+    /// since.
+    pub fn refreshed(&mut self, now_us: u64, id: ObjectId, fetched: Option<Fetched>) {
+        let (replaced, credit) = self.entries.get(&id).map_or((false, 0), |e| (!e.refreshing, e.credit));
+        match fetched {
+            Some(f) if !replaced => {
+                self.insert_with(now_us, id, f, credit);
+                self.stats.refreshed += 1;
+            }
+            _ => {
+                if let Some(e) = self.entries.get_mut(&id) {
+                    e.refreshing = false;
+                }
+            }
         }
     }
 
@@ -377,8 +537,28 @@ impl Cache {
         if let Some(entry) = self.entries.remove(id) {
             self.recency.remove(&entry.used);
             self.bytes -= entry.bytes;
+            self.unindex(entry.fingerprint, id);
         }
     }
+
+    fn unindex(&mut self, fingerprint: u32, id: &ObjectId) {
+        if let Some(ids) = self.by_fingerprint.get_mut(&fingerprint) {
+            ids.retain(|i| i != id);
+            if ids.is_empty() {
+                self.by_fingerprint.remove(&fingerprint);
+            }
+        }
+    }
+}
+
+/// DC `dc`'s bit in a box's `open` (none past the 64th DC: such entries are never open).
+fn bit(dc: DcId) -> u64 {
+    1u64.checked_shl(u32::from(dc.0)).unwrap_or(0)
+}
+
+/// The DCs of the open entries `open` of a vector of `len` entries.
+fn open_dcs(open: u64, len: usize) -> impl Iterator<Item = DcId> {
+    (0..len.min(64) as u16).filter(move |k| open & (1 << k) != 0).map(DcId)
 }
 
 #[cfg(test)]
@@ -437,7 +617,7 @@ mod tests {
         assert_eq!(cache.read(1, &id("a"), &mut window(), false), None, "nothing is known of the writes yet");
         // DC 0 wrote b at 7, and nobody wrote anything else up to (12, 15) (the first chunk says nothing below 4).
         let notices = vec![(DcId(0), id("b").fingerprint(), t(7))];
-        cache.learn_away(away::Chunk { from: v(&[4, 4]), notices }, &v(&[12, 15]));
+        cache.learn_away(1, away::Chunk { from: v(&[4, 4]), notices }, &v(&[12, 15]));
         let mut w = window();
         assert!(cache.read(1, &id("a"), &mut w, false).is_some());
         assert_eq!(w, Window { lo: v(&[8, 10]), hi: v(&[12, 15]) }, "exact up to what the notices cover");
@@ -446,6 +626,102 @@ mod tests {
         assert_eq!(cache.read(1, &id("d"), &mut window(), false), None, "d's box is closed in entry 0");
         let s = cache.stats();
         assert_eq!((s.hits, s.open_hits, s.extended, s.refetches), (1, 1, 1, 4));
+    }
+
+    #[test]
+    fn an_open_entry_lives_until_a_notice_closes_it_and_one_that_was_read_is_handed_over_to_fetch_again() {
+        let t = Timestamp;
+        let lease = 1_000;
+        let mut cache = Cache::new(CacheConfig { lease_us: lease, ..Default::default() }, 2);
+        let open = |n| Fetched { open: 0b11, ..fetched(n, &[2, 3], &[5, 7]) };
+        cache.learn_away(0, away::Chunk { from: v(&[4, 4]), notices: vec![] }, &v(&[5, 7]));
+        cache.insert(0, id("a"), open(1));
+        cache.insert(0, id("b"), open(2));
+        cache.insert(0, id("c"), open(3));
+        // Much later, nobody wrote a or c: exact up to the notices' end, whenever they are read.
+        let stable = v(&[100_000, 100_000]);
+        cache.learn_away(50 * lease, away::Chunk { from: v(&[5, 7]), notices: vec![] }, &stable);
+        let window = || Window::new(v(&[90_000, 90_000]), v(&[100_000, 100_000])).unwrap();
+        assert!(cache.read(50 * lease, &id("a"), &mut window(), false).is_some(), "no lease ends an open entry");
+        assert!(cache.read(50 * lease, &id("b"), &mut window(), false).is_some());
+        assert!(cache.take_stale().is_empty(), "nothing written");
+        // DC 1 writes a, both write b, DC 0 writes c; a and b were read, c was not.
+        let notices = vec![
+            (DcId(1), id("a").fingerprint(), t(100_010)),
+            (DcId(1), id("b").fingerprint(), t(100_010)),
+            (DcId(0), id("b").fingerprint(), t(100_030)),
+            (DcId(0), id("c").fingerprint(), t(100_020)),
+        ];
+        cache.learn_away(51 * lease, away::Chunk { from: stable.clone(), notices }, &v(&[100_050, 100_050]));
+        assert_eq!(cache.take_stale().len(), 2, "a and b, which transactions read");
+        assert!(cache.take_stale().is_empty(), "handed over once");
+        let mut w = Window::new(v(&[90_000, 90_000]), v(&[100_050, 100_050])).unwrap();
+        assert!(cache.read(51 * lease, &id("a"), &mut w, false).is_some(), "still exact below the write");
+        assert_eq!(w.hi, v(&[100_050, 100_000]), "closed in entry 1 where notices were known before the write");
+        let above = || Window::new(v(&[100_030, 100_010]), v(&[100_050, 100_050])).unwrap();
+        assert_eq!(cache.read(51 * lease, &id("c"), &mut above(), false), None, "c's entry 0 ended at 100,000");
+        // The background fetch of a comes back at the stable snapshot, open again; b's failed.
+        cache.refreshed(
+            51 * lease,
+            id("a"),
+            Some(Fetched { open: 0b11, ..fetched(4, &[100_010, 100_010], &[100_050, 100_050]) }),
+        );
+        cache.refreshed(51 * lease, id("b"), None);
+        assert_eq!(cache.read(51 * lease, &id("a"), &mut above(), false), Some(counter(4)));
+        assert_eq!(cache.read(51 * lease, &id("b"), &mut above(), false), None, "b stays stale");
+        // A closed entry lives one more lease.
+        assert_eq!(cache.read(52 * lease, &id("b"), &mut window(), false), None, "b's closed entry expired");
+        let s = cache.stats();
+        assert_eq!((s.refreshes, s.refreshed, s.expired), (2, 1, 1));
+    }
+
+    #[test]
+    fn a_hit_buys_two_background_fetches_so_a_state_that_comes_back_stale_is_fetched_once_more() {
+        let t = Timestamp;
+        let mut cache = Cache::new(CacheConfig::default(), 2);
+        cache.learn_away(0, away::Chunk { from: v(&[0, 0]), notices: vec![] }, &v(&[10, 10]));
+        cache.insert(0, id("x"), Fetched { open: 0b11, ..fetched(1, &[2, 2], &[10, 10]) });
+        assert!(cache.read(1, &id("x"), &mut Window::new(v(&[5, 5]), v(&[10, 10])).unwrap(), false).is_some());
+        let write = |cache: &mut Cache, at: u64, to: u64| {
+            let notices = vec![(DcId(1), id("x").fingerprint(), t(at))];
+            cache.learn_away(at, away::Chunk { from: v(&[to - 10, to - 10]), notices }, &v(&[to, to]));
+        };
+        write(&mut cache, 15, 20);
+        assert_eq!(cache.take_stale(), vec![id("x")]);
+        // The holder had a later write (at 25) than the snapshot asked for, and cut entry 1 below it.
+        cache.refreshed(20, id("x"), Some(Fetched { open: 0b01, ..fetched(2, &[15, 15], &[20, 24]) }));
+        write(&mut cache, 25, 30);
+        assert_eq!(cache.take_stale(), vec![id("x")], "its notice has it fetched once more");
+        cache.refreshed(30, id("x"), Some(Fetched { open: 0b11, ..fetched(3, &[25, 25], &[30, 30]) }));
+        write(&mut cache, 35, 40);
+        assert!(cache.take_stale().is_empty(), "no read since: no more");
+        assert!(cache.read(41, &id("x"), &mut Window::new(v(&[26, 26]), v(&[30, 34])).unwrap(), false).is_some());
+        write(&mut cache, 45, 50);
+        assert_eq!(cache.take_stale(), vec![id("x")], "a read buys more");
+        assert_eq!((cache.stats().refreshes, cache.stats().refreshed), (3, 2));
+    }
+
+    #[test]
+    fn a_state_is_cached_closed_where_notices_already_here_tell_of_a_later_write_or_a_stretch_is_unknown() {
+        let t = Timestamp;
+        let mut cache = Cache::new(CacheConfig::default(), 2);
+        // Notices known over (4, 4] to (20, 20]: DC 0 wrote x at 12.
+        let notices = vec![(DcId(0), id("x").fingerprint(), t(12))];
+        cache.learn_away(0, away::Chunk { from: v(&[4, 4]), notices }, &v(&[20, 20]));
+        // States fetched from a holder whose pvc was (10, 10): x's entry 0 closes at once, y's stay open.
+        cache.insert(1, id("x"), Fetched { open: 0b11, ..fetched(1, &[2, 2], &[10, 10]) });
+        cache.insert(1, id("y"), Fetched { open: 0b11, ..fetched(1, &[2, 2], &[10, 10]) });
+        let window = || Window::new(v(&[15, 15]), v(&[20, 20])).unwrap();
+        assert_eq!(cache.read(2, &id("x"), &mut window(), false), None, "written at 12, after its box");
+        assert!(cache.read(2, &id("y"), &mut window(), false).is_some());
+        // A chunk went missing: y is exact up to (20, 20) and nothing is known of (20, 30].
+        cache.learn_away(3, away::Chunk { from: v(&[30, 30]), notices: vec![] }, &v(&[40, 40]));
+        let later = Window::new(v(&[25, 25]), v(&[40, 40])).unwrap();
+        assert_eq!(cache.read(3, &id("y"), &mut later.clone(), false), None, "closed below the gap");
+        let mut below = Window::new(v(&[15, 15]), v(&[40, 40])).unwrap();
+        assert!(cache.read(3, &id("y"), &mut below, false).is_some());
+        assert_eq!(below.hi, v(&[20, 20]), "exact up to where notices were known before the gap");
+        assert_eq!(cache.take_stale(), vec![id("y")], "y was read before the gap closed it");
     }
 
     #[test]

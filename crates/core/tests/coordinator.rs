@@ -1300,6 +1300,14 @@ fn a_read_of_an_object_held_elsewhere_goes_to_the_ring_and_fails_over_to_the_nex
     assert_eq!(dc.coordinator.remote_reads(), (2, 2));
 }
 
+/// A counter of bucket `r` that DC 1 holds, with rings `[[0, 1], [2]]` over two partitions (the odd partition).
+fn counter_dc1_holds() -> ObjectId {
+    (0..)
+        .map(|i| ObjectId::new(format!("r{i}"), "r", CrdtType::CounterPn))
+        .find(|o| o.partition(2).0 % 2 == 1)
+        .expect("an object DC 1 holds")
+}
+
 /// Reads from the nearest ring: the first read of an object held elsewhere goes to the own ring's holder, and
 /// the other ring's holder is sent a copy to measure it (a probe, whose answer the transaction does not take);
 /// once both answered, reads go to the faster; a holder whose read is late loses the next reads at once.
@@ -1309,10 +1317,7 @@ fn reads_go_to_the_holder_measured_fastest_and_leave_one_that_stops_answering() 
     config.placement = causet_core::placement::Placement::of_indices(&[vec![0, 1], vec![2]], [b"r".to_vec()]);
     let mut dc = Dc::with_config(config.clone());
     dc.advance(1_000);
-    let o = (0..)
-        .map(|i| ObjectId::new(format!("r{i}"), "r", CrdtType::CounterPn))
-        .find(|o| o.partition(2).0 % 2 == 1)
-        .expect("an object DC 1 holds");
+    let o = counter_dc1_holds();
     let p = o.partition(2);
     // Reads sent to other DCs since the `from`-th message: (holder, tx, request).
     let reads_since = |dc: &Dc, from: usize| -> Vec<(DcId, TxId, u64)> {
@@ -1454,4 +1459,93 @@ fn a_cached_state_nobody_wrote_since_serves_a_session_whose_clock_moved_past_its
     assert_eq!(read(&mut dc, &clock, &x), Value::Counter(1), "fetched again, with the write");
     let stats = dc.coordinator.cache_stats().expect("a cache");
     assert_eq!((stats.hits, stats.refetches), (1, 1));
+}
+
+/// Partial replication with the cache: a state of an object held elsewhere that transactions read, made stale by
+/// a notice of a write, is fetched again at once in the background (not by a transaction: a request of its own, at
+/// the stable snapshot that holds the write), and the next transaction of a session that saw the write reads the
+/// new state from the cache without a round trip.
+#[test]
+fn a_cached_state_a_write_made_stale_is_fetched_again_in_the_background_and_the_next_read_hits() {
+    use causet_core::message::Fetched;
+    let mut config = Config::new(3, DcId(0), 2);
+    config.placement = causet_core::placement::Placement::of_indices(&[vec![0, 1], vec![2]], [b"r".to_vec()])
+        .reading_from(causet_core::placement::RingChoice::Own);
+    config.cache =
+        Some(causet_core::cache::CacheConfig { lease_us: 100_000, memory_bytes: 1 << 20, ..Default::default() });
+    let mut dc = Dc::with_config(config);
+    for _ in 0..5 {
+        dc.advance(1_000);
+    }
+    let o = counter_dc1_holds();
+    let p = o.partition(2);
+    let fetches_since = |dc: &Dc, from: usize| -> Vec<(TxId, u64, VectorClock)> {
+        (dc.sent.iter().skip(from))
+            .filter_map(|e| match (&e.msg, e.to) {
+                (Message::Fetch { tx, request, snapshot, .. }, Address::Peer(d, q)) if d == DcId(1) && q == p => {
+                    Some((*tx, *request, snapshot.clone()))
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    let state = |n: i64| {
+        let mut c = causet_crdt::Crdt::new(CrdtType::CounterPn);
+        let mut ctx = causet_crdt::EffectCtx::new(causet_crdt::TxTag(7), 1);
+        let effect = c.generate(&Op::Increment(n), &mut ctx).expect("an increment");
+        c.apply(&effect, causet_crdt::Stamp::PENDING).expect("applies");
+        c
+    };
+    let answer = |dc: &mut Dc, (tx, request, snapshot): (TxId, u64, VectorClock), n: i64, lo: VectorClock| {
+        let f = Fetched { state: state(n), lo, hi: snapshot, open: 0b111 };
+        dc.coordinator.handle_message(
+            dc.now,
+            Address::Peer(DcId(1), p),
+            Message::Fetched { tx, request, result: Ok(vec![f]) },
+        );
+        dc.settle();
+    };
+    let read = |dc: &mut Dc, id: u64, clock: Option<VectorClock>| {
+        let objects = vec![o.clone()];
+        let body = ClientRequest::StaticRead { clock: clock.map(Into::into), objects, reads: Default::default() };
+        dc.send(RequestId(id), body);
+    };
+    let value = |dc: &mut Dc| match dc.replies.pop_front() {
+        Some((_, Ok(ClientResponse::StaticValues { values, .. }))) => values[0].clone(),
+        other => panic!("no value: {other:?}"),
+    };
+    // A transaction fetches o from DC 1 and caches it; a second reads it from the cache.
+    let at = dc.sent.len();
+    read(&mut dc, 1, None);
+    let first = fetches_since(&dc, at);
+    assert_eq!(first.len(), 1, "{:?}", dc.sent);
+    answer(&mut dc, first[0].clone(), 1, VectorClock::zero(3));
+    assert_eq!(value(&mut dc), Value::Counter(1));
+    read(&mut dc, 2, None);
+    assert_eq!(value(&mut dc), Value::Counter(1));
+    assert!(fetches_since(&dc, at).len() == 1, "a hit");
+    // DC 1 writes o at 50 ms (its entry): the notice comes with a stable snapshot that holds the write.
+    let mut stable = dc.coordinator.stable_snapshot().clone();
+    stable.set(DcId(1), Timestamp(50_000));
+    let notice = (DcId(1), o.fingerprint(), Timestamp(50_000));
+    let chunk = causet_core::away::Chunk { from: VectorClock::zero(3), notices: vec![notice] };
+    let at = dc.sent.len();
+    let msg = Message::Stable { stable: stable.clone(), gc: stable.clone(), away: Some(chunk) };
+    dc.coordinator.handle_message(dc.now, Address::Stabilizer, msg);
+    dc.settle();
+    let refresh = fetches_since(&dc, at);
+    assert_eq!(refresh.len(), 1, "fetched again at once: {:?}", &dc.sent[at..]);
+    assert_eq!(refresh[0].0.seq, u64::MAX, "for no transaction");
+    assert_eq!(refresh[0].2.get(DcId(1)), Timestamp(50_000), "at the stable snapshot, which holds the write");
+    assert!(dc.replies.is_empty());
+    answer(&mut dc, refresh[0].clone(), 5, refresh[0].2.clone());
+    let stats = dc.coordinator.cache_stats().expect("a cache");
+    assert_eq!((stats.refreshes, stats.refreshed), (1, 1));
+    // A session that saw the write reads the new state from the cache.
+    let at = dc.sent.len();
+    dc.advance(1_000);
+    read(&mut dc, 3, Some(stable));
+    assert_eq!(value(&mut dc), Value::Counter(5));
+    assert!(fetches_since(&dc, at).is_empty(), "no round trip");
+    assert_eq!(dc.coordinator.cache_stats().map(|s| (s.hits, s.misses, s.refetches)), Some((2, 1, 0)));
 }

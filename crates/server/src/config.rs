@@ -137,7 +137,7 @@ pub struct ServerConfig {
     /// TCP. With it, the port accepts TLS only.
     pub client_tls: Option<crate::tls::ClientTlsConfig>,
     /// The lease cache of objects other nodes own (HoneyPot; `[cache]`: `enabled`, `lease_ms`, `memory_bytes`,
-    /// `buffer_writes`, `max_component_objects`, `bypass_below_percent`),
+    /// `buffer_writes`, `max_component_objects`, `bypass_below_percent`, `refresh`),
     /// off by default. See docs/cache.md.
     pub cache: LeaseCache,
     /// Partial geo-replication (`[placement]`: `rings`, `buckets`): the buckets named are held by one DC per ring
@@ -193,6 +193,10 @@ pub struct LeaseCache {
     /// it is tried again for a lease. 0 never bypasses. Not applied with buckets placed by rings, where a hit
     /// saves a round trip to another DC.
     pub bypass_below_percent: u8,
+    /// With buckets placed by rings: a cached state of an object held at another DC that transactions read here
+    /// is fetched again in the background as soon as a write makes it stale, so that the next transaction finds
+    /// it cached instead of waiting a round trip for it.
+    pub refresh: bool,
 }
 
 impl Default for LeaseCache {
@@ -204,6 +208,7 @@ impl Default for LeaseCache {
             buffer_writes: false,
             max_component_objects: 64,
             bypass_below_percent: 20,
+            refresh: true,
         }
     }
 }
@@ -460,6 +465,7 @@ impl ServerConfig {
             buffer_writes: self.cache.buffer_writes,
             max_component_objects: self.cache.max_component_objects,
             bypass_below_percent: self.cache.bypass_below_percent,
+            refresh: self.cache.refresh,
         });
         c
     }

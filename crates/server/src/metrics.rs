@@ -116,6 +116,9 @@ pub struct Metrics {
     /// replication; any, with every object held everywhere), by whether notices raised them at that read
     /// (`raised`) or not (`as_fetched`).
     pub cache_open_hits: Family<Labels, Counter>,
+    /// Cached states of objects held at other DCs that a write made stale, fetched again in the background, by
+    /// outcome: `sent` (asked), `cached` (answered and kept).
+    pub cache_refreshes: Family<Labels, Counter>,
     /// Transactions that read past a lease cache that did not pay (its gate; docs/cache.md).
     pub cache_bypassed_transactions: Counter,
     /// Coordinators' caches bypassed now, for too few hits over their last lease.
@@ -198,6 +201,7 @@ impl Metrics {
         let cache_reads = Family::<Labels, Counter>::default();
         let cache_dropped = Family::<Labels, Counter>::default();
         let cache_open_hits = Family::<Labels, Counter>::default();
+        let cache_refreshes = Family::<Labels, Counter>::default();
         let cache_bypassed_transactions = Counter::default();
         let cache_bypassing = Gauge::default();
         let cache_entries = Gauge::default();
@@ -244,6 +248,11 @@ impl Metrics {
             "cache_open_hits",
             "Cache hits on states whose boxes notices of writes may raise: as fetched, or raised at that read",
             cache_open_hits.clone(),
+        );
+        registry.register(
+            "cache_refreshes",
+            "Cached states of objects held elsewhere that a write made stale, fetched again in the background: sent, cached",
+            cache_refreshes.clone(),
         );
         registry.register(
             "cache_bypassed_transactions",
@@ -441,6 +450,7 @@ impl Metrics {
             cache_reads,
             cache_dropped,
             cache_open_hits,
+            cache_refreshes,
             cache_bypassed_transactions,
             cache_bypassing,
             cache_entries,
@@ -532,6 +542,10 @@ impl Metrics {
                 let (raised, fetched) = (sum(|c| c.extended), sum(|c| c.open_hits - c.extended));
                 raise(&self.cache_open_hits.get_or_create(&vec![("outcome", "raised")]), raised);
                 raise(&self.cache_open_hits.get_or_create(&vec![("outcome", "as_fetched")]), fetched);
+            }
+            if sum(|c| c.refreshes) > 0 {
+                raise(&self.cache_refreshes.get_or_create(&vec![("outcome", "sent")]), sum(|c| c.refreshes));
+                raise(&self.cache_refreshes.get_or_create(&vec![("outcome", "cached")]), sum(|c| c.refreshed));
             }
             raise(&self.cache_bypassed_transactions, sum(|c| c.bypassed));
             self.cache_bypassing.set(sum(|c| u64::from(c.bypassing)) as i64);
@@ -754,6 +768,8 @@ mod tests {
                 evicted: 1,
                 open_hits: 7,
                 extended: 5,
+                refreshes: 3,
+                refreshed: 2,
                 bypassed: 8 * resends,
                 bypasses: 1,
                 bypassing: true,
@@ -832,6 +848,8 @@ mod tests {
             "causet_cache_dropped_total{reason=\"evicted\"} 1",
             "causet_cache_open_hits_total{outcome=\"raised\"} 5",
             "causet_cache_open_hits_total{outcome=\"as_fetched\"} 2",
+            "causet_cache_refreshes_total{outcome=\"sent\"} 3",
+            "causet_cache_refreshes_total{outcome=\"cached\"} 2",
             "causet_cache_bypassed_transactions_total 40",
             "causet_cache_bypassing 1",
             "causet_cache_entries 6",

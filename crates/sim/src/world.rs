@@ -430,6 +430,9 @@ pub struct SimStats {
     /// Of the cache's hits, those on states held at another DC that were exact because their reader's DC had not
     /// written them since (partial replication, `causet_core::away`).
     pub cache_extended: u64,
+    /// States of objects held elsewhere that writes made stale, fetched again in the background (asked, cached),
+    /// over the coordinators alive at the end.
+    pub cache_refreshes: (u64, u64),
     /// Transactions that read fresh because their coordinator's cache gate was bypassing a cache with too few hits,
     /// over the coordinators alive at the end.
     pub cache_bypassed: u64,
@@ -1349,6 +1352,8 @@ impl World {
                     self.stats.cache_reads.1 += c.misses;
                     self.stats.cache_reads.2 += c.refetches;
                     self.stats.cache_extended += c.extended;
+                    self.stats.cache_refreshes.0 += c.refreshes;
+                    self.stats.cache_refreshes.1 += c.refreshed;
                     self.stats.cache_bypassed += c.bypassed;
                 }
                 if let Some(h) = shard.coordinator().handover_stats() {

@@ -456,7 +456,7 @@ fn seeds_where_reads_go_to_the_nearest_holder_pass() {
 #[test]
 fn seeds_where_caches_keep_objects_held_elsewhere_pass() {
     let mut failures = Vec::new();
-    let (mut remote, mut hits, mut extended) = (0, 0, 0);
+    let (mut remote, mut hits, mut extended, mut refreshed) = (0, 0, 0, 0);
     let both = |s: &u64| {
         let c = SimConfig::from_seed(*s);
         c.placement.partial() && c.cache.is_some()
@@ -469,14 +469,19 @@ fn seeds_where_caches_keep_objects_held_elsewhere_pass() {
         remote += r.stats.remote_reads.0;
         hits += r.stats.cache_reads.0;
         extended += r.stats.cache_extended;
+        refreshed += r.stats.cache_refreshes.1;
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
-    eprintln!("{remote} reads went to other DCs; {hits} cache hits, {extended} of them extended");
+    eprintln!(
+        "{remote} reads went to other DCs; {hits} cache hits, {extended} of them extended; {refreshed} refreshed"
+    );
     assert!(remote > 100 && hits > 0, "{remote} reads went to other DCs and {hits} were cache hits: too few");
     // States fetched from another DC are exact only up to what that DC had applied, and the sessions' next
     // windows start above it: their hits come from raising the boxes over stretches without notices of writes to
     // them (`causet_core::away`).
     assert!(extended > 0, "no hit on a state held elsewhere came from extending its own-DC entry");
+    // States that writes made stale are fetched again in the background, and those answers cached.
+    assert!(refreshed > 0, "no state made stale by a write was fetched again in the background");
 }
 
 /// A cache that raises the entries of states held elsewhere whether or not notices say they were written since

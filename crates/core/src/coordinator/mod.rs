@@ -10,6 +10,7 @@
 mod durable;
 mod handover;
 mod nearest;
+mod refresh;
 mod remote;
 mod tokens;
 
@@ -395,6 +396,8 @@ pub struct Coordinator {
     away: BTreeMap<u64, remote::AwayRead>,
     /// Round trips of reads to other DCs' holders, which choose the ring a read goes to (`nearest`).
     latencies: nearest::Latencies,
+    /// Background fetches of cached states that writes made stale, by request (`refresh`).
+    refreshing: BTreeMap<u64, refresh::Refresh>,
 }
 
 impl Coordinator {
@@ -421,6 +424,9 @@ impl Coordinator {
                     // Under partial replication a hit saves a round trip to another DC, not one inside this DC: the
                     // cache pays at any share of hits.
                     c.bypass_below_percent = 0;
+                } else {
+                    // Every object is held here: fetching one again saves no round trip to another DC.
+                    c.refresh = false;
                 }
                 let mut cache = Cache::new(c, config.vector_len());
                 cache.extend_blindly = bugs::has(&config, Bug::CacheExtendsOverWrites);
@@ -439,6 +445,7 @@ impl Coordinator {
             ring_failovers: 0,
             away: BTreeMap::new(),
             latencies: nearest::Latencies::new(usize::from(config.dcs)),
+            refreshing: BTreeMap::new(),
             config,
         }
     }
@@ -605,6 +612,7 @@ impl Coordinator {
         };
         match msg {
             Message::ReadReply { tx, request, result } => self.on_read_reply(now_us, tx, request, result),
+            Message::Fetched { request, result, .. } if self.on_refreshed(now_us, request, &result) => {}
             Message::Fetched { tx, request, result } => self.on_fetched(now_us, tx, request, result),
             Message::Prepared { tx, prepare_time } => self.on_prepared(now_us, tx, partition, prepare_time),
             Message::PrepareRefused { tx, reason } => self.on_prepare_refused(now_us, tx, partition, reason),
@@ -667,6 +675,7 @@ impl Coordinator {
         }
         self.ask_again(now_us);
         self.fail_over_reads(now_us);
+        self.forget_refreshes(now_us);
         self.start_round(now_us);
     }
 
@@ -984,10 +993,11 @@ impl Coordinator {
         if let Some(cache) = &mut self.cache {
             // Notices of writes (`crate::away`), before the window's stable moves on.
             if let Some(chunk) = away {
-                cache.learn_away(chunk, &stable);
+                cache.learn_away(now_us, chunk, &stable);
             }
             cache.observe_stable(now_us, &self.stable);
         }
+        self.refresh_stale(now_us);
         self.heard_stable = true;
         self.clock.observe(stable.get(self.config.dc));
         self.release_starts(now_us);

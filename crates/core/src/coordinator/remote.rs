@@ -74,12 +74,8 @@ impl Coordinator {
         };
         let Some(object) = objects.first() else { return to };
         self.remote_reads += 1;
-        // Round the rings from this DC's: its own ring's holder first.
-        let mut holders = self.topology.dcs_holding(object);
-        let at = holders.iter().position(|d| *d == first).unwrap_or(0);
-        holders.rotate_left(at);
+        let holders = self.holders_in_order(now_us, object, first);
         if self.topology.placement().reads_nearest() {
-            self.latencies.order(now_us, &mut holders);
             for &other in &holders[1..] {
                 if self.latencies.probe(now_us, other) {
                     let probe = self.next_fetch;
@@ -94,6 +90,19 @@ impl Coordinator {
         let again_us = now_us.saturating_add(self.config.ring_failover_us);
         self.away.insert(fetch, AwayRead { partition, holders, asked: 1, again_us });
         Address::Peer(chosen, partition)
+    }
+
+    /// The holders of `object` in the order to ask them, `first` (its own ring's) leading the ring order, the
+    /// fastest first with reads from the nearest ring.
+    pub(super) fn holders_in_order(&self, now_us: u64, object: &ObjectId, first: DcId) -> Vec<DcId> {
+        // Round the rings from this DC's: its own ring's holder first.
+        let mut holders = self.topology.dcs_holding(object);
+        let at = holders.iter().position(|d| *d == first).unwrap_or(0);
+        holders.rotate_left(at);
+        if self.topology.placement().reads_nearest() {
+            self.latencies.order(now_us, &mut holders);
+        }
+        holders
     }
 
     /// `msg` (a read) as read `request`: a probe's copy, whose answer no transaction waits for.
