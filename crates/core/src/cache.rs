@@ -419,9 +419,9 @@ impl Cache {
                 (self.entries.iter()).filter(|(_, e)| e.open != 0).map(|(id, _)| id.clone()).collect();
             for id in ids {
                 for &dc in &gap {
-                    let Some(e) = self.entries.get(&id) else { break };
+                    let Some(e) = self.entries.get(&id).filter(|e| e.open & bit(dc) != 0) else { continue };
                     let valid = before.as_ref().map_or(e.hi.get(dc), |b| b.get(dc).max(e.hi.get(dc)));
-                    if e.open & bit(dc) != 0 && valid < chunk.from.get(dc) {
+                    if valid < chunk.from.get(dc) {
                         self.close(now_us, &id, dc, valid);
                         self.queue_refresh(&id);
                     }
@@ -558,7 +558,7 @@ fn bit(dc: DcId) -> u64 {
 
 /// The DCs of the open entries `open` of a vector of `len` entries.
 fn open_dcs(open: u64, len: usize) -> impl Iterator<Item = DcId> {
-    (0..len.min(64) as u16).filter(move |k| open & (1 << k) != 0).map(DcId)
+    (0..len.min(64) as u16).map(DcId).filter(move |&dc| open & bit(dc) != 0)
 }
 
 #[cfg(test)]
