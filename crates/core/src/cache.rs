@@ -156,12 +156,25 @@ pub struct CacheStats {
     pub refreshes: u64,
     /// States fetched again in the background that were cached.
     pub refreshed: u64,
+    /// Reads that missed (counted there) while a background fetch of their object was in flight, and waited for
+    /// it instead of fetching the object themselves.
+    pub joined: u64,
+    /// Of those, the reads the background fetch's state served (the others fetched the object after all).
+    pub joined_served: u64,
     /// Whether it is being bypassed now.
     pub bypassing: bool,
     /// Entries now.
     pub entries: usize,
     /// Bytes of cached states now.
     pub bytes: usize,
+}
+
+/// Why [`Cache::lookup`] found no state to serve.
+enum Lookup {
+    /// Not cached, or its lease ended.
+    Missing,
+    /// Its box misses the window.
+    Disjoint,
 }
 
 #[derive(Clone, Debug)]
@@ -286,15 +299,60 @@ impl Cache {
     /// a refetch, and the caller fetches the object at `window.hi`. `ignore_boxes` serves any unexpired entry and
     /// leaves the window as it is: only for the deliberate bug [`crate::Bug::CacheIgnoresBoxes`].
     pub fn read(&mut self, now_us: u64, id: &ObjectId, window: &mut Window, ignore_boxes: bool) -> Option<Crdt> {
-        let Some(entry) = self.entries.get_mut(id) else {
-            self.stats.misses += 1;
+        match self.lookup(now_us, id, window, ignore_boxes) {
+            Ok(state) => {
+                self.stats.hits += 1;
+                Some(state)
+            }
+            Err(Lookup::Missing) => {
+                self.stats.misses += 1;
+                None
+            }
+            Err(Lookup::Disjoint) => {
+                self.stats.refetches += 1;
+                None
+            }
+        }
+    }
+
+    /// [`Cache::read`] for a read that missed and waited for the background fetch of `id` in flight
+    /// ([`Cache::take_stale`]) instead of fetching the object itself, once that fetch is answered: the state if
+    /// its box holds `at` (where the transaction's other reads were fetched) and meets `window`, which narrows to
+    /// it. Counted as served by the background fetch, not as a second read.
+    pub fn read_joined(&mut self, now_us: u64, id: &ObjectId, window: &mut Window, at: &VectorClock) -> Option<Crdt> {
+        let mut narrowed = window.clone();
+        let state = self.lookup(now_us, id, &mut narrowed, false).ok()?;
+        if !(narrowed.lo.le(at) && at.le(&narrowed.hi)) {
             return None;
+        }
+        *window = narrowed;
+        self.stats.joined_served += 1;
+        Some(state)
+    }
+
+    /// Whether notices here tell of a write to `id` after `snapshot` in some entry (`snapshot` up to `at` there):
+    /// a state fetched at `snapshot` is then closed below that write, and not exact at `at`.
+    pub fn written_between(&self, id: &ObjectId, snapshot: &VectorClock, at: &VectorClock) -> bool {
+        let fingerprint = id.fingerprint();
+        (0..snapshot.len().min(at.len()) as u16).map(DcId).any(|dc| {
+            let from = snapshot.get(dc);
+            from < at.get(dc) && self.known.exact_until(dc, fingerprint, from, self.extend_blindly) < at.get(dc)
+        })
+    }
+
+    /// Counts a read that missed and waits for the background fetch of its object in flight.
+    pub fn count_joined(&mut self) {
+        self.stats.joined += 1;
+    }
+
+    fn lookup(&mut self, now_us: u64, id: &ObjectId, window: &mut Window, ignore_boxes: bool) -> Result<Crdt, Lookup> {
+        let Some(entry) = self.entries.get_mut(id) else {
+            return Err(Lookup::Missing);
         };
         if now_us >= entry.expires_us {
             self.remove(id);
             self.stats.expired += 1;
-            self.stats.misses += 1;
-            return None;
+            return Err(Lookup::Missing);
         }
         if !ignore_boxes {
             // An open entry is exact up to what notices are known to (the invariant): raise it first (for good:
@@ -314,8 +372,7 @@ impl Cache {
                 self.stats.extended += 1;
             }
             let Some(narrowed) = narrowed else {
-                self.stats.refetches += 1;
-                return None;
+                return Err(Lookup::Disjoint);
             };
             *window = narrowed;
         }
@@ -323,8 +380,7 @@ impl Cache {
         entry.credit = REFRESH_CREDIT;
         self.stats.open_hits += u64::from(entry.open != 0);
         self.touch(id);
-        self.stats.hits += 1;
-        Some(state)
+        Ok(state)
     }
 
     /// Caches a state fetched at `now_us` (replacing any older entry) and makes room for it.

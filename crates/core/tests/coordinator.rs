@@ -1461,91 +1461,206 @@ fn a_cached_state_nobody_wrote_since_serves_a_session_whose_clock_moved_past_its
     assert_eq!((stats.hits, stats.refetches), (1, 1));
 }
 
+/// A DC of three in rings `[[0, 1], [2]]` whose coordinator caches states of `o`, an object DC 1 holds and reads
+/// from DC 1 (the own ring's holder): the setting of the background fetch tests.
+struct RingCache {
+    dc: Dc,
+    o: ObjectId,
+    p: PartitionId,
+}
+
+impl RingCache {
+    fn new() -> Self {
+        let mut config = Config::new(3, DcId(0), 2);
+        config.placement = causet_core::placement::Placement::of_indices(&[vec![0, 1], vec![2]], [b"r".to_vec()])
+            .reading_from(causet_core::placement::RingChoice::Own);
+        config.cache =
+            Some(causet_core::cache::CacheConfig { lease_us: 100_000, memory_bytes: 1 << 20, ..Default::default() });
+        let mut dc = Dc::with_config(config);
+        for _ in 0..5 {
+            dc.advance(1_000);
+        }
+        let o = counter_dc1_holds();
+        let p = o.partition(2);
+        RingCache { dc, o, p }
+    }
+
+    /// The fetches sent to DC 1 since the `from`-th message: (tx, request, snapshot).
+    fn fetches_since(&self, from: usize) -> Vec<(TxId, u64, VectorClock)> {
+        (self.dc.sent.iter().skip(from))
+            .filter_map(|e| match (&e.msg, e.to) {
+                (Message::Fetch { tx, request, snapshot, .. }, Address::Peer(d, q)) if d == DcId(1) && q == self.p => {
+                    Some((*tx, *request, snapshot.clone()))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// DC 1 answers a fetch with a counter at `n`, exact from `lo` up to the snapshot fetched at, open or not.
+    fn answer(&mut self, (tx, request, snapshot): (TxId, u64, VectorClock), n: i64, lo: VectorClock, open: u64) {
+        let mut state = causet_crdt::Crdt::new(CrdtType::CounterPn);
+        let mut ctx = causet_crdt::EffectCtx::new(causet_crdt::TxTag(7), 1);
+        let effect = state.generate(&Op::Increment(n), &mut ctx).expect("an increment");
+        state.apply(&effect, causet_crdt::Stamp::PENDING).expect("applies");
+        let f = causet_core::message::Fetched { state, lo, hi: snapshot, open };
+        let msg = Message::Fetched { tx, request, result: Ok(vec![f]) };
+        self.dc.coordinator.handle_message(self.dc.now, Address::Peer(DcId(1), self.p), msg);
+        self.dc.settle();
+    }
+
+    /// A static read of `o` by a session at `clock`.
+    fn read(&mut self, id: u64, clock: Option<VectorClock>) {
+        let objects = vec![self.o.clone()];
+        let body = ClientRequest::StaticRead { clock: clock.map(Into::into), objects, reads: Default::default() };
+        self.dc.send(RequestId(id), body);
+    }
+
+    fn value(&mut self) -> Value {
+        match self.dc.replies.pop_front() {
+            Some((_, Ok(ClientResponse::StaticValues { values, .. }))) => values[0].clone(),
+            other => panic!("no value: {other:?}"),
+        }
+    }
+
+    /// DC 1 writes `o` at `at` (its entry): the notice comes with a stable snapshot that holds the write, which
+    /// this returns.
+    fn write_at_dc1(&mut self, at: u64) -> VectorClock {
+        self.stable_at_dc1(at, true)
+    }
+
+    /// The DC's stable snapshot reaches `at` in DC 1's entry, with the notices of the stretch up to it: one of a
+    /// write of `o` at `at`, or none.
+    fn stable_at_dc1(&mut self, at: u64, write: bool) -> VectorClock {
+        let mut stable = self.dc.coordinator.stable_snapshot().clone();
+        let from = stable.clone();
+        stable.set(DcId(1), Timestamp(at));
+        let notices = if write { vec![(DcId(1), self.o.fingerprint(), Timestamp(at))] } else { Vec::new() };
+        let chunk = causet_core::away::Chunk { from, notices };
+        let msg = Message::Stable { stable: stable.clone(), gc: stable.clone(), away: Some(chunk) };
+        self.dc.coordinator.handle_message(self.dc.now, Address::Stabilizer, msg);
+        self.dc.settle();
+        stable
+    }
+}
+
 /// Partial replication with the cache: a state of an object held elsewhere that transactions read, made stale by
 /// a notice of a write, is fetched again at once in the background (not by a transaction: a request of its own, at
 /// the stable snapshot that holds the write), and the next transaction of a session that saw the write reads the
 /// new state from the cache without a round trip.
 #[test]
 fn a_cached_state_a_write_made_stale_is_fetched_again_in_the_background_and_the_next_read_hits() {
-    use causet_core::message::Fetched;
-    let mut config = Config::new(3, DcId(0), 2);
-    config.placement = causet_core::placement::Placement::of_indices(&[vec![0, 1], vec![2]], [b"r".to_vec()])
-        .reading_from(causet_core::placement::RingChoice::Own);
-    config.cache =
-        Some(causet_core::cache::CacheConfig { lease_us: 100_000, memory_bytes: 1 << 20, ..Default::default() });
-    let mut dc = Dc::with_config(config);
-    for _ in 0..5 {
-        dc.advance(1_000);
-    }
-    let o = counter_dc1_holds();
-    let p = o.partition(2);
-    let fetches_since = |dc: &Dc, from: usize| -> Vec<(TxId, u64, VectorClock)> {
-        (dc.sent.iter().skip(from))
-            .filter_map(|e| match (&e.msg, e.to) {
-                (Message::Fetch { tx, request, snapshot, .. }, Address::Peer(d, q)) if d == DcId(1) && q == p => {
-                    Some((*tx, *request, snapshot.clone()))
-                }
-                _ => None,
-            })
-            .collect()
-    };
-    let state = |n: i64| {
-        let mut c = causet_crdt::Crdt::new(CrdtType::CounterPn);
-        let mut ctx = causet_crdt::EffectCtx::new(causet_crdt::TxTag(7), 1);
-        let effect = c.generate(&Op::Increment(n), &mut ctx).expect("an increment");
-        c.apply(&effect, causet_crdt::Stamp::PENDING).expect("applies");
-        c
-    };
-    let answer = |dc: &mut Dc, (tx, request, snapshot): (TxId, u64, VectorClock), n: i64, lo: VectorClock| {
-        let f = Fetched { state: state(n), lo, hi: snapshot, open: 0b111 };
-        dc.coordinator.handle_message(
-            dc.now,
-            Address::Peer(DcId(1), p),
-            Message::Fetched { tx, request, result: Ok(vec![f]) },
-        );
-        dc.settle();
-    };
-    let read = |dc: &mut Dc, id: u64, clock: Option<VectorClock>| {
-        let objects = vec![o.clone()];
-        let body = ClientRequest::StaticRead { clock: clock.map(Into::into), objects, reads: Default::default() };
-        dc.send(RequestId(id), body);
-    };
-    let value = |dc: &mut Dc| match dc.replies.pop_front() {
-        Some((_, Ok(ClientResponse::StaticValues { values, .. }))) => values[0].clone(),
-        other => panic!("no value: {other:?}"),
-    };
+    let mut t = RingCache::new();
     // A transaction fetches o from DC 1 and caches it; a second reads it from the cache.
-    let at = dc.sent.len();
-    read(&mut dc, 1, None);
-    let first = fetches_since(&dc, at);
-    assert_eq!(first.len(), 1, "{:?}", dc.sent);
-    answer(&mut dc, first[0].clone(), 1, VectorClock::zero(3));
-    assert_eq!(value(&mut dc), Value::Counter(1));
-    read(&mut dc, 2, None);
-    assert_eq!(value(&mut dc), Value::Counter(1));
-    assert!(fetches_since(&dc, at).len() == 1, "a hit");
-    // DC 1 writes o at 50 ms (its entry): the notice comes with a stable snapshot that holds the write.
-    let mut stable = dc.coordinator.stable_snapshot().clone();
-    stable.set(DcId(1), Timestamp(50_000));
-    let notice = (DcId(1), o.fingerprint(), Timestamp(50_000));
-    let chunk = causet_core::away::Chunk { from: VectorClock::zero(3), notices: vec![notice] };
-    let at = dc.sent.len();
-    let msg = Message::Stable { stable: stable.clone(), gc: stable.clone(), away: Some(chunk) };
-    dc.coordinator.handle_message(dc.now, Address::Stabilizer, msg);
-    dc.settle();
-    let refresh = fetches_since(&dc, at);
-    assert_eq!(refresh.len(), 1, "fetched again at once: {:?}", &dc.sent[at..]);
+    let at = t.dc.sent.len();
+    t.read(1, None);
+    let first = t.fetches_since(at);
+    assert_eq!(first.len(), 1, "{:?}", t.dc.sent);
+    t.answer(first[0].clone(), 1, VectorClock::zero(3), 0b111);
+    assert_eq!(t.value(), Value::Counter(1));
+    t.read(2, None);
+    assert_eq!(t.value(), Value::Counter(1));
+    assert!(t.fetches_since(at).len() == 1, "a hit");
+    // DC 1 writes o at 50 ms.
+    let at = t.dc.sent.len();
+    let stable = t.write_at_dc1(50_000);
+    let refresh = t.fetches_since(at);
+    assert_eq!(refresh.len(), 1, "fetched again at once: {:?}", &t.dc.sent[at..]);
     assert_eq!(refresh[0].0.seq, u64::MAX, "for no transaction");
     assert_eq!(refresh[0].2.get(DcId(1)), Timestamp(50_000), "at the stable snapshot, which holds the write");
-    assert!(dc.replies.is_empty());
-    answer(&mut dc, refresh[0].clone(), 5, refresh[0].2.clone());
-    let stats = dc.coordinator.cache_stats().expect("a cache");
+    assert!(t.dc.replies.is_empty());
+    t.answer(refresh[0].clone(), 5, refresh[0].2.clone(), 0b111);
+    let stats = t.dc.coordinator.cache_stats().expect("a cache");
     assert_eq!((stats.refreshes, stats.refreshed), (1, 1));
     // A session that saw the write reads the new state from the cache.
-    let at = dc.sent.len();
-    dc.advance(1_000);
-    read(&mut dc, 3, Some(stable));
-    assert_eq!(value(&mut dc), Value::Counter(5));
-    assert!(fetches_since(&dc, at).is_empty(), "no round trip");
-    assert_eq!(dc.coordinator.cache_stats().map(|s| (s.hits, s.misses, s.refetches)), Some((2, 1, 0)));
+    let at = t.dc.sent.len();
+    t.dc.advance(1_000);
+    t.read(3, Some(stable));
+    assert_eq!(t.value(), Value::Counter(5));
+    assert!(t.fetches_since(at).is_empty(), "no round trip");
+    assert_eq!(t.dc.coordinator.cache_stats().map(|s| (s.hits, s.misses, s.refetches)), Some((2, 1, 0)));
+}
+
+/// A read that misses while a background fetch of its object is in flight waits for it instead of fetching the
+/// object itself, and is served by its answer when that is exact at the snapshot the transaction fetches at;
+/// when it is not, or no answer comes within `ring_failover_us`, the read is sent as any other.
+#[test]
+fn a_read_that_misses_while_its_object_is_fetched_in_the_background_waits_for_that_fetch() {
+    let mut t = RingCache::new();
+    let at = t.dc.sent.len();
+    t.read(1, None);
+    let first = t.fetches_since(at);
+    t.answer(first[0].clone(), 1, VectorClock::zero(3), 0b111);
+    assert_eq!(t.value(), Value::Counter(1));
+    t.read(2, None);
+    assert_eq!(t.value(), Value::Counter(1), "a hit: the entry buys background fetches");
+    // DC 1 writes o; before the background fetch is answered, a session that saw the write reads o.
+    let at = t.dc.sent.len();
+    let stable = t.write_at_dc1(50_000);
+    let refresh = t.fetches_since(at);
+    assert_eq!(refresh.len(), 1);
+    t.read(3, Some(stable.clone()));
+    assert!(t.dc.replies.is_empty(), "it waits");
+    assert_eq!(t.fetches_since(at).len(), 1, "and sends no fetch of its own");
+    t.dc.advance(1_000);
+    t.answer(refresh[0].clone(), 5, refresh[0].2.clone(), 0b111);
+    assert_eq!(t.value(), Value::Counter(5), "served by the background fetch");
+    assert_eq!(t.fetches_since(at).len(), 1, "still no fetch of its own");
+    let stats = t.dc.coordinator.cache_stats().expect("a cache");
+    assert_eq!((stats.joined, stats.joined_served), (1, 1));
+    // Another write, then the stable snapshot moves on with no notice of o; a session that saw the write waits for
+    // the background fetch, which comes back exact only at the snapshot it asked for (DC 1 had a write after it
+    // whose notice is not here yet): not where the transaction fetches, so the read is sent after all.
+    t.read(4, Some(stable));
+    assert_eq!(t.value(), Value::Counter(5), "a hit: buys more background fetches");
+    let at = t.dc.sent.len();
+    let stable = t.write_at_dc1(60_000);
+    let refresh = t.fetches_since(at);
+    assert_eq!(refresh.len(), 1);
+    let later = t.stable_at_dc1(70_000, false);
+    t.read(5, Some(stable));
+    assert!(t.dc.replies.is_empty() && t.fetches_since(at).len() == 1, "it waits");
+    t.answer(refresh[0].clone(), 6, refresh[0].2.clone(), 0);
+    let own = t.fetches_since(at);
+    assert_eq!(own.len(), 2, "sent after all: {own:?}");
+    assert_eq!(own[1].2, later, "at the top of its window");
+    assert!(t.dc.replies.is_empty());
+    t.answer(own[1].clone(), 7, own[1].2.clone(), 0b111);
+    assert_eq!(t.value(), Value::Counter(7));
+    let stats = t.dc.coordinator.cache_stats().expect("a cache");
+    assert_eq!((stats.joined, stats.joined_served), (2, 1));
+    // A background fetch in flight when a later write's notice came: a read of a session that saw that write does
+    // not wait for it (it could not serve the read) and fetches at once.
+    t.read(6, Some(later.clone()));
+    assert_eq!(t.value(), Value::Counter(7));
+    let at = t.dc.sent.len();
+    t.write_at_dc1(80_000);
+    assert_eq!(t.fetches_since(at).len(), 1, "the background fetch");
+    let later = t.write_at_dc1(90_000);
+    t.read(7, Some(later.clone()));
+    let own = t.fetches_since(at);
+    assert_eq!(own.len(), 2, "fetched at once: {own:?}");
+    t.answer(own[1].clone(), 8, own[1].2.clone(), 0b111);
+    assert_eq!(t.value(), Value::Counter(8));
+    assert_eq!(t.dc.coordinator.cache_stats().map(|s| s.joined), Some(2));
+    // A write whose background fetch DC 1 never answers: the read that waits for it is sent once
+    // `ring_failover_us` has passed since that fetch.
+    t.read(8, Some(later));
+    assert_eq!(t.value(), Value::Counter(8));
+    let (at, sent_us) = (t.dc.sent.len(), t.dc.now);
+    let stable = t.write_at_dc1(100_000);
+    assert_eq!(t.fetches_since(at).len(), 1, "the background fetch");
+    t.read(9, Some(stable));
+    assert_eq!(t.fetches_since(at).len(), 1, "it waits");
+    while t.fetches_since(at).len() == 1 {
+        assert!(t.dc.now < sent_us + 10_000_000, "never sent");
+        t.dc.advance(10_000);
+    }
+    let failover = Config::new(3, DcId(0), 2).ring_failover_us;
+    assert!(t.dc.now >= sent_us + failover && t.dc.now < sent_us + failover + 20_000, "sent at {}", t.dc.now);
+    let own = t.fetches_since(at);
+    assert_ne!(own[1].0.seq, u64::MAX, "the transaction's own fetch");
+    assert!(t.dc.replies.is_empty());
+    t.answer(own[1].clone(), 9, own[1].2.clone(), 0b111);
+    assert_eq!(t.value(), Value::Counter(9));
 }

@@ -251,7 +251,7 @@ impl Metrics {
         );
         registry.register(
             "cache_refreshes",
-            "Cached states of objects held elsewhere that a write made stale, fetched again in the background: sent, cached",
+            "Cached states of objects held elsewhere that a write made stale, fetched again in the background: sent, cached; reads that waited for one in flight (joined), and those it served (joined_served)",
             cache_refreshes.clone(),
         );
         registry.register(
@@ -546,6 +546,9 @@ impl Metrics {
             if sum(|c| c.refreshes) > 0 {
                 raise(&self.cache_refreshes.get_or_create(&vec![("outcome", "sent")]), sum(|c| c.refreshes));
                 raise(&self.cache_refreshes.get_or_create(&vec![("outcome", "cached")]), sum(|c| c.refreshed));
+                raise(&self.cache_refreshes.get_or_create(&vec![("outcome", "joined")]), sum(|c| c.joined));
+                let served = sum(|c| c.joined_served);
+                raise(&self.cache_refreshes.get_or_create(&vec![("outcome", "joined_served")]), served);
             }
             raise(&self.cache_bypassed_transactions, sum(|c| c.bypassed));
             self.cache_bypassing.set(sum(|c| u64::from(c.bypassing)) as i64);
@@ -770,6 +773,8 @@ mod tests {
                 extended: 5,
                 refreshes: 3,
                 refreshed: 2,
+                joined: 4,
+                joined_served: 3,
                 bypassed: 8 * resends,
                 bypasses: 1,
                 bypassing: true,
@@ -850,6 +855,8 @@ mod tests {
             "causet_cache_open_hits_total{outcome=\"as_fetched\"} 2",
             "causet_cache_refreshes_total{outcome=\"sent\"} 3",
             "causet_cache_refreshes_total{outcome=\"cached\"} 2",
+            "causet_cache_refreshes_total{outcome=\"joined\"} 4",
+            "causet_cache_refreshes_total{outcome=\"joined_served\"} 3",
             "causet_cache_bypassed_transactions_total 40",
             "causet_cache_bypassing 1",
             "causet_cache_entries 6",

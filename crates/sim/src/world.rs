@@ -430,9 +430,9 @@ pub struct SimStats {
     /// Of the cache's hits, those on states held at another DC that were exact because their reader's DC had not
     /// written them since (partial replication, `causet_core::away`).
     pub cache_extended: u64,
-    /// States of objects held elsewhere that writes made stale, fetched again in the background (asked, cached),
-    /// over the coordinators alive at the end.
-    pub cache_refreshes: (u64, u64),
+    /// States of objects held elsewhere that writes made stale, fetched again in the background (asked, cached,
+    /// and reads that waited for one in flight and were served by it), over the coordinators alive at the end.
+    pub cache_refreshes: (u64, u64, u64),
     /// Transactions that read fresh because their coordinator's cache gate was bypassing a cache with too few hits,
     /// over the coordinators alive at the end.
     pub cache_bypassed: u64,
@@ -1354,6 +1354,7 @@ impl World {
                     self.stats.cache_extended += c.extended;
                     self.stats.cache_refreshes.0 += c.refreshes;
                     self.stats.cache_refreshes.1 += c.refreshed;
+                    self.stats.cache_refreshes.2 += c.joined_served;
                     self.stats.cache_bypassed += c.bypassed;
                 }
                 if let Some(h) = shard.coordinator().handover_stats() {

@@ -456,7 +456,7 @@ fn seeds_where_reads_go_to_the_nearest_holder_pass() {
 #[test]
 fn seeds_where_caches_keep_objects_held_elsewhere_pass() {
     let mut failures = Vec::new();
-    let (mut remote, mut hits, mut extended, mut refreshed) = (0, 0, 0, 0);
+    let (mut remote, mut hits, mut extended, mut refreshed, mut joined) = (0, 0, 0, 0, 0);
     let both = |s: &u64| {
         let c = SimConfig::from_seed(*s);
         c.placement.partial() && c.cache.is_some()
@@ -470,10 +470,12 @@ fn seeds_where_caches_keep_objects_held_elsewhere_pass() {
         hits += r.stats.cache_reads.0;
         extended += r.stats.cache_extended;
         refreshed += r.stats.cache_refreshes.1;
+        joined += r.stats.cache_refreshes.2;
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
     eprintln!(
-        "{remote} reads went to other DCs; {hits} cache hits, {extended} of them extended; {refreshed} refreshed"
+        "{remote} reads went to other DCs; {hits} cache hits, {extended} of them extended; {refreshed} refreshed, \
+         {joined} reads served by a background fetch they waited for"
     );
     assert!(remote > 100 && hits > 0, "{remote} reads went to other DCs and {hits} were cache hits: too few");
     // States fetched from another DC are exact only up to what that DC had applied, and the sessions' next
@@ -482,6 +484,8 @@ fn seeds_where_caches_keep_objects_held_elsewhere_pass() {
     assert!(extended > 0, "no hit on a state held elsewhere came from extending its own-DC entry");
     // States that writes made stale are fetched again in the background, and those answers cached.
     assert!(refreshed > 0, "no state made stale by a write was fetched again in the background");
+    // Reads that missed while such a fetch was in flight waited for it, and it served some (the checker saw them).
+    assert!(joined > 0, "no read was served by a background fetch it waited for");
 }
 
 /// A cache that raises the entries of states held elsewhere whether or not notices say they were written since

@@ -398,6 +398,8 @@ pub struct Coordinator {
     latencies: nearest::Latencies,
     /// Background fetches of cached states that writes made stale, by request (`refresh`).
     refreshing: BTreeMap<u64, refresh::Refresh>,
+    /// The background fetch in flight of each object in one (`refresh`).
+    refresh_of: BTreeMap<ObjectId, u64>,
 }
 
 impl Coordinator {
@@ -446,6 +448,7 @@ impl Coordinator {
             away: BTreeMap::new(),
             latencies: nearest::Latencies::new(usize::from(config.dcs)),
             refreshing: BTreeMap::new(),
+            refresh_of: BTreeMap::new(),
             config,
         }
     }
@@ -531,7 +534,7 @@ impl Coordinator {
         if let Some(round) = self.buffering.as_ref().and_then(|b| b.next_round()) {
             next = next.min(round);
         }
-        if let Some(failover) = self.next_failover_us() {
+        if let Some(failover) = self.next_failover_us().into_iter().chain(self.next_unjoin_us()).min() {
             next = next.min(failover);
         }
         Some(next)
@@ -675,6 +678,7 @@ impl Coordinator {
         }
         self.ask_again(now_us);
         self.fail_over_reads(now_us);
+        self.unjoin_late(now_us);
         self.forget_refreshes(now_us);
         self.start_round(now_us);
     }
@@ -1031,6 +1035,10 @@ impl Coordinator {
         let ignore_placement = bugs::has(&self.config, Bug::ReadsIgnorePlacement);
         let ignore_boxes = bugs::has(&self.config, Bug::CacheIgnoresBoxes);
         let (buffering, local) = (self.buffering.as_ref(), self.config.dc);
+        let (refresh_of, refreshing) = (&self.refresh_of, &self.refreshing);
+        let failover_us = self.config.ring_failover_us;
+        // Reads that wait for a background fetch of their object in flight (`refresh`), with its request.
+        let mut joined: Vec<(ObjectId, u64)> = Vec::new();
         let mut add = |o: &ObjectId| {
             if tx.cache.contains_key(o) {
                 return;
@@ -1044,6 +1052,15 @@ impl Coordinator {
                 let cached = Self::caches(topology, local, o);
                 if let Some(state) = cached.then(|| cache.read(now_us, o, window, ignore_boxes)).flatten() {
                     tx.cache.insert(o.clone(), Self::overlay(buffering, tx, o, state));
+                    return;
+                }
+                let refreshes = (refresh_of, refreshing);
+                let join = cached.then(|| Self::joinable(refreshes, cache, (failover_us, now_us), o, &window.hi));
+                let join = join.flatten();
+                if let Some(request) = join {
+                    if !joined.iter().any(|(j, _)| j == o) {
+                        joined.push((o.clone(), request));
+                    }
                     return;
                 }
             }
@@ -1062,7 +1079,7 @@ impl Coordinator {
                 }
             }
         }
-        if needed.is_empty() {
+        if needed.is_empty() && joined.is_empty() {
             self.resume(now_us, id, request, then);
             return;
         }
@@ -1080,6 +1097,14 @@ impl Coordinator {
             let msg = Self::fetch_message(id, fetch, &tx.reads, &snapshot, cached_at.is_some(), objects);
             sends.push((fetch, to, msg));
         }
+        let mut joins = Vec::new();
+        for (object, refresh) in joined {
+            let fetch = self.next_fetch;
+            self.next_fetch += 1;
+            outstanding.insert(fetch);
+            self.fetches.insert(fetch, (id, vec![object], cached_at.clone()));
+            joins.push((refresh, fetch));
+        }
         tx.phase = Phase::Fetching {
             request,
             then,
@@ -1091,6 +1116,9 @@ impl Coordinator {
         for (fetch, to, msg) in sends {
             let to = self.note_away(now_us, fetch, to, &msg);
             self.send(to, msg);
+        }
+        for (refresh, fetch) in joins {
+            self.join(refresh, fetch);
         }
     }
 
