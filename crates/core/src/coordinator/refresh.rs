@@ -14,10 +14,11 @@
 //! A transaction whose read misses while such a fetch of the object is in flight waits for it instead of fetching
 //! the object itself (it *joins* it): the answer comes sooner than a fetch sent now, and costs the holder nothing
 //! more. It joins only a fetch at a snapshot at or below the one it fetches at, with no write of the object known
-//! in between: otherwise the answer would be cut below where the read needs it. When it comes, the read is served from the cache if the state is exact at the snapshot the transaction's
-//! other reads are fetched at (`cached_at`, the top of its window when it read: every box of a transaction's reads
-//! holds it, so its window never closes); otherwise, or if no answer came within `ring_failover_us` of the
-//! background fetch (when a read would ask the next ring's holder), the read is sent as any other.
+//! in between: otherwise the answer would be cut below where the read needs it. When the answer comes, the read
+//! is served from the cache if the state is exact at the snapshot the transaction's other reads are fetched at
+//! (`cached_at`, the top of its window when it read: every box of a transaction's reads holds it, so its window
+//! never closes); otherwise, or if no answer came within `ring_failover_us` of the background fetch (when a read
+//! would ask the next ring's holder), the read is sent as any other.
 
 use super::{Coordinator, Phase};
 use crate::bugs::{self, Bug};
