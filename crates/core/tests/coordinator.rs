@@ -1485,6 +1485,20 @@ impl RingCache {
         RingCache { dc, o, p }
     }
 
+    /// A transaction fetches `o` (a counter at 1) from DC 1 and caches it; a second reads it from the cache, which
+    /// buys the entry background fetches.
+    fn fetch_then_hit(&mut self) {
+        let at = self.dc.sent.len();
+        self.read(1, None);
+        let first = self.fetches_since(at);
+        assert_eq!(first.len(), 1, "{:?}", self.dc.sent);
+        self.answer(first[0].clone(), 1, VectorClock::zero(3), 0b111);
+        assert_eq!(self.value(), Value::Counter(1));
+        self.read(2, None);
+        assert_eq!(self.value(), Value::Counter(1));
+        assert!(self.fetches_since(at).len() == 1, "a hit");
+    }
+
     /// The fetches sent to DC 1 since the `from`-th message: (tx, request, snapshot).
     fn fetches_since(&self, from: usize) -> Vec<(TxId, u64, VectorClock)> {
         (self.dc.sent.iter().skip(from))
@@ -1551,16 +1565,7 @@ impl RingCache {
 #[test]
 fn a_cached_state_a_write_made_stale_is_fetched_again_in_the_background_and_the_next_read_hits() {
     let mut t = RingCache::new();
-    // A transaction fetches o from DC 1 and caches it; a second reads it from the cache.
-    let at = t.dc.sent.len();
-    t.read(1, None);
-    let first = t.fetches_since(at);
-    assert_eq!(first.len(), 1, "{:?}", t.dc.sent);
-    t.answer(first[0].clone(), 1, VectorClock::zero(3), 0b111);
-    assert_eq!(t.value(), Value::Counter(1));
-    t.read(2, None);
-    assert_eq!(t.value(), Value::Counter(1));
-    assert!(t.fetches_since(at).len() == 1, "a hit");
+    t.fetch_then_hit();
     // DC 1 writes o at 50 ms.
     let at = t.dc.sent.len();
     let stable = t.write_at_dc1(50_000);
@@ -1587,13 +1592,7 @@ fn a_cached_state_a_write_made_stale_is_fetched_again_in_the_background_and_the_
 #[test]
 fn a_read_that_misses_while_its_object_is_fetched_in_the_background_waits_for_that_fetch() {
     let mut t = RingCache::new();
-    let at = t.dc.sent.len();
-    t.read(1, None);
-    let first = t.fetches_since(at);
-    t.answer(first[0].clone(), 1, VectorClock::zero(3), 0b111);
-    assert_eq!(t.value(), Value::Counter(1));
-    t.read(2, None);
-    assert_eq!(t.value(), Value::Counter(1), "a hit: the entry buys background fetches");
+    t.fetch_then_hit();
     // DC 1 writes o; before the background fetch is answered, a session that saw the write reads o.
     let at = t.dc.sent.len();
     let stable = t.write_at_dc1(50_000);
