@@ -20,9 +20,13 @@
 # targets over earlier ones.
 #
 #   bench/letting-it-be.sh [--repeat 3] [--duration-s 20] [--warmup-s 5] [--jvm-warmup-s 30] [--out DIR]
-#                          [--targets a,b,...] [--lib-flags "--retain 4 ..."] [--no-settle]
+#                          [--targets a,b,...] [--lib-flags "--retain 4 ..."] [--no-settle] [--dc-cpu-share S]
 #
 # --lib-flags passes extra `causet middleware` options to the middleware targets (lib-*).
+# --dc-cpu-share S caps each emulated DC at S of one core (bench/cap-dcs.py; cgroups, needs root): DC 1's
+# Cassandra node (or Causet node) and proxy share one group, DC 2's another, as if each DC had a machine of its
+# own as in the paper; the load generator and the WAN delay proxy stay uncapped. Without it every process shares
+# the whole machine, and the DC that falls behind leaves its CPU to the other.
 #
 # Needs a release build (BIN, default target/release/causet), Java 17 and Maven (scripts/cassandra).
 set -euo pipefail
@@ -37,6 +41,7 @@ LIB_FLAGS=""
 SETTLE=1
 TARGETS="cassandra,lib-cassandra,lib-cassandra-uncached,lib-cassandra-shared,lib-causet,causet"
 RATIOS="0.50,0.05"
+DC_SHARE=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --repeat) REPEAT="$2"; shift 2 ;;
@@ -48,6 +53,7 @@ while [[ $# -gt 0 ]]; do
     --targets) TARGETS="$2"; shift 2 ;;
     --update-ratio) RATIOS="$2"; shift 2 ;;
     --no-settle) SETTLE=0; shift ;;
+    --dc-cpu-share) DC_SHARE="$2"; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -66,6 +72,11 @@ CASS_DIR="$OUT/cassandra"
 PROXY_PIDS=()
 
 log() { printf '[letting-it-be] %s\n' "$*" >&2; }
+
+# Puts process $1 in DC $2's CPU group, when DCs are capped (--dc-cpu-share).
+cap() {
+  [[ -z "$DC_SHARE" ]] || python3 bench/cap-dcs.py --pid "$1" --dc "$2" "$DC_SHARE"
+}
 
 stop_proxies() {
   local name="$1"
@@ -87,6 +98,7 @@ start_proxies() {
   local name="$1" s0="$2" s1="$3"; shift 3
   "$BIN" middleware --store "$s0" --local-set 0 --listen "$PROXY0" --admin "$ADMIN0" "$@" >"$OUT/$name.proxy0.log" 2>&1 &
   PROXY_PIDS+=($!)
+  cap $! 0
   # The first proxy creates the schema; give it a moment before the second connects.
   for _ in $(seq 1 100); do grep -q serving "$OUT/$name.proxy0.log" && break; sleep 0.2; done
   grep -q serving "$OUT/$name.proxy0.log" || { cat "$OUT/$name.proxy0.log" >&2; exit 1; }
@@ -95,6 +107,7 @@ start_proxies() {
   "$BIN" middleware --store "$s1" --local-set 1 --listen "$PROXY1" --admin "$ADMIN1" "${extra[@]}" \
     >"$OUT/$name.proxy1.log" 2>&1 &
   PROXY_PIDS+=($!)
+  cap $! 1
   for _ in $(seq 1 100); do grep -q serving "$OUT/$name.proxy1.log" && break; sleep 0.2; done
   grep -q serving "$OUT/$name.proxy1.log" || { cat "$OUT/$name.proxy1.log" >&2; exit 1; }
 }
@@ -113,12 +126,16 @@ causet_cluster() {
   local dir="$1" protocol="$2"
   "$BIN" cluster start --dcs 2 --nodes-per-dc 1 --partitions 8 --wan-delay-ms 50 --sync periodic --no-tls \
     --protocol "$protocol" --base-port "$CAUSET_BASE" --dir "$dir" >"$dir.log" 2>&1
+  [[ -z "$DC_SHARE" ]] || python3 bench/cap-dcs.py "$dir/cluster.json" "$DC_SHARE"
 }
 
 if [[ ",$TARGETS," == *",cassandra"* || ",$TARGETS," == *",lib-cassandra"* ]]; then
   log "starting two Cassandra nodes (dc1, dc2) with a 50 ms WAN between them"
   scripts/cassandra start --dir "$CASS_DIR" --nodes 2 --fresh --wan-delay-ms 50 --port "$CQL_PORT" \
     --storage-port 27000 --jmx-port 27199 >"$OUT/cassandra.log" 2>&1
+  cap "$(cat "$CASS_DIR/node1/pid")" 0
+  cap "$(cat "$CASS_DIR/node2/pid")" 1
+  [[ -z "$DC_SHARE" ]] || log "each DC capped at $DC_SHARE of a core"
   if [[ "$JVM_WARMUP" -gt 0 ]]; then
     log "warming Cassandra's JVMs up for ${JVM_WARMUP} s (not recorded)"
     start_proxies jvm-warmup "cassandra://127.0.0.1:$CQL_PORT" "cassandra://127.0.0.2:$CQL_PORT" \
