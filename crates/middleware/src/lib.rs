@@ -25,4 +25,4 @@ pub use op::{
     Input, Marks, Protocol, ReadCache, ReadOp, ReadOutcome, Session, StabilizeInput, StabilizeOp, StabilizeStep, Step,
     WriteCache, WriteOp,
 };
-pub use record::{Copy, Dep, Key, LocalSet, Record, Vertex};
+pub use record::{Copy, Dep, Key, KeyDisplay, LocalSet, Record, Vertex};

@@ -23,6 +23,7 @@ use tokio::sync::watch;
 
 use crate::driver::{Error, Middleware, Store};
 use crate::op::Session;
+use crate::record::KeyDisplay;
 
 /// What the proxy serves single-key operations with: the causal middleware over a store, or (as the baseline the
 /// paper compares against) the store alone.
@@ -74,7 +75,7 @@ impl Tx {
         if object.ty != CrdtType::RegisterLww {
             return Err(TxError::Aborted(format!(
                 "the causal middleware stores last-writer-wins registers (register_lww) only; {} is a {}",
-                String::from_utf8_lossy(&object.key),
+                KeyDisplay(&object.key),
                 object.ty.name()
             )));
         }
@@ -82,8 +83,8 @@ impl Tx {
             Some(o) if o != object => Err(TxError::Aborted(format!(
                 "the causal middleware gives causal consistency per operation, not multi-key transactions: this \
                  transaction already uses {}, so it cannot also use {} (use one transaction per key)",
-                String::from_utf8_lossy(&o.key),
-                String::from_utf8_lossy(&object.key)
+                KeyDisplay(&o.key),
+                KeyDisplay(&object.key)
             ))),
             Some(_) => Ok(()),
             None => {

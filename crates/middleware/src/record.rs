@@ -38,10 +38,35 @@ impl Vertex {
     }
 }
 
-/// `key@ls.seq`, as errors name a version.
+/// `key@ls.seq`, as errors name a version (the key as [`KeyDisplay`] shows it).
 impl std::fmt::Display for Vertex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}@{}.{}", String::from_utf8_lossy(&self.key), self.ls, self.seq)
+        write!(f, "{}@{}.{}", KeyDisplay(&self.key), self.ls, self.seq)
+    }
+}
+
+/// A key as a message shows it: its text where it is UTF-8, control characters and bytes that are not UTF-8 as
+/// `\xNN` (or `\u{..}`), so that a binary key (the proxy's keys start with a two-byte bucket length) neither
+/// garbles a terminal nor loses bytes as `String::from_utf8_lossy` would.
+pub struct KeyDisplay<'a>(pub &'a [u8]);
+
+impl std::fmt::Display for KeyDisplay<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use std::fmt::Write;
+        for chunk in self.0.utf8_chunks() {
+            for c in chunk.valid().chars() {
+                match c {
+                    '\\' => f.write_str("\\\\")?,
+                    c if (c as u32) < 0x80 && c.is_control() => write!(f, "\\x{:02x}", c as u32)?,
+                    c if c.is_control() => write!(f, "{}", c.escape_unicode())?,
+                    c => f.write_char(c)?,
+                }
+            }
+            for b in chunk.invalid() {
+                write!(f, "\\x{b:02x}")?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -321,6 +346,15 @@ mod tests {
 
     fn d(key: &str, ls: LocalSet, seq: u64) -> Dep {
         Dep { vertex: v(key, ls, seq), level: 1 }
+    }
+
+    #[test]
+    fn a_vertex_shows_binary_key_bytes_escaped_and_text_as_text() {
+        let proxied = Vertex { key: b"\0\x05bench".to_vec(), ls: 1, seq: 3 };
+        assert_eq!(proxied.to_string(), "\\x00\\x05bench@1.3");
+        assert_eq!(v("k\u{e9}y", 0, 2).to_string(), "k\u{e9}y@0.2");
+        assert_eq!(KeyDisplay(b"a\xffb\\").to_string(), "a\\xffb\\\\");
+        assert_eq!(KeyDisplay("x\u{85}".as_bytes()).to_string(), "x\\u{85}");
     }
 
     #[test]
