@@ -402,14 +402,18 @@ impl Wan {
         links.get(&(self.inner.local, node)).map(|(_, s)| s.clone())
     }
 
-    /// Whether an operator cut the link to another node of this DC.
+    /// Whether an operator cut the link to another node of this DC. Asked for every message that arrives, so it
+    /// looks under the lock rather than cloning the link out.
     pub fn is_member_cut(&self, node: u16) -> bool {
-        self.member_link(node).is_some_and(|l| l.cut.load(Ordering::Relaxed))
+        let links = self.inner.links.read().unwrap_or_else(|e| e.into_inner());
+        links.get(&(self.inner.local, node)).is_some_and(|(_, s)| s.cut.load(Ordering::Relaxed))
     }
 
-    /// Whether an operator cut the links to a DC.
+    /// Whether an operator cut the links to a DC. Asked for every message that arrives, so it looks under the lock
+    /// rather than collecting the links as [`Wan::links_to`] does.
     pub fn is_cut(&self, dc: DcId) -> bool {
-        self.links_to(dc).iter().any(|l| l.cut.load(Ordering::Relaxed))
+        let links = self.inner.links.read().unwrap_or_else(|e| e.into_inner());
+        links.range((dc, 0)..=(dc, u16::MAX)).any(|(_, (_, s))| s.cut.load(Ordering::Relaxed))
     }
 
     /// Stops every link task.
