@@ -57,7 +57,7 @@ impl std::fmt::Display for KeyDisplay<'_> {
             for c in chunk.valid().chars() {
                 match c {
                     '\\' => f.write_str("\\\\")?,
-                    c if (c as u32) < 0x80 && c.is_control() => write!(f, "\\x{:02x}", c as u32)?,
+                    c if c.is_ascii_control() => write!(f, "\\x{:02x}", c as u32)?,
                     c if c.is_control() => write!(f, "{}", c.escape_unicode())?,
                     c => f.write_char(c)?,
                 }

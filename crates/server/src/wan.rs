@@ -186,6 +186,9 @@ type Queued = (tokio::time::Instant, Envelope);
 /// A link's queue and state.
 type Link = (mpsc::Sender<Queued>, Arc<LinkState>);
 
+/// Outgoing links by (DC, node).
+type LinkMap = BTreeMap<(DcId, u16), Link>;
+
 /// Where shards hand messages for other nodes: of other DCs, or of this DC. Which node a message goes to is the
 /// sending node's decision ([`causet_core::node::Layout::locate`]); a link only carries it. Links to other DCs can be added while
 /// the node runs (AntidoteDB's `ApbConnectToDCs`).
@@ -199,7 +202,7 @@ struct WanInner {
     local: DcId,
     node: u16,
     /// Outgoing links by (DC, node).
-    links: RwLock<BTreeMap<(DcId, u16), Link>>,
+    links: RwLock<LinkMap>,
     /// Peer DCs whose links were added (how many nodes each has is the topology's business).
     peer_dcs: Mutex<BTreeSet<DcId>>,
     stop: watch::Receiver<bool>,
@@ -373,7 +376,7 @@ impl Wan {
     /// Queues a message for a node's link (of another DC, or of this one); a full queue or a cut link drops it
     /// (the protocol resends).
     pub fn send_to(&self, dc: DcId, node: u16, envelope: Envelope) {
-        let links = self.inner.links.read().unwrap_or_else(|e| e.into_inner());
+        let links = self.read_links();
         let Some((queue, state)) = links.get(&(dc, node)) else { return };
         // The emulated delay counts from now: messages queued behind a waiting one keep their own due times.
         let sent_at = tokio::time::Instant::now();
@@ -382,38 +385,49 @@ impl Wan {
         }
     }
 
+    /// The links, for reading (a panic elsewhere while the lock was held leaves the map whole: every change to it
+    /// is one insert).
+    fn read_links(&self) -> std::sync::RwLockReadGuard<'_, LinkMap> {
+        self.inner.links.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The states of the links to a DC's nodes in `links` (none for this node's own DC: only links between DCs are
+    /// cut or delayed).
+    fn links_in<'a>(&self, links: &'a LinkMap, dc: DcId) -> impl Iterator<Item = &'a Arc<LinkState>> + use<'a> {
+        let local = self.inner.local;
+        links.range((dc, 0)..=(dc, u16::MAX)).filter(move |_| dc != local).map(|(_, (_, s))| s)
+    }
+
+    /// The state of the link to another node of this DC in `links`, if there is such a node.
+    fn member_in<'a>(&self, links: &'a LinkMap, node: u16) -> Option<&'a Arc<LinkState>> {
+        links.get(&(self.inner.local, node)).map(|(_, s)| s)
+    }
+
     /// Every link's state.
     pub fn links(&self) -> Vec<Arc<LinkState>> {
-        self.inner.links.read().unwrap_or_else(|e| e.into_inner()).values().map(|(_, s)| s.clone()).collect()
+        self.read_links().values().map(|(_, s)| s.clone()).collect()
     }
 
     /// The links to a DC's nodes (none for this node's own DC: only links between DCs are cut or delayed).
     pub fn links_to(&self, dc: DcId) -> Vec<Arc<LinkState>> {
-        if dc == self.inner.local {
-            return Vec::new();
-        }
-        let links = self.inner.links.read().unwrap_or_else(|e| e.into_inner());
-        links.range((dc, 0)..=(dc, u16::MAX)).map(|(_, (_, s))| s.clone()).collect()
+        self.links_in(&self.read_links(), dc).cloned().collect()
     }
 
     /// The link to another node of this DC, if there is such a node.
     pub fn member_link(&self, node: u16) -> Option<Arc<LinkState>> {
-        let links = self.inner.links.read().unwrap_or_else(|e| e.into_inner());
-        links.get(&(self.inner.local, node)).map(|(_, s)| s.clone())
+        self.member_in(&self.read_links(), node).cloned()
     }
 
     /// Whether an operator cut the link to another node of this DC. Asked for every message that arrives, so it
     /// looks under the lock rather than cloning the link out.
     pub fn is_member_cut(&self, node: u16) -> bool {
-        let links = self.inner.links.read().unwrap_or_else(|e| e.into_inner());
-        links.get(&(self.inner.local, node)).is_some_and(|(_, s)| s.cut.load(Ordering::Relaxed))
+        self.member_in(&self.read_links(), node).is_some_and(|s| s.cut.load(Ordering::Relaxed))
     }
 
     /// Whether an operator cut the links to a DC. Asked for every message that arrives, so it looks under the lock
     /// rather than collecting the links as [`Wan::links_to`] does.
     pub fn is_cut(&self, dc: DcId) -> bool {
-        let links = self.inner.links.read().unwrap_or_else(|e| e.into_inner());
-        links.range((dc, 0)..=(dc, u16::MAX)).any(|(_, (_, s))| s.cut.load(Ordering::Relaxed))
+        self.links_in(&self.read_links(), dc).any(|s| s.cut.load(Ordering::Relaxed))
     }
 
     /// Stops every link task.
