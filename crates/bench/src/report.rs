@@ -160,6 +160,37 @@ impl Report {
         }
     }
 
+    /// The causal middleware's store requests per committed transaction in the measured window, in all and by kind
+    /// (Cassandra alone makes one per transaction of a single-key workload).
+    fn write_store_requests(&self, md: &mut String) {
+        let _ = writeln!(md, "\n### The causal middleware's store requests\n");
+        let _ = writeln!(
+            md,
+            "Requests the proxies made of their stores in the measured window (on Cassandra, one statement each), \
+             summed over every proxy's `causet_middleware_store_requests_total`, per committed transaction; \
+             background work (feeds, frontiers, leases) included.\n"
+        );
+        let _ = writeln!(md, "| protocol | updates | keys | requests | per transaction | per transaction, by kind |");
+        let _ = writeln!(md, "|---|---:|---:|---:|---:|---|");
+        for r in self.runs.iter().filter(|r| !r.store_requests.is_empty()) {
+            let per = |n: u64| n as f64 / r.committed.max(1) as f64;
+            let total: u64 = r.store_requests.values().sum();
+            let kinds: Vec<String> = (r.store_requests.iter())
+                .filter(|(_, n)| **n > 0)
+                .map(|(kind, n)| format!("{kind} {:.3}", per(*n)))
+                .collect();
+            let _ = writeln!(
+                md,
+                "| {} | {:.0}% | {} | {total} | {:.3} | {} |",
+                self.label(r),
+                r.point.update_ratio * 100.0,
+                r.point.keys,
+                per(total),
+                kinds.join(", ")
+            );
+        }
+    }
+
     /// Per protocol and point, over the repetitions: the median, least and greatest throughput, and the median of
     /// the per-repetition ratios to the first protocol.
     fn write_medians(&self, md: &mut String) {
@@ -457,6 +488,9 @@ impl Report {
                 );
             }
         }
+        if self.runs.iter().any(|r| !r.store_requests.is_empty()) {
+            self.write_store_requests(&mut md);
+        }
         if self.runs.iter().any(|r| r.visibility.is_some()) {
             let _ = writeln!(md, "\n## Visibility across DCs\n");
             let _ = writeln!(
@@ -584,6 +618,7 @@ mod tests {
             error_samples: Vec::new(),
             server_time: BTreeMap::new(),
             cache_reads: BTreeMap::new(),
+            store_requests: BTreeMap::new(),
         }
     }
 
@@ -650,5 +685,16 @@ mod tests {
             report(vec![run("cure", 0, 0.5, 50.0), run("eventual", 1, 0.5, 100.0), run("cure", 1, 0.5, 45.0)]);
         lone.derive();
         assert!((lone.targets[0].measured - 0.45).abs() < 1e-9 && !lone.targets[0].met, "{:?}", lone.targets);
+    }
+
+    #[test]
+    fn the_middlewares_store_requests_are_given_per_transaction_and_only_when_counted() {
+        let mut r = report(vec![run("cure", 0, 0.5, 100.0), run("eventual", 0, 0.5, 100.0)]);
+        assert!(!r.to_markdown().contains("store requests"), "no middleware run, no section");
+        r.runs[1].store_requests = BTreeMap::from([("get_copies".into(), 1500), ("feed_read".into(), 250)]);
+        let md = r.to_markdown();
+        assert!(md.contains("### The causal middleware's store requests"), "{md}");
+        assert!(md.contains("| eventual | 50% | 80000 | 1750 | 1.750 | feed_read 0.250, get_copies 1.500 |"), "{md}");
+        assert!(!md.contains("| cure | 50% | 80000 | 0 |"), "a run without counts has no row: {md}");
     }
 }

@@ -99,6 +99,10 @@ pub struct RunResult {
     /// `causet_cache_reads_total`; empty without admin addresses or caches.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub cache_reads: BTreeMap<String, u64>,
+    /// The causal middleware's requests to its store in the window per kind (`get_copies`, `put`, `feed_read`, …),
+    /// summed over every proxy's `causet_middleware_store_requests_total`; empty for other targets.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub store_requests: BTreeMap<String, u64>,
 }
 
 /// Server-side time of one request kind over the measured window.
@@ -117,6 +121,8 @@ struct Scrape {
     durations: BTreeMap<String, (f64, u64)>,
     /// `causet_cache_reads_total` per outcome.
     cache_reads: BTreeMap<String, u64>,
+    /// `causet_middleware_store_requests_total` per kind.
+    store_requests: BTreeMap<String, u64>,
 }
 
 /// Every node's scrape (`None` where it failed).
@@ -126,19 +132,24 @@ async fn scrape(target: &Target) -> Vec<Option<Scrape>> {
         out.push(visibility::http_get(*admin, "/metrics").await.ok().map(|t| Scrape {
             durations: visibility::parse_request_durations(&t),
             cache_reads: visibility::parse_counter_by(&t, "causet_cache_reads_total", "outcome"),
+            store_requests: visibility::parse_counter_by(&t, "causet_middleware_store_requests_total", "kind"),
         }));
     }
     out
 }
 
-/// Per outcome, the cache's reads in the window, over the nodes scraped both before and after it.
-fn cache_reads_between(before: &[Option<Scrape>], after: &[Option<Scrape>]) -> BTreeMap<String, u64> {
+/// Per label value, what one of the scrapes' counters (`counter`: `cache_reads` or `store_requests`) counted in the
+/// window, over the nodes scraped both before and after it.
+fn counted_between(
+    before: &[Option<Scrape>],
+    after: &[Option<Scrape>],
+    counter: fn(&Scrape) -> &BTreeMap<String, u64>,
+) -> BTreeMap<String, u64> {
     let mut total: BTreeMap<String, u64> = BTreeMap::new();
     for (b, a) in before.iter().zip(after) {
         let (Some(b), Some(a)) = (b, a) else { continue };
-        for (outcome, n) in &a.cache_reads {
-            *total.entry(outcome.clone()).or_default() +=
-                n.saturating_sub(b.cache_reads.get(outcome).copied().unwrap_or(0));
+        for (value, n) in counter(a) {
+            *total.entry(value.clone()).or_default() += n.saturating_sub(counter(b).get(value).copied().unwrap_or(0));
         }
     }
     total.retain(|_, n| *n > 0);
@@ -286,7 +297,8 @@ pub async fn run_point(
     let measured = window.elapsed();
     let after = scrape(target).await;
     let server_time = server_time_between(&before, &after);
-    let cache_reads = cache_reads_between(&before, &after);
+    let cache_reads = counted_between(&before, &after, |s| &s.cache_reads);
+    let store_requests = counted_between(&before, &after, |s| &s.store_requests);
     shared.stop.store(true, Ordering::Relaxed);
     ticker.abort();
     Progress::finish();
@@ -333,6 +345,7 @@ pub async fn run_point(
         error_samples,
         server_time,
         cache_reads,
+        store_requests,
     })
 }
 
@@ -783,7 +796,10 @@ mod tests {
             let cache_reads = BTreeMap::from([("hit".to_string(), hit), ("miss".to_string(), miss)]);
             Some(Scrape { cache_reads, ..Scrape::default() })
         };
-        let c = cache_reads_between(&[node(10, 5), node(0, 0), None], &[node(25, 5), node(3, 1), node(99, 99)]);
+        let c = counted_between(&[node(10, 5), node(0, 0), None], &[node(25, 5), node(3, 1), node(99, 99)], |s| {
+            &s.cache_reads
+        });
         assert_eq!(c, BTreeMap::from([("hit".to_string(), 18), ("miss".to_string(), 1)]));
+        assert!(counted_between(&[node(1, 1)], &[node(2, 2)], |s| &s.store_requests).is_empty(), "another counter");
     }
 }

@@ -10,7 +10,7 @@ use causet_middleware::cassandra::{CassandraOptions, CassandraStore, PlainCassan
 use causet_middleware::causet::CausetStore;
 use causet_middleware::memory::MemoryCluster;
 use causet_middleware::proxy::{self, Backend};
-use causet_middleware::{Config, LocalSet, Middleware, Store, Writers};
+use causet_middleware::{Config, LocalSet, Middleware, Store, StoreRequests, Writers};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -215,7 +215,7 @@ fn summary<S: Store>(ls: LocalSet, m: &Middleware<S>) -> String {
          feeds resolved ahead of reads, {} attempts found one missing; reads expanded {} versions with feed entries' \
          own requirements and {} with their records'; {} reads waited for the follower, {:.1} ms on average, {} \
          of them in vain; dropped from full queues: {unfed} versions kept out of the feed, {unmarked} not kept for \
-         marking, {unconfirmed} own writes not queued for confirmation)",
+         marking, {unconfirmed} own writes not queued for confirmation; {})",
         hits,
         fallbacks,
         if reads > hits + fallbacks { rounds as f64 / (reads - hits - fallbacks) as f64 } else { 0.0 },
@@ -241,6 +241,19 @@ fn summary<S: Store>(ls: LocalSet, m: &Middleware<S>) -> String {
         s.follower_waits.load(Relaxed),
         s.follower_wait_ms.load(Relaxed) as f64 / s.follower_waits.load(Relaxed).max(1) as f64,
         s.follower_waits_failed.load(Relaxed),
+        store_requests(m.store_requests(), reads + writes),
+    )
+}
+
+/// What an instance asked of its store: in all, per client read or write, and by kind (the kinds asked for).
+fn store_requests(requests: &StoreRequests, operations: u64) -> String {
+    let total = requests.total();
+    let kinds: Vec<String> =
+        requests.by_kind().iter().filter(|(_, n)| *n > 0).map(|(kind, n)| format!("{n} {kind}")).collect();
+    format!(
+        "{total} store requests, {:.2} per read or write ({})",
+        total as f64 / operations.max(1) as f64,
+        if kinds.is_empty() { "none".to_owned() } else { kinds.join(", ") }
     )
 }
 

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use futures_util::future::try_join_all;
 use futures_util::StreamExt;
 
+use crate::counted::{Counted, StoreRequests};
 use crate::feed::Frontier;
 use crate::feed::{Batch, FeedReader, FeedWriter};
 use crate::op::{
@@ -520,7 +521,7 @@ static INSTANCES: AtomicU64 = AtomicU64::new(1);
 
 /// One middleware instance of a local set over a store.
 pub struct Middleware<S> {
-    store: S,
+    store: Counted<S>,
     protocol: Protocol,
     resolve_wait: Duration,
     pull_after: Option<Duration>,
@@ -568,7 +569,7 @@ impl<S: Store> Middleware<S> {
         );
         let feeds = S::FEEDS && config.feed && config.writers == Writers::Exclusive;
         Middleware {
-            store,
+            store: Counted::new(store),
             protocol: Protocol {
                 local_set: config.local_set,
                 local_sets: config.local_sets,
@@ -705,7 +706,12 @@ impl<S: Store> Middleware<S> {
 
     /// The store underneath.
     pub fn store(&self) -> &S {
-        &self.store
+        &self.store.inner
+    }
+
+    /// What the instance has asked of its store since it started, by kind of request (background work included).
+    pub fn store_requests(&self) -> &StoreRequests {
+        &self.store.requests
     }
 
     /// One part ([`Head`](crate::record::Head) or [`Meta`]) of each of `copies` from the local store: all of a

@@ -12,6 +12,7 @@
 
 pub mod cassandra;
 pub mod causet;
+pub mod counted;
 pub mod driver;
 pub mod feed;
 pub mod memory;
@@ -20,6 +21,7 @@ pub mod proxy;
 pub mod record;
 pub mod sim;
 
+pub use counted::StoreRequests;
 pub use driver::{Config, Error, Lease, Middleware, Stats, Store, StoreError, Writers};
 pub use op::{
     Input, Marks, Protocol, ReadCache, ReadOp, ReadOutcome, Session, StabilizeInput, StabilizeOp, StabilizeStep, Step,

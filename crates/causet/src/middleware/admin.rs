@@ -41,6 +41,9 @@ pub struct InstanceStatus {
     pub listen: SocketAddr,
     /// Counters since it started, by name (the metrics' names without the prefix and suffix); none for `plain`.
     pub counters: BTreeMap<&'static str, u64>,
+    /// Requests it made of its store since it started, by kind (see `causet_middleware::counted::KINDS`); none for
+    /// `plain`.
+    pub store_requests: BTreeMap<&'static str, u64>,
     /// Its own writes not yet resolved in every other local set; `None` without a feed (`--no-feed`, or `plain`).
     pub unsettled: Option<usize>,
     /// Its followers of the other local sets' feeds.
@@ -102,7 +105,15 @@ impl InstanceStatus {
                 Following { writer, announced: progress.is_some(), resolved, end, behind: end - resolved }
             })
             .collect();
-        InstanceStatus { local_set: ls, mode: "causal", listen, counters, unsettled: m.unsettled(), following }
+        InstanceStatus {
+            local_set: ls,
+            mode: "causal",
+            listen,
+            counters,
+            store_requests: m.store_requests().by_kind().into_iter().collect(),
+            unsettled: m.unsettled(),
+            following,
+        }
     }
 
     /// The status of a `--plain` proxy: the store alone, nothing to settle.
@@ -112,6 +123,7 @@ impl InstanceStatus {
             mode: "plain",
             listen,
             counters: BTreeMap::new(),
+            store_requests: BTreeMap::new(),
             unsettled: None,
             following: Vec::new(),
         }
@@ -208,6 +220,17 @@ fn registry(all: &[InstanceStatus]) -> Registry {
         }
         registry.register(name, help, family);
     }
+    let requests = Family::<Labels, Counter>::default();
+    for s in all {
+        for (&kind, &n) in &s.store_requests {
+            requests.get_or_create(&vec![("local_set", s.local_set.to_string()), ("kind", kind.to_owned())]).inc_by(n);
+        }
+    }
+    registry.register(
+        "store_requests",
+        "Requests made of the store (on Cassandra, statements), by kind, background work included",
+        requests,
+    );
     // In seconds, as Prometheus names durations.
     let waited = Family::<Labels, Counter<f64, AtomicU64>>::default();
     for s in all {
@@ -249,6 +272,7 @@ mod tests {
             mode: "causal",
             listen: "127.0.0.1:1".parse().unwrap(),
             counters: BTreeMap::from([("reads", 7), ("writes", 3)]),
+            store_requests: BTreeMap::from([("get_copies", 5), ("feed_read", 2)]),
             unsettled,
             following,
         }
@@ -275,6 +299,10 @@ mod tests {
         assert!(text.contains("causet_middleware_reads_total{local_set=\"1\"} 7"), "{text}");
         assert!(text.contains("causet_middleware_unsettled_versions{local_set=\"1\"} 2"), "{text}");
         assert!(text.contains("causet_middleware_follower_behind_versions{local_set=\"1\",writer=\"0\"} 6"), "{text}");
+        assert!(
+            text.contains("causet_middleware_store_requests_total{local_set=\"1\",kind=\"feed_read\"} 2"),
+            "{text}"
+        );
         // The names InstanceStatus::of gives are the ones described, and only those; each is exposed.
         let store = causet_middleware::memory::MemoryCluster::new(2, std::time::Duration::ZERO).store(1);
         let m = Middleware::new(store, &causet_middleware::Config::new(1, 2));
