@@ -15,7 +15,9 @@
 # order of --targets and even ones in the reverse order: the target that runs first after the JVMs' warm-up runs
 # slower than it would later (measured 2026-12-02 with each DC capped: both Cassandra alone and the middleware ran
 # about 1.3x faster in second place than in first), so use an even --repeat (the default, 2) to give every target
-# each place equally. The summary gives
+# each place equally. Before each target on Cassandra (and after the warm-up), the nodes flush their memtables and
+# finish every compaction (`scripts/cassandra quiesce`), so that no target pays for compacting what an earlier one
+# wrote; --no-quiesce skips that (as before 2026-12-02). The summary gives
 # medians over repetitions and, per repetition, ratios to Cassandra alone. Each point (update ratio) is measured
 # once the proxies say they have settled (`/settled` on their --admin address: every write resolved in the other
 # DC, every follower at its feed's end), so a measured window does not start with the backlog of the preload or of
@@ -24,7 +26,8 @@
 # targets over earlier ones.
 #
 #   bench/letting-it-be.sh [--repeat 2] [--duration-s 20] [--warmup-s 5] [--jvm-warmup-s 30] [--out DIR]
-#                          [--targets a,b,...] [--lib-flags "--retain 4 ..."] [--no-settle] [--dc-cpu-share S]
+#                          [--targets a,b,...] [--lib-flags "--retain 4 ..."] [--no-settle] [--no-quiesce]
+#                          [--dc-cpu-share S]
 #
 # --lib-flags passes extra `causet middleware` options to the middleware targets (lib-*).
 # --dc-cpu-share S caps each emulated DC at S of one core (bench/cap-dcs.py; cgroups, needs root): DC 1's
@@ -43,6 +46,7 @@ OUT="bench-results/letting-it-be-$(date +%s)"
 JVM_WARMUP=30
 LIB_FLAGS=""
 SETTLE=1
+QUIESCE=1
 TARGETS="cassandra,lib-cassandra,lib-cassandra-uncached,lib-cassandra-shared,lib-causet,causet"
 RATIOS="0.50,0.05"
 DC_SHARE=""
@@ -57,6 +61,7 @@ while [[ $# -gt 0 ]]; do
     --targets) TARGETS="$2"; shift 2 ;;
     --update-ratio) RATIOS="$2"; shift 2 ;;
     --no-settle) SETTLE=0; shift ;;
+    --no-quiesce) QUIESCE=0; shift ;;
     --dc-cpu-share) DC_SHARE="$2"; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
@@ -150,6 +155,15 @@ if [[ ",$TARGETS," == *",cassandra"* || ",$TARGETS," == *",lib-cassandra"* ]]; t
   fi
 fi
 
+# Lets the Cassandra nodes finish what earlier targets left them (flushes, compactions) before the next target.
+quiesce() {
+  [[ "$QUIESCE" == 1 ]] || return 0
+  if ! scripts/cassandra quiesce --dir "$CASS_DIR" --timeout 600 2>&1 |
+    sed 's/^\[cassandra\] /[letting-it-be] cassandra: /' >&2; then
+    log "the Cassandra nodes did not quiesce: measuring anyway"
+  fi
+}
+
 for rep in $(seq 1 "$REPEAT"); do
   IFS=, read -ra list <<<"$TARGETS"
   if (( rep % 2 == 0 )); then
@@ -168,6 +182,7 @@ for rep in $(seq 1 "$REPEAT"); do
           lib-cassandra-uncached) mode=(--writers exclusive --read-cache-ms 0 $LIB_FLAGS) ;;
           lib-cassandra-shared) mode=(--writers shared $LIB_FLAGS) ;;
         esac
+        quiesce
         start_proxies "$name" "cassandra://127.0.0.1:$CQL_PORT" "cassandra://127.0.0.2:$CQL_PORT" \
           --keyspace "lib_r${rep}_${target//-/_}" --create-schema "${mode[@]}"
         bench "$name" --addr "$PROXY0,$PROXY1" "${SETTLE_ARGS[@]}"
