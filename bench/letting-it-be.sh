@@ -8,6 +8,7 @@
 #                         DC holding a writer lease, plain writes; the default)
 #   lib-cassandra-uncached  the same without the read cache (--read-cache-ms 0)
 #   lib-cassandra-shared  the same with shared writers (a lightweight transaction per write, the paper's design)
+#   lib-cassandra-1worker  lib-cassandra with each proxy on one tokio worker thread (TOKIO_WORKER_THREADS=1)
 #   lib-causet            the causal middleware over Causet run with protocol = "eventual"
 #   causet          Causet's own Transactional Causal+ Consistency (Cure)
 #
@@ -102,10 +103,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Starts one proxy per DC: $1 run name, $2 store of DC 0, $3 store of DC 1, then extra flags for both.
+# Starts one proxy per DC: $1 run name, $2 store of DC 0, $3 store of DC 1, then extra flags for both; both run with
+# the environment variables in PROXY_ENV (NAME=VALUE words).
+PROXY_ENV=()
 start_proxies() {
   local name="$1" s0="$2" s1="$3"; shift 3
-  "$BIN" middleware --store "$s0" --local-set 0 --listen "$PROXY0" --admin "$ADMIN0" "$@" >"$OUT/$name.proxy0.log" 2>&1 &
+  env "${PROXY_ENV[@]}" "$BIN" middleware --store "$s0" --local-set 0 --listen "$PROXY0" --admin "$ADMIN0" "$@" >"$OUT/$name.proxy0.log" 2>&1 &
   PROXY_PIDS+=($!)
   cap $! 0
   # The first proxy creates the schema; give it a moment before the second connects.
@@ -113,7 +116,7 @@ start_proxies() {
   grep -q serving "$OUT/$name.proxy0.log" || { cat "$OUT/$name.proxy0.log" >&2; exit 1; }
   local extra=()
   for a in "$@"; do [[ "$a" != --create-schema ]] && extra+=("$a"); done
-  "$BIN" middleware --store "$s1" --local-set 1 --listen "$PROXY1" --admin "$ADMIN1" "${extra[@]}" \
+  env "${PROXY_ENV[@]}" "$BIN" middleware --store "$s1" --local-set 1 --listen "$PROXY1" --admin "$ADMIN1" "${extra[@]}" \
     >"$OUT/$name.proxy1.log" 2>&1 &
   PROXY_PIDS+=($!)
   cap $! 1
@@ -174,19 +177,21 @@ for rep in $(seq 1 "$REPEAT"); do
   for target in "${list[@]}"; do
     name="r$rep-$target"
     case "$target" in
-      cassandra|lib-cassandra|lib-cassandra-uncached|lib-cassandra-shared)
-        mode=()
+      cassandra|lib-cassandra|lib-cassandra-uncached|lib-cassandra-shared|lib-cassandra-1worker)
+        mode=(); PROXY_ENV=()
         case "$target" in
           cassandra) mode=(--plain) ;;
           lib-cassandra) mode=(--writers exclusive $LIB_FLAGS) ;;
           lib-cassandra-uncached) mode=(--writers exclusive --read-cache-ms 0 $LIB_FLAGS) ;;
           lib-cassandra-shared) mode=(--writers shared $LIB_FLAGS) ;;
+          lib-cassandra-1worker) mode=(--writers exclusive $LIB_FLAGS); PROXY_ENV=(TOKIO_WORKER_THREADS=1) ;;
         esac
         quiesce
         start_proxies "$name" "cassandra://127.0.0.1:$CQL_PORT" "cassandra://127.0.0.2:$CQL_PORT" \
           --keyspace "lib_r${rep}_${target//-/_}" --create-schema "${mode[@]}"
         bench "$name" --addr "$PROXY0,$PROXY1" "${SETTLE_ARGS[@]}"
         stop_proxies "$name"
+        PROXY_ENV=()
         ;;
       lib-causet)
         causet_cluster "$OUT/causet-$name" eventual
