@@ -176,9 +176,10 @@ for rep in $(seq 1 "$REPEAT"); do
   log "repetition $rep: $(IFS=,; echo "${list[*]}")"
   for target in "${list[@]}"; do
     name="r$rep-$target"
+    PROXY_ENV=()
     case "$target" in
       cassandra|lib-cassandra|lib-cassandra-uncached|lib-cassandra-shared|lib-cassandra-1worker)
-        mode=(); PROXY_ENV=()
+        mode=()
         case "$target" in
           cassandra) mode=(--plain) ;;
           lib-cassandra) mode=(--writers exclusive $LIB_FLAGS) ;;
@@ -191,7 +192,6 @@ for rep in $(seq 1 "$REPEAT"); do
           --keyspace "lib_r${rep}_${target//-/_}" --create-schema "${mode[@]}"
         bench "$name" --addr "$PROXY0,$PROXY1" "${SETTLE_ARGS[@]}"
         stop_proxies "$name"
-        PROXY_ENV=()
         ;;
       lib-causet)
         causet_cluster "$OUT/causet-$name" eventual

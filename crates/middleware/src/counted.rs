@@ -14,8 +14,25 @@ use crate::driver::{Lease, Store, StoreError};
 use crate::feed::Frontier;
 use crate::record::{Copy, Encoded, LocalSet, Part};
 
-/// The kinds of store request, in the order [`StoreRequests::by_kind`] gives them; each is one request to the
-/// store adapter (on Cassandra, one statement).
+/// The kinds of store request, one per [`Store`] method; `KINDS[kind as usize]` is its name.
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    Get,
+    GetCopies,
+    GetCopiesToWrite,
+    Put,
+    Cas,
+    Stabilize,
+    Pull,
+    FeedAppend,
+    FeedRead,
+    FrontierPut,
+    FrontierGet,
+    Lease,
+}
+
+/// The names of the kinds of store request, in the order of the private `Kind` (the order [`StoreRequests::by_kind`] gives them);
+/// each is one request to the store adapter (on Cassandra, one statement).
 pub const KINDS: [&str; 12] = [
     "get",
     "get_copies",
@@ -36,10 +53,6 @@ pub const KINDS: [&str; 12] = [
 pub struct StoreRequests([AtomicU64; KINDS.len()]);
 
 impl StoreRequests {
-    fn count(&self, kind: usize) {
-        self.0[kind].fetch_add(1, Ordering::Relaxed);
-    }
-
     /// Every kind with its count, in the order of [`KINDS`].
     pub fn by_kind(&self) -> [(&'static str, u64); KINDS.len()] {
         std::array::from_fn(|i| (KINDS[i], self.0[i].load(Ordering::Relaxed)))
@@ -63,17 +76,17 @@ impl<S> Counted<S> {
         Counted { inner, requests: StoreRequests::default() }
     }
 
-    /// Counts a request of kind `KINDS[kind]` and returns the request.
-    fn counted<F>(&self, kind: usize, request: F) -> F {
-        self.requests.count(kind);
+    /// Counts a request of `kind` and returns the request.
+    fn counted<F>(&self, kind: Kind, request: F) -> F {
+        self.requests.0[kind as usize].fetch_add(1, Ordering::Relaxed);
         request
     }
 }
 
-// Each method counts its kind (the index of its name in KINDS) and forwards; the constants are the inner store's.
+// Each method counts its kind and forwards; the constants are the inner store's.
 impl<S: Store> Store for Counted<S> {
     fn get(&self, copy: &Copy, part: Part) -> impl Future<Output = Result<Option<Vec<u8>>, StoreError>> + Send {
-        self.counted(0, self.inner.get(copy, part))
+        self.counted(Kind::Get, self.inner.get(copy, part))
     }
 
     fn get_copies(
@@ -82,7 +95,7 @@ impl<S: Store> Store for Counted<S> {
         local_sets: usize,
         part: Part,
     ) -> impl Future<Output = Result<Vec<Option<Vec<u8>>>, StoreError>> + Send {
-        self.counted(1, self.inner.get_copies(key, local_sets, part))
+        self.counted(Kind::GetCopies, self.inner.get_copies(key, local_sets, part))
     }
 
     fn get_copies_to_write(
@@ -90,11 +103,11 @@ impl<S: Store> Store for Counted<S> {
         key: &[u8],
         local_sets: usize,
     ) -> impl Future<Output = Result<Vec<Option<Vec<u8>>>, StoreError>> + Send {
-        self.counted(2, self.inner.get_copies_to_write(key, local_sets))
+        self.counted(Kind::GetCopiesToWrite, self.inner.get_copies_to_write(key, local_sets))
     }
 
     fn put(&self, copy: &Copy, seq: u64, record: Encoded) -> impl Future<Output = Result<(), StoreError>> + Send {
-        self.counted(3, self.inner.put(copy, seq, record))
+        self.counted(Kind::Put, self.inner.put(copy, seq, record))
     }
 
     fn cas(
@@ -104,19 +117,19 @@ impl<S: Store> Store for Counted<S> {
         seq: u64,
         record: Encoded,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        self.counted(4, self.inner.cas(copy, expect, seq, record))
+        self.counted(Kind::Cas, self.inner.cas(copy, expect, seq, record))
     }
 
     const CONFIRMS_STABILITY: bool = S::CONFIRMS_STABILITY;
 
     fn stabilize(&self, copy: &Copy, seq: u64) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        self.counted(5, self.inner.stabilize(copy, seq))
+        self.counted(Kind::Stabilize, self.inner.stabilize(copy, seq))
     }
 
     const PULLS: bool = S::PULLS;
 
     fn pull(&self, copy: &Copy, seq: u64) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        self.counted(6, self.inner.pull(copy, seq))
+        self.counted(Kind::Pull, self.inner.pull(copy, seq))
     }
 
     const FEEDS: bool = S::FEEDS;
@@ -128,7 +141,7 @@ impl<S: Store> Store for Counted<S> {
         number: u64,
         batch: Vec<u8>,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        self.counted(7, self.inner.feed_append(ls, epoch, number, batch))
+        self.counted(Kind::FeedAppend, self.inner.feed_append(ls, epoch, number, batch))
     }
 
     fn feed_read(
@@ -139,7 +152,7 @@ impl<S: Store> Store for Counted<S> {
         limit: usize,
         everywhere: bool,
     ) -> impl Future<Output = Result<Vec<(u64, Vec<u8>)>, StoreError>> + Send {
-        self.counted(8, self.inner.feed_read(ls, epoch, from, limit, everywhere))
+        self.counted(Kind::FeedRead, self.inner.feed_read(ls, epoch, from, limit, everywhere))
     }
 
     fn frontier_put(
@@ -148,7 +161,7 @@ impl<S: Store> Store for Counted<S> {
         writer: LocalSet,
         frontier: Frontier,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        self.counted(9, self.inner.frontier_put(reader, writer, frontier))
+        self.counted(Kind::FrontierPut, self.inner.frontier_put(reader, writer, frontier))
     }
 
     fn frontier_get(
@@ -156,7 +169,7 @@ impl<S: Store> Store for Counted<S> {
         reader: LocalSet,
         writer: LocalSet,
     ) -> impl Future<Output = Result<Option<Frontier>, StoreError>> + Send {
-        self.counted(10, self.inner.frontier_get(reader, writer))
+        self.counted(Kind::FrontierGet, self.inner.frontier_get(reader, writer))
     }
 
     fn lease(
@@ -165,7 +178,7 @@ impl<S: Store> Store for Counted<S> {
         owner: &str,
         term: Duration,
     ) -> impl Future<Output = Result<Lease, StoreError>> + Send {
-        self.counted(11, self.inner.lease(ls, owner, term))
+        self.counted(Kind::Lease, self.inner.lease(ls, owner, term))
     }
 }
 
