@@ -31,8 +31,8 @@ enum Kind {
     Lease,
 }
 
-/// The names of the kinds of store request, in the order of the private `Kind` (the order [`StoreRequests::by_kind`] gives them);
-/// each is one request to the store adapter (on Cassandra, one statement).
+/// The names of the kinds of store request, in the order of the private `Kind` (the order
+/// [`StoreRequests::by_kind`] gives them); each is one request to the store adapter (on Cassandra, one statement).
 pub const KINDS: [&str; 12] = [
     "get",
     "get_copies",
