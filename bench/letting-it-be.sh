@@ -9,6 +9,7 @@
 #   lib-cassandra-uncached  the same without the read cache (--read-cache-ms 0)
 #   lib-cassandra-shared  the same with shared writers (a lightweight transaction per write, the paper's design)
 #   lib-cassandra-1worker  lib-cassandra with each proxy on one tokio worker thread (TOKIO_WORKER_THREADS=1)
+#   lib-cassandra-base    lib-cassandra run by the binary in BASE_BIN (an earlier build: a change side by side)
 #   lib-causet            the causal middleware over Causet run with protocol = "eventual"
 #   causet          Causet's own Transactional Causal+ Consistency (Cure)
 #
@@ -36,7 +37,8 @@
 # own as in the paper; the load generator and the WAN delay proxy stay uncapped. Without it every process shares
 # the whole machine, and the DC that falls behind leaves its CPU to the other.
 #
-# Needs a release build (BIN, default target/release/causet), Java 17 and Maven (scripts/cassandra).
+# Needs a release build (BIN, default target/release/causet; BASE_BIN for lib-cassandra-base), Java 17 and Maven
+# (scripts/cassandra).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -69,6 +71,9 @@ while [[ $# -gt 0 ]]; do
 done
 BIN="${BIN:-target/release/causet}"
 [[ -x "$BIN" ]] || { echo "no $BIN: run cargo build --release -p causet first (or set BIN)" >&2; exit 1; }
+if [[ ",$TARGETS," == *",lib-cassandra-base,"* ]]; then
+  [[ -x "${BASE_BIN:-}" ]] || { echo "lib-cassandra-base needs BASE_BIN, an executable causet" >&2; exit 1; }
+fi
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
 
@@ -103,12 +108,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Starts one proxy per DC: $1 run name, $2 store of DC 0, $3 store of DC 1, then extra flags for both; both run with
-# the environment variables in PROXY_ENV (NAME=VALUE words).
+# Starts one proxy per DC: $1 run name, $2 store of DC 0, $3 store of DC 1, then extra flags for both; both run
+# PROXY_BIN with the environment variables in PROXY_ENV (NAME=VALUE words).
 PROXY_ENV=()
+PROXY_BIN="$BIN"
 start_proxies() {
   local name="$1" s0="$2" s1="$3"; shift 3
-  env "${PROXY_ENV[@]}" "$BIN" middleware --store "$s0" --local-set 0 --listen "$PROXY0" --admin "$ADMIN0" "$@" >"$OUT/$name.proxy0.log" 2>&1 &
+  env "${PROXY_ENV[@]}" "$PROXY_BIN" middleware --store "$s0" --local-set 0 --listen "$PROXY0" --admin "$ADMIN0" "$@" >"$OUT/$name.proxy0.log" 2>&1 &
   PROXY_PIDS+=($!)
   cap $! 0
   # The first proxy creates the schema; give it a moment before the second connects.
@@ -116,7 +122,7 @@ start_proxies() {
   grep -q serving "$OUT/$name.proxy0.log" || { cat "$OUT/$name.proxy0.log" >&2; exit 1; }
   local extra=()
   for a in "$@"; do [[ "$a" != --create-schema ]] && extra+=("$a"); done
-  env "${PROXY_ENV[@]}" "$BIN" middleware --store "$s1" --local-set 1 --listen "$PROXY1" --admin "$ADMIN1" "${extra[@]}" \
+  env "${PROXY_ENV[@]}" "$PROXY_BIN" middleware --store "$s1" --local-set 1 --listen "$PROXY1" --admin "$ADMIN1" "${extra[@]}" \
     >"$OUT/$name.proxy1.log" 2>&1 &
   PROXY_PIDS+=($!)
   cap $! 1
@@ -177,8 +183,9 @@ for rep in $(seq 1 "$REPEAT"); do
   for target in "${list[@]}"; do
     name="r$rep-$target"
     PROXY_ENV=()
+    PROXY_BIN="$BIN"
     case "$target" in
-      cassandra|lib-cassandra|lib-cassandra-uncached|lib-cassandra-shared|lib-cassandra-1worker)
+      cassandra|lib-cassandra|lib-cassandra-uncached|lib-cassandra-shared|lib-cassandra-1worker|lib-cassandra-base)
         mode=()
         case "$target" in
           cassandra) mode=(--plain) ;;
@@ -186,6 +193,7 @@ for rep in $(seq 1 "$REPEAT"); do
           lib-cassandra-uncached) mode=(--writers exclusive --read-cache-ms 0 $LIB_FLAGS) ;;
           lib-cassandra-shared) mode=(--writers shared $LIB_FLAGS) ;;
           lib-cassandra-1worker) mode=(--writers exclusive $LIB_FLAGS); PROXY_ENV=(TOKIO_WORKER_THREADS=1) ;;
+          lib-cassandra-base) mode=(--writers exclusive $LIB_FLAGS); PROXY_BIN="$BASE_BIN" ;;
         esac
         quiesce
         start_proxies "$name" "cassandra://127.0.0.1:$CQL_PORT" "cassandra://127.0.0.2:$CQL_PORT" \
