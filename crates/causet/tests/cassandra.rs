@@ -141,11 +141,8 @@ async fn cassandra_alone_breaks_causality_and_the_middleware_over_it_does_not() 
             eprintln!("{report}");
             let stable = count_before(&report, " versions made stable");
             assert!(stable > 0, "the writer made no version stable: {report}");
-            let follower = causal[1].report().join(" ");
-            let followed = count_before(&follower, " versions of other local sets' feeds");
+            let followed = count_before(&causal[1].report().join(" "), " versions of other local sets' feeds");
             assert!(followed > 0, "local set 1 followed none of local set 0's writes");
-            // The follower reads the copies of many versions with one statement.
-            assert!(count_before(&follower, " get_many") > 0, "{follower}");
             // The writer lease fences a second instance of a local set off, naming the holder.
             let err = start(&proxy_args(&cassandra, 0, false, writers)).await.err().expect("a second writer");
             let err = format!("{err:#}");
@@ -155,48 +152,9 @@ async fn cassandra_alone_breaks_causality_and_the_middleware_over_it_does_not() 
             c.stop().await;
         }
     }
-    get_many_answers_as_single_reads(&cassandra).await;
     // A stopped instance gives its lease back: a new one starts at once.
     let started = std::time::Instant::now();
     let again = start(&proxy_args(&cassandra, 0, false, WritersArg::Exclusive)).await.unwrap();
     assert!(started.elapsed() < std::time::Duration::from_secs(2), "took {:?}", started.elapsed());
     again.stop().await;
-}
-
-/// `get_many` on Cassandra (`key IN ? AND ls = ?`, one statement per local set and `GET_MANY` keys) answers, in the
-/// order asked, what a read of each copy alone answers: copies of both local sets, present and missing, repeated,
-/// more than one statement's worth.
-async fn get_many_answers_as_single_reads(cassandra: &Cassandra) {
-    use causet_middleware::cassandra::{CassandraOptions, CassandraStore};
-    use causet_middleware::record::{Encoded, Part};
-    use causet_middleware::{Copy, Store};
-    let options = CassandraOptions {
-        nodes: vec![cassandra.node(1)],
-        datacenter: "dc1".into(),
-        keyspace: "causet_test_exclusive".into(),
-        create_in: None,
-    };
-    let store = CassandraStore::connect(&options, 0).await.unwrap();
-    let copy = |i: usize, ls| Copy { key: format!("get_many/{i}").into_bytes(), ls };
-    // Even keys exist in local set 0's copy, multiples of three in local set 1's.
-    for i in 0..150 {
-        for ls in [0, 1] {
-            if (ls == 0 && i % 2 == 0) || (ls == 1 && i % 3 == 0) {
-                let record = Encoded { head: format!("head {i}/{ls}").into(), meta: format!("meta {i}/{ls}").into() };
-                store.put(&copy(i, ls), 1, record).await.unwrap();
-            }
-        }
-    }
-    let mut asked: Vec<Copy> = (0..150).flat_map(|i| [copy(i, (i % 2) as u16), copy(149 - i, 1)]).collect();
-    asked.extend([copy(4, 0), copy(4, 0), copy(1000, 1)]);
-    for part in [Part::Head, Part::Meta] {
-        let many = store.get_many(&asked, part).await.unwrap();
-        let mut one_by_one = Vec::new();
-        for c in &asked {
-            one_by_one.push(store.get(c, part).await.unwrap());
-        }
-        assert_eq!(many, one_by_one, "{part:?}");
-        let found = many.iter().flatten().count();
-        assert!(found > 100 && found < asked.len(), "{found} of {} found: present and missing copies", asked.len());
-    }
 }

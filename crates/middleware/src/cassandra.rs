@@ -1,10 +1,9 @@
 //! The store adapter for Apache Cassandra (through the `scylla` driver, which speaks Cassandra 5's native
 //! protocol).
 //!
-//! One table holds every copy: `records ((key, ls)) → (seq, head, meta)`, one partition of one row per copy. One
-//! read (`ls IN (…)`) returns every copy of a key (what every read and write starts with), and one read
-//! (`key IN (…)`) copies of many keys of one local set (a follower's check of a span of its writer's feed).
-//! Single-row partitions matter: Cassandra answers a read of a whole row by name from the newest SSTable that holds it
+//! One table holds every copy: `records ((key, ls)) → (seq, head, meta)`, one partition of one row per copy, and
+//! one read (`ls IN (…)`) returns every copy of a key (what every read and write starts with). Single-row
+//! partitions matter: Cassandra answers a read of a whole row by name from the newest SSTable that holds it
 //! (reading SSTables in timestamp order and stopping there), and a missing copy costs a Bloom filter lookup; a
 //! read of a multi-row partition (the key with one row per local set, as until 2026-11-29) must instead merge
 //! every SSTable holding any row of it, which for a hot key rewritten all the time is many
@@ -33,11 +32,9 @@
 //! order inside partitions of 4,096 batches (so no partition grows without bound), kept for a day (TTL); and
 //! `frontiers ((reader, writer)) → (epoch, start, position, next_batch)`, one row per follower and feed.
 
-use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
-use futures_util::future::try_join_all;
 use scylla::client::execution_profile::ExecutionProfile;
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
@@ -46,7 +43,7 @@ use scylla::statement::prepared::PreparedStatement;
 use scylla::statement::{Consistency, SerialConsistency};
 use scylla::value::{CqlValue, Row};
 
-use crate::driver::{Error, Lease, Part, Store, StoreError, GET_MANY};
+use crate::driver::{Error, Lease, Part, Store, StoreError};
 use crate::feed::Frontier;
 use crate::proxy::Backend;
 use crate::record::{Copy, Encoded, LocalSet};
@@ -70,8 +67,6 @@ pub struct CassandraStore {
     session: Session,
     get_head: PreparedStatement,
     get_meta: PreparedStatement,
-    many_heads: PreparedStatement,
-    many_metas: PreparedStatement,
     heads: PreparedStatement,
     metas: PreparedStatement,
     insert: PreparedStatement,
@@ -174,9 +169,6 @@ impl CassandraStore {
         let ks = &options.keyspace;
         let get_head = prepare(&session, format!("SELECT head FROM {ks}.records WHERE key = ? AND ls = ?")).await?;
         let get_meta = prepare(&session, format!("SELECT meta FROM {ks}.records WHERE key = ? AND ls = ?")).await?;
-        let many = |part| format!("SELECT key, {part} FROM {ks}.records WHERE key IN ? AND ls = ?");
-        let many_heads = prepare(&session, many("head")).await?;
-        let many_metas = prepare(&session, many("meta")).await?;
         let insert = prepare(
             &session,
             format!("INSERT INTO {ks}.records (key, ls, seq, head, meta) VALUES (?, ?, ?, ?, ?) IF NOT EXISTS"),
@@ -242,8 +234,6 @@ impl CassandraStore {
             session,
             get_head,
             get_meta,
-            many_heads,
-            many_metas,
             heads,
             metas,
             insert,
@@ -355,40 +345,6 @@ impl Store for CassandraStore {
             Part::Meta => &self.metas,
         };
         self.read_copies(statement, key, local_sets).await
-    }
-
-    async fn get_many(&self, copies: &[Copy], part: Part) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
-        let statement = match part {
-            Part::Head => &self.many_heads,
-            Part::Meta => &self.many_metas,
-        };
-        if let [copy] = copies {
-            // One partition: the single read, which the driver routes to a replica of it.
-            return Ok(vec![self.get(copy, part).await?]);
-        }
-        // One statement per local set and GET_MANY keys (`key IN ? AND ls = ?`): the node reads each partition as
-        // it would for a single read, but the request, its parsing and its answer are shared.
-        let mut by_ls: BTreeMap<LocalSet, Vec<usize>> = BTreeMap::new();
-        for (i, c) in copies.iter().enumerate() {
-            by_ls.entry(c.ls).or_default().push(i);
-        }
-        let requests = by_ls.iter().flat_map(|(&ls, at)| at.chunks(GET_MANY).map(move |chunk| (ls, chunk)));
-        let answers = try_join_all(requests.map(|(ls, chunk)| async move {
-            let keys: Vec<&[u8]> = chunk.iter().map(|&i| copies[i].key.as_slice()).collect();
-            let result = self.session.execute_unpaged(statement, (&keys, ls as i16)).await.map_err(err("read"))?;
-            let rows = result.into_rows_result().map_err(err("read"))?;
-            let found = rows.rows::<(Vec<u8>, Vec<u8>)>().map_err(err("read"))?;
-            let found: HashMap<Vec<u8>, Vec<u8>> = found.collect::<Result<_, _>>().map_err(err("read"))?;
-            Ok::<_, StoreError>((chunk, found))
-        }))
-        .await?;
-        let mut parts = vec![None; copies.len()];
-        for (chunk, found) in answers {
-            for &i in chunk {
-                parts[i] = found.get(&copies[i].key).cloned();
-            }
-        }
-        Ok(parts)
     }
 
     async fn cas(&self, copy: &Copy, expect: Option<u64>, seq: u64, record: Encoded) -> Result<bool, StoreError> {

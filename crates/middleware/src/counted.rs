@@ -19,7 +19,6 @@ use crate::record::{Copy, Encoded, LocalSet, Part};
 enum Kind {
     Get,
     GetCopies,
-    GetMany,
     GetCopiesToWrite,
     Put,
     Cas,
@@ -34,10 +33,9 @@ enum Kind {
 
 /// The names of the kinds of store request, in the order of the private `Kind` (the order
 /// [`StoreRequests::by_kind`] gives them); each is one request to the store adapter (on Cassandra, one statement).
-pub const KINDS: [&str; 13] = [
+pub const KINDS: [&str; 12] = [
     "get",
     "get_copies",
-    "get_many",
     "get_copies_to_write",
     "put",
     "cas",
@@ -98,14 +96,6 @@ impl<S: Store> Store for Counted<S> {
         part: Part,
     ) -> impl Future<Output = Result<Vec<Option<Vec<u8>>>, StoreError>> + Send {
         self.counted(Kind::GetCopies, self.inner.get_copies(key, local_sets, part))
-    }
-
-    fn get_many(
-        &self,
-        copies: &[Copy],
-        part: Part,
-    ) -> impl Future<Output = Result<Vec<Option<Vec<u8>>>, StoreError>> + Send {
-        self.counted(Kind::GetMany, self.inner.get_many(copies, part))
     }
 
     fn get_copies_to_write(
@@ -203,12 +193,11 @@ mod tests {
         let copy = Copy { key: b"k".to_vec(), ls: 0 };
         assert_eq!(store.get(&copy, Part::Meta).await.unwrap(), None);
         assert!(store.get_copies(b"k", 2, Part::Head).await.unwrap().iter().all(Option::is_none));
-        assert_eq!(store.get_many(&[copy.clone(), copy.clone()], Part::Head).await.unwrap(), vec![None, None]);
         store.feed_append(0, 1, 0, vec![1, 2]).await.unwrap();
         assert_eq!(store.feed_read(0, 1, 0, 8, false).await.unwrap(), vec![(0, vec![1, 2])], "forwarded");
         assert_eq!(store.feed_read(0, 1, 1, 8, false).await.unwrap(), vec![]);
         let counts: Vec<(&str, u64)> = store.requests.by_kind().into_iter().filter(|&(_, n)| n > 0).collect();
-        assert_eq!(counts, [("get", 1), ("get_copies", 1), ("get_many", 1), ("feed_append", 1), ("feed_read", 2)]);
-        assert_eq!(store.requests.total(), 6);
+        assert_eq!(counts, [("get", 1), ("get_copies", 1), ("feed_append", 1), ("feed_read", 2)]);
+        assert_eq!(store.requests.total(), 5);
     }
 }

@@ -49,23 +49,6 @@ pub trait Store: Send + Sync {
         }
     }
 
-    /// One part of each of `copies` (any keys, any local sets), in the order asked. Stores that can read many
-    /// copies with one request do (Cassandra: one statement per local set and [`GET_MANY`] keys); the default reads
-    /// them one by one, [`GET_MANY`] at a time.
-    fn get_many(
-        &self,
-        copies: &[Copy],
-        part: Part,
-    ) -> impl Future<Output = Result<Vec<Option<Vec<u8>>>, StoreError>> + Send {
-        async move {
-            let mut raw = Vec::with_capacity(copies.len());
-            for chunk in copies.chunks(GET_MANY) {
-                raw.extend(try_join_all(chunk.iter().map(|c| self.get(c, part))).await?);
-            }
-            Ok(raw)
-        }
-    }
-
     /// Stores `record` (version `seq` of the copy, both parts at once) if the stored version is `expect` (`None`:
     /// nothing stored yet). Returns whether it applied.
     fn cas(
@@ -436,8 +419,8 @@ const STABILIZE_QUEUE: usize = 4096;
 /// The most versions one attempt to make a version stable visits.
 const STABILIZE_BUDGET: usize = 512;
 
-/// Copies that one [`Store::get_many`] request reads at most (the default: in parallel at once).
-pub const GET_MANY: usize = 64;
+/// Copies one level of a resolution reads from the store at once.
+const FETCH_PARALLELISM: usize = 64;
 
 /// Walks making versions stable at once.
 const STABILIZE_WALKS: usize = 16;
@@ -732,8 +715,8 @@ impl<S: Store> Middleware<S> {
     }
 
     /// One part ([`Head`](crate::record::Head) or [`Meta`]) of each of `copies` from the local store: all of a
-    /// key's copies in one request when that is what is asked for, otherwise [`Store::get_many`]. `to_write`: a
-    /// write's read of a whole key's metas ([`Store::get_copies_to_write`]).
+    /// key's copies in one request when that is what is asked for, otherwise at most [`FETCH_PARALLELISM`] single
+    /// copies at a time. `to_write`: a write's read of a whole key's metas ([`Store::get_copies_to_write`]).
     async fn fetch<T: RecordPart>(&self, copies: &[Copy], to_write: bool) -> Result<Vec<Option<T>>, Error> {
         let n = self.protocol.local_sets;
         let whole_key = copies.len() == n
@@ -743,7 +726,11 @@ impl<S: Store> Middleware<S> {
         } else if whole_key {
             self.store.get_copies(&copies[0].key, n, T::PART).await?
         } else {
-            self.store.get_many(copies, T::PART).await?
+            let mut raw = Vec::with_capacity(copies.len());
+            for chunk in copies.chunks(FETCH_PARALLELISM) {
+                raw.extend(try_join_all(chunk.iter().map(|c| self.store.get(c, T::PART))).await?);
+            }
+            raw
         };
         let parts: Vec<Option<T>> =
             raw.into_iter().map(|r| r.map(|b| T::decode(&b)).transpose()).collect::<Result<_, _>>()?;
