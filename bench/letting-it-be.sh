@@ -34,8 +34,9 @@
 # --lib-flags passes extra `causet middleware` options to the middleware targets (lib-*).
 # --dc-cpu-share S caps each emulated DC at S of one core (bench/cap-dcs.py; cgroups, needs root): DC 1's
 # Cassandra node (or Causet node) and proxy share one group, DC 2's another, as if each DC had a machine of its
-# own as in the paper; the load generator and the WAN delay proxy stay uncapped. Without it every process shares
-# the whole machine, and the DC that falls behind leaves its CPU to the other.
+# own as in the paper; the load generator and the WAN delay proxy stay uncapped. Each group's CPU is then
+# sampled by kind of process (bench/cpu-sample.sh) and split per point in cpu.md (bench/cpu-split.py). Without
+# it every process shares the whole machine, and the DC that falls behind leaves its CPU to the other.
 #
 # Needs a release build (BIN, default target/release/causet; BASE_BIN for lib-cassandra-base), Java 17 and Maven
 # (scripts/cassandra).
@@ -101,7 +102,16 @@ stop_proxies() {
   [[ -n "$name" ]] && grep -h "^local set" "$OUT/$name".proxy*.log >"$OUT/$name.proxy-report.txt" 2>/dev/null || true
 }
 
+# With capped DCs, each DC's CPU is sampled by kind of process for the whole run (bench/cpu-sample.sh), and the
+# summary gives it per point (bench/cpu-split.py, cpu.md): Cassandra's and the proxies' CPU per transaction.
+SAMPLER_PID=""
+if [[ -n "$DC_SHARE" ]]; then
+  bench/cpu-sample.sh >"$OUT/cpu.samples" 2>/dev/null &
+  SAMPLER_PID=$!
+fi
+
 cleanup() {
+  [[ -z "$SAMPLER_PID" ]] || kill "$SAMPLER_PID" 2>/dev/null || true
   stop_proxies ""
   for d in "$OUT"/causet-*; do [[ -d "$d" ]] && "$BIN" cluster stop --dir "$d" >/dev/null 2>&1 || true; done
   scripts/cassandra stop --dir "$CASS_DIR" >/dev/null 2>&1 || true
@@ -261,4 +271,9 @@ summary = "\n".join(lines)
 open(os.path.join(out, "summary.md"), "w").write(summary + "\n")
 print(summary)
 EOF
+if [[ -n "$SAMPLER_PID" ]]; then
+  python3 bench/cpu-split.py "$OUT/cpu.samples" "$OUT" >"$OUT/cpu.md"
+  log "CPU per point (Java: the Cassandra nodes; other: the proxies or Causet's nodes), in $OUT/cpu.md:"
+  cat "$OUT/cpu.md" >&2
+fi
 log "summary in $OUT/summary.md"

@@ -607,6 +607,7 @@ mod tests {
             point: Point { update_ratio, keys: 80_000 },
             sessions: 48,
             measured_s: 10.0,
+            window_start_unix_s: 0.0,
             committed: (txn * 10.0) as u64,
             aborted: 0,
             errors: 0,

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub use crate::target::{DcTarget, Target};
 
@@ -73,6 +73,10 @@ pub struct RunResult {
     pub sessions: usize,
     /// Length of the measured window, s.
     pub measured_s: f64,
+    /// When the measured window began, in seconds since the Unix epoch (0 in reports written before
+    /// 2026-12-02), so that samples taken beside the run (CPU per process, `bench/cpu-split.py`) can be cut to it.
+    #[serde(default)]
+    pub window_start_unix_s: f64,
     /// Transactions committed in the window.
     pub committed: u64,
     /// Transactions the server aborted in the window.
@@ -292,6 +296,7 @@ pub async fn run_point(
     let before = scrape(target).await;
     shared.measuring.store(true, Ordering::Relaxed);
     let window = Instant::now();
+    let window_start_unix_s = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
     tokio::time::sleep(duration).await;
     shared.measuring.store(false, Ordering::Relaxed);
     let measured = window.elapsed();
@@ -334,6 +339,7 @@ pub async fn run_point(
         point,
         sessions,
         measured_s: secs,
+        window_start_unix_s,
         committed,
         aborted,
         errors,

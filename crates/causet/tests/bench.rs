@@ -33,6 +33,8 @@ fn succeeded(out: &std::process::Output) {
 #[test]
 fn a_run_on_a_local_cluster_writes_json_markdown_and_plots_with_every_figure() {
     let dir = tempfile::tempdir().expect("a temporary directory");
+    let unix_now = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+    let started = unix_now();
     let out = bench(
         &["--workload", "smoke", "--nodes-per-dc", "2", "--duration-s", "1", "--warmup-s", "0.2", "--out"]
             .into_iter()
@@ -43,6 +45,16 @@ fn a_run_on_a_local_cluster_writes_json_markdown_and_plots_with_every_figure() {
     let report = json(dir.path());
     let runs = report["runs"].as_array().expect("runs");
     assert_eq!(runs.len(), 2, "the smoke workload sweeps two update ratios");
+    // Each point's measured window, in Unix time: inside the command's run, the second after the first.
+    let windows: Vec<(f64, f64)> = runs
+        .iter()
+        .map(|r| {
+            let start = r["window_start_unix_s"].as_f64().expect("the window's start");
+            (start, start + r["measured_s"].as_f64().expect("the window's length"))
+        })
+        .collect();
+    assert!(windows[0].0 > started && windows[1].1 < unix_now(), "{windows:?} within the run");
+    assert!(windows[0].1 <= windows[1].0, "{windows:?}: the points' windows in order, apart");
     for run in runs {
         let committed = run["committed"].as_u64().expect("committed");
         assert!(committed > 0, "a run commits transactions: {run}");
