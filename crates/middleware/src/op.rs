@@ -910,7 +910,8 @@ impl ReadCache {
 
     /// A read that [`ReadCache::begin`] returned `began` for found heads at versions `heads` (one per local set,
     /// 0 where a copy does not exist) and returned `version`, of rank `rank` ([`ReadOp::rank`]), with `value`:
-    /// keeps it, unless the key was written here or marks were forgotten since the read began.
+    /// keeps it, unless the key was written here or marks were forgotten since the read began, or the entry holds
+    /// newer heads (a read that overlapped it found them and filled first).
     #[allow(clippy::too_many_arguments)]
     pub fn fill(
         &mut self,
@@ -925,6 +926,18 @@ impl ReadCache {
     ) {
         if self.written_since(key, began) || marks.epoch() != began.marks_epoch {
             return;
+        }
+        // Reads that overlap may fill in any order: one that found older heads than the entry's keeps away (a
+        // session may have read what the entry holds), and one that found some newer and some older leaves none.
+        if let Some(e) = self.entries.get(key).filter(|e| e.marks_epoch == began.marks_epoch) {
+            let older = heads.iter().zip(&e.heads).any(|(found, cached)| found < cached);
+            if older {
+                if heads.iter().zip(&e.heads).any(|(found, cached)| found > cached) {
+                    let e = self.entries.remove(key).expect("present");
+                    self.bytes -= e.bytes(key);
+                }
+                return;
+            }
         }
         self.insert(key, CachedRead { version, rank, value, heads, marks_epoch: began.marks_epoch, at_ms: now_ms });
     }
@@ -2092,6 +2105,35 @@ mod tests {
         marks.clear();
         marks.mark(v(0, 6).copy(), 6);
         assert!(!cache.refresh(1, follower, &v(0, 6), &head(&[6, 5], "x6"), &marks, 160));
+    }
+
+    /// Two reads that began while an own write was in flight (after it started, so their fills are allowed) may
+    /// fill in either order: the one that began first may have found the copy before the write landed and fill
+    /// last. Its fill must not replace the entry of the one that found the write — a session that read the write
+    /// would then be answered an older version (monotonic reads). Found by reading `fill` (2026-12-02); a fill that
+    /// found older heads than the entry's is refused, and one that found some newer and some older drops the entry.
+    #[test]
+    fn a_fill_that_found_older_heads_does_not_replace_a_newer_entry() {
+        let key = b"k".to_vec();
+        let v = |ls, seq| Vertex { key: key.clone(), ls, seq };
+        let marks = Marks::new(100);
+        let mut cache = ReadCache::new(1 << 20);
+        let hit = |cache: &ReadCache| cache.lookup(1, &key, &marks, 0, Some(100)).map(|(v, _)| v.clone());
+        cache.wrote(&key); // local set 1's write of version 5 starts
+        let (first, second) = (cache.begin(&marks), cache.begin(&marks));
+        // The second read found the write in the store (own copy at 5) and filled first.
+        cache.fill(&key, second, vec![3, 5], v(1, 5), (8, 1), b"own5".to_vec(), &marks, 0);
+        // The first found the copy before the write landed (at 4), and fills after.
+        cache.fill(&key, first, vec![3, 4], v(1, 4), (7, 1), b"own4".to_vec(), &marks, 0);
+        assert_eq!(hit(&cache), Some(v(1, 5)), "the older fill must not replace the newer entry");
+        // A fill newer on one copy and older on another: neither entry is what a read now would find.
+        let third = cache.begin(&marks);
+        cache.fill(&key, third, vec![4, 4], v(0, 4), (8, 0), b"x4".to_vec(), &marks, 0);
+        assert_eq!(hit(&cache), None);
+        // Equal or newer heads replace it as before.
+        let fourth = cache.begin(&marks);
+        cache.fill(&key, fourth, vec![4, 5], v(1, 5), (9, 1), b"own5".to_vec(), &marks, 0);
+        assert_eq!(hit(&cache), Some(v(1, 5)));
     }
 
     #[test]
