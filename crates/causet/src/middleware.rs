@@ -203,12 +203,11 @@ fn summary<S: Store>(ls: LocalSet, m: &Middleware<S>) -> String {
     let s = &m.stats;
     let (reads, rounds) = (s.reads.load(Relaxed), s.read_rounds.load(Relaxed));
     let (hits, fallbacks) = (s.read_cache_hits.load(Relaxed), s.read_cache_fallbacks.load(Relaxed));
-    let refreshes = s.read_cache_refreshes.load(Relaxed);
     let (unfed, unmarked, unconfirmed) = m.dropped();
     let (writes, bytes, values) =
         (s.writes.load(Relaxed), s.written_bytes.load(Relaxed), s.written_value_bytes.load(Relaxed));
     format!(
-        "local set {ls}: {reads} reads ({} from the read cache at once and {} instead of waiting, {refreshes} cache entries refreshed by the follower, {:.2} store rounds each, {} waited for a dependency, {} pulled one \
+        "local set {ls}: {reads} reads ({} from the read cache at once and {} instead of waiting, {:.2} store rounds each, {} waited for a dependency, {} pulled one \
          ({} pulls failed), {} failed), {writes} \
          writes ({} compare-and-swap conflicts, {} from the write cache, {:.0} metadata bytes per write, largest \
          folded set {}; {} versions made stable, {} of them resolved everywhere from the feed ({} versions in {} \

@@ -404,9 +404,6 @@ pub struct Stats {
     /// Reads answered from the read cache after the store's newest version turned out not to be resolved yet
     /// (counted in `reads` too): they did not wait for it.
     pub read_cache_fallbacks: AtomicU64,
-    /// Read cache entries the follower brought up to a version of another local set it had just resolved, instead
-    /// of leaving them stale ([`ReadCache::refresh`]).
-    pub read_cache_refreshes: AtomicU64,
 }
 
 /// Versions waiting to be made stable, at most [`STABILIZE_QUEUE`].
@@ -846,10 +843,10 @@ impl<S: Store> Middleware<S> {
                     self.stats.read_records.fetch_add(u64::from(op.work.reads), Ordering::Relaxed);
                     return Ok(match outcome {
                         ReadOutcome::Value { value, version } => {
-                            if let (Some(began), Some(rank)) = (began, op.rank()) {
+                            if let Some(began) = began {
                                 let (found, now) = (op.found(), self.now_ms());
                                 self.with_read_cache(|cache, marks| {
-                                    cache.fill(key, began, found, version, rank, value.clone(), marks, now)
+                                    cache.fill(key, began, found, version, value.clone(), marks, now)
                                 });
                             }
                             Some(value)
@@ -1297,15 +1294,9 @@ impl<S: Store> Middleware<S> {
         }
     }
 
-    /// Runs a follower's `check` against the local store; on [`Check::Present`] marks what it checked resolved and,
-    /// with a read cache, refreshes the cache's entries of the keys whose new versions it read as heads
-    /// ([`ReadCache::refresh`]). Returns the version found missing, if one was.
+    /// Runs `check` against the local store; on [`Check::Present`] marks what it checked resolved. Returns the
+    /// version found missing, if one was.
     async fn check(&self, check: &mut Resolution) -> Result<Option<Vertex>, Error> {
-        // Taken before anything is read: own writes of a key after this refuse its refresh.
-        let began = self.with_read_cache(|cache, marks| cache.begin(marks));
-        if began.is_some() {
-            check.read_heads();
-        }
         loop {
             let next = {
                 let entries = self.feed_entries.lock().expect("feed entries");
@@ -1313,19 +1304,8 @@ impl<S: Store> Middleware<S> {
             };
             match next {
                 Check::Fetch(copies) => check.fetched(self.fetch(&copies, false).await?),
-                Check::FetchHeads(copies) => check.fetched_heads(self.fetch(&copies, false).await?),
                 Check::Present => {
-                    let heads = if began.is_some() { check.heads_at_given() } else { Vec::new() };
                     check.mark(&mut self.marks.lock().expect("marks lock"));
-                    if let Some(began) = began {
-                        let (ls, now) = (self.protocol.local_set, self.now_ms());
-                        let refreshed = self
-                            .with_read_cache(|cache, marks| {
-                                heads.iter().filter(|(v, h)| cache.refresh(ls, began, v, h, marks, now)).count()
-                            })
-                            .unwrap_or(0);
-                        self.stats.read_cache_refreshes.fetch_add(refreshed as u64, Ordering::Relaxed);
-                    }
                     return Ok(None);
                 }
                 Check::Missing(missing) => return Ok(Some(missing)),

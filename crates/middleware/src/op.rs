@@ -262,11 +262,6 @@ pub struct Resolution {
     given_expanded: usize,
     /// Metas read during this check (one snapshot of each is enough: a local copy only moves forward).
     fetched: HashMap<Copy, Option<Meta>>,
-    /// Whether the given versions' copies are read as heads ([`Check::FetchHeads`]) rather than metas
-    /// ([`Resolution::read_heads`]).
-    read_heads: bool,
-    /// Heads read during this check (`None`: no such copy).
-    heads: HashMap<Copy, Option<Head>>,
     /// For each copy, the newest version whose requirements (from its record) have been expanded.
     visited: HashMap<Copy, u64>,
     /// Vertices whose presence the next batch checks.
@@ -285,9 +280,6 @@ pub struct Resolution {
 pub enum Check {
     /// Read these copies' metas from the local store (in parallel), then call [`Resolution::fetched`].
     Fetch(Vec<Copy>),
-    /// Read these copies' heads from the local store (in parallel), then call [`Resolution::fetched_heads`]: the
-    /// copies of given versions, when [`Resolution::read_heads`] asked for that.
-    FetchHeads(Vec<Copy>),
     /// Everything checked is present with its whole graph: [`Resolution::mark`] records it.
     Present,
     /// This vertex of the graph has not reached the local store.
@@ -308,13 +300,6 @@ impl Resolution {
             check.give(v, requires);
         }
         check
-    }
-
-    /// Reads the given versions' copies as heads (clock and value) instead of metas: their presence is all the check
-    /// needs of them (their requirements are given), and a follower hands the heads to the read cache
-    /// ([`Resolution::heads_at_given`], [`ReadCache::refresh`]). Other vertices' copies are read as metas.
-    pub fn read_heads(&mut self) {
-        self.read_heads = true;
     }
 
     fn give(&mut self, v: Vertex, requires: Vec<Vertex>) {
@@ -354,14 +339,8 @@ impl Resolution {
             let mut need: Vec<Copy> = (unexpanded.iter())
                 .filter(|(v, _)| !known_resolved(self.local_set, marks, v))
                 .map(|(v, _)| v.copy())
-                .filter(|c| !self.fetched.contains_key(c) && !self.heads.contains_key(c))
+                .filter(|c| !self.fetched.contains_key(c))
                 .collect();
-            if self.read_heads && !need.is_empty() {
-                need.sort();
-                need.dedup();
-                self.asked = need.clone();
-                return Check::FetchHeads(need);
-            }
             if need.is_empty() {
                 if let Some(missing) = self.expand_given(marks) {
                     return Check::Missing(missing);
@@ -401,28 +380,6 @@ impl Resolution {
         }
     }
 
-    /// Takes the heads asked for by the last [`Check::FetchHeads`], in the same order.
-    pub fn fetched_heads(&mut self, heads: Vec<Option<Head>>) {
-        assert_eq!(heads.len(), self.asked.len(), "one answer per copy asked for");
-        for (copy, head) in std::mem::take(&mut self.asked).into_iter().zip(heads) {
-            self.heads.insert(copy, head);
-        }
-    }
-
-    /// After [`Check::Present`] and before [`Resolution::mark`]: each given version whose copy's head this check
-    /// read at exactly that version, with the head.
-    pub fn heads_at_given(&self) -> Vec<(Vertex, Head)> {
-        let at = |v: &Vertex| self.heads.get(&v.copy())?.as_ref().filter(|h| h.seq(v.ls) == v.seq);
-        self.given.iter().filter_map(|(v, _)| at(v).map(|h| (v.clone(), h.clone()))).collect()
-    }
-
-    /// The version of `copy` this check found in the local store, from its meta or its head, if it read either.
-    fn found_seq(&self, copy: &Copy) -> Option<u64> {
-        let meta = self.fetched.get(copy).and_then(Option::as_ref).map(Meta::seq);
-        let head = self.heads.get(copy).and_then(Option::as_ref).map(|h| h.seq(copy.ls));
-        meta.max(head)
-    }
-
     /// Checks that every given version not yet expanded is present (its copy fetched, or it is known resolved) and
     /// replaces it by its requirements and its copy's previous version; returns the first one not present.
     fn expand_given(&mut self, marks: &Marks) -> Option<Vertex> {
@@ -431,8 +388,8 @@ impl Resolution {
             if known_resolved(self.local_set, marks, v) {
                 continue;
             }
-            match self.found_seq(&v.copy()) {
-                Some(seq) if seq >= v.seq => {
+            match self.fetched.get(&v.copy()).and_then(Option::as_ref) {
+                Some(m) if m.seq() >= v.seq => {
                     self.expanded_own += 1;
                     self.pending.extend(requires.iter().cloned());
                     self.pending.extend((v.seq > 1).then(|| Vertex { seq: v.seq - 1, ..v.clone() }));
@@ -494,8 +451,6 @@ pub struct ReadOp {
     levels: u8,
     /// The winning copy's local set and head, once chosen.
     winner: Option<(LocalSet, Head)>,
-    /// The winning head's rank, once chosen.
-    rank: Option<(u64, LocalSet)>,
     check: Resolution,
     asked: Vec<Copy>,
     /// How many heads the first round read.
@@ -514,7 +469,6 @@ impl ReadOp {
             key: key.to_vec(),
             levels: protocol.levels,
             winner: None,
-            rank: None,
             check: Resolution::new(protocol.local_set, Vec::new()),
             asked: asked.clone(),
             heads: asked.len() as u32,
@@ -576,7 +530,6 @@ impl ReadOp {
                     .max_by_key(|(ls, h)| h.rank(*ls));
                 let Some((ls, head)) = best else { return Step::Done(ReadOutcome::Missing) };
                 let target = Vertex { key: self.key.clone(), ls, seq: head.seq(ls) };
-                self.rank = Some(head.rank(ls));
                 self.winner = Some((ls, head));
                 self.check_winner(marks, target);
             }
@@ -630,7 +583,6 @@ impl ReadOp {
                 self.work.reads += copies.len() as u32;
                 Step::Fetch(copies)
             }
-            Check::FetchHeads(_) => unreachable!("a read's resolution reads metas only"),
             Check::Present => Step::Done(self.resolved(marks, session)),
             Check::Missing(missing) => Step::Done(self.unresolved(missing)),
         }
@@ -647,12 +599,6 @@ impl ReadOp {
     pub fn walked_past(&self, budget: usize) -> Option<LocalSet> {
         let walked = (self.work.reads - self.heads) as usize;
         self.winner.as_ref().filter(|_| walked > budget).map(|(ls, _)| *ls)
-    }
-
-    /// The rank of the winning copy's head ([`RecordPart::rank`]), once the heads have been read, for
-    /// [`ReadCache::fill`].
-    pub fn rank(&self) -> Option<(u64, LocalSet)> {
-        self.rank
     }
 
     /// The version of each local set's copy's head the first round found (0 where there is none), for
@@ -821,8 +767,6 @@ pub struct Began {
 #[derive(Debug)]
 struct CachedRead {
     version: Vertex,
-    /// The version's rank among the key's copies ([`RecordPart::rank`]).
-    rank: (u64, LocalSet),
     value: Vec<u8>,
     /// The version of each copy's head the filling read found (0: no such copy).
     heads: Vec<u64>,
@@ -902,16 +846,17 @@ impl ReadCache {
     ) {
         self.wrote(key);
         if marks.epoch() == began.marks_epoch {
-            let rank = (clock.iter().sum(), version.ls);
-            let heads = clock.to_vec();
-            self.insert(key, CachedRead { version, rank, value, heads, marks_epoch: began.marks_epoch, at_ms: now_ms });
+            self.insert(
+                key,
+                CachedRead { version, value, heads: clock.to_vec(), marks_epoch: began.marks_epoch, at_ms: now_ms },
+            );
         }
     }
 
     /// A read that [`ReadCache::begin`] returned `began` for found heads at versions `heads` (one per local set,
-    /// 0 where a copy does not exist) and returned `version`, of rank `rank` ([`ReadOp::rank`]), with `value`:
-    /// keeps it, unless the key was written here or marks were forgotten since the read began, or the entry holds
-    /// newer heads (a read that overlapped it found them and filled first).
+    /// 0 where a copy does not exist) and returned `version`, with `value`: keeps it, unless the key was written
+    /// here or marks were forgotten since the read began, or the entry holds newer heads (a read that overlapped it
+    /// found them and filled first).
     #[allow(clippy::too_many_arguments)]
     pub fn fill(
         &mut self,
@@ -919,12 +864,12 @@ impl ReadCache {
         began: Began,
         heads: Vec<u64>,
         version: Vertex,
-        rank: (u64, LocalSet),
         value: Vec<u8>,
         marks: &Marks,
         now_ms: u64,
     ) {
-        if self.written_since(key, began) || marks.epoch() != began.marks_epoch {
+        let written = self.written.get(key).is_some_and(|&g| g > began.generation);
+        if began.generation < self.floor || written || marks.epoch() != began.marks_epoch {
             return;
         }
         // Reads that overlap may fill in any order: one that found older heads than the entry's keeps away (a
@@ -939,60 +884,7 @@ impl ReadCache {
                 return;
             }
         }
-        self.insert(key, CachedRead { version, rank, value, heads, marks_epoch: began.marks_epoch, at_ms: now_ms });
-    }
-
-    /// Whether this instance wrote `key` (or forgot what it wrote) since [`ReadCache::begin`] returned `began`.
-    fn written_since(&self, key: &[u8], began: Began) -> bool {
-        began.generation < self.floor || self.written.get(key).is_some_and(|&g| g > began.generation)
-    }
-
-    /// A follower, which [`ReadCache::begin`] returned `began` for before it read anything, read `head`, the head of
-    /// another local set's copy of `version`'s key, at exactly `version`, and has just marked `version` resolved:
-    /// updates the key's entry as a read of the store at that moment would have filled it, instead of letting the
-    /// newer version make the entry useless. Returns whether it did.
-    ///
-    /// Sound for the reason a fill is (see the type): the entry's copy of this local set has not changed since the
-    /// entry was filled (an own write drops the entry, and one since `began` refuses this), every other copy is as
-    /// the entry found it except `version`'s, whose head the follower read at `version`; the entry's version and
-    /// `version` are both resolved, and the higher ranked of the two is what a read of those heads returns. With two
-    /// local sets both heads are as of the follower's read, so the entry's age starts again; with more, the other
-    /// copies are as old as the entry, which keeps its age.
-    #[allow(clippy::too_many_arguments)]
-    pub fn refresh(
-        &mut self,
-        local_set: LocalSet,
-        began: Began,
-        version: &Vertex,
-        head: &Head,
-        marks: &Marks,
-        now_ms: u64,
-    ) -> bool {
-        let key = version.key.as_slice();
-        if version.ls == local_set
-            || head.seq(version.ls) != version.seq
-            || !marks.covers(version)
-            || self.written_since(key, began)
-            || marks.epoch() != began.marks_epoch
-        {
-            return false;
-        }
-        let Some(e) = self.entries.get_mut(key) else { return false };
-        let ls = version.ls as usize;
-        if e.marks_epoch != began.marks_epoch || e.heads.get(ls).is_none_or(|&seen| seen >= version.seq) {
-            return false;
-        }
-        e.heads[ls] = version.seq;
-        let rank = head.rank(version.ls);
-        if rank > e.rank {
-            let before = e.value.len();
-            (e.version, e.rank, e.value) = (version.clone(), rank, head.value.clone());
-            self.bytes = self.bytes + e.value.len() - before;
-        }
-        if e.heads.len() == 2 {
-            e.at_ms = now_ms;
-        }
-        true
+        self.insert(key, CachedRead { version, value, heads, marks_epoch: began.marks_epoch, at_ms: now_ms });
     }
 
     fn insert(&mut self, key: &[u8], entry: CachedRead) {
@@ -1626,38 +1518,6 @@ mod tests {
         assert!(marks.covers(&v("x", 1)) && marks.covers(&v("y", 1)) && !marks.covers(&v("z", 1)));
     }
 
-    /// A follower that reads heads checks its given versions' presence with them (one round, no meta), goes on to
-    /// metas for what their requirements need, and hands back the heads read at exactly the given versions.
-    #[test]
-    fn a_follower_reading_heads_checks_presence_with_them_and_hands_them_back() {
-        let head = |clock: &[u64], value: &str| Head { clock: clock.to_vec(), value: value.as_bytes().to_vec() };
-        let mut marks = Marks::new(10);
-        // x@0.1 requires y@0.1, which is not marked: its meta is read a round later.
-        let mut check = Resolution::with_requirements(1, vec![(v("x", 1), vec![v("y", 1)])]);
-        check.read_heads();
-        assert_eq!(check.next(&marks), Check::FetchHeads(vec![v("x", 1).copy()]));
-        check.fetched_heads(vec![Some(head(&[1, 0], "x1"))]);
-        assert_eq!(check.next(&marks), Check::Fetch(vec![v("y", 1).copy()]));
-        check.fetched(vec![Some(requiring(1, &[]))]);
-        assert_eq!(check.next(&marks), Check::Present);
-        assert_eq!(check.heads_at_given(), vec![(v("x", 1), head(&[1, 0], "x1"))]);
-        check.mark(&mut marks);
-        assert!(marks.covers(&v("x", 1)) && marks.covers(&v("y", 1)));
-        // A head already past the given version: present, but not a head at that version.
-        let mut check = Resolution::with_requirements(1, vec![(v("x", 2), vec![])]);
-        check.read_heads();
-        assert!(matches!(check.next(&marks), Check::FetchHeads(_)));
-        check.fetched_heads(vec![Some(head(&[3, 0], "x3"))]);
-        assert_eq!(check.next(&marks), Check::Present);
-        assert_eq!(check.heads_at_given(), vec![]);
-        // A head behind the given version: missing.
-        let mut check = Resolution::with_requirements(1, vec![(v("x", 4), vec![])]);
-        check.read_heads();
-        assert!(matches!(check.next(&marks), Check::FetchHeads(_)));
-        check.fetched_heads(vec![Some(head(&[3, 0], "x3"))]);
-        assert_eq!(check.next(&marks), Check::Missing(v("x", 4)));
-    }
-
     /// A read that stopped walking (the driver waits for a follower, `walk_budget`) starts its check again from
     /// the winner alone: while the winner is not marked it asks for the winner's meta only, whatever it had walked;
     /// once it is marked (the follower resolved it), the read returns the head it read first, reading nothing more.
@@ -2023,7 +1883,7 @@ mod tests {
         // Local set 1's instance read version 3 of local set 0's copy; its own copy was at 2.
         let began = cache.begin(&marks);
         marks.mark(v(0, 3).copy(), 3);
-        cache.fill(&key, began, vec![3, 2], v(0, 3), (5, 0), b"x".to_vec(), &marks, 0);
+        cache.fill(&key, began, vec![3, 2], v(0, 3), b"x".to_vec(), &marks, 0);
         let hit = |cache: &ReadCache, marks: &Marks, now| {
             cache.lookup(1, &key, marks, now, Some(100)).map(|(v, _)| v.clone())
         };
@@ -2035,20 +1895,20 @@ mod tests {
         assert_eq!(hit(&cache, &marks, 10), None);
         // Filled again at 4; then an own write drops it, and a fill by a read that began before the write is refused.
         let began = cache.begin(&marks);
-        cache.fill(&key, began, vec![4, 2], v(0, 4), (6, 0), b"y".to_vec(), &marks, 20);
+        cache.fill(&key, began, vec![4, 2], v(0, 4), b"y".to_vec(), &marks, 20);
         assert_eq!(hit(&cache, &marks, 30), Some(v(0, 4)));
         let before_write = cache.begin(&marks);
         cache.wrote(&key);
         assert_eq!(hit(&cache, &marks, 30), None);
-        cache.fill(&key, before_write, vec![4, 2], v(0, 4), (6, 0), b"y".to_vec(), &marks, 30);
+        cache.fill(&key, before_write, vec![4, 2], v(0, 4), b"y".to_vec(), &marks, 30);
         assert_eq!(hit(&cache, &marks, 30), None, "a fill that began before an own write");
         // Marks forgotten between the start of a read and its fill, or after the fill: no answer.
         let began = cache.begin(&marks);
         marks.clear();
-        cache.fill(&key, began, vec![4, 3], v(1, 3), (7, 1), b"z".to_vec(), &marks, 40);
+        cache.fill(&key, began, vec![4, 3], v(1, 3), b"z".to_vec(), &marks, 40);
         assert_eq!(hit(&cache, &marks, 40), None, "marks forgotten while the read ran");
         let began = cache.begin(&marks);
-        cache.fill(&key, began, vec![4, 3], v(1, 3), (7, 1), b"z".to_vec(), &marks, 40);
+        cache.fill(&key, began, vec![4, 3], v(1, 3), b"z".to_vec(), &marks, 40);
         assert_eq!(hit(&cache, &marks, 40), Some(v(1, 3)));
         marks.clear();
         assert_eq!(hit(&cache, &marks, 40), None, "marks forgotten since the fill");
@@ -2056,55 +1916,6 @@ mod tests {
         let mut session = Session::new();
         ReadCache::served(&mut session, &v(1, 3));
         assert_eq!(session.graph(1), vec![Dep { vertex: v(1, 3), level: 1 }]);
-    }
-
-    /// The follower brings an entry up to the version of the other local set's copy it has just resolved and read
-    /// the head of, as a read of the store would fill it then: the newer version when it ranks higher, the cached
-    /// one (this local set's own) when that still does; never after an own write since the follower began, for a
-    /// head at another version, a version not marked, or one the entry has already.
-    #[test]
-    fn the_follower_refreshes_a_read_cache_entry_as_a_read_of_the_store_would_fill_it() {
-        let key = b"k".to_vec();
-        let v = |ls, seq| Vertex { key: key.clone(), ls, seq };
-        let head = |clock: &[u64], value: &str| Head { clock: clock.to_vec(), value: value.as_bytes().to_vec() };
-        let mut marks = Marks::new(100);
-        let mut cache = ReadCache::new(1 << 20);
-        let hit = |cache: &ReadCache, marks: &Marks, now| {
-            cache.lookup(1, &key, marks, now, Some(100)).map(|(v, value)| (v.clone(), value.to_vec()))
-        };
-        // Local set 1's instance read local set 0's copy at 3 (clock [3, 2], rank (5, 0)) over its own at 2.
-        marks.mark(v(0, 3).copy(), 3);
-        let began = cache.begin(&marks);
-        cache.fill(&key, began, vec![3, 2], v(0, 3), (5, 0), b"x3".to_vec(), &marks, 0);
-        // The follower resolves version 4 of local set 0's copy, having read its head.
-        let follower = cache.begin(&marks);
-        let (x4, x5) = (head(&[4, 2], "x4"), head(&[5, 2], "x5"));
-        assert!(!cache.refresh(1, follower, &v(0, 4), &x4, &marks, 50), "not marked yet");
-        marks.mark(v(0, 4).copy(), 4);
-        assert_eq!(hit(&cache, &marks, 50), None, "without a refresh the entry is stale");
-        assert!(!cache.refresh(1, follower, &v(0, 4), &x5, &marks, 50), "a head at another version");
-        assert!(!cache.refresh(0, follower, &v(0, 4), &x4, &marks, 50), "the follower's own local set's copy");
-        assert!(cache.refresh(1, follower, &v(0, 4), &x4, &marks, 50));
-        assert_eq!(hit(&cache, &marks, 60), Some((v(0, 4), b"x4".to_vec())));
-        assert_eq!(hit(&cache, &marks, 120), Some((v(0, 4), b"x4".to_vec())), "two local sets: its age starts again");
-        assert!(!cache.refresh(1, follower, &v(0, 4), &x4, &marks, 60), "the entry has it already");
-        // An own write after the follower began: refused, even once a later read filled the entry again.
-        let follower = cache.begin(&marks);
-        cache.wrote(&key);
-        let began = cache.begin(&marks);
-        cache.fill(&key, began, vec![4, 5], v(1, 5), (9, 1), b"own5".to_vec(), &marks, 130);
-        marks.mark(v(0, 5).copy(), 5);
-        assert!(!cache.refresh(1, follower, &v(0, 5), &x5, &marks, 140), "an own write since the follower began");
-        assert_eq!(hit(&cache, &marks, 140), None);
-        // This local set's version still ranks higher than the newer one resolved: the entry keeps it, valid again.
-        let follower = cache.begin(&marks);
-        assert!(cache.refresh(1, follower, &v(0, 5), &x5, &marks, 150));
-        assert_eq!(hit(&cache, &marks, 150), Some((v(1, 5), b"own5".to_vec())));
-        // Marks forgotten since the follower began: refused.
-        let follower = cache.begin(&marks);
-        marks.clear();
-        marks.mark(v(0, 6).copy(), 6);
-        assert!(!cache.refresh(1, follower, &v(0, 6), &head(&[6, 5], "x6"), &marks, 160));
     }
 
     /// Two reads that began while an own write was in flight (after it started, so their fills are allowed) may
@@ -2122,17 +1933,17 @@ mod tests {
         cache.wrote(&key); // local set 1's write of version 5 starts
         let (first, second) = (cache.begin(&marks), cache.begin(&marks));
         // The second read found the write in the store (own copy at 5) and filled first.
-        cache.fill(&key, second, vec![3, 5], v(1, 5), (8, 1), b"own5".to_vec(), &marks, 0);
+        cache.fill(&key, second, vec![3, 5], v(1, 5), b"own5".to_vec(), &marks, 0);
         // The first found the copy before the write landed (at 4), and fills after.
-        cache.fill(&key, first, vec![3, 4], v(1, 4), (7, 1), b"own4".to_vec(), &marks, 0);
+        cache.fill(&key, first, vec![3, 4], v(1, 4), b"own4".to_vec(), &marks, 0);
         assert_eq!(hit(&cache), Some(v(1, 5)), "the older fill must not replace the newer entry");
         // A fill newer on one copy and older on another: neither entry is what a read now would find.
         let third = cache.begin(&marks);
-        cache.fill(&key, third, vec![4, 4], v(0, 4), (8, 0), b"x4".to_vec(), &marks, 0);
+        cache.fill(&key, third, vec![4, 4], v(0, 4), b"x4".to_vec(), &marks, 0);
         assert_eq!(hit(&cache), None);
         // Equal or newer heads replace it as before.
         let fourth = cache.begin(&marks);
-        cache.fill(&key, fourth, vec![4, 5], v(1, 5), (9, 1), b"own5".to_vec(), &marks, 0);
+        cache.fill(&key, fourth, vec![4, 5], v(1, 5), b"own5".to_vec(), &marks, 0);
         assert_eq!(hit(&cache), Some(v(1, 5)));
     }
 
@@ -2144,7 +1955,7 @@ mod tests {
             let key = format!("key{i}").into_bytes();
             let began = cache.begin(&marks);
             let version = Vertex { key: key.clone(), ls: 0, seq: 1 };
-            cache.fill(&key, began, vec![1, 0], version, (1, 0), vec![0; 500], &marks, 0);
+            cache.fill(&key, began, vec![1, 0], version, vec![0; 500], &marks, 0);
             assert!(cache.bytes <= 10_000, "{} bytes", cache.bytes);
         }
         assert!(cache.len() >= 5 && cache.len() < 100, "{} entries", cache.len());

@@ -144,8 +144,6 @@ pub struct SimOutcome {
     pub read_cache_hits: u64,
     /// Reads answered from an instance's read cache instead of waiting for a newer version to be resolved.
     pub read_cache_fallbacks: u64,
-    /// Read cache entries the follower brought up to a version it had just resolved ([`ReadCache::refresh`]).
-    pub read_cache_refreshes: u64,
     /// Versions marked stable by their writer after every other local set resolved them from its feed.
     pub stable_by_feed: u64,
     /// Versions resolved from other local sets' feeds.
@@ -421,7 +419,6 @@ pub fn run(seed: u64, cfg: &SimConfig) -> SimOutcome {
         cached_writes: 0,
         read_cache_hits: 0,
         read_cache_fallbacks: 0,
-        read_cache_refreshes: 0,
         stable_by_feed: 0,
         followed: 0,
         follower_waits: 0,
@@ -679,18 +676,7 @@ fn step_client(
                             let (ls, i) = (c.ls as usize, c.instance);
                             if let (Some(cache), Some(began)) = (&mut world.read_caches[ls][i], began) {
                                 let marks = &world.marks[ls][i];
-                                let rank = op.rank().expect("a value comes from the heads");
-                                let found = op.found();
-                                cache.fill(
-                                    &version.key,
-                                    began,
-                                    found,
-                                    version.clone(),
-                                    rank,
-                                    value.clone(),
-                                    marks,
-                                    now,
-                                );
+                                cache.fill(&version.key, began, op.found(), version.clone(), value.clone(), marks, now);
                             }
                             let id = WriteId::from_be_bytes(value.try_into().expect("values are write ids"));
                             (version.key, Some(id))
@@ -837,19 +823,9 @@ fn feed_step(world: &mut World, cfg: &SimConfig, rng: &mut ChaCha8Rng, now: u64,
             }
             if let Some((n, mut check)) = reader.next() {
                 let mut marks = std::mem::replace(&mut world.marks[ls as usize][0], Marks::new(1));
-                // With a read cache, the follower reads its versions' heads and refreshes the cache's entries.
-                let began = world.read_caches[ls as usize][0].as_ref().map(|cache| cache.begin(&marks));
-                if began.is_some() {
-                    check.read_heads();
-                }
-                let heads = resolve(world, ls, &mut check, &mut marks);
-                if let (Some(heads), Some(began), Some(cache)) = (&heads, began, &mut world.read_caches[ls as usize][0])
-                {
-                    out.read_cache_refreshes +=
-                        heads.iter().filter(|(v, h)| cache.refresh(ls, began, v, h, &marks, now)).count() as u64;
-                }
+                let present = resolve(world, ls, &mut check, &mut marks);
                 world.marks[ls as usize][0] = marks;
-                out.followed += world.following[ls as usize][f].checked(n, heads.is_some()).len() as u64;
+                out.followed += world.following[ls as usize][f].checked(n, present).len() as u64;
             }
             let published = world.frontiers[ls as usize].get(&(ls, writer)).map(|&(_, f)| f);
             match world.following[ls as usize][f].frontier() {
@@ -862,11 +838,10 @@ fn feed_step(world: &mut World, cfg: &SimConfig, rng: &mut ChaCha8Rng, now: u64,
     }
 }
 
-/// Runs a [`Resolution`] against local set `ls`'s store as it is now, for instance 0; when all was present, marks
-/// it and returns the given versions' heads it read at exactly those versions ([`Resolution::heads_at_given`]).
-/// Its fetches raise the clocks of the instance's write cache, as every fetch of the driver does (a version marked
-/// resolved may enter a session's causal past without the session fetching it).
-fn resolve(world: &mut World, ls: LocalSet, check: &mut Resolution, marks: &mut Marks) -> Option<Vec<(Vertex, Head)>> {
+/// Runs a [`Resolution`] against local set `ls`'s store as it is now, for instance 0; marks and returns whether all
+/// was present. Its fetches raise the clocks of the instance's write cache, as every fetch of the driver does (a
+/// version marked resolved may enter a session's causal past without the session fetching it).
+fn resolve(world: &mut World, ls: LocalSet, check: &mut Resolution, marks: &mut Marks) -> bool {
     loop {
         match check.next(marks) {
             Check::Fetch(copies) => {
@@ -874,17 +849,11 @@ fn resolve(world: &mut World, ls: LocalSet, check: &mut Resolution, marks: &mut 
                 world.caches[ls as usize][0].observe(&copies, metas.iter().map(|m| m.as_ref().map(Meta::clock)));
                 check.fetched(metas);
             }
-            Check::FetchHeads(copies) => {
-                let heads = world.heads(ls, &copies);
-                world.caches[ls as usize][0].observe(&copies, heads.iter().map(|h| h.as_ref().map(Head::clock)));
-                check.fetched_heads(heads);
-            }
             Check::Present => {
-                let heads = check.heads_at_given();
                 check.mark(marks);
-                return Some(heads);
+                return true;
             }
-            Check::Missing(_) => return None,
+            Check::Missing(_) => return false,
         }
     }
 }

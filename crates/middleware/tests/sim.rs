@@ -237,12 +237,9 @@ fn a_read_cache_keeps_every_seed_causal_and_answers_reads_without_the_store() {
     // Exclusive writers with feeds keep a read cache: a read's answer (or the instance's own write) is served again
     // while no newer version of its key is known resolved at the instance, the instance has not written the key
     // since, and its marks forgot nothing; a read whose newest version is not resolved yet is answered from it
-    // (of any age) rather than wait (marks of 8 copies forget often; of 64, only at restarts); a follower that
-    // resolves a newer version of another local set's copy brings the key's entry up to it (`ReadCache::refresh`).
-    // Restarts clear it; feeds, records and
+    // (of any age) rather than wait (marks of 8 copies forget often; of 64, only at restarts). Restarts clear it; feeds, records and
     // frontier rows replicate late and out of order. The checker holds on every seed and the cache answers reads.
     let shapes = [(2, usize::MAX, 400, 64), (3, usize::MAX, 400, 8), (3, 1, 40, 64), (2, 0, 5_000, 8)];
-    let mut all_fallbacks = 0;
     for (local_sets, walk_budget, ttl, mark_capacity) in shapes {
         let cfg = SimConfig {
             feed: true,
@@ -252,25 +249,21 @@ fn a_read_cache_keeps_every_seed_causal_and_answers_reads_without_the_store() {
             mark_capacity,
             ..small_records(local_sets, Writers::Exclusive)
         };
-        let (mut reads, mut hits, mut fallbacks, mut refreshes) = (0, 0, 0, 0);
+        let (mut reads, mut hits, mut fallbacks) = (0, 0, 0);
         for seed in 0..seeds() / 3 {
             let out = run_checked(seed, &cfg);
             (reads, hits, fallbacks) =
                 (reads + out.reads, hits + out.read_cache_hits, fallbacks + out.read_cache_fallbacks);
-            refreshes += out.read_cache_refreshes;
         }
         eprintln!(
             "{local_sets} local sets, walk budget {walk_budget}, ttl {ttl}, {mark_capacity} marks: {hits} of {reads} \
-             reads from the cache at once, {fallbacks} instead of waiting, {refreshes} entries refreshed by a follower"
+             reads from the cache at once, {fallbacks} instead of waiting"
         );
-        all_fallbacks += fallbacks;
-        assert!(refreshes > 0, "no follower refreshed an entry of the read cache");
+        assert!(fallbacks > 0, "no read was answered from the cache instead of waiting");
         // Forgetful marks empty the cache at every eviction: fewer hits there.
         let share = if mark_capacity >= 64 { 10 } else { 50 };
         assert!(hits * share > reads, "the cache answered {hits} of {reads} reads");
     }
-    // Refreshed entries rarely expire, so reads rarely meet an unresolved version at all; some still do.
-    assert!(all_fallbacks > 0, "no read was answered from the cache instead of waiting");
 }
 
 /// Found 2026-11-29 with 1,500 seeds, present before feeds, fixed 2026-11-29 (`WriteCache::is_sound`): exclusive

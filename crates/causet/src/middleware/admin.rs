@@ -74,7 +74,6 @@ impl InstanceStatus {
             ("reads", s.reads.load(Relaxed)),
             ("read_cache_hits", s.read_cache_hits.load(Relaxed)),
             ("read_cache_fallbacks", s.read_cache_fallbacks.load(Relaxed)),
-            ("read_cache_refreshes", s.read_cache_refreshes.load(Relaxed)),
             ("failed_reads", s.failed_reads.load(Relaxed)),
             ("read_rounds", s.read_rounds.load(Relaxed)),
             ("read_records", s.read_records.load(Relaxed)),
@@ -185,10 +184,6 @@ const HELP: &[(&str, &str)] = &[
     (
         "read_cache_fallbacks",
         "Reads answered from the read cache instead of waiting for the store's newest version to be resolved",
-    ),
-    (
-        "read_cache_refreshes",
-        "Read cache entries brought up to another local set's version the follower had just resolved",
     ),
     ("failed_reads", "Reads that failed (resolution did not finish within --resolve-wait-ms)"),
     ("read_rounds", "Store round trips of answered reads, summed"),
