@@ -160,6 +160,26 @@ impl Report {
         }
     }
 
+    /// Each DC's sessions' throughput in the measured window.
+    fn write_throughput_by_dc(&self, md: &mut String) {
+        let _ = writeln!(md, "\n### Throughput by DC\n");
+        let _ = writeln!(
+            md,
+            "Transactions per second committed by the sessions of each DC (the DC a session started at). In a closed \
+             loop a DC whose sessions never wait for another DC can commit most of the total.\n"
+        );
+        let dcs = self.runs.iter().map(|r| r.committed_by_dc.len()).max().unwrap_or(0);
+        let header: Vec<String> = (0..dcs).map(|d| format!("DC {d}")).collect();
+        let _ = writeln!(md, "| protocol | updates | keys | {} |", header.join(" | "));
+        let _ = writeln!(md, "|---|---:|---:|{}", "---:|".repeat(dcs));
+        for r in self.runs.iter().filter(|r| r.committed_by_dc.len() > 1) {
+            let per_dc: Vec<String> =
+                (r.committed_by_dc.iter()).map(|&n| format!("{:.0}", n as f64 / r.measured_s.max(1e-9))).collect();
+            let (label, updates, keys) = (self.label(r), r.point.update_ratio * 100.0, r.point.keys);
+            let _ = writeln!(md, "| {label} | {updates:.0}% | {keys} | {} |", per_dc.join(" | "));
+        }
+    }
+
     /// The causal middleware's store requests per committed transaction in the measured window, in all and by kind
     /// (Cassandra alone makes one per transaction of a single-key workload).
     fn write_store_requests(&self, md: &mut String) {
@@ -491,6 +511,9 @@ impl Report {
         if self.runs.iter().any(|r| !r.store_requests.is_empty()) {
             self.write_store_requests(&mut md);
         }
+        if self.runs.iter().any(|r| r.committed_by_dc.len() > 1) {
+            self.write_throughput_by_dc(&mut md);
+        }
         if self.runs.iter().any(|r| r.visibility.is_some()) {
             let _ = writeln!(md, "\n## Visibility across DCs\n");
             let _ = writeln!(
@@ -620,6 +643,7 @@ mod tests {
             server_time: BTreeMap::new(),
             cache_reads: BTreeMap::new(),
             store_requests: BTreeMap::new(),
+            committed_by_dc: Vec::new(),
         }
     }
 
@@ -686,6 +710,19 @@ mod tests {
             report(vec![run("cure", 0, 0.5, 50.0), run("eventual", 1, 0.5, 100.0), run("cure", 1, 0.5, 45.0)]);
         lone.derive();
         assert!((lone.targets[0].measured - 0.45).abs() < 1e-9 && !lone.targets[0].met, "{:?}", lone.targets);
+    }
+
+    #[test]
+    fn throughput_by_dc_is_given_when_sessions_ran_at_several_dcs() {
+        let mut r = report(vec![run("cops-pr", 0, 0.05, 100.0), run("karma", 0, 0.05, 100.0)]);
+        r.runs[0].committed_by_dc = vec![1000];
+        assert!(!r.to_markdown().contains("Throughput by DC"), "one DC, no section");
+        r.runs[0].committed_by_dc = vec![100, 900];
+        r.runs[1].committed_by_dc = vec![250, 750];
+        let md = r.to_markdown();
+        assert!(md.contains("| protocol | updates | keys | DC 0 | DC 1 |"), "{md}");
+        assert!(md.contains("| cops-pr | 5% | 80000 | 10 | 90 |"), "{md}");
+        assert!(md.contains("| karma | 5% | 80000 | 25 | 75 |"), "{md}");
     }
 
     #[test]

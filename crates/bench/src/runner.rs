@@ -107,6 +107,11 @@ pub struct RunResult {
     /// summed over every proxy's `causet_middleware_store_requests_total`; empty for other targets.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub store_requests: BTreeMap<String, u64>,
+    /// Transactions committed in the window by the sessions of each DC (by the DC a session started at, in the
+    /// target's order; they sum to `committed`). In a closed loop a DC whose sessions never wait for another DC
+    /// can commit most of the total, so the total alone can hide what happens at the others.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub committed_by_dc: Vec<u64>,
 }
 
 /// Server-side time of one request kind over the measured window.
@@ -203,6 +208,8 @@ struct SessionPlan {
 }
 
 struct SessionResult {
+    /// The DC the session started at (its index in the target).
+    home: usize,
     by_kind: Vec<Histogram<u64>>,
     aborted: u64,
     errors: u64,
@@ -309,8 +316,10 @@ pub async fn run_point(
     Progress::finish();
     let mut by_kind: Vec<Histogram<u64>> = TxKind::ALL.iter().map(|_| new_histogram()).collect();
     let (mut aborted, mut errors, mut operations) = (0, 0, 0);
+    let mut committed_by_dc = vec![0; target.dcs.len()];
     for t in tasks {
         let r = t.await?;
+        committed_by_dc[r.home] += r.by_kind.iter().map(Histogram::len).sum::<u64>();
         for (total, h) in by_kind.iter_mut().zip(&r.by_kind) {
             total.add(h)?;
         }
@@ -352,6 +361,7 @@ pub async fn run_point(
         server_time,
         cache_reads,
         store_requests,
+        committed_by_dc,
     })
 }
 
@@ -466,6 +476,7 @@ async fn session(shared: Arc<Shared>, target: Target, id: usize, plan: SessionPl
     let w = &shared.workload.file;
     let mut rng = ChaCha8Rng::seed_from_u64(w.run.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15).wrapping_add(id as u64));
     let mut result = SessionResult {
+        home: plan.route[0],
         by_kind: TxKind::ALL.iter().map(|_| new_histogram()).collect(),
         aborted: 0,
         errors: 0,

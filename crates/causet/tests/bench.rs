@@ -72,6 +72,10 @@ fn a_run_on_a_local_cluster_writes_json_markdown_and_plots_with_every_figure() {
             assert!(kinds.contains_key(kind), "the mix ran {kind} transactions: {:?}", kinds.keys());
         }
         assert!(run["throughput_per_s"].as_f64().expect("throughput") > 0.0);
+        let by_dc: Vec<u64> = run["committed_by_dc"]
+            .as_array()
+            .map_or(Vec::new(), |a| a.iter().map(|n| n.as_u64().expect("a count")).collect());
+        assert_eq!(by_dc, vec![committed], "one DC's sessions committed everything");
         let server = run["server_time"].as_object().expect("server time");
         assert!(
             server.values().any(|t| t["requests"].as_u64().is_some_and(|n| n > 0)),
