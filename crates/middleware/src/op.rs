@@ -817,9 +817,7 @@ impl ReadCache {
     /// drops its entry, and refuses fills by reads that began before.
     pub fn wrote(&mut self, key: &[u8]) {
         self.generation += 1;
-        if let Some(e) = self.entries.remove(key) {
-            self.bytes -= e.bytes(key);
-        }
+        self.remove(key);
         if self.written.len() >= 1 << 16 && !self.written.contains_key(key) {
             self.written.clear();
             self.floor = self.generation;
@@ -874,15 +872,15 @@ impl ReadCache {
         }
         // Reads that overlap may fill in any order: one that found older heads than the entry's keeps away (a
         // session may have read what the entry holds), and one that found some newer and some older leaves none.
-        if let Some(e) = self.entries.get(key).filter(|e| e.marks_epoch == began.marks_epoch) {
-            let older = heads.iter().zip(&e.heads).any(|(found, cached)| found < cached);
-            if older {
-                if heads.iter().zip(&e.heads).any(|(found, cached)| found > cached) {
-                    let e = self.entries.remove(key).expect("present");
-                    self.bytes -= e.bytes(key);
-                }
-                return;
-            }
+        let entry = self.entries.get(key).filter(|e| e.marks_epoch == began.marks_epoch);
+        let (older, newer) = entry.map_or((false, false), |e| {
+            (heads.iter().zip(&e.heads))
+                .fold((false, false), |(o, n), (found, cached)| (o || found < cached, n || found > cached))
+        });
+        match (older, newer) {
+            (true, true) => return self.remove(key),
+            (true, false) => return,
+            _ => {}
         }
         self.insert(key, CachedRead { version, value, heads, marks_epoch: began.marks_epoch, at_ms: now_ms });
     }
@@ -892,14 +890,19 @@ impl ReadCache {
         if size > self.capacity_bytes {
             return;
         }
-        if let Some(old) = self.entries.remove(key) {
-            self.bytes -= old.bytes(key);
-        }
+        self.remove(key);
         while self.bytes + size > self.capacity_bytes && !self.entries.is_empty() {
             self.evict();
         }
         self.bytes += size;
         self.entries.insert(key.to_vec(), entry);
+    }
+
+    /// Drops `key`'s entry, if any.
+    fn remove(&mut self, key: &[u8]) {
+        if let Some(e) = self.entries.remove(key) {
+            self.bytes -= e.bytes(key);
+        }
     }
 
     /// Forgets about a quarter of the entries, as [`Marks`] do.
