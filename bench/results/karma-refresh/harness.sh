@@ -3,6 +3,7 @@
 # one binary): A/B of Karma variants, each label with its own causet binary, alternating, on fresh clusters.
 # Usage: harness.sh OUT REPEAT WARMUP DURATION "label:bin:variant:nodecfg ..."
 # e.g. DC_CPU_SHARE=0.22 harness.sh out 2 100 30 "cops:NEW:cops-pr:" "karma-old:OLD:karma:" "karma-new:NEW:karma:"
+# SESSIONS_PER_DC=N overrides the workload's 16 sessions per DC.
 set -uo pipefail
 cd /work/main
 out=$1 repeat=$2 warmup=$3 duration=$4; shift 4
@@ -16,7 +17,7 @@ for n in $(seq 1 "$repeat"); do
     export KARMA_NODE_CONFIG="$nodecfg"
     dir=$(karma_cluster "$bin" "$variant" 1000)
     "$bin" bench --workload karma --cluster-dir "$dir" --update-ratio 0.05 --duration-s "$duration" \
-      --warmup-s "$warmup" --out "$run" > "$run.log" 2>&1
+      --warmup-s "$warmup" ${SESSIONS_PER_DC:+--sessions-per-dc "$SESSIONS_PER_DC"} --out "$run" > "$run.log" 2>&1
     python3 - "$dir/cluster.json" "$run/metrics.json" <<'PY'
 import json, sys, urllib.request
 cluster = json.load(open(sys.argv[1]))
