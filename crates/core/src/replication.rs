@@ -602,7 +602,7 @@ pub struct Inbound {
     /// When the last acknowledgement that asked for a resend went out (local µs): see [`Inbound::ack`].
     pub gap_asked_us: Option<u64>,
     /// The acknowledgement last sent to the origin: up to where, and when (local µs). See
-    /// [`Inbound::ack_due`].
+    /// [`Inbound::ack`].
     pub last_ack: (Timestamp, u64),
 }
 
