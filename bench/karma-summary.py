@@ -34,10 +34,10 @@ def load(ratio, variant, sessions, n):
     cache_reads = sum(cache.values())
     return {
         "tput": r["throughput_per_s"],
-        "elsewhere": sum(t for dc, t in enumerate(by_dc) if dc not in whole) if by_dc else float("nan"),
+        # None where no DC reads elsewhere (full replication).
+        "elsewhere": sum(t for dc, t in enumerate(by_dc) if dc not in whole) if len(whole) < len(stored) else None,
         "whole": sum(t for dc, t in enumerate(by_dc) if dc in whole) if by_dc else float("nan"),
         "whole_dcs": sorted(whole),
-        "by_dc": by_dc,
         "p50": r["latency"]["p50_us"] / 1000,
         "p99": r["latency"]["p99_us"] / 1000,
         "stored": sum(stored.values()),
@@ -82,9 +82,8 @@ for ratio in ratios:
         base = points[(ratio, "cops-pr", s)]
         for v in variants:
             runs = points[(ratio, v, s)]
-            # Under full replication no DC reads elsewhere.
-            elsewhere = (f"{med(runs, 'elsewhere'):.0f} | {med(runs, 'elsewhere') / med(base, 'elsewhere'):.2f}"
-                         if any(len(x["whole_dcs"]) < len(x["by_dc"]) for x in runs) else "— | —")
+            e = med(runs, "elsewhere")
+            elsewhere = "— | —" if e is None else f"{e:.0f} | {e / med(base, 'elsewhere'):.2f}"
             lines.append(
                 f"| {float(ratio):.0%} | {v} | {s} | {med(runs, 'tput'):.0f} | {med(runs, 'tput') / med(base, 'tput'):.2f} | "
                 f"{elsewhere} | {med(runs, 'whole'):.0f} | {med(runs, 'p50'):.1f} | {med(runs, 'p99'):.1f} | "
