@@ -27,8 +27,8 @@ for node in cluster["nodes"]:
     for line in text.splitlines():
         if line.startswith("#") or " " not in line: continue
         name, value = line.rsplit(" ", 1)
-        if name.startswith("causet_cache_reads_total") or name.startswith("causet_remote_reads_total") or name.startswith("causet_cache_refresh") or name == "causet_cache_entries" or name == "causet_transactions_committed_total" or name == "causet_shipped_writes_total":
-            key = name.replace('causet_cache_refreshes_total{outcome="', 'refresh_').replace('causet_cache_reads_total{outcome="', 'cache_').replace('causet_remote_reads_total{outcome="', 'remote_').replace('"}', '')
+        if name.startswith("causet_cache_reads_total") or name.startswith("causet_remote_reads_total") or name.startswith("causet_cache_refresh") or name == "causet_cache_entries" or name == "causet_transactions_committed_total" or name == "causet_shipped_writes_total" or name.startswith("causet_replication_go_backs_total"):
+            key = name.replace('causet_cache_refreshes_total{outcome="', 'refresh_').replace('causet_cache_reads_total{outcome="', 'cache_').replace('causet_remote_reads_total{outcome="', 'remote_').replace('causet_replication_go_backs_total{cause="', 'go_backs_').replace('"}', '')
             tot[key] = tot.get(key, 0) + float(value)
 json.dump(tot, open(sys.argv[2], "w"), indent=1)
 PY

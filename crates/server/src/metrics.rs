@@ -54,6 +54,8 @@ pub struct Metrics {
     pub link_bytes: Family<Vec<(&'static str, String)>, Counter>,
     /// Reads of objects this DC does not hold, sent to another DC, and those asked of another ring's holder too.
     pub remote_reads: Family<Vec<(&'static str, String)>, Counter>,
+    /// Go-back-N resends of geo-replication, by cause.
+    pub replication_go_backs: Family<Vec<(&'static str, String)>, Counter>,
     /// Objects stored by this node's partitions (under partial replication, only those its DC holds).
     pub stored_objects: Gauge<u64, AtomicU64>,
     /// Writes shipped to other DCs (once per DC they went to).
@@ -173,6 +175,7 @@ impl Metrics {
         let link_messages = Family::<Vec<(&'static str, String)>, Counter>::default();
         let link_bytes = Family::<Vec<(&'static str, String)>, Counter>::default();
         let remote_reads = Family::<Vec<(&'static str, String)>, Counter>::default();
+        let replication_go_backs = Family::<Vec<(&'static str, String)>, Counter>::default();
         let stored_objects = Gauge::<u64, AtomicU64>::default();
         let shipped_writes = Counter::default();
         let shipped_write_bytes = Counter::default();
@@ -383,6 +386,12 @@ impl Metrics {
              another ring's holder, and copies sent to other rings' holders only to measure them (probes)",
             remote_reads.clone(),
         );
+        registry.register(
+            "replication_go_backs",
+            "Times a partition sent another DC everything after what that DC acknowledged again (go-back-N): the DC \
+             fell silent (cause silence), or asked after a gap in what it received (cause gap)",
+            replication_go_backs.clone(),
+        );
         registry.register("stored_objects", "Objects stored by this node's partitions", stored_objects.clone());
         registry.register(
             "shipped_writes",
@@ -421,6 +430,7 @@ impl Metrics {
             link_messages,
             link_bytes,
             remote_reads,
+            replication_go_backs,
             stored_objects,
             shipped_writes,
             shipped_write_bytes,
@@ -573,6 +583,10 @@ impl Metrics {
         let (writes, bytes) = shipped.fold((0, 0), |(w, b), (pw, pb)| (w + pw, b + pb));
         raise(&self.shipped_writes, writes);
         raise(&self.shipped_write_bytes, bytes);
+        let go_backs = shards.iter().flat_map(|s| &s.partitions).map(|p| p.replication_go_backs);
+        let (silence, gap) = go_backs.fold((0, 0), |(s, g), (ps, pg)| (s + ps, g + pg));
+        raise(&self.replication_go_backs.get_or_create(&vec![("cause", "silence".into())]), silence);
+        raise(&self.replication_go_backs.get_or_create(&vec![("cause", "gap".into())]), gap);
         let duplicates = shards.iter().flat_map(|s| &s.partitions).map(|p| p.duplicate_prepares).sum();
         raise(&self.duplicate_prepares, duplicates);
     }
@@ -753,6 +767,7 @@ mod tests {
             inbound_backlog: Vec::new(),
             duplicate_prepares: duplicates,
             shipped_writes: (4 * duplicates, 300 * duplicates),
+            replication_go_backs: (duplicates, 5 * duplicates),
         };
         ShardStatus {
             shard: 0,
@@ -845,6 +860,8 @@ mod tests {
             "causet_prepare_resends_total 10",
             "causet_read_resends_total 15",
             "causet_duplicate_prepares_total 1",
+            "causet_replication_go_backs_total{cause=\"silence\"} 1",
+            "causet_replication_go_backs_total{cause=\"gap\"} 5",
             "causet_replication_ack_lag_seconds{peer=\"1\"} 0.012",
             "causet_cache_reads_total{outcome=\"hit\"} 50",
             "causet_cache_reads_total{outcome=\"miss\"} 3",

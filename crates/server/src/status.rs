@@ -251,6 +251,8 @@ pub struct PartitionStatus {
     pub duplicate_prepares: u64,
     /// Writes shipped to other DCs (once per DC), and their bytes.
     pub shipped_writes: (u64, u64),
+    /// Times it sent another DC everything after what that DC acknowledged again: the DC fell silent, it asked.
+    pub replication_go_backs: (u64, u64),
 }
 
 impl ShardStatus {
@@ -273,6 +275,7 @@ impl ShardStatus {
                     inbound_backlog: p.inbound_backlog().into_iter().map(|(d, n)| (d.0, n)).collect(),
                     duplicate_prepares: p.duplicate_prepares(),
                     shipped_writes: p.shipped_writes(),
+                    replication_go_backs: p.replication_go_backs(),
                 }
             })
             .collect();

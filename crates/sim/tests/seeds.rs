@@ -152,7 +152,10 @@ fn the_checker_flags_the_eventual_baseline_across_dcs() {
 /// transaction ended inside a commit time and was resent for ever (5018; also a unit test in `replication.rs`), and
 /// a restarted sender started its window at the checkpoint's clock, below commit times other partitions had chosen,
 /// so what lay between was neither in memory nor read back from the log (the rest). 5067 and 5344 also needed
-/// termination promises to be durable.
+/// termination promises to be durable. 6218 failed again when receivers asked about every gap once per round trip
+/// (2026-12-02): with an inbound queue of one transaction, a DC far behind after a node cut took in one transaction
+/// per round trip and did not catch up; a gap a receiver makes by dropping what its queue cannot hold is asked about
+/// again as the queue drains.
 /// 871 failed in the simulator's own liveness phase: a DC's final read ran while a single-partition commit whose
 /// client had given up was parked at a restarted node that had not heard of the partition's leader yet; it committed
 /// after that read and before the other DC's, so the two read different states. The phase now waits for parked

@@ -419,6 +419,12 @@ impl<S: VersionStore> Partition<S> {
         self.replicator.ack_lag_us(self.pvc.get(self.config.dc))
     }
 
+    /// Times this partition sent another DC everything after what it acknowledged again (go-back-N), since it
+    /// was built: because the DC fell silent, and because it asked.
+    pub fn replication_go_backs(&self) -> (u64, u64) {
+        self.replicator.go_backs()
+    }
+
     /// Whether some local transactions a peer DC has not acknowledged are in the log only.
     pub fn replication_spilled(&self) -> bool {
         self.replicator.spilled()

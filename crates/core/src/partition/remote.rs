@@ -11,7 +11,7 @@ use causet_crdt::Stamp;
 use std::collections::VecDeque;
 
 /// Between transactions, an origin hears this partition's acknowledgement every this many replication intervals
-/// ([`crate::replication::Inbound::ack_due`]), and at least every quarter of `resend_after_us` (500 ms by default,
+/// ([`crate::replication::Inbound::ack`]), and at least every quarter of `resend_after_us` (500 ms by default,
 /// fifty intervals), after which the origin resends what stays unacknowledged.
 const ACK_EVERY_INTERVALS: u64 = 10;
 
@@ -175,9 +175,8 @@ impl<S: VersionStore> Partition<S> {
         for d in origins {
             let durable = self.durable_from(d);
             let inbound = self.inbound.get_mut(&d).expect("origins come from the map");
-            if inbound.ack_due(durable, now_us, every_us) {
-                inbound.last_ack = (durable, now_us);
-                acks.push((d, durable, std::mem::take(&mut inbound.gap)));
+            if let Some(gap) = inbound.ack(durable, now_us, every_us, self.config.resend_after_us) {
+                acks.push((d, durable, gap));
             }
         }
         for (origin, up_to, gap) in acks {
