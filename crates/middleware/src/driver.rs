@@ -628,6 +628,8 @@ impl<S: Store> Middleware<S> {
             if let Some(cache) = &self.cache {
                 cache.lock().expect("write cache").clear();
             }
+            // Another instance may have written meanwhile: what the read cache holds may be older than the store.
+            self.with_read_cache(|cache, _| cache.clear());
         }
         *lease.standing.lock().expect("lease lock") = match &answer {
             // The store counts the term from when it granted it, after `asked`: the instance's view ends earlier.
@@ -867,7 +869,7 @@ impl<S: Store> Middleware<S> {
         bound: bool,
         ttl_ms: Option<u64>,
     ) -> Option<Vec<u8>> {
-        if !bound {
+        if !bound || !self.holds_lease() {
             return None;
         }
         let (ls, now) = (self.protocol.local_set, self.now_ms());
@@ -878,6 +880,19 @@ impl<S: Store> Middleware<S> {
         })??;
         self.stats.reads.fetch_add(1, Ordering::Relaxed);
         Some(value)
+    }
+
+    /// Whether no other instance of this local set can have written since this instance's read cache learnt what it
+    /// holds: it holds the writer lease now (or writers are not fenced, or shared: then it keeps no read cache).
+    /// Once the lease may have lapsed, another instance may take it and write, and a session here may see that
+    /// write through another key before it reads this one: the cache answers nothing until the lease is held again
+    /// (and a lease held again after a gap clears it, [`Middleware::renew_lease`]).
+    fn holds_lease(&self) -> bool {
+        self.lease.as_ref().is_none_or(|lease| match *lease.standing.lock().expect("lease lock") {
+            Standing::WritableUntil(until) => Instant::now() < until,
+            Standing::Unfenced => true,
+            Standing::Lacking { .. } => false,
+        })
     }
 
     /// The read cache's answer of any age, instead of waiting for the store's newer version: counted as a fallback.

@@ -461,12 +461,17 @@ mod tests {
         assert_eq!(second.read(&mut Session::new(), b"k").await.unwrap().as_deref(), Some(&b"2"[..]));
     }
 
-    #[tokio::test]
-    async fn a_lease_that_is_not_renewed_lapses_and_another_instance_takes_it() {
+    /// Two instances of the only local set, exclusive writers with a lease of three seconds (the shortest).
+    fn two_exclusive_instances_of_one_local_set() -> (Middleware<MemoryStore>, Middleware<MemoryStore>) {
         let cluster = MemoryCluster::new(1, Duration::ZERO);
         let cfg =
             Config { writers: crate::Writers::Exclusive, lease_term: Duration::from_secs(3), ..Config::new(0, 1) };
-        let (first, second) = (Middleware::new(cluster.store(0), &cfg), Middleware::new(cluster.store(0), &cfg));
+        (Middleware::new(cluster.store(0), &cfg), Middleware::new(cluster.store(0), &cfg))
+    }
+
+    #[tokio::test]
+    async fn a_lease_that_is_not_renewed_lapses_and_another_instance_takes_it() {
+        let (first, second) = two_exclusive_instances_of_one_local_set();
         let started = std::time::Instant::now();
         first.take_lease().await.unwrap();
         first.write(&mut Session::new(), b"k", b"1".to_vec()).await.unwrap();
@@ -479,6 +484,28 @@ mod tests {
         second.write(&mut Session::new(), b"k", b"3".to_vec()).await.unwrap();
         // The first, renewing now, is told who holds the lease.
         assert!(matches!(first.renew_lease().await.unwrap(), crate::Lease::HeldBy(h) if h.contains("local set 0")));
+    }
+
+    /// Found 2026-12-03 by reading the read cache's soundness argument: it rests on the instance being its copies'
+    /// only writer, but an instance whose lease lapsed went on answering reads from its read cache. Another instance
+    /// takes the lease and writes `k`, then `j`; a session at the first reads `j`, and must then read that `k`, not
+    /// the one the first cached.
+    #[tokio::test]
+    async fn an_instance_whose_lease_lapsed_answers_nothing_from_its_read_cache() {
+        let (first, second) = two_exclusive_instances_of_one_local_set();
+        first.take_lease().await.unwrap();
+        first.write(&mut Session::new(), b"k", b"1".to_vec()).await.unwrap();
+        // Nobody renews the first's lease; the second takes it when it lapses, and the first's read just before
+        // fills its read cache with `k` = 1.
+        tokio::time::sleep(Duration::from_millis(2100)).await;
+        second.take_lease().await.unwrap();
+        assert_eq!(first.read(&mut Session::new(), b"k").await.unwrap().as_deref(), Some(&b"1"[..]));
+        let mut writer = Session::new();
+        second.write(&mut writer, b"k", b"3".to_vec()).await.unwrap();
+        second.write(&mut writer, b"j", b"x".to_vec()).await.unwrap();
+        let mut reader = Session::new();
+        assert_eq!(first.read(&mut reader, b"j").await.unwrap().as_deref(), Some(&b"x"[..]));
+        assert_eq!(first.read(&mut reader, b"k").await.unwrap().as_deref(), Some(&b"3"[..]), "j's past has k = 3");
     }
 
     /// Found 2026-11-30 in the benchmark (both proxies stopped answering): a read took the read cache's lock and then
