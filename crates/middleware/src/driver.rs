@@ -888,11 +888,7 @@ impl<S: Store> Middleware<S> {
     /// write through another key before it reads this one: the cache answers nothing until the lease is held again
     /// (and a lease held again after a gap clears it, [`Middleware::renew_lease`]).
     fn holds_lease(&self) -> bool {
-        self.lease.as_ref().is_none_or(|lease| match *lease.standing.lock().expect("lease lock") {
-            Standing::WritableUntil(until) => Instant::now() < until,
-            Standing::Unfenced => true,
-            Standing::Lacking { .. } => false,
-        })
+        self.lease.as_ref().is_none_or(|lease| self.check_lease(lease).is_ok())
     }
 
     /// The read cache's answer of any age, instead of waiting for the store's newer version: counted as a fallback.
