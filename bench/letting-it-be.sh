@@ -183,6 +183,24 @@ quiesce() {
   fi
 }
 
+# What each target's keyspace cost the nodes (tables' sizes, sstables, flushes, local reads and writes), in
+# $OUT/<run>.tablestats.txt; at the end every node's compaction history (bytes in and out by keyspace and table)
+# is in $OUT/compaction-history.txt.
+table_stats() {
+  local name="$1" ks="$2" i
+  for i in 1 2; do
+    echo "## node$i"
+    scripts/cassandra nodetool --dir "$CASS_DIR" --node "$i" -- tablestats "$ks" || echo "(nodetool failed)"
+  done >"$OUT/$name.tablestats.txt" 2>&1
+}
+compaction_history() {
+  local i
+  for i in 1 2; do
+    echo "## node$i"
+    scripts/cassandra nodetool --dir "$CASS_DIR" --node "$i" -- compactionhistory || echo "(nodetool failed)"
+  done >"$OUT/compaction-history.txt" 2>&1
+}
+
 for rep in $(seq 1 "$REPEAT"); do
   IFS=, read -ra list <<<"$TARGETS"
   if (( rep % 2 == 0 )); then
@@ -210,6 +228,7 @@ for rep in $(seq 1 "$REPEAT"); do
           --keyspace "lib_r${rep}_${target//-/_}" --create-schema "${mode[@]}"
         bench "$name" --addr "$PROXY0,$PROXY1" "${SETTLE_ARGS[@]}"
         stop_proxies "$name"
+        table_stats "$name" "lib_r${rep}_${target//-/_}"
         ;;
       lib-causet)
         causet_cluster "$OUT/causet-$name" eventual
@@ -229,6 +248,11 @@ for rep in $(seq 1 "$REPEAT"); do
     [[ -f "$OUT/$name.proxy-report.txt" ]] && sed 's/^/    /' "$OUT/$name.proxy-report.txt" >&2
   done
 done
+
+if [[ -d "$CASS_DIR/node1" ]]; then
+  quiesce
+  compaction_history
+fi
 
 python3 - "$OUT" "$REPEAT" "$TARGETS" <<'EOF'
 import json, os, statistics, sys
