@@ -12,6 +12,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use causet::middleware::{start, MiddlewareArgs, WritersArg};
+use causet_middleware::cassandra::{CassandraOptions, CassandraStore};
+use causet_middleware::driver::{Part, Store};
+use causet_middleware::record::{Copy, Encoded};
 use causet_sim::checker::check;
 use causet_sim::history::HistOp;
 use common::photo_album;
@@ -157,4 +160,39 @@ async fn cassandra_alone_breaks_causality_and_the_middleware_over_it_does_not() 
     let again = start(&proxy_args(&cassandra, 0, false, WritersArg::Exclusive)).await.unwrap();
     assert!(started.elapsed() < std::time::Duration::from_secs(2), "took {:?}", started.elapsed());
     again.stop().await;
+    many_copies_in_one_read_answer_as_single_reads(&cassandra).await;
+}
+
+/// The store's read of many copies at once (`IN` lists, one statement per local set and 128 keys) answers each
+/// copy, in order, as reading it alone does: present or missing, asked twice, of either local set.
+async fn many_copies_in_one_read_answer_as_single_reads(cassandra: &Cassandra) {
+    let options = CassandraOptions {
+        nodes: vec![cassandra.node(1)],
+        datacenter: "dc1".into(),
+        keyspace: "causet_test_store".into(),
+        create_in: Some(vec!["dc1".into(), "dc2".into()]),
+    };
+    let store = CassandraStore::connect(&options, 0).await.unwrap();
+    // 300 keys: every one written in local set 0, every third in local set 1 too.
+    let copy = |i: u32, ls| Copy { key: format!("key-{i}").into_bytes(), ls };
+    for i in 0..300u32 {
+        for ls in [0, 1].into_iter().filter(|&ls| ls == 0 || i % 3 == 0) {
+            let record =
+                Encoded { head: format!("head {i}/{ls}").into_bytes(), meta: format!("meta {i}/{ls}").into_bytes() };
+            store.put(&copy(i, ls), 1, record).await.unwrap();
+        }
+    }
+    // Present and missing copies of both local sets, repeats, more keys than one statement reads; and nothing.
+    let mut copies: Vec<Copy> = (0..330u32).rev().flat_map(|i| [copy(i, 0), copy(i, 1)]).collect();
+    copies.extend([copy(7, 0), copy(9, 1), copy(7, 0)]);
+    for part in [Part::Meta, Part::Head] {
+        let many = store.get_many(&copies, part).await.unwrap();
+        let mut single = Vec::new();
+        for c in &copies {
+            single.push(store.get(c, part).await.unwrap());
+        }
+        assert_eq!(many, single, "{part:?}");
+        assert_eq!(many.iter().flatten().count(), 300 + 100 + 3, "{part:?}: present copies, repeats included");
+        assert_eq!(store.get_many(&[], part).await.unwrap(), Vec::<Option<Vec<u8>>>::new());
+    }
 }

@@ -32,9 +32,11 @@
 //! order inside partitions of 4,096 batches (so no partition grows without bound), kept for a day (TTL); and
 //! `frontiers ((reader, writer)) → (epoch, start, position, next_batch)`, one row per follower and feed.
 
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
+use futures_util::future::try_join_all;
 use scylla::client::execution_profile::ExecutionProfile;
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
@@ -67,6 +69,9 @@ pub struct CassandraStore {
     session: Session,
     get_head: PreparedStatement,
     get_meta: PreparedStatement,
+    /// `get_many`: one part of many keys' copies of one local set.
+    many_heads: PreparedStatement,
+    many_metas: PreparedStatement,
     heads: PreparedStatement,
     metas: PreparedStatement,
     insert: PreparedStatement,
@@ -92,6 +97,9 @@ pub struct CassandraStore {
 /// How long a plain write may stay in flight: a third of the shortest lease term the driver accepts (3 s), so a
 /// write started while the lease was valid lands before another instance can take it. Cassandra's own
 /// `write_request_timeout` (2 s by default) drops a mutation that waited longer at the replica.
+/// The most keys one statement of [`Store::get_many`] reads (an `IN` list: one request, read by the local node).
+pub const GET_MANY_KEYS: usize = 128;
+
 const PUT_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Feed batches per partition of table `feeds`.
@@ -169,6 +177,10 @@ impl CassandraStore {
         let ks = &options.keyspace;
         let get_head = prepare(&session, format!("SELECT head FROM {ks}.records WHERE key = ? AND ls = ?")).await?;
         let get_meta = prepare(&session, format!("SELECT meta FROM {ks}.records WHERE key = ? AND ls = ?")).await?;
+        let many_heads =
+            prepare(&session, format!("SELECT key, head FROM {ks}.records WHERE key IN ? AND ls = ?")).await?;
+        let many_metas =
+            prepare(&session, format!("SELECT key, meta FROM {ks}.records WHERE key IN ? AND ls = ?")).await?;
         let insert = prepare(
             &session,
             format!("INSERT INTO {ks}.records (key, ls, seq, head, meta) VALUES (?, ?, ?, ?, ?) IF NOT EXISTS"),
@@ -234,6 +246,8 @@ impl CassandraStore {
             session,
             get_head,
             get_meta,
+            many_heads,
+            many_metas,
             heads,
             metas,
             insert,
@@ -337,6 +351,37 @@ impl Store for CassandraStore {
         let rows = result.into_rows_result().map_err(err("read"))?;
         let row: Option<(Vec<u8>,)> = rows.maybe_first_row().map_err(err("read"))?;
         Ok(row.map(|(data,)| data))
+    }
+
+    const GETS_MANY: bool = true;
+
+    async fn get_many(&self, copies: &[Copy], part: Part) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        let statement = match part {
+            Part::Head => &self.many_heads,
+            Part::Meta => &self.many_metas,
+        };
+        // One statement per local set and GET_MANY_KEYS distinct keys, all in flight at once.
+        let mut by_ls: BTreeMap<LocalSet, Vec<&[u8]>> = BTreeMap::new();
+        for c in copies {
+            by_ls.entry(c.ls).or_default().push(&c.key);
+        }
+        let mut statements = Vec::new();
+        for (ls, mut keys) in by_ls {
+            keys.sort_unstable();
+            keys.dedup();
+            statements.extend(keys.chunks(GET_MANY_KEYS).map(move |chunk| (ls, chunk.to_vec())));
+        }
+        let answers = try_join_all(statements.iter().map(|(ls, keys)| async move {
+            let result = self.session.execute_unpaged(statement, (keys, *ls as i16)).await.map_err(err("read many"))?;
+            let rows = result.into_rows_result().map_err(err("read many"))?;
+            let rows = rows.rows::<(Vec<u8>, Vec<u8>)>().map_err(err("read many"))?;
+            rows.map(|row| row.map(|(key, data)| ((key, *ls), data)).map_err(err("read many")))
+                .collect::<Result<Vec<_>, _>>()
+        }))
+        .await?;
+        let found: HashMap<(&[u8], LocalSet), Vec<u8>> =
+            answers.iter().flatten().map(|((key, ls), data)| ((key.as_slice(), *ls), data.clone())).collect();
+        Ok(copies.iter().map(|c| found.get(&(c.key.as_slice(), c.ls)).cloned()).collect())
     }
 
     async fn get_copies(&self, key: &[u8], local_sets: usize, part: Part) -> Result<Vec<Option<Vec<u8>>>, StoreError> {

@@ -10,7 +10,7 @@ use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::driver::{Lease, Store, StoreError};
+use crate::driver::{get_each, Lease, Store, StoreError};
 use crate::feed::Frontier;
 use crate::record::{Copy, Encoded, LocalSet, Part};
 
@@ -18,6 +18,7 @@ use crate::record::{Copy, Encoded, LocalSet, Part};
 #[derive(Clone, Copy, Debug)]
 enum Kind {
     Get,
+    GetMany,
     GetCopies,
     GetCopiesToWrite,
     Put,
@@ -32,9 +33,12 @@ enum Kind {
 }
 
 /// The names of the kinds of store request, in the order of the private `Kind` (the order
-/// [`StoreRequests::by_kind`] gives them); each is one request to the store adapter (on Cassandra, one statement).
-pub const KINDS: [&str; 12] = [
+/// [`StoreRequests::by_kind`] gives them); each is one request to the store adapter (on Cassandra, one statement;
+/// a `get_many` is one statement per local set and [`crate::cassandra::GET_MANY_KEYS`] keys among its copies, and a
+/// store that cannot read many copies at once has its copies counted as `get`s instead).
+pub const KINDS: [&str; 13] = [
     "get",
+    "get_many",
     "get_copies",
     "get_copies_to_write",
     "put",
@@ -87,6 +91,16 @@ impl<S> Counted<S> {
 impl<S: Store> Store for Counted<S> {
     fn get(&self, copy: &Copy, part: Part) -> impl Future<Output = Result<Option<Vec<u8>>, StoreError>> + Send {
         self.counted(Kind::Get, self.inner.get(copy, part))
+    }
+
+    const GETS_MANY: bool = S::GETS_MANY;
+
+    async fn get_many(&self, copies: &[Copy], part: Part) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        if S::GETS_MANY {
+            self.counted(Kind::GetMany, self.inner.get_many(copies, part)).await
+        } else {
+            get_each(self, copies, part).await
+        }
     }
 
     fn get_copies(
@@ -192,12 +206,14 @@ mod tests {
         let store = Counted::new(MemoryCluster::new(2, Duration::ZERO).store(0));
         let copy = Copy { key: b"k".to_vec(), ls: 0 };
         assert_eq!(store.get(&copy, Part::Meta).await.unwrap(), None);
+        // The memory store reads many copies one by one: each is counted as a `get`.
+        assert_eq!(store.get_many(&[copy.clone(), copy.clone()], Part::Head).await.unwrap(), [None, None]);
         assert!(store.get_copies(b"k", 2, Part::Head).await.unwrap().iter().all(Option::is_none));
         store.feed_append(0, 1, 0, vec![1, 2]).await.unwrap();
         assert_eq!(store.feed_read(0, 1, 0, 8, false).await.unwrap(), vec![(0, vec![1, 2])], "forwarded");
         assert_eq!(store.feed_read(0, 1, 1, 8, false).await.unwrap(), vec![]);
         let counts: Vec<(&str, u64)> = store.requests.by_kind().into_iter().filter(|&(_, n)| n > 0).collect();
-        assert_eq!(counts, [("get", 1), ("get_copies", 1), ("feed_append", 1), ("feed_read", 2)]);
-        assert_eq!(store.requests.total(), 5);
+        assert_eq!(counts, [("get", 3), ("get_copies", 1), ("feed_append", 1), ("feed_read", 2)]);
+        assert_eq!(store.requests.total(), 7);
     }
 }

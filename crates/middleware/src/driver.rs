@@ -49,6 +49,20 @@ pub trait Store: Send + Sync {
         }
     }
 
+    /// Whether [`Store::get_many`] reads many copies in one request; when not, the default reads them one by one
+    /// (and [`crate::counted`] counts each as a `get`).
+    const GETS_MANY: bool = false;
+
+    /// One part of each of `copies` (any keys, any local sets; in order, repeats allowed), from the local set's own
+    /// cluster like [`Store::get`]. The default reads them one by one, at most [`FETCH_PARALLELISM`] at a time.
+    fn get_many(
+        &self,
+        copies: &[Copy],
+        part: Part,
+    ) -> impl Future<Output = Result<Vec<Option<Vec<u8>>>, StoreError>> + Send {
+        get_each(self, copies, part)
+    }
+
     /// Stores `record` (version `seq` of the copy, both parts at once) if the stored version is `expect` (`None`:
     /// nothing stored yet). Returns whether it applied.
     fn cas(
@@ -419,8 +433,21 @@ const STABILIZE_QUEUE: usize = 4096;
 /// The most versions one attempt to make a version stable visits.
 const STABILIZE_BUDGET: usize = 512;
 
-/// Copies one level of a resolution reads from the store at once.
-const FETCH_PARALLELISM: usize = 64;
+/// Copies a store that reads them one by one ([`Store::get_many`]'s default) reads at once.
+pub const FETCH_PARALLELISM: usize = 64;
+
+/// [`Store::get_many`] by single reads, at most [`FETCH_PARALLELISM`] in flight.
+pub async fn get_each<S: Store + ?Sized>(
+    store: &S,
+    copies: &[Copy],
+    part: Part,
+) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+    let mut raw = Vec::with_capacity(copies.len());
+    for chunk in copies.chunks(FETCH_PARALLELISM) {
+        raw.extend(try_join_all(chunk.iter().map(|c| store.get(c, part))).await?);
+    }
+    Ok(raw)
+}
 
 /// Walks making versions stable at once.
 const STABILIZE_WALKS: usize = 16;
@@ -717,8 +744,7 @@ impl<S: Store> Middleware<S> {
     }
 
     /// One part ([`Head`](crate::record::Head) or [`Meta`]) of each of `copies` from the local store: all of a
-    /// key's copies in one request when that is what is asked for, otherwise at most [`FETCH_PARALLELISM`] single
-    /// copies at a time. `to_write`: a write's read of a whole key's metas ([`Store::get_copies_to_write`]).
+    /// key's copies in one request when that is what is asked for, otherwise [`Store::get_many`]. `to_write`: a write's read of a whole key's metas ([`Store::get_copies_to_write`]).
     async fn fetch<T: RecordPart>(&self, copies: &[Copy], to_write: bool) -> Result<Vec<Option<T>>, Error> {
         let n = self.protocol.local_sets;
         let whole_key = copies.len() == n
@@ -728,11 +754,7 @@ impl<S: Store> Middleware<S> {
         } else if whole_key {
             self.store.get_copies(&copies[0].key, n, T::PART).await?
         } else {
-            let mut raw = Vec::with_capacity(copies.len());
-            for chunk in copies.chunks(FETCH_PARALLELISM) {
-                raw.extend(try_join_all(chunk.iter().map(|c| self.store.get(c, T::PART))).await?);
-            }
-            raw
+            self.store.get_many(copies, T::PART).await?
         };
         let parts: Vec<Option<T>> =
             raw.into_iter().map(|r| r.map(|b| T::decode(&b)).transpose()).collect::<Result<_, _>>()?;
