@@ -186,19 +186,13 @@ quiesce() {
 # What each target's keyspace cost the nodes (tables' sizes, sstables, flushes, local reads and writes), in
 # $OUT/<run>.tablestats.txt; at the end every node's compaction history (bytes in and out by keyspace and table)
 # is in $OUT/compaction-history.txt.
-table_stats() {
-  local name="$1" ks="$2" i
+# nodetool with the remaining arguments on both nodes, into file $1.
+nodetool_both() {
+  local file="$1" i; shift
   for i in 1 2; do
     echo "## node$i"
-    scripts/cassandra nodetool --dir "$CASS_DIR" --node "$i" -- tablestats "$ks" || echo "(nodetool failed)"
-  done >"$OUT/$name.tablestats.txt" 2>&1
-}
-compaction_history() {
-  local i
-  for i in 1 2; do
-    echo "## node$i"
-    scripts/cassandra nodetool --dir "$CASS_DIR" --node "$i" -- compactionhistory || echo "(nodetool failed)"
-  done >"$OUT/compaction-history.txt" 2>&1
+    scripts/cassandra nodetool --dir "$CASS_DIR" --node "$i" -- "$@" || echo "(nodetool failed)"
+  done >"$file" 2>&1
 }
 
 for rep in $(seq 1 "$REPEAT"); do
@@ -228,7 +222,7 @@ for rep in $(seq 1 "$REPEAT"); do
           --keyspace "lib_r${rep}_${target//-/_}" --create-schema "${mode[@]}"
         bench "$name" --addr "$PROXY0,$PROXY1" "${SETTLE_ARGS[@]}"
         stop_proxies "$name"
-        table_stats "$name" "lib_r${rep}_${target//-/_}"
+        nodetool_both "$OUT/$name.tablestats.txt" tablestats "lib_r${rep}_${target//-/_}"
         ;;
       lib-causet)
         causet_cluster "$OUT/causet-$name" eventual
@@ -251,7 +245,7 @@ done
 
 if [[ -d "$CASS_DIR/node1" ]]; then
   quiesce
-  compaction_history
+  nodetool_both "$OUT/compaction-history.txt" compactionhistory
 fi
 
 python3 - "$OUT" "$REPEAT" "$TARGETS" <<'EOF'

@@ -97,10 +97,10 @@ pub struct CassandraStore {
 /// How long a plain write may stay in flight: a third of the shortest lease term the driver accepts (3 s), so a
 /// write started while the lease was valid lands before another instance can take it. Cassandra's own
 /// `write_request_timeout` (2 s by default) drops a mutation that waited longer at the replica.
+const PUT_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// The most keys one statement of [`Store::get_many`] reads (an `IN` list: one request, read by the local node).
 pub const GET_MANY_KEYS: usize = 128;
-
-const PUT_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Feed batches per partition of table `feeds`.
 const FEED_BUCKET: u64 = 4096;
@@ -375,13 +375,15 @@ impl Store for CassandraStore {
             let result = self.session.execute_unpaged(statement, (keys, *ls as i16)).await.map_err(err("read many"))?;
             let rows = result.into_rows_result().map_err(err("read many"))?;
             let rows = rows.rows::<(Vec<u8>, Vec<u8>)>().map_err(err("read many"))?;
-            rows.map(|row| row.map(|(key, data)| ((key, *ls), data)).map_err(err("read many")))
-                .collect::<Result<Vec<_>, _>>()
+            let found = rows.collect::<Result<HashMap<Vec<u8>, Vec<u8>>, _>>().map_err(err("read many"))?;
+            Ok::<_, StoreError>((*ls, found))
         }))
         .await?;
-        let found: HashMap<(&[u8], LocalSet), Vec<u8>> =
-            answers.iter().flatten().map(|((key, ls), data)| ((key.as_slice(), *ls), data.clone())).collect();
-        Ok(copies.iter().map(|c| found.get(&(c.key.as_slice(), c.ls)).cloned()).collect())
+        let mut found: HashMap<LocalSet, HashMap<Vec<u8>, Vec<u8>>> = HashMap::new();
+        for (ls, rows) in answers {
+            found.entry(ls).or_default().extend(rows);
+        }
+        Ok(copies.iter().map(|c| found.get(&c.ls).and_then(|rows| rows.get(c.key.as_slice())).cloned()).collect())
     }
 
     async fn get_copies(&self, key: &[u8], local_sets: usize, part: Part) -> Result<Vec<Option<Vec<u8>>>, StoreError> {

@@ -744,7 +744,8 @@ impl<S: Store> Middleware<S> {
     }
 
     /// One part ([`Head`](crate::record::Head) or [`Meta`]) of each of `copies` from the local store: all of a
-    /// key's copies in one request when that is what is asked for, otherwise [`Store::get_many`]. `to_write`: a write's read of a whole key's metas ([`Store::get_copies_to_write`]).
+    /// key's copies in one request when that is what is asked for, otherwise [`Store::get_many`]. `to_write`: a
+    /// write's read of a whole key's metas ([`Store::get_copies_to_write`]).
     async fn fetch<T: RecordPart>(&self, copies: &[Copy], to_write: bool) -> Result<Vec<Option<T>>, Error> {
         let n = self.protocol.local_sets;
         let whole_key = copies.len() == n
