@@ -142,6 +142,23 @@ start_proxies() {
   grep -q serving "$OUT/$name.proxy1.log" || { cat "$OUT/$name.proxy1.log" >&2; exit 1; }
 }
 
+# Starts the proxies of Cassandra target $2 (cassandra, lib-cassandra, lib-cassandra-uncached, ...) for run $1 on
+# a fresh keyspace $3; the target may set PROXY_ENV or PROXY_BIN (reset by the caller).
+start_cassandra_target() {
+  local name="$1" target="$2" keyspace="$3" mode=()
+  case "$target" in
+    cassandra) mode=(--plain) ;;
+    lib-cassandra) mode=(--writers exclusive $LIB_FLAGS) ;;
+    lib-cassandra-uncached) mode=(--writers exclusive --read-cache-ms 0 $LIB_FLAGS) ;;
+    lib-cassandra-shared) mode=(--writers shared $LIB_FLAGS) ;;
+    lib-cassandra-1worker) mode=(--writers exclusive $LIB_FLAGS); PROXY_ENV=(TOKIO_WORKER_THREADS=1) ;;
+    lib-cassandra-base) mode=(--writers exclusive $LIB_FLAGS); PROXY_BIN="$BASE_BIN" ;;
+    *) echo "unknown Cassandra target $target" >&2; exit 2 ;;
+  esac
+  start_proxies "$name" "cassandra://127.0.0.1:$CQL_PORT" "cassandra://127.0.0.2:$CQL_PORT" \
+    --keyspace "$keyspace" --create-schema "${mode[@]}"
+}
+
 SETTLE_ARGS=()
 [[ "$SETTLE" == 1 ]] && SETTLE_ARGS=(--admin "$ADMIN0,$ADMIN1")
 
@@ -167,19 +184,15 @@ if [[ ",$TARGETS," == *",cassandra"* || ",$TARGETS," == *",lib-cassandra"* ]]; t
   cap "$(cat "$CASS_DIR/node2/pid")" 1
   [[ -z "$DC_SHARE" ]] || log "each DC capped at $DC_SHARE of a core"
   if [[ "$JVM_WARMUP" -gt 0 ]]; then
-    # The warm-up runs what the targets will ask of Cassandra: Cassandra alone's statements and, when a
-    # middleware target is measured, the middleware's (records, feeds, reads of many copies), at every update
-    # ratio, sharing --jvm-warmup-s between them.
-    phases=(plain)
-    [[ ",$TARGETS," == *",lib-cassandra"* ]] && phases+=(lib)
+    # Cassandra alone, then the middleware when one of its targets is measured (see the header).
+    phases=(cassandra)
+    [[ ",$TARGETS," == *",lib-cassandra"* ]] && phases+=(lib-cassandra)
     IFS=, read -ra ratio_list <<<"$RATIOS"
     per_point=$(( JVM_WARMUP / (${#phases[@]} * ${#ratio_list[@]}) ))
     (( per_point > 0 )) || per_point=1
     for phase in "${phases[@]}"; do
       log "warming Cassandra's JVMs up: $phase, ${per_point} s per update ratio (not recorded)"
-      mode=(--plain); [[ "$phase" == lib ]] && mode=(--writers exclusive $LIB_FLAGS)
-      start_proxies "jvm-warmup-$phase" "cassandra://127.0.0.1:$CQL_PORT" "cassandra://127.0.0.2:$CQL_PORT" \
-        --keyspace "lib_warmup_$phase" --create-schema "${mode[@]}"
+      start_cassandra_target "jvm-warmup-$phase" "$phase" "lib_warmup_${phase//-/_}"
       "$BIN" bench -w letting-it-be --update-ratio "$RATIOS" --duration-s "$per_point" --warmup-s 0 \
         --addr "$PROXY0,$PROXY1" --out "$OUT/jvm-warmup-$phase" >/dev/null 2>&1 || true
       stop_proxies ""
@@ -221,18 +234,8 @@ for rep in $(seq 1 "$REPEAT"); do
     PROXY_BIN="$BIN"
     case "$target" in
       cassandra|lib-cassandra|lib-cassandra-uncached|lib-cassandra-shared|lib-cassandra-1worker|lib-cassandra-base)
-        mode=()
-        case "$target" in
-          cassandra) mode=(--plain) ;;
-          lib-cassandra) mode=(--writers exclusive $LIB_FLAGS) ;;
-          lib-cassandra-uncached) mode=(--writers exclusive --read-cache-ms 0 $LIB_FLAGS) ;;
-          lib-cassandra-shared) mode=(--writers shared $LIB_FLAGS) ;;
-          lib-cassandra-1worker) mode=(--writers exclusive $LIB_FLAGS); PROXY_ENV=(TOKIO_WORKER_THREADS=1) ;;
-          lib-cassandra-base) mode=(--writers exclusive $LIB_FLAGS); PROXY_BIN="$BASE_BIN" ;;
-        esac
         quiesce
-        start_proxies "$name" "cassandra://127.0.0.1:$CQL_PORT" "cassandra://127.0.0.2:$CQL_PORT" \
-          --keyspace "lib_r${rep}_${target//-/_}" --create-schema "${mode[@]}"
+        start_cassandra_target "$name" "$target" "lib_r${rep}_${target//-/_}"
         bench "$name" --addr "$PROXY0,$PROXY1" "${SETTLE_ARGS[@]}"
         stop_proxies "$name"
         nodetool_both "$OUT/$name.tablestats.txt" tablestats "lib_r${rep}_${target//-/_}"
