@@ -19,7 +19,11 @@
 # about 1.3x faster in second place than in first), so use an even --repeat (the default, 2) to give every target
 # each place equally. Before each target on Cassandra (and after the warm-up), the nodes flush their memtables and
 # finish every compaction (`scripts/cassandra quiesce`), so that no target pays for compacting what an earlier one
-# wrote; --no-quiesce skips that (as before 2026-12-02). The summary gives
+# wrote; and again before each point (`causet bench --before-point`), once the preload is written and the proxies
+# have settled, so that no point is measured while the nodes compact the preload or the point before (until
+# 2026-12-03 only before each target: the middleware's points then often compacted what its preload wrote in the
+# measured window, Cassandra alone's rarely; run 22 of bench/RESULTS-letting-it-be.md). --no-quiesce
+# skips both (as before 2026-12-02), --no-quiesce-points the second (as until 2026-12-03). The summary gives
 # medians over repetitions and, per repetition, ratios to Cassandra alone. Each point (update ratio) is measured
 # once the proxies say they have settled (`/settled` on their --admin address: every write resolved in the other
 # DC, every follower at its feed's end), so a measured window does not start with the backlog of the preload or of
@@ -31,7 +35,7 @@
 #
 #   bench/letting-it-be.sh [--repeat 2] [--duration-s 20] [--warmup-s 5] [--jvm-warmup-s 120] [--out DIR]
 #                          [--targets a,b,...] [--lib-flags "--retain 4 ..."] [--no-settle] [--no-quiesce]
-#                          [--dc-cpu-share S]
+#                          [--no-quiesce-points] [--dc-cpu-share S]
 #
 # --lib-flags passes extra `causet middleware` options to the middleware targets (lib-*).
 # --dc-cpu-share S caps each emulated DC at S of one core (bench/cap-dcs.py; cgroups, needs root): DC 1's
@@ -53,6 +57,7 @@ JVM_WARMUP=120
 LIB_FLAGS=""
 SETTLE=1
 QUIESCE=1
+QUIESCE_POINTS=1
 TARGETS="cassandra,lib-cassandra,lib-cassandra-uncached,lib-cassandra-shared,lib-causet,causet"
 RATIOS="0.50,0.05"
 DC_SHARE=""
@@ -68,6 +73,7 @@ while [[ $# -gt 0 ]]; do
     --update-ratio) RATIOS="$2"; shift 2 ;;
     --no-settle) SETTLE=0; shift ;;
     --no-quiesce) QUIESCE=0; shift ;;
+    --no-quiesce-points) QUIESCE_POINTS=0; shift ;;
     --dc-cpu-share) DC_SHARE="$2"; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
@@ -161,6 +167,9 @@ start_cassandra_target() {
 
 SETTLE_ARGS=()
 [[ "$SETTLE" == 1 ]] && SETTLE_ARGS=(--admin "$ADMIN0,$ADMIN1")
+# Cassandra targets quiesce the nodes before each point too (see the header); its output goes to quiesce.log.
+POINT_ARGS=()
+[[ "$QUIESCE" == 1 && "$QUIESCE_POINTS" == 1 ]] && POINT_ARGS=(--before-point "scripts/cassandra quiesce --dir '$CASS_DIR' --timeout 600 >>'$OUT/quiesce.log' 2>&1")
 
 bench() {
   local name="$1"; shift
@@ -236,7 +245,7 @@ for rep in $(seq 1 "$REPEAT"); do
       cassandra|lib-cassandra|lib-cassandra-uncached|lib-cassandra-shared|lib-cassandra-1worker|lib-cassandra-base)
         quiesce
         start_cassandra_target "$name" "$target" "lib_r${rep}_${target//-/_}"
-        bench "$name" --addr "$PROXY0,$PROXY1" "${SETTLE_ARGS[@]}"
+        bench "$name" --addr "$PROXY0,$PROXY1" "${SETTLE_ARGS[@]}" "${POINT_ARGS[@]}"
         stop_proxies "$name"
         nodetool_both "$OUT/$name.tablestats.txt" tablestats "lib_r${rep}_${target//-/_}"
         ;;

@@ -63,6 +63,11 @@ pub struct BenchArgs {
     /// `mix.batched`), instead of one request per key.
     #[arg(long)]
     pub batched: bool,
+    /// A shell command to run before each point's warm-up, once the preload is written and the target has settled;
+    /// the run stops if it fails. bench/letting-it-be.sh passes `scripts/cassandra quiesce --dir DIR`, so that no
+    /// point is measured while Cassandra compacts what the preload or the point before wrote.
+    #[arg(long, value_name = "COMMAND")]
+    pub before_point: Option<String>,
     /// Override the workload's update ratios (comma-separated: a sweep).
     #[arg(long, value_delimiter = ',')]
     pub update_ratio: Vec<f64>,
@@ -265,13 +270,13 @@ pub fn main(args: BenchArgs) -> anyhow::Result<PathBuf> {
         let target = Target { dcs, partitions: w.file.cluster.partitions };
         report.cluster = shape("existing", &target, None, None);
         report.protocols = vec!["existing".into()];
-        run_all(&runtime, &w, &target, "existing", 0, &mut report)?;
+        run_all(&runtime, &w, &target, "existing", 0, args.before_point.as_deref(), &mut report)?;
     } else if let Some(dir) = &args.cluster_dir {
         let file = cluster::load(dir)?;
         let target = target_of(&file);
         report.cluster = shape("existing", &target, Some((file.wan_delay_ms, file.wan_matrix.as_ref())), None);
         report.protocols = vec![file.protocol.to_string()];
-        run_all(&runtime, &w, &target, file.protocol.name(), 0, &mut report)?;
+        run_all(&runtime, &w, &target, file.protocol.name(), 0, args.before_point.as_deref(), &mut report)?;
     } else {
         let protocols = if args.compare.is_empty() { vec![Protocol::default()] } else { args.compare.clone() };
         report.protocols = protocols.iter().map(Protocol::to_string).collect();
@@ -298,7 +303,7 @@ pub fn main(args: BenchArgs) -> anyhow::Result<PathBuf> {
             let target = target_of(&running.0);
             let wan = Some((c.wan_delay_ms, wan_matrix.as_ref()));
             report.cluster = shape("local", &target, wan, Some(c.sync.clone()));
-            run_all(&runtime, &w, &target, protocol.name(), repeat, &mut report)?;
+            run_all(&runtime, &w, &target, protocol.name(), repeat, args.before_point.as_deref(), &mut report)?;
             drop(running);
         }
     }
@@ -311,12 +316,27 @@ pub fn main(args: BenchArgs) -> anyhow::Result<PathBuf> {
     Ok(out)
 }
 
+/// Runs `--before-point`'s command through `sh -c`, saying how long it took; an error if it fails.
+async fn run_before_point(command: &str, label: &str) -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
+    let status = tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .status()
+        .await
+        .with_context(|| format!("--before-point: running {command:?}"))?;
+    anyhow::ensure!(status.success(), "--before-point {command:?} failed ({status})");
+    eprintln!("{label}: --before-point ran in {:.1} s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
 fn run_all(
     runtime: &tokio::runtime::Runtime,
     w: &Workload,
     target: &Target,
     protocol: &str,
     repeat: u32,
+    before_point: Option<&str>,
     report: &mut Report,
 ) -> anyhow::Result<()> {
     let points = w.points(target.partitions);
@@ -340,6 +360,9 @@ fn run_all(
                     let waited = causet_bench::runner::settle(target, &label).await;
                     if waited >= std::time::Duration::from_secs(2) {
                         eprintln!("{label}: the target settled in {:.1} s", waited.as_secs_f64());
+                    }
+                    if let Some(command) = before_point {
+                        run_before_point(command, &label).await?;
                     }
                     causet_bench::run_point(w, *point, target, protocol, &label).await
                 } => r,
@@ -399,4 +422,19 @@ fn summary(r: &Report) -> String {
         ));
     }
     s.trim_end().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::run_before_point;
+
+    #[tokio::test]
+    async fn before_point_runs_its_command_and_fails_the_run_when_the_command_fails() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("ran");
+        run_before_point(&format!("touch '{}'", marker.display()), "test").await.unwrap();
+        assert!(marker.exists(), "the command ran");
+        let err = run_before_point("exit 3", "test").await.unwrap_err().to_string();
+        assert!(err.contains("exit 3") && err.contains("failed"), "{err}");
+    }
 }
