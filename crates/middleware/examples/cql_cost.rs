@@ -11,9 +11,10 @@
 //!
 //! `schema` creates keyspace `cql_cost` (one replica per datacenter) and its tables; `preload` writes every key
 //! once into each table (local set 0's copy); every other case runs its statement with `--in-flight` statements
-//! outstanding for `--warmup-s`, then for `--seconds`, and prints the CPU both nodes' processes spent per statement
-//! and per partition read or written in that window (`/proc/PID/stat`, user and system time). Keys are drawn as the
-//! benchmark draws them (zipfian, θ = 0.99, 100,000 keys of 8 digits), values are 1 KiB of one repeated byte.
+//! outstanding for `--warmup-s`, then for `--seconds`, and prints the CPU both nodes' processes spent in that window
+//! (`/proc/PID/stat`, user and system time) per statement that succeeded and per partition it read or wrote, and
+//! how many failed. Keys are drawn as the benchmark draws them (zipfian, θ = 0.99, 100,000 keys of 8 digits), values
+//! are 1 KiB of one repeated byte.
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -179,10 +180,18 @@ fn head_and_meta(seq: u64) -> (Vec<u8>, Vec<u8>) {
     (head, meta)
 }
 
-/// Runs `case`'s statement once for the key of rank `rank` (`n`: the statement's number, a write's `seq`).
-async fn run_one(session: &Session, statement: &PreparedStatement, case: &str, rank: u64, n: u64, rng_bit: bool) {
+/// Runs `case`'s statement once for the key of rank `rank` (`n`: the statement's number, a write's `seq`; a write
+/// or a read of many keys is of local set 1's copy if `other_copy`, else of local set 0's); whether it succeeded.
+async fn run_one(
+    session: &Session,
+    statement: &PreparedStatement,
+    case: &str,
+    rank: u64,
+    n: u64,
+    other_copy: bool,
+) -> bool {
     let key = key_name(rank, 8);
-    let ls: i16 = if rng_bit { 1 } else { 0 };
+    let ls: i16 = if other_copy { 1 } else { 0 };
     let at = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as i64;
     let both: Vec<i16> = vec![0, 1];
     let result = match case {
@@ -208,37 +217,45 @@ async fn run_one(session: &Session, statement: &PreparedStatement, case: &str, r
         }
         _ => unreachable!("checked by parse_args"),
     };
-    if let Err(e) = result {
-        eprintln!("{case}: {e}");
+    match result {
+        Ok(()) => true,
+        Err(e) => {
+            eprintln!("{case}: {e}");
+            false
+        }
     }
 }
 
-/// Runs `case` with `in_flight` statements outstanding until `until`; the statements that finished.
+/// Runs `case` with `in_flight` statements outstanding until `until`; the statements that succeeded and those
+/// that failed.
 async fn drive(
     session: &Arc<Session>,
     statement: &Arc<PreparedStatement>,
     case: &str,
     in_flight: usize,
     until: Instant,
-) -> u64 {
-    let done = Arc::new(AtomicU64::new(0));
+) -> (u64, u64) {
+    let (done, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let mut tasks = Vec::new();
     for t in 0..in_flight {
-        let (session, statement, done, case) = (session.clone(), statement.clone(), done.clone(), case.to_owned());
+        let (session, statement, case) = (session.clone(), statement.clone(), case.to_owned());
+        let (done, failed) = (done.clone(), failed.clone());
         tasks.push(tokio::spawn(async move {
             let chooser = KeyChooser::new(Distribution::Zipfian { theta: 0.99 }, KEYS);
-            let mut rng = ChaCha8Rng::seed_from_u64(t as u64 ^ until.elapsed().as_nanos() as u64);
+            let mut rng = ChaCha8Rng::seed_from_u64(t as u64);
+            let mut n = t as u64;
             while Instant::now() < until {
-                let n = done.fetch_add(1, Ordering::Relaxed);
                 let rank = chooser.sample(&mut rng);
-                run_one(&session, &statement, &case, rank, n, rand::RngExt::random(&mut rng)).await;
+                let ok = run_one(&session, &statement, &case, rank, n, rand::RngExt::random(&mut rng)).await;
+                (if ok { &done } else { &failed }).fetch_add(1, Ordering::Relaxed);
+                n += in_flight as u64;
             }
         }));
     }
     for t in tasks {
         let _ = t.await;
     }
-    done.load(Ordering::Relaxed)
+    (done.load(Ordering::Relaxed), failed.load(Ordering::Relaxed))
 }
 
 async fn preload(session: &Arc<Session>) -> Result<(), String> {
@@ -249,10 +266,10 @@ async fn preload(session: &Arc<Session>) -> Result<(), String> {
     ];
     for (case, cql) in writes {
         let statement = Arc::new(session.prepare(cql).await.map_err(|e| format!("prepare: {e}"))?);
-        let next = Arc::new(AtomicU64::new(0));
+        let (next, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
         let mut tasks = Vec::new();
         for _ in 0..64 {
-            let (session, statement, next) = (session.clone(), statement.clone(), next.clone());
+            let (session, statement, next, failed) = (session.clone(), statement.clone(), next.clone(), failed.clone());
             tasks.push(tokio::spawn(async move {
                 loop {
                     let rank = next.fetch_add(1, Ordering::Relaxed);
@@ -260,14 +277,19 @@ async fn preload(session: &Arc<Session>) -> Result<(), String> {
                         break;
                     }
                     let case = if case == "preload-plain" { "plain-write" } else { case };
-                    run_one(&session, &statement, case, rank, rank, false).await;
+                    if !run_one(&session, &statement, case, rank, rank, false).await {
+                        failed.fetch_add(1, Ordering::Relaxed);
+                    }
                 }
             }));
         }
         for t in tasks {
             let _ = t.await;
         }
-        eprintln!("preloaded {KEYS} keys ({case})");
+        match failed.load(Ordering::Relaxed) {
+            0 => eprintln!("preloaded {KEYS} keys ({case})"),
+            f => return Err(format!("{case}: {f} of {KEYS} writes failed")),
+        }
     }
     Ok(())
 }
@@ -287,8 +309,8 @@ async fn main() {
         .await
         .unwrap_or_else(|e| panic!("connect to {}: {e}", args.node));
     let session = Arc::new(session);
-    println!("| case | statements/s | CPU µs per statement | CPU µs per partition |");
-    println!("|---|---:|---:|---:|");
+    println!("| case | statements/s | CPU µs per statement | CPU µs per partition | failed |");
+    println!("|---|---:|---:|---:|---:|");
     for name in &args.cases {
         match name.as_str() {
             "schema" => {
@@ -312,11 +334,12 @@ async fn main() {
         drive(&session, &statement, name, args.in_flight, start).await;
         let cpu_before = cpu_us(&args.pids).expect("CPU time");
         let measured_from = Instant::now();
-        let n =
-            drive(&session, &statement, name, args.in_flight, measured_from + Duration::from_secs(args.seconds)).await;
+        let until = measured_from + Duration::from_secs(args.seconds);
+        let (n, failed) = drive(&session, &statement, name, args.in_flight, until).await;
         let elapsed = measured_from.elapsed().as_secs_f64();
         let cpu = (cpu_us(&args.pids).expect("CPU time") - cpu_before) as f64;
         let per = cpu / n.max(1) as f64;
-        println!("| {name} | {:.0} | {per:.0} | {:.1} |", n as f64 / elapsed, per / case.partitions as f64);
+        let rate = n as f64 / elapsed;
+        println!("| {name} | {rate:.0} | {per:.0} | {:.1} | {failed} |", per / case.partitions as f64);
     }
 }
