@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use causet_bench::keys::{key_name, Distribution, KeyChooser};
+use causet_middleware::cassandra::{create_plain, create_records};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use scylla::client::execution_profile::ExecutionProfile;
@@ -33,15 +34,20 @@ const KEYS: u64 = 100_000;
 /// Keys per statement of case `records-read-many` (the middleware's `GET_MANY_KEYS`).
 const MANY: usize = 128;
 
-/// The schema: Cassandra alone's table, the middleware's, and the middleware's with a record in one cell.
-const SCHEMA: &[&str] = &[
-    "CREATE KEYSPACE IF NOT EXISTS cql_cost WITH replication = {'class': 'NetworkTopologyStrategy', 'dc1': 1, 'dc2': 1}",
-    "CREATE TABLE IF NOT EXISTS cql_cost.plain (key blob PRIMARY KEY, value blob)",
-    "CREATE TABLE IF NOT EXISTS cql_cost.records (key blob, ls smallint, seq bigint, head blob, meta blob, \
-     PRIMARY KEY ((key, ls))) WITH read_repair = 'BLOCKING'",
-    "CREATE TABLE IF NOT EXISTS cql_cost.records1 (key blob, ls smallint, data blob, PRIMARY KEY ((key, ls))) \
-     WITH read_repair = 'BLOCKING'",
-];
+/// The schema: Cassandra alone's table and the middleware's (as the middleware creates them), and the middleware's
+/// with a record in one cell.
+fn schema() -> [String; 4] {
+    [
+        "CREATE KEYSPACE IF NOT EXISTS cql_cost WITH replication = {'class': 'NetworkTopologyStrategy', 'dc1': 1, \
+         'dc2': 1}"
+            .into(),
+        create_plain("cql_cost"),
+        create_records("cql_cost"),
+        "CREATE TABLE IF NOT EXISTS cql_cost.records1 (key blob, ls smallint, data blob, PRIMARY KEY ((key, ls))) \
+         WITH read_repair = 'BLOCKING'"
+            .into(),
+    ]
+}
 
 /// One statement kind: its CQL, its consistency, and how many partitions one execution touches.
 struct Case {
@@ -198,15 +204,13 @@ async fn run_one(
         "plain-read" => session.execute_unpaged(statement, (&key,)).await.map(drop),
         "plain-write" => session.execute_unpaged(statement, (&key, value(1024))).await.map(drop),
         "plain-write-ts" => session.execute_unpaged(statement, (&key, value(1024), at)).await.map(drop),
-        "records-write" | "preload-records" => {
+        "records-write" => {
             let (head, meta) = head_and_meta(n);
-            let ls = if case == "preload-records" { 0 } else { ls };
             session.execute_unpaged(statement, (&key, ls, n as i64, head, meta, at)).await.map(drop)
         }
-        "records1-write" | "preload-records1" => {
+        "records1-write" => {
             let (mut data, meta) = head_and_meta(n);
             data.extend(meta);
-            let ls = if case == "preload-records1" { 0 } else { ls };
             session.execute_unpaged(statement, (&key, ls, data, at)).await.map(drop)
         }
         "records-read-in" | "records1-read-in" => session.execute_unpaged(statement, (&key, &both)).await.map(drop),
@@ -258,14 +262,18 @@ async fn drive(
     (done.load(Ordering::Relaxed), failed.load(Ordering::Relaxed))
 }
 
+/// Case `name`'s statement, prepared with its consistency.
+async fn prepare(session: &Session, name: &str) -> Result<PreparedStatement, String> {
+    let case = CASES.iter().find(|c| c.name == name).ok_or(format!("no case {name}"))?;
+    let mut statement = session.prepare(case.cql).await.map_err(|e| format!("prepare {}: {e}", case.cql))?;
+    statement.set_consistency(case.consistency);
+    Ok(statement)
+}
+
+/// Writes every key once with each table's write case (local set 0's copy, `seq` = the key's rank).
 async fn preload(session: &Arc<Session>) -> Result<(), String> {
-    let writes = [
-        ("preload-plain", "INSERT INTO cql_cost.plain (key, value) VALUES (?, ?)"),
-        ("preload-records", CASES[3].cql),
-        ("preload-records1", CASES[4].cql),
-    ];
-    for (case, cql) in writes {
-        let statement = Arc::new(session.prepare(cql).await.map_err(|e| format!("prepare: {e}"))?);
+    for case in ["plain-write", "records-write", "records1-write"] {
+        let statement = Arc::new(prepare(session, case).await?);
         let (next, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
         let mut tasks = Vec::new();
         for _ in 0..64 {
@@ -276,7 +284,6 @@ async fn preload(session: &Arc<Session>) -> Result<(), String> {
                     if rank >= KEYS {
                         break;
                     }
-                    let case = if case == "preload-plain" { "plain-write" } else { case };
                     if !run_one(&session, &statement, case, rank, rank, false).await {
                         failed.fetch_add(1, Ordering::Relaxed);
                     }
@@ -314,8 +321,8 @@ async fn main() {
     for name in &args.cases {
         match name.as_str() {
             "schema" => {
-                for s in SCHEMA {
-                    session.query_unpaged(*s, &[]).await.unwrap_or_else(|e| panic!("{s}: {e}"));
+                for s in schema() {
+                    session.query_unpaged(s.as_str(), &[]).await.unwrap_or_else(|e| panic!("{s}: {e}"));
                 }
                 session.await_schema_agreement().await.expect("schema agreement");
                 continue;
@@ -327,9 +334,7 @@ async fn main() {
             _ => {}
         }
         let case = CASES.iter().find(|c| c.name == name).expect("checked by parse_args");
-        let mut statement = session.prepare(case.cql).await.unwrap_or_else(|e| panic!("prepare {}: {e}", case.cql));
-        statement.set_consistency(case.consistency);
-        let statement = Arc::new(statement);
+        let statement = Arc::new(prepare(&session, name).await.unwrap_or_else(|e| panic!("{e}")));
         let start = Instant::now() + Duration::from_secs(args.warmup_s);
         drive(&session, &statement, name, args.in_flight, start).await;
         let cpu_before = cpu_us(&args.pids).expect("CPU time");

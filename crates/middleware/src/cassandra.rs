@@ -110,6 +110,20 @@ fn err<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> StoreError {
     move |e| StoreError(format!("cassandra: {what}: {e}"))
 }
 
+/// The statement that creates table `records` in keyspace `ks` (every copy: one single-row partition per key and
+/// local set).
+pub fn create_records(ks: &str) -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {ks}.records (key blob, ls smallint, seq bigint, head blob, meta blob, \
+         PRIMARY KEY ((key, ls))) WITH read_repair = 'BLOCKING'"
+    )
+}
+
+/// The statement that creates table `plain` in keyspace `ks` (Cassandra alone: `causet middleware --plain`).
+pub fn create_plain(ks: &str) -> String {
+    format!("CREATE TABLE IF NOT EXISTS {ks}.plain (key blob PRIMARY KEY, value blob)")
+}
+
 /// Connects to Cassandra with reads and writes pinned to `options.datacenter`, and creates the schema if asked.
 async fn connect(options: &CassandraOptions) -> Result<Session, StoreError> {
     if !options.keyspace.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') || options.keyspace.is_empty() {
@@ -142,11 +156,8 @@ async fn connect(options: &CassandraOptions) -> Result<Session, StoreError> {
                 "CREATE KEYSPACE IF NOT EXISTS {ks} WITH replication = {{'class': 'NetworkTopologyStrategy', {}}}",
                 replication.join(", ")
             ),
-            format!(
-                "CREATE TABLE IF NOT EXISTS {ks}.records (key blob, ls smallint, seq bigint, head blob, meta blob, \
-                 PRIMARY KEY ((key, ls))) WITH read_repair = 'BLOCKING'"
-            ),
-            format!("CREATE TABLE IF NOT EXISTS {ks}.plain (key blob PRIMARY KEY, value blob)"),
+            create_records(ks),
+            create_plain(ks),
             format!("CREATE TABLE IF NOT EXISTS {ks}.writers (ls smallint PRIMARY KEY, owner text)"),
             format!(
                 "CREATE TABLE IF NOT EXISTS {ks}.feeds (ls smallint, epoch bigint, bucket bigint, number bigint, \
